@@ -1,0 +1,88 @@
+"""``veglia config``: the options of a profile."""
+
+from __future__ import annotations
+
+import json
+
+import click
+from veglia.cli.output import echo_success, print_table, raw_option
+from veglia.cli.state import CliState, pass_state
+from veglia.config.options import get_option, get_options
+
+MASK = "****"
+
+
+def shown_value(option_name: str, value: object) -> str:
+    """How a value is printed: secrets masked, structured values in their own syntax."""
+    option = get_option(option_name)
+    if option.secret:
+        return MASK if value else ""
+    return option.format(value)
+
+
+@click.group("config")
+def config_group() -> None:
+    """Get, set and list profile options."""
+
+
+@config_group.command("list")
+@raw_option
+def config_list(raw: bool) -> None:
+    """List every option with its default and meaning."""
+    rows = [
+        (name, shown_value(name, option.default), option.description)
+        for name, option in sorted(get_options().items())
+    ]
+    print_table(("Option", "Default", "Description"), rows, raw=raw)
+
+
+@config_group.command("show")
+@click.option("-a", "--all", "show_all", is_flag=True, help="Also options left at their default.")
+@raw_option
+@pass_state
+def config_show(state: CliState, show_all: bool, raw: bool) -> None:
+    """Show the options of the profile (secrets masked)."""
+    profile = state.profile
+    rows = []
+    for name in sorted(get_options()):
+        if not show_all and not profile.is_set(name):
+            continue
+        source = "profile" if profile.is_set(name) else "default"
+        rows.append((name, shown_value(name, profile.get_option(name)), source))
+    print_table(("Option", "Value", "Source"), rows, raw=raw, title=f"Profile {profile.name}")
+
+
+@config_group.command("get")
+@click.argument("name")
+@pass_state
+def config_get(state: CliState, name: str) -> None:
+    """Print the value of option NAME (secrets masked)."""
+    value = state.profile.get_option(name)
+    if isinstance(value, list | dict) and not get_option(name).secret:
+        click.echo(json.dumps(value))
+    else:
+        click.echo(shown_value(name, value))
+
+
+@config_group.command("set")
+@click.argument("name")
+@click.argument("value")
+@pass_state
+def config_set(state: CliState, name: str, value: str) -> None:
+    """Set option NAME to VALUE for the profile."""
+    profile = state.profile
+    stored = state.config.set_option(profile.name, name, value)
+    echo_success(f"{name} = {shown_value(name, stored)} for profile {profile.name!r}.")
+
+
+@config_group.command("unset")
+@click.argument("name")
+@pass_state
+def config_unset(state: CliState, name: str) -> None:
+    """Reset option NAME to its default for the profile."""
+    profile = state.profile
+    state.config.unset_option(profile.name, name)
+    echo_success(f"{name} is back to its default for profile {profile.name!r}.")
+
+
+COMMANDS = [config_group]

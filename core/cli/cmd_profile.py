@@ -1,0 +1,71 @@
+"""``veglia profile``: list, show, choose and delete profiles."""
+
+from __future__ import annotations
+
+import click
+from veglia.cli.output import echo_success, print_table, raw_option
+from veglia.cli.state import CliState, pass_state
+
+
+@click.group("profile")
+def profile_group() -> None:
+    """Inspect and manage profiles."""
+
+
+@profile_group.command("list")
+@raw_option
+@pass_state
+def profile_list(state: CliState, raw: bool) -> None:
+    """List the profiles; * marks the default."""
+    config = state.config
+    rows = []
+    for name in config.profile_names:
+        profile = config.get_profile(name)
+        marker = "*" if name == config.default_profile else ""
+        rows.append((marker, name, profile.storage_url_masked, profile.broker_url_masked or "-"))
+    print_table(("", "Name", "Storage", "Broker"), rows, raw=raw)
+
+
+@profile_group.command("show")
+@click.argument("name", required=False)
+@raw_option
+@pass_state
+def profile_show(state: CliState, name: str | None, raw: bool) -> None:
+    """Show a profile's folders and URLs (secrets masked)."""
+    profile = state.config.get_profile(name or state.profile_name)
+    rows = [
+        ("name", profile.name),
+        ("folder", profile.folder),
+        ("storage", profile.storage_url_masked),
+        ("repository", profile.repository_path),
+        ("broker", profile.broker_url_masked or "none"),
+        ("default", profile.name == state.config.default_profile),
+    ]
+    print_table(("Property", "Value"), rows, raw=raw)
+
+
+@profile_group.command("set-default")
+@click.argument("name")
+@pass_state
+def profile_set_default(state: CliState, name: str) -> None:
+    """Make NAME the default profile."""
+    state.config.set_default(name)
+    echo_success(f"{name!r} is now the default profile.")
+
+
+@profile_group.command("delete")
+@click.argument("name")
+@click.option("--keep-data", is_flag=True, help="Keep the profile's folder (SQLite, files).")
+@click.option("-f", "--force", is_flag=True, help="Do not ask for confirmation.")
+@pass_state
+def profile_delete(state: CliState, name: str, keep_data: bool, force: bool) -> None:
+    """Delete profile NAME and, unless --keep-data, its folder."""
+    profile = state.config.get_profile(name)
+    if not force:
+        what = "" if keep_data else f" and everything in {profile.folder}"
+        click.confirm(f"Delete profile {name!r}{what}?", abort=True)
+    state.config.delete_profile(name, keep_data=keep_data)
+    echo_success(f"Deleted profile {name!r}.")
+
+
+COMMANDS = [profile_group]

@@ -1,0 +1,84 @@
+"""A profile: one named set of options, one database and one file repository."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, urlsplit, urlunsplit
+
+from veglia.config.options import get_option
+
+__all__ = ["Profile", "mask_url"]
+
+
+def mask_url(url: str) -> str:
+    """The URL with any password replaced by ``****``."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":****@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def _with_password(url: str, password: str) -> str:
+    if not password:
+        return url
+    parts = urlsplit(url)
+    if parts.password is not None or not parts.username:
+        return url
+    host = parts.netloc.split("@", 1)[1]
+    netloc = f"{parts.username}:{quote(password, safe='')}@{host}"
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+@dataclass
+class Profile:
+    """A profile as read from the configuration folder.
+
+    ``options`` holds what was set explicitly; :meth:`get_option` falls back to defaults.
+    ``secrets`` holds the values of secret options, read from the 0600 secrets file.
+    """
+
+    name: str
+    folder: Path
+    options: dict[str, Any] = field(default_factory=dict)
+    secrets: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    def get_option(self, name: str) -> Any:
+        """The value of an option for this profile: set explicitly, or its default."""
+        option = get_option(name)
+        store = self.secrets if option.secret else self.options
+        if name in store:
+            return store[name]
+        return option.default
+
+    def is_set(self, name: str) -> bool:
+        return name in self.options or name in self.secrets
+
+    @property
+    def repository_path(self) -> Path:
+        """Folder of the content-addressed file repository."""
+        return self.folder / "repository"
+
+    @property
+    def storage_url(self) -> str:
+        """The database URL to connect with, password included: never print it."""
+        url = self.get_option("storage.url")
+        if not url:
+            return f"sqlite:///{self.folder / 'storage.sqlite'}"
+        return _with_password(url, self.get_option("storage.password"))
+
+    @property
+    def storage_url_masked(self) -> str:
+        return mask_url(self.storage_url)
+
+    @property
+    def broker_url(self) -> str:
+        """The broker URL to connect with, password included, or ``""`` for no broker."""
+        url = self.get_option("broker.url")
+        return _with_password(url, self.get_option("broker.password")) if url else ""
+
+    @property
+    def broker_url_masked(self) -> str:
+        return mask_url(self.broker_url)

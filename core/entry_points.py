@@ -1,0 +1,127 @@
+"""Discovery of plugins through entry points, and the factories that load them by name.
+
+Every plugin kind has one entry-point group. Built-in plugins are registered in veglia's own
+``pyproject.toml`` exactly as a third-party package registers its own.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from importlib.metadata import EntryPoint, entry_points
+from typing import Any
+
+from veglia.exceptions import (
+    EntryPointLoadError,
+    InvalidPluginError,
+    MissingEntryPointError,
+    PluginError,
+)
+
+__all__ = [
+    "GROUPS",
+    "CalculationFactory",
+    "DataFactory",
+    "MonitorFactory",
+    "ParserFactory",
+    "SchedulerFactory",
+    "TransportFactory",
+    "get_entry_point",
+    "get_entry_points",
+    "group_name",
+    "load_entry_point",
+]
+
+#: Short name of each plugin kind -> its entry-point group.
+GROUPS: dict[str, str] = {
+    "calculations": "veglia.calculations",
+    "parsers": "veglia.parsers",
+    "schedulers": "veglia.schedulers",
+    "transports": "veglia.transports",
+    "monitors": "veglia.monitors",
+    "data": "veglia.data",
+    "plugins": "veglia.plugins",
+}
+
+
+def group_name(group: str) -> str:
+    """Return the full entry-point group for a short (``monitors``) or full name."""
+    if group in GROUPS:
+        return GROUPS[group]
+    if group in GROUPS.values():
+        return group
+    allowed = ", ".join(GROUPS)
+    raise PluginError(f"Unknown plugin group {group!r}: use one of {allowed}.")
+
+
+def get_entry_points(group: str) -> list[EntryPoint]:
+    """All entry points of a group, sorted by name."""
+    found = entry_points(group=group_name(group))
+    return sorted(found, key=lambda ep: ep.name)
+
+
+def get_entry_point(group: str, name: str) -> EntryPoint:
+    """The entry point called ``name`` in ``group``; errors list the installed names."""
+    full = group_name(group)
+    matches = [ep for ep in get_entry_points(full) if ep.name == name]
+    if not matches:
+        installed = ", ".join(ep.name for ep in get_entry_points(full)) or "none"
+        raise MissingEntryPointError(
+            f"No plugin {name!r} in group {full!r}. Installed: {installed}. "
+            "Install the package that provides it, or check the spelling."
+        )
+    distinct = {ep.value for ep in matches}
+    if len(distinct) > 1:
+        raise PluginError(
+            f"Plugin {name!r} in group {full!r} is registered more than once "
+            f"({', '.join(sorted(distinct))}). Uninstall one of the packages."
+        )
+    return matches[0]
+
+
+def load_entry_point(group: str, name: str) -> Any:
+    """Import and return the object behind an entry point."""
+    entry_point = get_entry_point(group, name)
+    try:
+        return entry_point.load()
+    except Exception as exc:
+        raise EntryPointLoadError(
+            f"Plugin {name!r} in {group_name(group)!r} ({entry_point.value}) failed to import: "
+            f"{type(exc).__name__}: {exc}. Reinstall or fix the package that provides it."
+        ) from exc
+
+
+def _factory(group: str, check: Callable[[Any], bool], kind: str) -> Callable[[str], Any]:
+    def factory(name: str) -> Any:
+        plugin = load_entry_point(group, name)
+        if not check(plugin):
+            raise InvalidPluginError(
+                f"Plugin {name!r} in {group_name(group)!r} is {plugin!r}, not {kind}."
+            )
+        return plugin
+
+    factory.__name__ = factory.__qualname__ = f"{kind.split()[-1]}Factory"
+    factory.__doc__ = f"Load the {kind} registered as ``name`` in ``{group_name(group)}``."
+    return factory
+
+
+def _subclass_of(dotted: str) -> Callable[[Any], bool]:
+    module_name, _, class_name = dotted.rpartition(".")
+
+    def check(plugin: Any) -> bool:
+        import importlib
+
+        base = getattr(importlib.import_module(module_name), class_name)
+        return inspect.isclass(plugin) and issubclass(plugin, base)
+
+    return check
+
+
+TransportFactory = _factory(
+    "transports", _subclass_of("veglia.transports.Transport"), "a Transport subclass"
+)
+MonitorFactory = _factory("monitors", callable, "a monitor function")
+SchedulerFactory = _factory("schedulers", inspect.isclass, "a Scheduler class")
+CalculationFactory = _factory("calculations", inspect.isclass, "a Calculation class")
+ParserFactory = _factory("parsers", inspect.isclass, "a Parser class")
+DataFactory = _factory("data", inspect.isclass, "a Data class")

@@ -1,0 +1,133 @@
+"""Every exception veglia raises on purpose, in one tree.
+
+Callers catch :class:`VegliaError` to handle anything veglia reports; the CLI shows such an
+error as one line (its ``str``) and exits with its ``exit_code``, so each message says what
+went wrong and what to do about it.
+
+    VegliaError
+    ├── ConfigurationError          a config file or option is wrong
+    │   ├── InvalidOptionError      an option name or value is not allowed
+    │   └── ProfileNotFoundError    no profile of that name (or none at all)
+    ├── StorageError                the database or the file repository failed
+    │   ├── SchemaOutdatedError     the database schema is older than this release
+    │   ├── SchemaNewerError        the database was migrated by a newer release
+    │   ├── NotExistent             no row/node/blob for the given identifier
+    │   └── RepositoryIntegrityError a stored blob does not match its recorded hash
+    ├── PluginError                 entry points and plugins
+    │   ├── MissingEntryPointError  no plugin of that name in a group
+    │   ├── EntryPointLoadError     the plugin is registered but fails to import
+    │   └── InvalidPluginError      it imports but is not the kind of object expected
+    ├── BrokerError                 the message broker is unreachable or refused us
+    └── TransportError              a transport operation failed
+        ├── TransportConnectionError could not open or keep a connection
+        ├── TransportTimeoutError   a remote command ran past its timeout
+        └── HostKeyError            the remote host key is unknown or has changed
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BrokerError",
+    "ConfigurationError",
+    "EntryPointLoadError",
+    "HostKeyError",
+    "InvalidOptionError",
+    "InvalidPluginError",
+    "MissingEntryPointError",
+    "NotExistent",
+    "PluginError",
+    "ProfileNotFoundError",
+    "RepositoryIntegrityError",
+    "SchemaNewerError",
+    "SchemaOutdatedError",
+    "StorageError",
+    "TransportConnectionError",
+    "TransportError",
+    "TransportTimeoutError",
+    "VegliaError",
+]
+
+
+class VegliaError(Exception):
+    """Base class of every error veglia raises on purpose."""
+
+    #: The process exit code the CLI uses when this error ends a command.
+    exit_code: int = 1
+
+
+class ConfigurationError(VegliaError):
+    """The configuration folder, a profile or an option is wrong."""
+
+    exit_code = 3
+
+
+class InvalidOptionError(ConfigurationError):
+    """An option name is unknown or its value is not allowed."""
+
+
+class ProfileNotFoundError(ConfigurationError):
+    """There is no profile with the requested name, or no profile at all."""
+
+
+class StorageError(VegliaError):
+    """The database or the file repository failed."""
+
+    exit_code = 4
+
+
+class SchemaOutdatedError(StorageError):
+    """The database schema is older than the one this release of veglia needs."""
+
+
+class SchemaNewerError(StorageError):
+    """The database was migrated by a newer release of veglia than this one."""
+
+
+class NotExistent(StorageError):
+    """No row, node or blob exists for the identifier that was asked for."""
+
+
+class RepositoryIntegrityError(StorageError):
+    """A blob in the file repository does not match the hash recorded for it."""
+
+
+class PluginError(VegliaError):
+    """An entry point or a pluggy plugin could not be used."""
+
+    exit_code = 5
+
+
+class MissingEntryPointError(PluginError):
+    """No plugin of the requested name is registered in an entry-point group."""
+
+
+class EntryPointLoadError(PluginError):
+    """A plugin is registered but importing it failed."""
+
+
+class InvalidPluginError(PluginError):
+    """A plugin imports, but is not the kind of object its group expects."""
+
+
+class BrokerError(VegliaError):
+    """The message broker cannot be reached or refused the connection."""
+
+    exit_code = 6
+
+
+class TransportError(VegliaError):
+    """A transport operation (file copy, remote command, connection) failed."""
+
+    exit_code = 7
+
+
+class TransportConnectionError(TransportError):
+    """A connection to the computer could not be opened or was lost."""
+
+
+class TransportTimeoutError(TransportError):
+    """A command run through the transport did not finish within its timeout."""
+
+
+class HostKeyError(TransportConnectionError):
+    """The remote host's key is unknown or does not match the known one."""

@@ -1,0 +1,68 @@
+"""The whole plugin surface of veglia: every hook, declared once, documented where it is.
+
+A plugin is a module (or object) with functions marked ``@hookimpl`` whose names match the
+hooks below. Register it under the ``veglia.plugins`` entry-point group::
+
+    [project.entry-points."veglia.plugins"]
+    my_plugin = "my_package.veglia_plugin"
+
+Hook arguments are passed by keyword; an implementation may accept any subset of them.
+``docs/hooks.md`` is checked against these docstrings by the test suite.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pluggy
+
+if TYPE_CHECKING:
+    import click
+    from veglia.config.options import Option
+    from veglia.config.profile import Profile
+
+hookspec = pluggy.HookspecMarker("veglia")
+hookimpl = pluggy.HookimplMarker("veglia")
+
+
+@hookspec
+def register_options() -> list[Option]:
+    """Contribute profile options.
+
+    Called once when the option catalogue is first needed (``veglia config``, ``veglia
+    setup``, loading a profile). Return a list of :class:`veglia.config.options.Option`.
+    Option names should be prefixed with the plugin's own namespace (``tower.endpoint``),
+    and must not clash with a built-in or another plugin's option: a clash is an error
+    that names both plugins. Options marked ``secret=True`` are stored in the profile's
+    secrets file (mode 0600) and are never printed.
+    """
+
+
+@hookspec
+def register_commands(cli: click.Group) -> None:
+    """Add commands or command groups to the ``veglia`` command line.
+
+    Called once while the CLI is built, with the top-level ``click.Group``. Use
+    ``cli.add_command(...)`` or ``@cli.command()``. A plugin must not replace a built-in
+    command; adding a sub-command to an existing group is fine.
+    """
+
+
+@hookspec
+def profile_loaded(profile: Profile) -> None:
+    """React to a profile becoming the active one.
+
+    Called by :func:`veglia.load_profile` after the profile's configuration has been read
+    and validated, before any storage is opened. Use it to read the plugin's own options
+    (``profile.get_option("myplugin.x")``) and prepare state that depends on them. An
+    exception raised here stops the profile from loading and is shown to the user.
+    """
+
+
+def hook_names() -> list[str]:
+    """Names of every hook declared in this module, in declaration order."""
+    return [name for name, value in globals().items() if _is_hookspec(value)]
+
+
+def _is_hookspec(value: Any) -> bool:
+    return callable(value) and hasattr(value, "veglia_spec")

@@ -1,0 +1,73 @@
+"""The pluggy plugin manager: hook implementations found through ``veglia.plugins``.
+
+Two environment variables help people debug plugins:
+
+``VEGLIA_PLUGINS``
+    A comma-separated list of ``veglia.plugins`` entry-point names; only those load. Set it
+    to an empty string to load none (handy to bisect a broken plugin).
+``VEGLIA_TRACE_PLUGINS``
+    When set to ``1``, every hook call is written to stderr with its arguments and result.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterable
+
+import pluggy
+from veglia import hookspecs
+from veglia.entry_points import GROUPS, get_entry_points
+from veglia.exceptions import EntryPointLoadError
+
+__all__ = ["build_plugin_manager", "get_plugin_manager", "reset_plugin_manager"]
+
+_manager: pluggy.PluginManager | None = None
+
+
+def _wanted_names() -> set[str] | None:
+    value = os.environ.get("VEGLIA_PLUGINS")
+    if value is None:
+        return None
+    return {name.strip() for name in value.split(",") if name.strip()}
+
+
+def build_plugin_manager(only: Iterable[str] | None = None) -> pluggy.PluginManager:
+    """Build a plugin manager with every ``veglia.plugins`` entry point registered.
+
+    ``only`` (or ``VEGLIA_PLUGINS``) restricts loading to the named entry points.
+    """
+    manager = pluggy.PluginManager("veglia")
+    manager.add_hookspecs(hookspecs)
+    wanted = set(only) if only is not None else _wanted_names()
+    for entry_point in get_entry_points(GROUPS["plugins"]):
+        if wanted is not None and entry_point.name not in wanted:
+            continue
+        try:
+            plugin = entry_point.load()
+        except Exception as exc:
+            raise EntryPointLoadError(
+                f"Plugin {entry_point.name!r} ({entry_point.value}) failed to import: "
+                f"{type(exc).__name__}: {exc}. Fix or uninstall it, or leave it out with "
+                "VEGLIA_PLUGINS=<names to load>."
+            ) from exc
+        manager.register(plugin, name=entry_point.name)
+    manager.check_pending()
+    if os.environ.get("VEGLIA_TRACE_PLUGINS") == "1":
+        manager.trace.root.setwriter(sys.stderr.write)
+        manager.enable_tracing()
+    return manager
+
+
+def get_plugin_manager() -> pluggy.PluginManager:
+    """The process-wide plugin manager, built on first use."""
+    global _manager
+    if _manager is None:
+        _manager = build_plugin_manager()
+    return _manager
+
+
+def reset_plugin_manager() -> None:
+    """Forget the process-wide manager so the next call rebuilds it (after a pip install)."""
+    global _manager
+    _manager = None

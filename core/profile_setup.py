@@ -1,0 +1,93 @@
+"""Creating a profile end to end: configuration, database schema, default user and computer."""
+
+from __future__ import annotations
+
+import getpass
+from dataclasses import dataclass, field
+from typing import Any
+
+import sqlalchemy as sa
+from veglia.broker import ping_broker
+from veglia.config.config import Config
+from veglia.config.profile import Profile
+from veglia.exceptions import BrokerError
+from veglia.storage.backend import StorageBackend
+from veglia.storage.models import AuthInfo, Computer, User
+
+__all__ = ["LOCAL_BROKER_URL", "SetupReport", "create_profile", "detect_local_broker"]
+
+LOCAL_BROKER_URL = "amqp://guest:guest@127.0.0.1:5672/"
+
+
+@dataclass
+class SetupReport:
+    """What creating a profile did, for the summary the user sees."""
+
+    profile: Profile
+    actions: list[str] = field(default_factory=list)
+
+
+def detect_local_broker() -> str:
+    """The local RabbitMQ's URL when it answers with the default account, else ``""``."""
+    try:
+        ping_broker(LOCAL_BROKER_URL, timeout=2.0)
+    except BrokerError:
+        return ""
+    return LOCAL_BROKER_URL
+
+
+def _default_email() -> str:
+    return f"{getpass.getuser()}@localhost"
+
+
+def create_profile(config: Config, name: str, options: dict[str, Any]) -> SetupReport:
+    """Write the profile, migrate its storage and create its user and default computer.
+
+    The profile is written first, so a failing database step loses nothing the user typed:
+    fix the cause and run ``veglia storage migrate``.
+    """
+    profile = config.add_profile(name, options)
+    report = SetupReport(profile)
+    report.actions.append(f"wrote profile {name!r} to {config.path}")
+    if profile.secrets:
+        report.actions.append(f"wrote its secrets to {config.secrets_path} (mode 0600)")
+    if config.default_profile == name:
+        report.actions.append(f"made {name!r} the default profile")
+
+    storage = StorageBackend.from_profile(profile)
+    try:
+        before, after = storage.migrate()
+        report.actions.append(
+            f"migrated the database {profile.storage_url_masked} from "
+            f"{before or 'empty'} to schema {after}"
+        )
+        email = profile.get_option("user.email") or _default_email()
+        computer_label = profile.get_option("computer.default")
+        with storage.session() as session:
+            user = session.scalar(sa.select(User).where(User.email == email))
+            if user is None:
+                user = User(email=email)
+                session.add(user)
+                report.actions.append(f"created user {email}")
+            if (
+                computer_label == "localhost"
+                and session.scalar(sa.select(Computer).where(Computer.label == "localhost")) is None
+            ):
+                computer = Computer(
+                    label="localhost",
+                    hostname="localhost",
+                    description="This machine, through the local transport",
+                    transport_type="core.local",
+                    scheduler_type=profile.get_option("scheduler.default"),
+                    properties={"workdir": str(profile.folder / "scratch")},
+                )
+                session.add(computer)
+                session.flush()
+                session.add(AuthInfo(user_id=user.id, computer_id=computer.id))
+                report.actions.append(
+                    f"created computer 'localhost' (core.local, {computer.scheduler_type}, "
+                    f"work dir {computer.properties['workdir']})"
+                )
+    finally:
+        storage.close()
+    return report

@@ -1,0 +1,192 @@
+"""The Scheduler base class: job scripts, submission, job state queries and cancellation.
+
+A scheduler turns a :class:`JobTemplate` into a submit script and parses the output of the
+batch system's commands, which it runs through a transport. Implementations only write the
+command lines and parsers; :meth:`Scheduler.submit`, :meth:`Scheduler.get_jobs` and
+:meth:`Scheduler.kill` run them. ``core.direct`` is the reference implementation.
+"""
+
+from __future__ import annotations
+
+import enum
+import shlex
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from veglia.exceptions import VegliaError
+
+if TYPE_CHECKING:
+    from veglia.transports import Transport
+
+__all__ = [
+    "JobFailure",
+    "JobInfo",
+    "JobResources",
+    "JobState",
+    "JobTemplate",
+    "Scheduler",
+    "SchedulerError",
+]
+
+
+class SchedulerError(VegliaError):
+    """A scheduler command failed or printed what we cannot parse."""
+
+    exit_code = 8
+
+
+class JobState(str, enum.Enum):
+    """Where a job is, in the terms common to every batch system."""
+
+    UNDETERMINED = "undetermined"
+    QUEUED = "queued"
+    QUEUED_HELD = "queued_held"
+    RUNNING = "running"
+    SUSPENDED = "suspended"
+    DONE = "done"
+
+
+class JobFailure(str, enum.Enum):
+    """Why the batch system ended a job, when it did (used to resubmit with more)."""
+
+    OUT_OF_MEMORY = "out_of_memory"
+    OUT_OF_WALLTIME = "out_of_walltime"
+    CANCELLED = "cancelled"
+    NODE_FAILURE = "node_failure"
+    FAILED = "failed"
+    SUBMISSION = "submission"
+
+
+@dataclass
+class JobResources:
+    """How many machines and processes a job asks for."""
+
+    num_machines: int = 1
+    num_mpiprocs_per_machine: int = 1
+    num_cores_per_mpiproc: int = 1
+
+    def __post_init__(self) -> None:
+        for name in ("num_machines", "num_mpiprocs_per_machine", "num_cores_per_mpiproc"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise SchedulerError(
+                    f"resources.{name} must be a whole number >= 1, not {value!r}."
+                )
+
+    @property
+    def tot_num_mpiprocs(self) -> int:
+        return self.num_machines * self.num_mpiprocs_per_machine
+
+    @property
+    def cpus(self) -> int:
+        return self.tot_num_mpiprocs * self.num_cores_per_mpiproc
+
+
+@dataclass
+class JobTemplate:
+    """Everything a submit script is made from."""
+
+    commands: list[str]
+    job_name: str = "veglia"
+    working_directory: str = "."
+    stdout_name: str = "_scheduler-stdout.txt"
+    stderr_name: str = "_scheduler-stderr.txt"
+    resources: JobResources = field(default_factory=JobResources)
+    max_memory_kb: int | None = None
+    max_wallclock_seconds: int | None = None
+    queue_name: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    custom_scheduler_commands: str = ""
+    prepend_text: str = ""
+    append_text: str = ""
+    environment: dict[str, str] = field(default_factory=dict)
+    shebang: str = "#!/bin/bash"
+
+
+@dataclass
+class JobInfo:
+    """One job as the batch system reports it."""
+
+    job_id: str
+    state: JobState
+    raw_state: str = ""
+    reason: str = ""
+    failure: JobFailure | None = None
+    exit_code: int | None = None
+    queue: str | None = None
+    title: str = ""
+    wallclock_seconds: int | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+class Scheduler(ABC):
+    """One batch system. Subclasses write command lines and parse what they print."""
+
+    #: Whether ``get_jobs`` learns how a finished job ended (exit code, OOM, timeout).
+    reports_finished_jobs: bool = False
+
+    # -- script -----------------------------------------------------------------------
+    @abstractmethod
+    def script_header(self, template: JobTemplate) -> list[str]:
+        """Directive lines (``#SBATCH ...``) for the template's requests."""
+
+    def get_submit_script(self, template: JobTemplate) -> str:
+        """The whole submit script: shebang, directives, environment, commands."""
+        lines = [template.shebang, *self.script_header(template)]
+        if template.custom_scheduler_commands:
+            lines.append(template.custom_scheduler_commands.rstrip("\n"))
+        lines.append("")
+        for key, value in template.environment.items():
+            lines.append(f"export {key}={shlex.quote(value)}")
+        if template.prepend_text:
+            lines.append(template.prepend_text.rstrip("\n"))
+        lines.extend(template.commands)
+        if template.append_text:
+            lines.append(template.append_text.rstrip("\n"))
+        return "\n".join(lines) + "\n"
+
+    # -- commands ---------------------------------------------------------------------
+    @abstractmethod
+    def submit_command(self, script_name: str) -> str:
+        """The command line that submits ``script_name`` from the work directory."""
+
+    @abstractmethod
+    def parse_submit_output(self, retval: int, stdout: str, stderr: str) -> str:
+        """The job id from the submit command's output; raise SchedulerError on failure."""
+
+    @abstractmethod
+    def joblist_command(self, job_ids: list[str] | None = None, user: str | None = None) -> str:
+        """The command line that lists the given jobs (or all jobs of ``user``)."""
+
+    @abstractmethod
+    def parse_joblist_output(self, retval: int, stdout: str, stderr: str) -> list[JobInfo]:
+        """Jobs from the list command's output."""
+
+    @abstractmethod
+    def kill_command(self, job_id: str) -> str:
+        """The command line that cancels a job."""
+
+    def parse_kill_output(self, retval: int, stdout: str, stderr: str) -> bool:
+        """Whether the cancel command was accepted."""
+        return retval == 0
+
+    # -- run through a transport ---------------------------------------------------------
+    def submit(self, transport: Transport, workdir: str, script_name: str) -> str:
+        """Submit the script in ``workdir``; return the job id."""
+        retval, stdout, stderr = transport.exec_command(
+            self.submit_command(script_name), workdir=workdir, timeout=120
+        )
+        return self.parse_submit_output(retval, stdout, stderr)
+
+    def get_jobs(self, transport: Transport, job_ids: list[str]) -> dict[str, JobInfo]:
+        """The jobs the batch system still knows of, by id (one command for all)."""
+        if not job_ids:
+            return {}
+        retval, stdout, stderr = transport.exec_command(self.joblist_command(job_ids), timeout=120)
+        return {info.job_id: info for info in self.parse_joblist_output(retval, stdout, stderr)}
+
+    def kill(self, transport: Transport, job_id: str) -> bool:
+        retval, stdout, stderr = transport.exec_command(self.kill_command(job_id), timeout=120)
+        return self.parse_kill_output(retval, stdout, stderr)

@@ -1,0 +1,159 @@
+"""Opening a profile's storage: the database engine, its schema version, the file repository."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from alembic import command
+from alembic.config import Config as AlembicConfig
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy.engine import Engine
+from sqlalchemy.orm import Session, sessionmaker
+from veglia.config.profile import mask_url
+from veglia.exceptions import SchemaNewerError, SchemaOutdatedError, StorageError
+from veglia.storage.repository import FileRepository
+
+__all__ = ["SchemaStatus", "StorageBackend", "create_db_engine"]
+
+_MIGRATIONS = Path(__file__).parent / "migrations"
+
+
+def _driver_url(url: str) -> str:
+    """Pick the psycopg (3) driver for plain ``postgresql://`` URLs."""
+    if url.startswith("postgresql://") or url.startswith("postgres://"):
+        return "postgresql+psycopg://" + url.split("://", 1)[1]
+    return url
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    # WAL lets the daemon write while the CLI reads; busy_timeout waits out short locks.
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.close()
+
+
+def create_db_engine(url: str) -> Engine:
+    """An SQLAlchemy engine for a storage URL, with veglia's connection settings."""
+    url = _driver_url(url)
+    try:
+        if url.startswith("sqlite"):
+            path = sa.engine.make_url(url).database
+            if path and path != ":memory:":
+                Path(path).parent.mkdir(parents=True, exist_ok=True)
+            engine = sa.create_engine(url, connect_args={"timeout": 30})
+            sa.event.listen(engine, "connect", _sqlite_pragmas)
+        else:
+            engine = sa.create_engine(url, pool_pre_ping=True)
+    except (sa.exc.ArgumentError, ImportError) as exc:
+        raise StorageError(f"Cannot use storage URL {mask_url(url)}: {exc}") from None
+    return engine
+
+
+class SchemaStatus:
+    """Where a database stands against this release's migrations."""
+
+    def __init__(self, current: str | None, head: str, known: set[str]) -> None:
+        self.current = current
+        self.head = head
+        self.known = known
+
+    @property
+    def up_to_date(self) -> bool:
+        return self.current == self.head
+
+    @property
+    def empty(self) -> bool:
+        return self.current is None
+
+    @property
+    def newer(self) -> bool:
+        return self.current is not None and self.current not in self.known
+
+
+class StorageBackend:
+    """The database and file repository of one profile."""
+
+    def __init__(self, url: str, repository_path: Path | str) -> None:
+        self.url = url
+        self.engine = create_db_engine(url)
+        self.repository = FileRepository(repository_path)
+        self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+
+    @classmethod
+    def from_profile(cls, profile: Any) -> StorageBackend:
+        return cls(profile.storage_url, profile.repository_path)
+
+    def __repr__(self) -> str:
+        return f"StorageBackend({mask_url(self.url)!r})"
+
+    # -- schema -----------------------------------------------------------------------
+    def _alembic_config(self) -> AlembicConfig:
+        config = AlembicConfig()
+        config.set_main_option("script_location", str(_MIGRATIONS))
+        return config
+
+    def schema_status(self) -> SchemaStatus:
+        script = ScriptDirectory.from_config(self._alembic_config())
+        head = script.get_current_head()
+        known = {rev.revision for rev in script.walk_revisions()}
+        try:
+            with self.engine.connect() as connection:
+                current = MigrationContext.configure(connection).get_current_revision()
+        except sa.exc.OperationalError as exc:
+            raise StorageError(
+                f"Cannot reach the database at {mask_url(self.url)}: {exc.orig}. Check that "
+                "it runs and that storage.url is right (`veglia config get storage.url`)."
+            ) from None
+        assert head is not None
+        return SchemaStatus(current, head, known)
+
+    def check_schema(self) -> None:
+        """Raise unless the schema is exactly what this release expects."""
+        status = self.schema_status()
+        if status.newer:
+            raise SchemaNewerError(
+                f"The database at {mask_url(self.url)} is at schema {status.current}, newer than "
+                "this release of veglia knows. Upgrade veglia."
+            )
+        if not status.up_to_date:
+            where = "empty" if status.empty else f"at schema {status.current}"
+            raise SchemaOutdatedError(
+                f"The database at {mask_url(self.url)} is {where}; this release needs "
+                f"{status.head}. Run `veglia storage migrate` (back up the database first)."
+            )
+
+    def migrate(self, revision: str = "head") -> tuple[str | None, str]:
+        """Bring the schema to ``revision``; return ``(before, after)``."""
+        status = self.schema_status()
+        if status.newer:
+            self.check_schema()
+        config = self._alembic_config()
+        with self.engine.begin() as connection:
+            config.attributes["connection"] = connection
+            command.upgrade(config, revision)
+        return status.current, self.schema_status().current or ""
+
+    # -- sessions ---------------------------------------------------------------------
+    @contextmanager
+    def session(self) -> Iterator[Session]:
+        """A session committed at the end of the block and rolled back on error."""
+        session = self._sessions()
+        try:
+            yield session
+            session.commit()
+        except BaseException:
+            session.rollback()
+            raise
+        finally:
+            session.close()
+
+    def close(self) -> None:
+        self.engine.dispose()

@@ -1,0 +1,196 @@
+"""SQLAlchemy models of the provenance graph and of the engine's records.
+
+Schema changes go through an Alembic migration in ``migrations/versions``; a test compares
+these models against the migrated database so the two never drift apart.
+"""
+
+from __future__ import annotations
+
+import uuid as uuid_module
+from datetime import datetime, timezone
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    CheckConstraint,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+__all__ = [
+    "LINK_TYPES",
+    "AuthInfo",
+    "Base",
+    "Code",
+    "Computer",
+    "Link",
+    "Log",
+    "Node",
+    "RepositoryFile",
+    "User",
+]
+
+#: input: data -> process; create: calc job -> data it produced; output: workflow -> data it
+#: returned; call: process -> process it launched.
+LINK_TYPES = ("input", "create", "output", "call")
+
+JsonType = JSON().with_variant(JSONB(), "postgresql")
+
+# Named constraints so Alembic migrations can refer to them on every backend.
+NAMING_CONVENTION = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def new_uuid() -> str:
+    return str(uuid_module.uuid4())
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+class User(Base):
+    __tablename__ = "users"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    email: Mapped[str] = mapped_column(String(254), unique=True)
+    first_name: Mapped[str] = mapped_column(String(254), default="")
+    last_name: Mapped[str] = mapped_column(String(254), default="")
+    institution: Mapped[str] = mapped_column(String(254), default="")
+
+
+class Computer(Base):
+    __tablename__ = "computers"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    uuid: Mapped[str] = mapped_column(String(36), unique=True, default=new_uuid)
+    label: Mapped[str] = mapped_column(String(255), unique=True)
+    hostname: Mapped[str] = mapped_column(String(255))
+    description: Mapped[str] = mapped_column(Text, default="")
+    scheduler_type: Mapped[str] = mapped_column(String(255))
+    transport_type: Mapped[str] = mapped_column(String(255))
+    #: work dir, mpirun command, safe_interval, minimum_poll_interval, fusion, ...
+    properties: Mapped[dict[str, Any]] = mapped_column(JsonType, default=dict)
+
+
+class AuthInfo(Base):
+    """How one user reaches one computer (user name, key file, proxy, ...)."""
+
+    __tablename__ = "authinfos"
+    __table_args__ = (UniqueConstraint("user_id", "computer_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    computer_id: Mapped[int] = mapped_column(ForeignKey("computers.id", ondelete="CASCADE"))
+    enabled: Mapped[bool] = mapped_column(Boolean, default=True)
+    auth_params: Mapped[dict[str, Any]] = mapped_column(JsonType, default=dict)
+    properties: Mapped[dict[str, Any]] = mapped_column(JsonType, default=dict)
+
+
+class Code(Base):
+    """An executable on a computer that calc jobs run."""
+
+    __tablename__ = "codes"
+    __table_args__ = (UniqueConstraint("label", "computer_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    uuid: Mapped[str] = mapped_column(String(36), unique=True, default=new_uuid)
+    label: Mapped[str] = mapped_column(String(255))
+    description: Mapped[str] = mapped_column(Text, default="")
+    computer_id: Mapped[int] = mapped_column(ForeignKey("computers.id", ondelete="RESTRICT"))
+    executable: Mapped[str] = mapped_column(Text)
+    default_calc_job_plugin: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    prepend_text: Mapped[str] = mapped_column(Text, default="")
+    append_text: Mapped[str] = mapped_column(Text, default="")
+    ctime: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class Node(Base):
+    """A vertex of the provenance graph: a piece of data or a process."""
+
+    __tablename__ = "nodes"
+    __table_args__ = (Index("ix_nodes_process_state_node_type", "process_state", "node_type"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    uuid: Mapped[str] = mapped_column(String(36), unique=True, default=new_uuid)
+    node_type: Mapped[str] = mapped_column(String(255), index=True)
+    process_type: Mapped[str | None] = mapped_column(String(255), nullable=True, index=True)
+    label: Mapped[str] = mapped_column(String(255), default="", index=True)
+    description: Mapped[str] = mapped_column(Text, default="")
+    ctime: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow, index=True)
+    mtime: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), default=utcnow, onupdate=utcnow
+    )
+    user_id: Mapped[int | None] = mapped_column(
+        ForeignKey("users.id", ondelete="RESTRICT"), nullable=True
+    )
+    computer_id: Mapped[int | None] = mapped_column(
+        ForeignKey("computers.id", ondelete="RESTRICT"), nullable=True
+    )
+    attributes: Mapped[dict[str, Any]] = mapped_column(JsonType, default=dict)
+    extras: Mapped[dict[str, Any]] = mapped_column(JsonType, default=dict)
+    process_state: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    exit_status: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    exit_message: Mapped[str | None] = mapped_column(Text, nullable=True)
+    #: Versioned plain-data checkpoint of a running process (JSON text).
+    checkpoint: Mapped[str | None] = mapped_column(Text, nullable=True)
+
+
+class Link(Base):
+    __tablename__ = "links"
+    __table_args__ = (
+        CheckConstraint("link_type IN ('input', 'create', 'output', 'call')", name="link_type"),
+        Index("ix_links_input_id_link_type", "input_id", "link_type"),
+        Index("ix_links_output_id_link_type", "output_id", "link_type"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    input_id: Mapped[int] = mapped_column(ForeignKey("nodes.id", ondelete="CASCADE"))
+    output_id: Mapped[int] = mapped_column(ForeignKey("nodes.id", ondelete="CASCADE"))
+    label: Mapped[str] = mapped_column(String(255))
+    link_type: Mapped[str] = mapped_column(String(16))
+
+
+class Log(Base):
+    __tablename__ = "logs"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    uuid: Mapped[str] = mapped_column(String(36), unique=True, default=new_uuid)
+    node_id: Mapped[int] = mapped_column(ForeignKey("nodes.id", ondelete="CASCADE"), index=True)
+    time: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    levelname: Mapped[str] = mapped_column(String(16), index=True)
+    loggername: Mapped[str] = mapped_column(String(255), default="")
+    message: Mapped[str] = mapped_column(Text)
+    details: Mapped[dict[str, Any]] = mapped_column(JsonType, default=dict)
+
+
+class RepositoryFile(Base):
+    """A file of a node's repository: its path in the node and the hash of its content."""
+
+    __tablename__ = "repository_files"
+    __table_args__ = (UniqueConstraint("node_id", "path"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    node_id: Mapped[int] = mapped_column(ForeignKey("nodes.id", ondelete="CASCADE"), index=True)
+    path: Mapped[str] = mapped_column(Text)
+    sha256: Mapped[str] = mapped_column(String(64), index=True)
+    size: Mapped[int] = mapped_column(BigInteger)

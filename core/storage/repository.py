@@ -1,0 +1,116 @@
+"""Content-addressed blob store on disk: each blob is kept once, under its SHA-256.
+
+Layout: ``<root>/objects/ab/cdef...`` where ``abcdef...`` is the hex digest. Blobs are written
+to a temporary file in the same folder and renamed into place, so a crash never leaves a
+half-written blob under a valid name.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+from veglia.exceptions import NotExistent, RepositoryIntegrityError
+
+__all__ = ["FileRepository"]
+
+_CHUNK = 1024 * 1024
+
+
+class FileRepository:
+    """Blobs addressed by their SHA-256 hex digest."""
+
+    def __init__(self, root: Path | str) -> None:
+        self.root = Path(root)
+        self.objects = self.root / "objects"
+        self._tmp = self.root / "tmp"
+
+    def _path(self, sha256: str) -> Path:
+        if len(sha256) != 64 or any(c not in "0123456789abcdef" for c in sha256):
+            raise ValueError(f"{sha256!r} is not a SHA-256 hex digest")
+        return self.objects / sha256[:2] / sha256[2:]
+
+    def put_stream(self, stream: BinaryIO) -> tuple[str, int]:
+        """Store the stream's bytes; return ``(sha256, size)``."""
+        self._tmp.mkdir(parents=True, exist_ok=True)
+        digest = hashlib.sha256()
+        size = 0
+        fd, tmp_name = tempfile.mkstemp(dir=self._tmp)
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                while chunk := stream.read(_CHUNK):
+                    digest.update(chunk)
+                    handle.write(chunk)
+                    size += len(chunk)
+                handle.flush()
+                os.fsync(handle.fileno())
+            sha256 = digest.hexdigest()
+            target = self._path(sha256)
+            if target.exists():
+                os.unlink(tmp_name)
+            else:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                os.replace(tmp_name, target)
+            return sha256, size
+        except BaseException:
+            Path(tmp_name).unlink(missing_ok=True)
+            raise
+
+    def put_bytes(self, data: bytes) -> tuple[str, int]:
+        import io
+
+        return self.put_stream(io.BytesIO(data))
+
+    def put_file(self, path: Path | str) -> tuple[str, int]:
+        with open(path, "rb") as handle:
+            return self.put_stream(handle)
+
+    def has(self, sha256: str) -> bool:
+        return self._path(sha256).exists()
+
+    def open(self, sha256: str) -> BinaryIO:
+        path = self._path(sha256)
+        try:
+            return open(path, "rb")
+        except FileNotFoundError:
+            raise NotExistent(
+                f"Blob {sha256} is missing from the repository at {self.root}; the repository "
+                "folder was changed outside veglia."
+            ) from None
+
+    def get_bytes(self, sha256: str) -> bytes:
+        with self.open(sha256) as handle:
+            return handle.read()
+
+    def copy_to(self, sha256: str, target: Path | str) -> None:
+        with self.open(sha256) as source, open(target, "wb") as handle:
+            shutil.copyfileobj(source, handle, _CHUNK)
+
+    def hash_of_stored(self, sha256: str) -> str:
+        """Recompute the digest of the stored blob (for integrity checks)."""
+        digest = hashlib.sha256()
+        with self.open(sha256) as handle:
+            while chunk := handle.read(_CHUNK):
+                digest.update(chunk)
+        return digest.hexdigest()
+
+    def verify(self, sha256: str) -> None:
+        """Raise :class:`RepositoryIntegrityError` when the blob's content changed."""
+        actual = self.hash_of_stored(sha256)
+        if actual != sha256:
+            raise RepositoryIntegrityError(
+                f"Blob {sha256} now hashes to {actual}: the file at {self._path(sha256)} was "
+                "modified."
+            )
+
+    def __iter__(self) -> Iterator[str]:
+        if not self.objects.exists():
+            return
+        for folder in sorted(self.objects.iterdir()):
+            for blob in sorted(folder.iterdir()):
+                yield folder.name + blob.name

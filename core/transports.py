@@ -1,0 +1,235 @@
+"""The Transport base class: how the engine reaches a computer's files and shell.
+
+A transport is opened once and shared (the engine's transport queue pools one per computer
+and user), so implementations keep no per-job state. Paths may be absolute, or relative to
+``cwd`` (the engine sets it to the job's work directory before calling monitors).
+
+``core.local`` (``veglia.plugins.transports.local``) is the reference implementation.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import shlex
+import stat as stat_module
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+__all__ = ["AuthOption", "FileStat", "Transport"]
+
+
+@dataclass(frozen=True)
+class FileStat:
+    """What :meth:`Transport.stat` tells about a path."""
+
+    size: int
+    mtime: float
+    mode: int
+
+    @property
+    def is_dir(self) -> bool:
+        return stat_module.S_ISDIR(self.mode)
+
+    @property
+    def is_file(self) -> bool:
+        return stat_module.S_ISREG(self.mode)
+
+
+@dataclass(frozen=True)
+class AuthOption:
+    """A connection parameter a transport accepts (shown by ``veglia computer configure``)."""
+
+    name: str
+    description: str
+    type: type = str
+    default: Any = None
+
+
+class Transport(ABC):
+    """Files and commands on one computer.
+
+    Subclasses implement the abstract methods; everything else is built on them. Errors are
+    raised as :class:`veglia.exceptions.TransportError` subclasses, never as bare OSError
+    from a remote library, so callers can back off and retry on one exception type.
+
+    Example, with the local transport::
+
+        with TransportFactory("core.local")("localhost") as transport:
+            transport.makedirs("/tmp/job")
+            transport.write_bytes("/tmp/job/in.txt", b"hello")
+            code, out, err = transport.exec_command("cat in.txt", workdir="/tmp/job")
+    """
+
+    #: Connection parameters this transport accepts.
+    auth_options: ClassVar[tuple[AuthOption, ...]] = ()
+
+    def __init__(self, hostname: str = "localhost", **auth_params: Any) -> None:
+        unknown = set(auth_params) - {option.name for option in self.auth_options}
+        if unknown:
+            from veglia.exceptions import TransportError
+
+            allowed = ", ".join(o.name for o in self.auth_options) or "none"
+            raise TransportError(
+                f"{type(self).__name__} does not accept {', '.join(sorted(unknown))} "
+                f"(allowed: {allowed})."
+            )
+        self.hostname = hostname
+        self.auth_params = {
+            option.name: auth_params.get(option.name, option.default)
+            for option in self.auth_options
+        }
+        self.cwd = "/"
+
+    # -- connection -------------------------------------------------------------------
+    @abstractmethod
+    def open(self) -> None:
+        """Open the connection (a no-op for local)."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Close the connection; the transport may be opened again later."""
+
+    @property
+    @abstractmethod
+    def is_open(self) -> bool:
+        """Whether the connection is open and usable."""
+
+    def __enter__(self) -> Transport:
+        self.open()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def path(self, path: str | Path) -> str:
+        """``path`` made absolute against :attr:`cwd`."""
+        return posixpath.normpath(posixpath.join(self.cwd, str(path)))
+
+    # -- files ------------------------------------------------------------------------
+    @abstractmethod
+    def putfile(self, localpath: str | Path, remotepath: str) -> None:
+        """Copy a local file to ``remotepath`` (overwriting)."""
+
+    @abstractmethod
+    def getfile(self, remotepath: str, localpath: str | Path) -> None:
+        """Copy a remote file to ``localpath`` (overwriting)."""
+
+    @abstractmethod
+    def read_bytes(self, remotepath: str, offset: int = 0, size: int | None = None) -> bytes:
+        """Read ``size`` bytes (all when None) of a remote file from ``offset`` on."""
+
+    @abstractmethod
+    def write_bytes(self, remotepath: str, data: bytes) -> None:
+        """Write ``data`` to a remote file (overwriting)."""
+
+    @abstractmethod
+    def listdir(self, path: str = ".") -> list[str]:
+        """Names in a remote folder, sorted."""
+
+    @abstractmethod
+    def stat(self, path: str) -> FileStat:
+        """Size, mtime and mode of a path; raises TransportError when it does not exist."""
+
+    @abstractmethod
+    def makedirs(self, path: str, exist_ok: bool = True) -> None:
+        """Create a folder and its parents."""
+
+    @abstractmethod
+    def remove(self, path: str) -> None:
+        """Remove one file or symlink."""
+
+    @abstractmethod
+    def rmtree(self, path: str) -> None:
+        """Remove a folder and everything in it; no error when it does not exist."""
+
+    @abstractmethod
+    def symlink(self, source: str, link: str) -> None:
+        """Create symlink ``link`` pointing at ``source``."""
+
+    # -- commands ---------------------------------------------------------------------
+    @abstractmethod
+    def exec_command(
+        self,
+        command: str,
+        *,
+        workdir: str | None = None,
+        stdin: bytes | None = None,
+        timeout: float | None = None,
+    ) -> tuple[int, str, str]:
+        """Run ``command`` with bash in ``workdir``; return (exit code, stdout, stderr).
+
+        Raises :class:`TransportTimeoutError` when it runs past ``timeout`` seconds.
+        """
+
+    @abstractmethod
+    def gotocomputer_command(self, workdir: str) -> str:
+        """A shell command line that opens an interactive shell in ``workdir``."""
+
+    # -- built on the above ------------------------------------------------------------
+    def exists(self, path: str) -> bool:
+        from veglia.exceptions import TransportError
+
+        try:
+            self.stat(path)
+        except TransportError:
+            return False
+        return True
+
+    def isdir(self, path: str) -> bool:
+        return self.exists(path) and self.stat(path).is_dir
+
+    def isfile(self, path: str) -> bool:
+        return self.exists(path) and self.stat(path).is_file
+
+    def puttree(self, localpath: str | Path, remotepath: str) -> None:
+        """Copy a local folder's content into ``remotepath``, recursively."""
+        local = Path(localpath)
+        self.makedirs(remotepath)
+        for item in sorted(local.iterdir()):
+            target = posixpath.join(self.path(remotepath), item.name)
+            if item.is_dir():
+                self.puttree(item, target)
+            else:
+                self.putfile(item, target)
+
+    def gettree(self, remotepath: str, localpath: str | Path) -> None:
+        """Copy a remote folder's content into ``localpath``, recursively."""
+        local = Path(localpath)
+        local.mkdir(parents=True, exist_ok=True)
+        for name in self.listdir(remotepath):
+            source = posixpath.join(self.path(remotepath), name)
+            if self.isdir(source):
+                self.gettree(source, local / name)
+            else:
+                self.getfile(source, local / name)
+
+    def put(self, localpath: str | Path, remotepath: str) -> None:
+        """Copy a file or a folder."""
+        if Path(localpath).is_dir():
+            self.puttree(localpath, remotepath)
+        else:
+            self.putfile(localpath, remotepath)
+
+    def get(self, remotepath: str, localpath: str | Path) -> None:
+        """Copy a file or a folder."""
+        if self.isdir(remotepath):
+            self.gettree(remotepath, localpath)
+        else:
+            self.getfile(remotepath, localpath)
+
+    def whoami(self) -> str:
+        """The user name the transport runs commands as."""
+        from veglia.exceptions import TransportError
+
+        code, out, err = self.exec_command("whoami", timeout=30)
+        if code != 0:
+            raise TransportError(f"`whoami` on {self.hostname} failed: {err.strip()}")
+        return out.strip()
+
+    @staticmethod
+    def _bash(command: str, workdir: str | None) -> str:
+        """The command line run by bash, in ``workdir`` when given."""
+        prefix = f"cd {shlex.quote(workdir)} && " if workdir else ""
+        return f"bash -c {shlex.quote(prefix + command)}"

@@ -1,0 +1,1 @@
+"""Built-in schedulers: ``core.direct``, ``core.slurm``, ``core.pbspro``, ``core.sge``."""

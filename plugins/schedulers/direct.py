@@ -1,0 +1,84 @@
+"""``core.direct``: run the job script right away in the background, no batch system."""
+
+from __future__ import annotations
+
+import re
+import shlex
+
+from veglia.schedulers import JobInfo, JobState, JobTemplate, Scheduler, SchedulerError
+
+__all__ = ["DirectScheduler"]
+
+# ps STAT letters (Linux procps): R running, S/D sleeping, T stopped, Z zombie.
+_STATES = {
+    "R": JobState.RUNNING,
+    "S": JobState.RUNNING,
+    "D": JobState.RUNNING,
+    "I": JobState.RUNNING,
+    "T": JobState.SUSPENDED,
+    "t": JobState.SUSPENDED,
+    "Z": JobState.DONE,
+    "X": JobState.DONE,
+}
+
+
+class DirectScheduler(Scheduler):
+    """Each job is a background bash process in its own session, tracked with ``ps``.
+
+    A memory request is enforced with ``ulimit -v``; there is no wall-time limit (the engine
+    kills a job that runs past it). Queues and accounts do not exist and are refused.
+    """
+
+    def script_header(self, template: JobTemplate) -> list[str]:
+        if template.queue_name or template.account:
+            raise SchedulerError(
+                "core.direct has no queues or accounts; remove queue_name/account or use a "
+                "batch scheduler."
+            )
+        lines = [
+            f"exec > {shlex.quote(template.stdout_name)} 2> {shlex.quote(template.stderr_name)}"
+        ]
+        if template.max_memory_kb:
+            lines.append(f"ulimit -v {int(template.max_memory_kb)}")
+        return lines
+
+    def submit_command(self, script_name: str) -> str:
+        # setsid makes the job a process-group leader, so a kill reaches its children.
+        return f"setsid bash {shlex.quote(script_name)} > /dev/null 2>&1 < /dev/null & echo $!"
+
+    def parse_submit_output(self, retval: int, stdout: str, stderr: str) -> str:
+        job_id = stdout.strip()
+        if retval != 0 or not job_id.isdigit():
+            raise SchedulerError(
+                f"Starting the job failed (exit {retval}): {stderr.strip() or stdout.strip()}"
+            )
+        return job_id
+
+    def joblist_command(self, job_ids: list[str] | None = None, user: str | None = None) -> str:
+        if job_ids:
+            for job_id in job_ids:
+                if not job_id.isdigit():
+                    raise SchedulerError(f"{job_id!r} is not a core.direct job id (a PID).")
+            return f"ps -o pid=,stat=,etimes=,comm= -p {','.join(job_ids)}"
+        return f"ps -o pid=,stat=,etimes=,comm= -u {shlex.quote(user or '$(whoami)')}"
+
+    def parse_joblist_output(self, retval: int, stdout: str, stderr: str) -> list[JobInfo]:
+        # ps exits 1 when none of the PIDs exists: that is an empty list, not an error.
+        if retval not in (0, 1) or stderr.strip():
+            raise SchedulerError(f"ps failed (exit {retval}): {stderr.strip()}")
+        jobs = []
+        for line in stdout.splitlines():
+            match = re.match(r"\s*(\d+)\s+(\S+)\s+(\d+)\s*(.*)", line)
+            if not match:
+                continue
+            pid, stat, elapsed, command = match.groups()
+            state = _STATES.get(stat[0], JobState.UNDETERMINED)
+            jobs.append(
+                JobInfo(pid, state, raw_state=stat, title=command, wallclock_seconds=int(elapsed))
+            )
+        return jobs
+
+    def kill_command(self, job_id: str) -> str:
+        if not job_id.isdigit():
+            raise SchedulerError(f"{job_id!r} is not a core.direct job id (a PID).")
+        return f"kill -TERM -- -{job_id}"

@@ -1,0 +1,1 @@
+"""Built-in transports: ``core.local`` and ``core.ssh``."""

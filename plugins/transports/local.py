@@ -1,0 +1,148 @@
+"""``core.local``: this machine's files and shell, with no connection to open."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+from pathlib import Path
+
+from veglia.exceptions import TransportError, TransportTimeoutError
+from veglia.transports import FileStat, Transport
+
+__all__ = ["LocalTransport"]
+
+
+class LocalTransport(Transport):
+    """Run jobs on the machine veglia runs on; files are copied, commands run with bash."""
+
+    def __init__(self, hostname: str = "localhost", **auth_params: object) -> None:
+        super().__init__(hostname, **auth_params)
+        self._open = False
+
+    def open(self) -> None:
+        self._open = True
+
+    def close(self) -> None:
+        self._open = False
+
+    @property
+    def is_open(self) -> bool:
+        return self._open
+
+    def _os_error(self, action: str, path: str, exc: OSError) -> TransportError:
+        return TransportError(f"Could not {action} {path} on localhost: {exc.strerror or exc}")
+
+    def putfile(self, localpath: str | Path, remotepath: str) -> None:
+        target = self.path(remotepath)
+        try:
+            shutil.copyfile(localpath, target)
+        except OSError as exc:
+            raise self._os_error("copy a file to", target, exc) from None
+
+    def getfile(self, remotepath: str, localpath: str | Path) -> None:
+        source = self.path(remotepath)
+        try:
+            shutil.copyfile(source, localpath)
+        except OSError as exc:
+            raise self._os_error("copy a file from", source, exc) from None
+
+    def read_bytes(self, remotepath: str, offset: int = 0, size: int | None = None) -> bytes:
+        source = self.path(remotepath)
+        try:
+            with open(source, "rb") as handle:
+                handle.seek(offset)
+                return handle.read() if size is None else handle.read(size)
+        except OSError as exc:
+            raise self._os_error("read", source, exc) from None
+
+    def write_bytes(self, remotepath: str, data: bytes) -> None:
+        target = self.path(remotepath)
+        try:
+            Path(target).write_bytes(data)
+        except OSError as exc:
+            raise self._os_error("write", target, exc) from None
+
+    def listdir(self, path: str = ".") -> list[str]:
+        folder = self.path(path)
+        try:
+            return sorted(os.listdir(folder))
+        except OSError as exc:
+            raise self._os_error("list", folder, exc) from None
+
+    def stat(self, path: str) -> FileStat:
+        target = self.path(path)
+        try:
+            result = os.stat(target)
+        except OSError as exc:
+            raise self._os_error("stat", target, exc) from None
+        return FileStat(size=result.st_size, mtime=result.st_mtime, mode=result.st_mode)
+
+    def makedirs(self, path: str, exist_ok: bool = True) -> None:
+        target = self.path(path)
+        try:
+            os.makedirs(target, exist_ok=exist_ok)
+        except OSError as exc:
+            raise self._os_error("create the folder", target, exc) from None
+
+    def remove(self, path: str) -> None:
+        target = self.path(path)
+        try:
+            os.remove(target)
+        except OSError as exc:
+            raise self._os_error("remove", target, exc) from None
+
+    def rmtree(self, path: str) -> None:
+        target = self.path(path)
+        try:
+            shutil.rmtree(target)
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            raise self._os_error("remove the folder", target, exc) from None
+
+    def symlink(self, source: str, link: str) -> None:
+        target = self.path(link)
+        try:
+            os.symlink(self.path(source), target)
+        except OSError as exc:
+            raise self._os_error("create the symlink", target, exc) from None
+
+    def exec_command(
+        self,
+        command: str,
+        *,
+        workdir: str | None = None,
+        stdin: bytes | None = None,
+        timeout: float | None = None,
+    ) -> tuple[int, str, str]:
+        try:
+            process = subprocess.Popen(
+                ["bash", "-c", command],
+                cwd=self.path(workdir) if workdir else None,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            raise self._os_error("run a command in", workdir or ".", exc) from None
+        try:
+            stdout, stderr = process.communicate(stdin or b"", timeout=timeout)
+        except subprocess.TimeoutExpired:
+            # The command's own children (a `sleep` in a pipeline) would outlive bash.
+            os.killpg(process.pid, signal.SIGKILL)
+            process.communicate()
+            raise TransportTimeoutError(
+                f"`{command}` on localhost ran past its timeout of {timeout} s."
+            ) from None
+        return (
+            process.returncode,
+            stdout.decode(errors="replace"),
+            stderr.decode(errors="replace"),
+        )
+
+    def gotocomputer_command(self, workdir: str) -> str:
+        return f"cd {shlex.quote(self.path(workdir))} && exec bash -l"
