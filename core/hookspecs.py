@@ -18,6 +18,7 @@ import pluggy
 
 if TYPE_CHECKING:
     import click
+
     from veglia.config.options import Option
     from veglia.config.profile import Profile
 

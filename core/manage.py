@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from veglia.config.config import Config
 from veglia.config.profile import Profile
 from veglia.exceptions import ProfileNotFoundError
-from veglia.storage.backend import StorageBackend
+
+if TYPE_CHECKING:
+    from veglia.storage.backend import StorageBackend
 
 __all__ = ["active_profile", "get_profile", "get_storage", "load_profile", "unload_profile"]
 
@@ -42,6 +46,8 @@ def get_profile() -> Profile:
 def get_storage() -> StorageBackend:
     """The storage of the active profile, opened once and checked against the schema."""
     global _storage
+    from veglia.storage.backend import StorageBackend
+
     if _storage is None:
         storage = StorageBackend.from_profile(get_profile())
         storage.check_schema()

@@ -16,6 +16,7 @@ import sys
 from collections.abc import Iterable
 
 import pluggy
+
 from veglia import hookspecs
 from veglia.entry_points import GROUPS, get_entry_points
 from veglia.exceptions import EntryPointLoadError

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import sqlalchemy as sa
+
 from veglia.broker import ping_broker
 from veglia.config.config import Config
 from veglia.config.profile import Profile

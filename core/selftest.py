@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import sqlalchemy as sa
+
 from veglia.broker import ping_broker
 from veglia.config.options import get_options
 from veglia.config.profile import Profile

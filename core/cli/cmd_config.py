@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import click
+
 from veglia.cli.output import echo_success, print_table, raw_option
 from veglia.cli.state import CliState, pass_state
 from veglia.config.options import get_option, get_options
@@ -64,7 +65,7 @@ def config_get(state: CliState, name: str) -> None:
         click.echo(shown_value(name, value))
 
 
-@config_group.command("set")
+@config_group.command("set", context_settings={"ignore_unknown_options": True})
 @click.argument("name")
 @click.argument("value")
 @pass_state

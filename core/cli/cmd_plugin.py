@@ -7,6 +7,7 @@ from importlib.metadata import EntryPoint
 from typing import Any
 
 import click
+
 from veglia.cli.output import console, print_table, raw_option
 from veglia.entry_points import GROUPS, get_entry_points, group_name, load_entry_point
 

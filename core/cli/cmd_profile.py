@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import click
+
 from veglia.cli.output import echo_success, print_table, raw_option
 from veglia.cli.state import CliState, pass_state
 

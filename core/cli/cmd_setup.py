@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import click
+
 from veglia.cli.output import console, echo_error, echo_info, echo_success, is_interactive
 from veglia.cli.state import CliState, pass_state
 from veglia.config.options import BUILTIN_OPTIONS, Option, get_option, get_options

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import click
+
 import veglia
 from veglia.cli.cmd_setup import print_checks
 from veglia.cli.output import console

@@ -8,6 +8,7 @@ import sys
 import traceback
 
 import click
+
 import veglia
 from veglia.cli.output import echo_error
 from veglia.cli.state import CliState

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import click
+
 from veglia.config.config import Config
 from veglia.config.profile import Profile
 

@@ -17,6 +17,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import platformdirs
+
 from veglia.config.options import get_option
 from veglia.config.profile import Profile
 from veglia.exceptions import ConfigurationError, InvalidOptionError, ProfileNotFoundError

@@ -364,14 +364,25 @@ BUILTIN_OPTIONS: tuple[Option, ...] = (
 )
 
 
+_catalogue: tuple[object, dict[str, Option]] | None = None
+
+
 def get_options() -> dict[str, Option]:
-    """Every option, built-in and from plugins, by name."""
-    from veglia.exceptions import ConfigurationError
+    """Every option, built-in and from plugins, by name (collected once per plugin manager)."""
+    global _catalogue
     from veglia.plugin_manager import get_plugin_manager
+
+    manager = get_plugin_manager()
+    if _catalogue is None or _catalogue[0] is not manager:
+        _catalogue = (manager, _collect_options(manager))
+    return _catalogue[1]
+
+
+def _collect_options(manager: Any) -> dict[str, Option]:
+    from veglia.exceptions import ConfigurationError
 
     options = {option.name: option for option in BUILTIN_OPTIONS}
     origin = dict.fromkeys(options, "veglia")
-    manager = get_plugin_manager()
     for impl in manager.hook.register_options.get_hookimpls():
         for option in impl.function() or []:
             if not isinstance(option, Option):

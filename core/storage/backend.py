@@ -8,12 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
-from alembic import command
-from alembic.config import Config as AlembicConfig
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session, sessionmaker
+
 from veglia.config.profile import mask_url
 from veglia.exceptions import SchemaNewerError, SchemaOutdatedError, StorageError
 from veglia.storage.repository import FileRepository
@@ -95,12 +92,18 @@ class StorageBackend:
         return f"StorageBackend({mask_url(self.url)!r})"
 
     # -- schema -----------------------------------------------------------------------
-    def _alembic_config(self) -> AlembicConfig:
+    # Alembic is imported on use: it is a third of `veglia`'s import time otherwise.
+    def _alembic_config(self) -> Any:
+        from alembic.config import Config as AlembicConfig
+
         config = AlembicConfig()
         config.set_main_option("script_location", str(_MIGRATIONS))
         return config
 
     def schema_status(self) -> SchemaStatus:
+        from alembic.runtime.migration import MigrationContext
+        from alembic.script import ScriptDirectory
+
         script = ScriptDirectory.from_config(self._alembic_config())
         head = script.get_current_head()
         known = {rev.revision for rev in script.walk_revisions()}
@@ -135,6 +138,8 @@ class StorageBackend:
         status = self.schema_status()
         if status.newer:
             self.check_schema()
+        from alembic import command
+
         config = self._alembic_config()
         with self.engine.begin() as connection:
             config.attributes["connection"] = connection

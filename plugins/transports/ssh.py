@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import paramiko
+
 from veglia.exceptions import (
     HostKeyError,
     TransportConnectionError,

@@ -1,0 +1,4 @@
+pytest_plugins = [
+    "veglia_fixtures.services",
+    "veglia_fixtures.profiles",
+]

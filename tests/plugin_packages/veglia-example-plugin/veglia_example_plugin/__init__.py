@@ -1,0 +1,1 @@
+"""An example third-party plugin package for veglia."""

@@ -1,0 +1,10 @@
+"""A monitor shipped by a third-party package."""
+
+
+def nan_guard(node, transport, path: str = "out.log", limit: int = 1):
+    """Kill the job when `path` in its work directory contains NaN more than `limit` times."""
+    text = transport.read_bytes(path).decode(errors="replace")
+    count = text.count("NaN")
+    if count > limit:
+        return f"{path} has {count} NaN values (limit {limit})."
+    return None

@@ -1,0 +1,234 @@
+"""The `veglia` command line as a new user meets it."""
+
+from __future__ import annotations
+
+import json
+import stat
+
+import pytest
+
+import veglia
+
+
+def test_version(run_cli):
+    result = run_cli("--version")
+    assert result.exit_code == 0 and veglia.__version__ in result.stdout
+
+
+def test_presto_gives_a_healthy_profile(run_cli, veglia_home):
+    result = run_cli("presto", "--no-broker")
+    assert result.exit_code == 0, result.output
+    assert "created computer 'localhost' (core.local, core.direct" in result.stdout
+
+    status = run_cli("status")
+    assert status.exit_code == 0, status.output
+    for check in ("version", "config", "storage", "broker"):
+        assert f"✔ {check}:" in status.stdout
+    assert "✘" not in status.stdout
+
+    again = run_cli("presto", "--no-broker")
+    assert again.exit_code == 0 and "nothing to do" in again.stdout
+
+
+def test_presto_uses_the_local_rabbitmq(run_cli, rabbitmq_url):
+    result = run_cli("presto")
+    assert result.exit_code == 0, result.output
+    assert "✔ broker:   RabbitMQ" in result.stdout
+    assert ":guest@" not in result.output
+
+
+def test_status_without_profile_says_how_to_make_one(run_cli):
+    result = run_cli("status")
+    assert result.exit_code == 3
+    assert "veglia presto" in result.stderr
+    assert "Traceback" not in result.output
+
+
+def test_status_shows_a_cross_and_a_hint_for_a_dead_broker(run_cli):
+    assert run_cli("presto", "--no-broker").exit_code == 0
+    assert run_cli("config", "set", "broker.url", "amqp://guest:pw@127.0.0.1:1/").exit_code == 0
+    result = run_cli("status")
+    assert result.exit_code == 1
+    assert "✘ broker:" in result.stdout and "hint:" in result.stdout
+    assert ":pw@" not in result.output
+
+
+def _answers(storage_url: str) -> str:
+    return "\n".join(
+        [
+            storage_url,  # storage.url (with a password, which must move to the secrets)
+            "",  # storage.password (already in the URL)
+            "ftp://nowhere",  # broker.url: invalid, must be asked again
+            "amqp://guest@127.0.0.1:5672/",  # broker.url
+            "guest",  # broker.password
+            "ada@example.org",  # user.email
+            "",  # computer.default
+            "core.direct",  # scheduler.default
+            "short:mem=4G:time=1h; long:time=2d",  # scheduler.queues
+            "",  # workdir.root
+            "0",  # jobs.max_per_user: invalid
+            "25",  # jobs.max_per_user
+            "",  # notify.email
+            "",
+        ]
+    )
+
+
+def test_setup_through_a_pipe_reasks_invalid_answers_and_hides_secrets(
+    run_cli, veglia_home, postgres_database, rabbitmq_url
+):
+    secret = "pg-Sup3r-secret"
+    url = postgres_database.replace("postgres@", f"postgres:{secret}@")
+    result = run_cli("setup", "--profile-name", "site", input=_answers(url))
+    assert result.exit_code == 0, result.output
+    assert result.stdout.count("broker.url [") + result.stdout.count("  broker.url:") >= 2
+    assert "is not a URL of the form amqp://" in result.stderr
+    assert "must be a whole number greater than 0" in result.stderr
+    assert "Self-test" in result.stdout and "✔ storage:" in result.stdout
+    assert "✔ broker:" in result.stdout
+
+    secrets_file = veglia_home / "secrets.json"
+    assert stat.S_IMODE(secrets_file.stat().st_mode) == 0o600
+    assert json.loads(secrets_file.read_text())["site"]["storage.password"] == secret
+    assert secret not in (veglia_home / "config.json").read_text()
+    options = json.loads((veglia_home / "config.json").read_text())["profiles"]["site"]["options"]
+    assert options["jobs.max_per_user"] == 25
+    assert options["scheduler.queues"][0] == {
+        "name": "short",
+        "max_memory_mb": 4096,
+        "max_walltime_seconds": 3600,
+    }
+
+    outputs = [result.output]
+    for command in (
+        ("status",),
+        ("config", "show", "--all"),
+        ("config", "get", "storage.password"),
+        ("config", "get", "broker.password"),
+        ("config", "get", "storage.url"),
+        ("profile", "show"),
+        ("profile", "list"),
+        ("storage", "info"),
+        ("-v", "status"),
+    ):
+        shown = run_cli(*command)
+        assert shown.exit_code == 0, (command, shown.output)
+        outputs.append(shown.output)
+    for output in outputs:
+        assert secret not in output
+        assert ":guest@" not in output
+    assert run_cli("config", "get", "storage.password").stdout.strip() == "****"
+
+
+def test_setup_non_interactive_takes_flags(run_cli, veglia_home):
+    result = run_cli(
+        "setup",
+        "--non-interactive",
+        "--profile-name",
+        "batch",
+        "--jobs-max-per-user",
+        "7",
+        "--scheduler-queues",
+        "q1:cpus=4",
+    )
+    assert result.exit_code == 0, result.output
+    assert run_cli("-p", "batch", "config", "get", "jobs.max_per_user").stdout.strip() == "7"
+    bad = run_cli("setup", "-n", "--profile-name", "other", "--jobs-max-per-user", "x")
+    assert bad.exit_code == 3 and "jobs.max_per_user" in bad.stderr
+    assert "other" not in json.loads((veglia_home / "config.json").read_text())["profiles"]
+
+
+def test_errors_are_one_red_line_unless_verbose(run_cli):
+    assert run_cli("presto", "--no-broker").exit_code == 0
+    result = run_cli("config", "set", "jobs.max_per_user", "-3")
+    assert result.exit_code == 3
+    assert result.stderr.strip().splitlines() == [
+        "Error: Invalid value for jobs.max_per_user: '-3' must be a whole number greater than 0."
+    ]
+    verbose = run_cli("--verbose", "config", "set", "jobs.max_per_user", "-3")
+    assert "Traceback" in verbose.stderr
+
+
+def test_config_set_get_unset(run_cli):
+    assert run_cli("presto", "--no-broker").exit_code == 0
+    assert run_cli("config", "set", "engine.poll_interval", "2").exit_code == 0
+    assert run_cli("config", "get", "engine.poll_interval").stdout.strip() == "2.0"
+    shown = run_cli("config", "show", "--raw").stdout.splitlines()
+    assert "engine.poll_interval\t2.0\tprofile" in shown
+    assert run_cli("config", "unset", "engine.poll_interval").exit_code == 0
+    assert run_cli("config", "get", "engine.poll_interval").stdout.strip() == "5.0"
+    unknown = run_cli("config", "get", "engine.pol_interval")
+    assert unknown.exit_code == 3 and "Did you mean engine.poll_interval" in unknown.stderr
+
+
+def test_outdated_schema_is_reported_and_migrated(run_cli, veglia_home):
+    assert run_cli("presto", "--no-broker").exit_code == 0
+    database = veglia_home / "profiles" / "presto" / "storage.sqlite"
+    import sqlite3
+
+    with sqlite3.connect(database) as connection:
+        connection.execute("DELETE FROM alembic_version")
+        for table in (
+            "repository_files",
+            "logs",
+            "links",
+            "nodes",
+            "codes",
+            "authinfos",
+            "computers",
+            "users",
+        ):
+            connection.execute(f"DROP TABLE {table}")
+    status = run_cli("status")
+    assert status.exit_code == 1 and "veglia storage migrate" in status.stdout
+    migrated = run_cli("storage", "migrate")
+    assert migrated.exit_code == 0 and "from empty to 0001" in migrated.stdout
+    assert run_cli("status").exit_code == 0
+
+
+def test_profiles_can_be_listed_switched_and_deleted(run_cli, veglia_home):
+    assert run_cli("presto", "--no-broker").exit_code == 0
+    assert run_cli("presto", "--no-broker", "--profile-name", "second").exit_code == 0
+    listing = run_cli("profile", "list", "--raw").stdout.splitlines()
+    assert [line.split("\t")[:2] for line in listing] == [["*", "presto"], ["", "second"]]
+    assert run_cli("profile", "set-default", "second").exit_code == 0
+    assert run_cli("profile", "show", "--raw").stdout.splitlines()[0] == "name\tsecond"
+    assert run_cli("profile", "delete", "presto", "--force").exit_code == 0
+    assert not (veglia_home / "profiles" / "presto").exists()
+    assert run_cli("-p", "presto", "status").exit_code == 3
+
+
+@pytest.mark.parametrize("group", ["transports", "schedulers", "monitors"])
+def test_plugin_list_shows_builtins(run_cli, group):
+    result = run_cli("plugin", "list", group, "--raw")
+    assert result.exit_code == 0
+    names = [line.split("\t")[1] for line in result.stdout.splitlines()]
+    expected = {
+        "transports": {"core.local", "core.ssh"},
+        "schedulers": {"core.direct"},
+        "monitors": {"core.always_kill"},
+    }[group]
+    assert expected <= set(names)
+
+
+def test_plugin_list_covers_every_group(run_cli):
+    result = run_cli("plugin", "list")
+    for group in (
+        "calculations",
+        "parsers",
+        "schedulers",
+        "transports",
+        "monitors",
+        "data",
+        "plugins",
+    ):
+        assert group in result.stdout
+
+
+def test_plugin_show_prints_docstring_and_signature(run_cli):
+    result = run_cli("plugin", "show", "monitors", "core.always_kill")
+    assert result.exit_code == 0
+    assert "Kill the job at the first scheduler poll" in result.stdout
+    assert "core.always_kill(node: 'Any', transport: 'Any', message: 'str'" in result.stdout
+    missing = run_cli("plugin", "show", "monitors", "core.nope")
+    assert missing.exit_code == 5 and "Installed: core.always_kill" in missing.stderr

@@ -1,0 +1,112 @@
+"""The hook catalogue stays documented, tested and honest."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import veglia.plugin_manager as plugin_manager
+from veglia import hookspecs
+from veglia.config.options import Option, get_options
+from veglia.exceptions import ConfigurationError
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_every_hook_has_a_docstring():
+    for name in hookspecs.hook_names():
+        doc = getattr(hookspecs, name).__doc__ or ""
+        assert len(doc.strip()) > 40, f"hook {name} needs a docstring that explains it"
+
+
+def test_hook_reference_is_up_to_date():
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "gen_hooks_doc.py"), "--check"],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stderr
+
+
+def test_every_hook_has_a_test():
+    tests = "\n".join(path.read_text() for path in (ROOT / "tests").glob("test_*.py"))
+    for name in hookspecs.hook_names():
+        assert re.search(rf"def test_\w*{name}\w*\(", tests), f"no test_*{name}* test"
+
+
+@pytest.fixture
+def manager_with(monkeypatch):
+    def install(*plugins):
+        manager = plugin_manager.build_plugin_manager(only=[])
+        for plugin in plugins:
+            manager.register(plugin)
+        monkeypatch.setattr(plugin_manager, "_manager", manager)
+        return manager
+
+    return install
+
+
+class _OptionPlugin:
+    def __init__(self, *options):
+        self.options = options
+
+    @hookspecs.hookimpl
+    def register_options(self):
+        return list(self.options)
+
+
+def test_register_options_adds_to_the_catalogue(manager_with):
+    manager_with(_OptionPlugin(Option("extra.level", "An extra option.", default=1, parse=int)))
+    assert get_options()["extra.level"].validate("7") == 7
+
+
+def test_register_options_clash_names_both_sides(manager_with):
+    manager_with(_OptionPlugin(Option("storage.url", "Mine now.")))
+    with pytest.raises(ConfigurationError, match="clashes with the one of 'veglia'"):
+        get_options()
+
+
+def test_register_options_must_return_options(manager_with):
+    manager_with(_OptionPlugin({"name": "not.an.option"}))
+    with pytest.raises(ConfigurationError, match="must return veglia.config.options.Option"):
+        get_options()
+
+
+def test_register_commands_cannot_replace_builtins(manager_with, capsys):
+    import click
+
+    from veglia.cli import main as cli_main
+
+    class Hijack:
+        @hookspecs.hookimpl
+        def register_commands(self, cli):
+            @cli.command("status")
+            def fake_status():
+                click.echo("hijacked")
+
+    manager_with(Hijack())
+    original = cli_main.cli.commands["status"]
+    cli_main._add_plugin_commands()
+    assert cli_main.cli.commands["status"] is original
+    assert "tried to replace the built-in command 'status'" in capsys.readouterr().err
+
+
+def test_profile_loaded_error_stops_loading(manager_with, veglia_home):
+    from veglia import load_profile
+    from veglia.config import Config
+    from veglia.manage import active_profile
+
+    class Refuse:
+        @hookspecs.hookimpl
+        def profile_loaded(self, profile):
+            raise ConfigurationError(f"plugin refuses {profile.name}")
+
+    Config().add_profile("p")
+    manager_with(Refuse())
+    with pytest.raises(ConfigurationError, match="plugin refuses p"):
+        load_profile("p")
+    assert active_profile() is None

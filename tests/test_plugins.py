@@ -1,0 +1,134 @@
+"""Entry points, factories and pluggy hooks, with a third-party package installed by pip."""
+
+from __future__ import annotations
+
+import importlib
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from veglia import MonitorFactory, SchedulerFactory, TransportFactory
+from veglia.config.options import get_option
+from veglia.entry_points import GROUPS, get_entry_points
+from veglia.exceptions import InvalidPluginError, MissingEntryPointError, PluginError
+from veglia.plugin_manager import build_plugin_manager
+from veglia.plugins.schedulers.direct import DirectScheduler
+from veglia.plugins.transports.local import LocalTransport
+from veglia.transports import Transport
+
+EXAMPLE = Path(__file__).parent / "plugin_packages" / "veglia-example-plugin"
+
+
+def _pip(*args: str) -> None:
+    subprocess.run(
+        [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q", *args],
+        check=True,
+        timeout=300,
+    )
+
+
+@pytest.fixture(scope="module")
+def example_plugin(tmp_path_factory):
+    """The example package, installed with pip as a user would, removed afterwards."""
+    # Built from a copy: pip builds in the source tree and would leave build/ behind.
+    source = tmp_path_factory.mktemp("example") / EXAMPLE.name
+    shutil.copytree(EXAMPLE, source)
+    _pip("install", "--no-deps", str(source))
+    importlib.invalidate_caches()
+    yield
+    _pip("uninstall", "-y", "veglia-example-plugin")
+    importlib.invalidate_caches()
+
+
+def test_factories_load_builtins():
+    assert TransportFactory("core.local") is LocalTransport
+    assert SchedulerFactory("core.direct") is DirectScheduler
+    assert MonitorFactory("core.always_kill")(None, None) == "Killed by core.always_kill."
+
+
+def test_missing_plugin_lists_what_is_installed():
+    with pytest.raises(MissingEntryPointError, match=r"Installed: core\.local, core\.ssh"):
+        TransportFactory("core.sshh")
+
+
+def test_unknown_group_is_explained():
+    with pytest.raises(PluginError, match="use one of calculations"):
+        get_entry_points("widgets")
+
+
+def test_factory_checks_the_kind_of_plugin(monkeypatch):
+    from importlib.metadata import EntryPoint
+
+    import veglia.entry_points as entry_points_module
+
+    fake = EntryPoint("core.fake", "veglia.monitors.basic:always_kill", "veglia.transports")
+    monkeypatch.setattr(entry_points_module, "get_entry_points", lambda group: [fake])
+    with pytest.raises(InvalidPluginError, match="not a Transport subclass"):
+        TransportFactory("core.fake")
+
+
+@pytest.mark.parametrize("name", [ep.name for ep in get_entry_points("transports")])
+def test_every_transport_is_a_transport(name):
+    assert issubclass(TransportFactory(name), Transport)
+
+
+def test_every_builtin_entry_point_imports():
+    for group in GROUPS:
+        for entry_point in get_entry_points(group):
+            assert entry_point.load() is not None, entry_point
+
+
+def test_external_package_is_discovered(example_plugin, run_cli):
+    listing = run_cli("plugin", "list", "monitors", "--raw").stdout.splitlines()
+    assert any(
+        line.startswith("monitors\texample.nan_guard\t") and "veglia-example-plugin 0.1.0" in line
+        for line in listing
+    ), listing
+    shown = run_cli("plugin", "show", "monitors", "example.nan_guard")
+    assert "Kill the job when `path`" in shown.stdout
+    assert "path: str = 'out.log'" in shown.stdout
+    hooks = run_cli("plugin", "show", "plugins", "example")
+    assert "register_commands, register_options" in hooks.stdout
+
+    assert run_cli("presto", "--no-broker").exit_code == 0
+    assert run_cli("config", "set", "example.threshold", "5").exit_code == 0
+    assert run_cli("config", "get", "example.threshold").stdout.strip() == "5"
+    assert run_cli("example-hello", "--name", "ada").stdout.strip() == (
+        "hello ada from veglia-example-plugin"
+    )
+
+
+def test_external_monitor_runs_against_a_transport(example_plugin, tmp_path):
+    monitor = MonitorFactory("example.nan_guard")
+    (tmp_path / "out.log").write_text("1.0\nNaN\nNaN\n")
+    with LocalTransport() as transport:
+        transport.cwd = str(tmp_path)
+        assert monitor(None, transport) == "out.log has 2 NaN values (limit 1)."
+        assert monitor(None, transport, limit=5) is None
+
+
+def test_external_hooks_are_called(example_plugin, veglia_home):
+    from veglia import load_profile
+    from veglia.config import Config
+
+    manager = build_plugin_manager()
+    assert "example" in {name for name, _ in manager.list_name_plugin()}
+    Config().add_profile("p")
+    load_profile("p")
+    assert sys.modules["veglia_example_plugin.hooks"].LOADED[-1] == "p"
+    assert get_option("example.threshold").validate("4") == 4
+
+
+def test_only_named_plugins_load(example_plugin, monkeypatch):
+    monkeypatch.setenv("VEGLIA_PLUGINS", "")
+    assert build_plugin_manager().list_name_plugin() == []
+    monkeypatch.setenv("VEGLIA_PLUGINS", "example")
+    assert [name for name, _ in build_plugin_manager().list_name_plugin()] == ["example"]
+
+
+def test_hook_calls_can_be_traced(example_plugin, run_cli):
+    result = run_cli("plugin", "list", env={"VEGLIA_TRACE_PLUGINS": "1"})
+    assert "register_commands" in result.stderr

@@ -1,0 +1,144 @@
+"""Storage on SQLite and PostgreSQL: migrations, schema checks, the graph, the repository."""
+
+from __future__ import annotations
+
+import pytest
+import sqlalchemy as sa
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
+
+from veglia.exceptions import (
+    NotExistent,
+    RepositoryIntegrityError,
+    SchemaNewerError,
+    SchemaOutdatedError,
+    StorageError,
+)
+from veglia.storage import FileRepository, StorageBackend
+from veglia.storage.models import Base, Computer, Link, Log, Node, RepositoryFile, User
+
+
+def test_empty_database_asks_for_migration(storage_url, tmp_path):
+    backend = StorageBackend(storage_url, tmp_path / "repo")
+    with pytest.raises(SchemaOutdatedError, match="veglia storage migrate"):
+        backend.check_schema()
+    before, after = backend.migrate()
+    assert before is None and after == backend.schema_status().head
+    backend.check_schema()
+    assert backend.migrate() == (after, after)
+    backend.close()
+
+
+def test_models_match_migrations(storage):
+    with storage.engine.connect() as connection:
+        differences = compare_metadata(MigrationContext.configure(connection), Base.metadata)
+    assert differences == [], "models changed without an Alembic migration"
+
+
+def test_database_from_newer_release_is_refused(storage):
+    with storage.engine.begin() as connection:
+        connection.execute(sa.text("UPDATE alembic_version SET version_num = 'f00dcafe'"))
+    with pytest.raises(SchemaNewerError, match="Upgrade veglia"):
+        storage.check_schema()
+    with pytest.raises(SchemaNewerError):
+        storage.migrate()
+
+
+def test_provenance_graph_round_trip(storage):
+    with storage.session() as session:
+        user = User(email="ada@example.org")
+        computer = Computer(
+            label="cluster",
+            hostname="cluster.example.org",
+            scheduler_type="core.slurm",
+            transport_type="core.ssh",
+            properties={"workdir": "/scratch/{username}"},
+        )
+        session.add_all([user, computer])
+        session.flush()
+        data = Node(node_type="data.int", attributes={"value": 3}, user_id=user.id)
+        calc = Node(
+            node_type="process.calculation.calcjob",
+            process_type="core.shell",
+            process_state="finished",
+            exit_status=0,
+            user_id=user.id,
+            computer_id=computer.id,
+            checkpoint='{"version": 1}',
+        )
+        session.add_all([data, calc])
+        session.flush()
+        session.add(Link(input_id=data.id, output_id=calc.id, label="x", link_type="input"))
+        session.add(Log(node_id=calc.id, levelname="REPORT", message="submitted job 7"))
+        data_id, calc_id = data.id, calc.id
+
+    with storage.session() as session:
+        calc = session.get(Node, calc_id)
+        assert calc.process_state == "finished" and calc.checkpoint == '{"version": 1}'
+        assert session.get(Node, data_id).attributes == {"value": 3}
+        link = session.scalars(sa.select(Link).where(Link.output_id == calc_id)).one()
+        assert (link.input_id, link.label, link.link_type) == (data_id, "x", "input")
+        assert [log.message for log in session.scalars(sa.select(Log))] == ["submitted job 7"]
+
+
+def test_unknown_link_type_and_dangling_link_are_refused(storage):
+    with storage.session() as session:
+        node = Node(node_type="data.int")
+        session.add(node)
+        session.flush()
+        node_id = node.id
+    with pytest.raises(sa.exc.IntegrityError), storage.session() as session:
+        session.add(Link(input_id=node_id, output_id=node_id, label="x", link_type="bogus"))
+    with pytest.raises(sa.exc.IntegrityError), storage.session() as session:
+        session.add(Link(input_id=node_id, output_id=99999, label="x", link_type="input"))
+
+
+def test_deleting_a_node_removes_its_links_logs_and_file_records(storage):
+    sha256, size = storage.repository.put_bytes(b"data")
+    with storage.session() as session:
+        node = Node(node_type="data.file")
+        other = Node(node_type="data.int")
+        session.add_all([node, other])
+        session.flush()
+        session.add(Link(input_id=other.id, output_id=node.id, label="a", link_type="input"))
+        session.add(Log(node_id=node.id, levelname="INFO", message="m"))
+        session.add(RepositoryFile(node_id=node.id, path="a.txt", sha256=sha256, size=size))
+        node_id = node.id
+    with storage.session() as session:
+        session.execute(sa.delete(Node).where(Node.id == node_id))
+    with storage.session() as session:
+        for model in (Link, Log, RepositoryFile):
+            assert session.scalars(sa.select(model)).all() == []
+
+
+def test_sqlite_runs_in_wal_mode(tmp_path):
+    backend = StorageBackend(f"sqlite:///{tmp_path / 'db.sqlite'}", tmp_path / "repo")
+    with backend.engine.connect() as connection:
+        assert connection.execute(sa.text("PRAGMA journal_mode")).scalar() == "wal"
+        assert connection.execute(sa.text("PRAGMA foreign_keys")).scalar() == 1
+    backend.close()
+
+
+def test_unreachable_database_says_what_to_check(tmp_path):
+    backend = StorageBackend("postgresql://nobody@127.0.0.1:1/none", tmp_path / "repo")
+    with pytest.raises(StorageError, match="Cannot reach the database"):
+        backend.check_schema()
+
+
+def test_repository_stores_each_content_once_and_detects_tampering(tmp_path):
+    repository = FileRepository(tmp_path / "repo")
+    sha_a, size = repository.put_bytes(b"hello")
+    sha_b, _ = repository.put_bytes(b"hello")
+    assert sha_a == sha_b and size == 5
+    assert list(repository) == [sha_a]
+    assert repository.get_bytes(sha_a) == b"hello"
+    repository.verify(sha_a)
+
+    blob = tmp_path / "repo" / "objects" / sha_a[:2] / sha_a[2:]
+    blob.write_bytes(b"HELLO")
+    with pytest.raises(RepositoryIntegrityError, match=sha_a):
+        repository.verify(sha_a)
+    blob.unlink()
+    with pytest.raises(NotExistent, match="missing"):
+        repository.get_bytes(sha_a)
+    assert not list((tmp_path / "repo" / "tmp").iterdir())

@@ -1,0 +1,80 @@
+"""Fixtures for a clean configuration folder, profiles on SQLite and PostgreSQL, and the CLI."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+VEGLIA = str(Path(sys.executable).parent / "veglia")
+
+
+@pytest.fixture(autouse=True)
+def veglia_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """Every test gets its own empty configuration folder and no loaded profile."""
+    from veglia.manage import unload_profile
+    from veglia.plugin_manager import reset_plugin_manager
+
+    home = tmp_path / "veglia-home"
+    monkeypatch.setenv("VEGLIA_HOME", str(home))
+    monkeypatch.delenv("VEGLIA_PROFILE", raising=False)
+    unload_profile()
+    reset_plugin_manager()
+    yield home
+    unload_profile()
+    reset_plugin_manager()
+
+
+@dataclass
+class CliResult:
+    exit_code: int
+    stdout: str
+    stderr: str
+
+    @property
+    def output(self) -> str:
+        return self.stdout + self.stderr
+
+
+@pytest.fixture
+def run_cli(veglia_home: Path):
+    """Run the installed `veglia` console script, as a user would."""
+
+    def run(*args: str, input: str | None = None, env: dict[str, str] | None = None) -> CliResult:
+        full_env = {**os.environ, "VEGLIA_HOME": str(veglia_home), "COLUMNS": "200"}
+        full_env.update(env or {})
+        result = subprocess.run(
+            [VEGLIA, *args],
+            input=input if input is not None else "",
+            capture_output=True,
+            text=True,
+            env=full_env,
+            timeout=120,
+        )
+        return CliResult(result.returncode, result.stdout, result.stderr)
+
+    return run
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def storage_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """The same test on an SQLite file and on a fresh PostgreSQL database."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'storage.sqlite'}"
+    return request.getfixturevalue("postgres_database")
+
+
+@pytest.fixture
+def storage(storage_url: str, tmp_path: Path):
+    """A migrated StorageBackend on each database."""
+    from veglia.storage import StorageBackend
+
+    backend = StorageBackend(storage_url, tmp_path / "repository")
+    backend.migrate()
+    yield backend
+    backend.close()

@@ -1,0 +1,122 @@
+"""Fixtures for the real services that `scripts/services` starts: sshd, SLURM, PostgreSQL,
+RabbitMQ. A test that needs an absent service is skipped with the reason, except under
+CI=true, where it fails: CI proves the real path."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+SERVICES_ENV = Path(os.environ.get("VEGLIA_SERVICES_ENV", "/var/lib/veglia-services/services.env"))
+POSTGRES_ADMIN_URL = os.environ.get(
+    "VEGLIA_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"
+)
+
+
+def service_missing(reason: str) -> None:
+    """Skip the test, or fail it under CI=true."""
+    message = f"{reason} (start it with `sudo scripts/services`)"
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"CI needs this service: {message}", pytrace=False)
+    pytest.skip(message)
+
+
+@pytest.fixture(scope="session")
+def services_env() -> dict[str, str]:
+    """The KEY=VALUE pairs `scripts/services` wrote."""
+    if not SERVICES_ENV.exists():
+        service_missing(f"{SERVICES_ENV} does not exist")
+    pairs = {}
+    for line in SERVICES_ENV.read_text().splitlines():
+        key, sep, value = line.partition("=")
+        if sep and not line.startswith("#"):
+            pairs[key.strip()] = value.strip()
+    return pairs
+
+
+@pytest.fixture(scope="session")
+def postgres_admin_url() -> str:
+    import psycopg
+
+    try:
+        psycopg.connect(POSTGRES_ADMIN_URL, connect_timeout=3).close()
+    except psycopg.Error as exc:
+        service_missing(f"PostgreSQL at {POSTGRES_ADMIN_URL} is not reachable: {exc}")
+    return POSTGRES_ADMIN_URL
+
+
+@pytest.fixture
+def postgres_database(postgres_admin_url: str) -> Iterator[str]:
+    """A new, empty PostgreSQL database; its URL. Dropped after the test."""
+    import psycopg
+
+    name = f"veglia_test_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(postgres_admin_url, autocommit=True) as connection:
+        connection.execute(f'CREATE DATABASE "{name}"')
+    base = postgres_admin_url.rsplit("/", 1)[0]
+    yield f"{base}/{name}"
+    with psycopg.connect(postgres_admin_url, autocommit=True) as connection:
+        connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(scope="session")
+def rabbitmq_url() -> str:
+    from veglia.broker import ping_broker
+    from veglia.exceptions import BrokerError
+
+    url = os.environ.get("VEGLIA_TEST_RABBITMQ_URL", "amqp://guest:guest@127.0.0.1:5672/")
+    try:
+        ping_broker(url, timeout=3)
+    except BrokerError as exc:
+        service_missing(str(exc))
+    return url
+
+
+@pytest.fixture(scope="session")
+def ssh_params(services_env: dict[str, str]) -> dict[str, object]:
+    """Connection parameters of the loopback sshd, for the core.ssh transport."""
+    from veglia.exceptions import TransportError
+    from veglia.plugins.transports.ssh import SshTransport
+
+    params: dict[str, object] = {
+        "port": int(services_env["SSH_PORT"]),
+        "username": services_env["SSH_USER"],
+        "key_filename": services_env["SSH_KEY"],
+        "known_hosts": services_env["SSH_KNOWN_HOSTS"],
+        "look_for_keys": False,
+        "allow_agent": False,
+        "timeout": 10.0,
+    }
+    try:
+        with SshTransport(services_env["SSH_HOST"], **params):
+            pass
+    except TransportError as exc:
+        service_missing(f"sshd on {services_env['SSH_HOST']}:{params['port']}: {exc}")
+    return params
+
+
+@pytest.fixture
+def ssh_transport(services_env: dict[str, str], ssh_params: dict[str, object]):
+    from veglia.plugins.transports.ssh import SshTransport
+
+    with SshTransport(services_env["SSH_HOST"], **ssh_params) as transport:
+        yield transport
+
+
+@pytest.fixture(scope="session")
+def slurm(services_env: dict[str, str]) -> dict[str, str]:
+    """SLURM answers `sinfo` here; the services env describes its partitions."""
+    if shutil.which("sinfo") is None:
+        service_missing("SLURM is not installed (no sinfo)")
+    result = subprocess.run(
+        ["sinfo", "-h", "-o", "%P %a"], capture_output=True, text=True, timeout=30
+    )
+    if result.returncode != 0:
+        service_missing(f"sinfo failed: {result.stderr.strip()}")
+    return services_env
