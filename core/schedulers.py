@@ -172,6 +172,14 @@ class Scheduler(ABC):
         """Whether the cancel command was accepted."""
         return retval == 0
 
+    def classify_failure(self, info: JobInfo | None, scheduler_stderr: str) -> JobFailure | None:
+        """Why the batch system ended a finished job, from its last info and the job's
+        scheduler stderr file (batch systems often say "exceeded memory limit" only there).
+
+        ``None`` means the batch system did not end the job itself.
+        """
+        return info.failure if info is not None else None
+
     # -- run through a transport ---------------------------------------------------------
     def submit(self, transport: Transport, workdir: str, script_name: str) -> str:
         """Submit the script in ``workdir``; return the job id."""
@@ -181,7 +189,12 @@ class Scheduler(ABC):
         return self.parse_submit_output(retval, stdout, stderr)
 
     def get_jobs(self, transport: Transport, job_ids: list[str]) -> dict[str, JobInfo]:
-        """The jobs the batch system still knows of, by id (one command for all)."""
+        """The jobs the batch system still knows of, by id, in one command for all.
+
+        A job missing from the result has left the batch system. Schedulers with
+        ``reports_finished_jobs`` also return recently finished jobs, with state DONE, their
+        exit code and ``failure``.
+        """
         if not job_ids:
             return {}
         retval, stdout, stderr = transport.exec_command(self.joblist_command(job_ids), timeout=120)
