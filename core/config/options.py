@@ -350,6 +350,18 @@ BUILTIN_OPTIONS: tuple[Option, ...] = (
         parse=_non_negative_float,
     ),
     Option(
+        "transport.retry_initial_interval",
+        "Seconds before the first retry of a failed transport task; doubles each retry.",
+        default=20.0,
+        parse=_non_negative_float,
+    ),
+    Option(
+        "transport.retry_attempts",
+        "Attempts of a transport task before its process is paused with the reason.",
+        default=5,
+        parse=_positive_int,
+    ),
+    Option(
         "engine.poll_interval",
         "Seconds between two scheduler queries for one computer.",
         default=5.0,

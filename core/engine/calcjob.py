@@ -1,0 +1,454 @@
+"""The calc job: upload, submit, poll, retrieve and parse one job on a computer.
+
+The transport work happens in the WAITING state, one command at a time (``upload``,
+``submit``, ``update``, ``retrieve``). Each command ends in a new WAITING state, so every
+step is checkpointed before the next begins; a process loaded from its checkpoint re-runs
+only the step it was in, and the steps are idempotent (see :mod:`calcjob_tasks`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import plumpy
+from plumpy.process_states import KillInterruption, PauseInterruption, ProcessState
+
+from veglia.engine import calcjob_tasks as tasks
+from veglia.engine.calcinfo import CalcInfo
+from veglia.engine.exit_codes import ExitCode
+from veglia.engine.process import Process
+from veglia.exceptions import TransportError
+from veglia.orm.computers import Code, Computer, load_computer
+from veglia.orm.nodes import CalcJobNode, FolderData, RemoteData
+from veglia.schedulers import JobFailure, JobInfo, JobState, SchedulerError
+
+__all__ = ["CalcJob", "TransportTaskFailed"]
+
+UPLOAD, SUBMIT, UPDATE, RETRIEVE = "upload", "submit", "update", "retrieve"
+_ALWAYS_RETRIEVED = ["_scheduler-stdout.txt", "_scheduler-stderr.txt", tasks.EXIT_STATUS_FILE]
+
+
+class TransportTaskFailed(Exception):
+    """A transport task failed on every attempt."""
+
+
+def _positive_int(value: Any, _: Any = None) -> str | None:
+    if value is not None and (not isinstance(value, int) or value <= 0):
+        return f"must be a whole number > 0, not {value!r}"
+    return None
+
+
+def _resources(value: Any, _: Any = None) -> str | None:
+    from veglia.schedulers import JobResources
+
+    try:
+        JobResources(**value)
+    except (TypeError, SchedulerError) as exc:
+        return str(exc)
+    return None
+
+
+@plumpy.persistence.auto_persist("msg", "data")
+class JobWaiting(plumpy.process_states.Waiting):
+    """WAITING with the transport work of the current command; interruptible by kill/pause."""
+
+    def __init__(self, process: Any, done_callback: Any, msg: str | None = None, data: Any = None):
+        super().__init__(process, done_callback, msg, data)
+        self._interruption: asyncio.Future | None = None
+
+    def load_instance_state(self, saved_state: Any, load_context: Any) -> None:
+        super().load_instance_state(saved_state, load_context)
+        self._interruption = None
+
+    def interrupt(self, reason: Any) -> None:
+        if self._interruption is not None and not self._interruption.done():
+            self._interruption.set_exception(reason)
+
+    async def _interruptible(self, coroutine: Any, *, finish_first: bool) -> Any:
+        """Await ``coroutine`` unless kill/pause comes first.
+
+        With ``finish_first`` a transport call already under way is let finish (a submit
+        that ran must be recorded) before the interruption is raised.
+        """
+        self._interruption = asyncio.get_running_loop().create_future()
+        task = asyncio.ensure_future(coroutine)
+        try:
+            await asyncio.wait({task, self._interruption}, return_when=asyncio.FIRST_COMPLETED)
+            if self._interruption.done():
+                if finish_first:
+                    await asyncio.wait({task})
+                else:
+                    task.cancel()
+                self._interruption.result()  # raises the interruption
+            return task.result()
+        finally:
+            self._interruption = None
+
+    async def execute(self) -> Any:
+        process: CalcJob = self.process  # type: ignore[assignment]
+        command = self.data
+        try:
+            if command == UPLOAD:
+                await self._interruptible(process.do_upload(), finish_first=True)
+                return self._next(SUBMIT, "Waiting to submit")
+            if command == SUBMIT:
+                result = await self._interruptible(process.do_submit(), finish_first=True)
+                if isinstance(result, ExitCode):
+                    return self.create_state(ProcessState.RUNNING, process.finish_with, result)
+                return self._next(UPDATE, "Waiting for the scheduler")
+            if command == UPDATE:
+                while not await self._interruptible(process.do_update(), finish_first=False):
+                    pass
+                return self._next(RETRIEVE, "Waiting to retrieve")
+            if command == RETRIEVE:
+                folder = await self._interruptible(process.do_retrieve(), finish_first=True)
+                return self.create_state(ProcessState.RUNNING, process.parse, str(folder))
+            raise RuntimeError(f"unknown calc job command {command!r}")
+        except TransportTaskFailed as exc:
+            raise PauseInterruption(f"{command} failed on every attempt: {exc}") from None
+        except KillInterruption:
+            await process.do_kill()
+            raise
+
+    def _next(self, command: str, message: str) -> Any:
+        return self.create_state(ProcessState.WAITING, None, msg=message, data=command)
+
+
+class CalcJob(Process):
+    """Base class of calculations that run a job on a computer through its scheduler."""
+
+    _node_class = CalcJobNode
+
+    @classmethod
+    def get_state_classes(cls) -> dict[Any, Any]:
+        states = dict(super().get_state_classes())
+        states[ProcessState.WAITING] = JobWaiting
+        return states
+
+    @classmethod
+    def define(cls, spec: Any) -> None:
+        super().define(spec)
+        spec.input(
+            "code",
+            valid_type=Code,
+            required=False,
+            help="The code to run (its computer is the job's computer).",
+        )
+        spec.input(
+            "metadata.computer",
+            valid_type=str,
+            required=False,
+            help="Label of the computer, when there is no code.",
+        )
+        spec.input_namespace("metadata.options", required=False)
+        options = [
+            ("resources", dict, _resources, "num_machines, num_mpiprocs_per_machine, ..."),
+            ("max_memory_kb", int, _positive_int, "Memory the job may use, in kB."),
+            ("max_wallclock_seconds", int, _positive_int, "Wall time the job may run."),
+            ("queue_name", str, None, "Queue (partition) to submit to."),
+            ("account", str, None, "Account to charge."),
+            ("qos", str, None, "Quality of service."),
+            ("custom_scheduler_commands", str, None, "Extra directive lines."),
+            ("prepend_text", str, None, "Shell lines before the command."),
+            ("append_text", str, None, "Shell lines after the command."),
+            ("environment_variables", dict, None, "Variables exported in the job."),
+            ("additional_retrieve_list", list, None, "More file patterns to retrieve."),
+            ("parser_name", str, None, "Entry point of the parser (veglia.parsers)."),
+            ("fusion", bool, None, "Read the Fusion trace (defaults to the computer's)."),
+            ("withmpi", bool, None, "Run the code through the computer's mpirun."),
+        ]
+        for name, valid_type, validator, help_text in options:
+            spec.input(
+                f"metadata.options.{name}",
+                valid_type=valid_type,
+                required=False,
+                validator=validator,
+                help=help_text,
+            )
+        spec.inputs["metadata"]["options"]["resources"].default = lambda: {"num_machines": 1}
+        spec.output("remote_folder", valid_type=RemoteData, required=False)
+        spec.output("retrieved", valid_type=FolderData, required=False)
+        spec.exit_code(100, "ERROR_NO_RETRIEVED_FILES", "No file was retrieved from the job.")
+        spec.exit_code(
+            110,
+            "ERROR_SCHEDULER_OUT_OF_MEMORY",
+            "The scheduler killed the job: it used more memory than it asked for.",
+        )
+        spec.exit_code(
+            120,
+            "ERROR_SCHEDULER_OUT_OF_WALLTIME",
+            "The scheduler killed the job: it ran past its wall time.",
+        )
+        spec.exit_code(130, "ERROR_SCHEDULER_NODE_FAILURE", "The job's node failed.")
+        spec.exit_code(131, "ERROR_SCHEDULER_CANCELLED", "The job was cancelled outside veglia.")
+        spec.exit_code(
+            140, "ERROR_SUBMISSION_REJECTED", "The scheduler rejected the job: {message}"
+        )
+        spec.exit_code(150, "STOPPED_BY_MONITOR", "Monitor {name} stopped the job: {message}")
+        spec.exit_code(300, "ERROR_PARSER_FAILED", "The parser failed: {message}")
+
+    # -- to be written by subclasses ------------------------------------------------------------
+    def prepare_for_submission(self, folder: Path) -> CalcInfo:
+        """Write the job's input files into ``folder`` and say how to run it."""
+        raise NotImplementedError(f"{type(self).__name__} must implement prepare_for_submission")
+
+    def parse_retrieved(self, retrieved: FolderData, outcome: dict[str, Any]) -> ExitCode | None:
+        """Attach outputs from the retrieved files; by default the ``parser_name`` parser."""
+        parser_name = self.options.get("parser_name")
+        if not parser_name:
+            return None
+        from veglia.entry_points import ParserFactory
+
+        parser = ParserFactory(parser_name)(self)
+        return parser.parse(retrieved, outcome)
+
+    # -- the node --------------------------------------------------------------------------
+    @property
+    def options(self) -> dict[str, Any]:
+        return dict(self.inputs.get("metadata", {}).get("options", {})) if self.inputs else {}
+
+    @property
+    def code(self) -> Code | None:
+        return self.inputs.get("code") if self.inputs else None
+
+    @property
+    def computer(self) -> Computer:
+        if self.code is not None:
+            return self.code.computer
+        label = self.metadata.get("computer")
+        if not label:
+            from veglia.manage import get_profile
+
+            label = get_profile().get_option("computer.default")
+        return load_computer(label)
+
+    def prepare_node(self, node: Any) -> None:
+        computer = self.computer
+        node.computer_pk = computer.pk
+        attributes = {"options": _plain(self.options), "computer": computer.label}
+        if self.code is not None:
+            attributes["code"] = {
+                "pk": self.code.pk,
+                "label": self.code.full_label,
+                "executable": self.code.executable,
+            }
+        node.set_attributes(attributes)
+
+    async def run(self) -> Any:
+        return plumpy.Wait(None, msg="Waiting to upload", data=UPLOAD)
+
+    # -- transport steps -----------------------------------------------------------------------
+    async def _with_retries(self, name: str, function: Any, *args: Any) -> Any:
+        from veglia.engine.runner import get_runner
+
+        runner = get_runner()
+        delay = runner.retry_interval
+        for attempt in range(1, runner.retry_attempts + 1):
+            try:
+                async with runner.lease_transport(self.computer) as lease:
+                    return await lease.run(function, lease.transport, *args)
+            except (TransportError, OSError) as exc:
+                self.report(f"{name} attempt {attempt}/{runner.retry_attempts} failed: {exc}")
+                if attempt == runner.retry_attempts:
+                    raise TransportTaskFailed(str(exc)) from None
+                await asyncio.sleep(delay)
+                delay *= 2
+        raise AssertionError("unreachable")
+
+    def _workdir(self, username: str) -> str:
+        assert self.node is not None
+        return self.computer.job_workdir(username, self.node.uuid)
+
+    async def do_upload(self) -> None:
+        node = self.node
+        assert node is not None
+        sandbox = Path(tempfile.mkdtemp(prefix="veglia-sandbox-"))
+        try:
+            calcinfo = self.prepare_for_submission(sandbox)
+            script = tasks.build_template(node, calcinfo, self.code, self.computer)
+            retrieve = [*calcinfo.retrieve_list, *self.options.get("additional_retrieve_list", [])]
+            for path in sorted(p for p in sandbox.rglob("*") if p.is_file()):
+                node.put_object_from_bytes(str(path.relative_to(sandbox)), path.read_bytes())
+            node.put_object_from_bytes(tasks.SCRIPT_NAME, script.encode())
+
+            def upload(transport: Any) -> str:
+                workdir = self._workdir(transport.whoami())
+                tasks.upload(transport, node, workdir, sandbox, calcinfo, script)
+                return workdir
+
+            workdir = await self._with_retries("upload", upload)
+        finally:
+            shutil.rmtree(sandbox, ignore_errors=True)
+        node.set_attributes({"remote_workdir": workdir, "retrieve_list": retrieve})
+        if "remote_folder" not in node.outputs:  # replayed after a crash: one output only
+            self.out("remote_folder", RemoteData(workdir, self.computer.label))
+        self.report(f"uploaded to {self.computer.label}:{workdir}")
+
+    async def do_submit(self) -> ExitCode | None:
+        node = self.node
+        assert node is not None
+        if node.job_id:  # submitted before a restart: never twice
+            return None
+        try:
+            job_id = await self._with_retries(
+                "submit", tasks.submit, self.computer, node.remote_workdir
+            )
+        except SchedulerError as exc:
+            if getattr(exc, "permanent", True):
+                self.report(f"submission rejected: {exc}")
+                return self.exit_codes.ERROR_SUBMISSION_REJECTED.format(message=str(exc))
+            raise TransportTaskFailed(str(exc)) from None
+        node.set_attributes({"job_id": job_id, "scheduler_state": JobState.QUEUED.value})
+        self.report(f"submitted job {job_id}")
+        return None
+
+    async def do_update(self) -> bool:
+        """One poll; True when the job has left the scheduler or is done."""
+        from veglia.engine.runner import get_runner
+
+        node = self.node
+        assert node is not None and node.job_id
+        try:
+            info = await get_runner().poller(self.computer).next_update(node.job_id)
+        except (TransportError, SchedulerError) as exc:
+            self.report(f"scheduler update failed: {exc}")
+            return await self._update_failed(exc)
+        self._update_failures = 0
+        done = info is None or info.state == JobState.DONE
+        state = JobState.DONE.value if done else info.state.value
+        if state != node.get_attribute("scheduler_state"):
+            node.set_attributes({"scheduler_state": state})
+        if info is not None:
+            node.set_attributes({"last_job_info": _job_info_attributes(info)})
+        return done
+
+    async def _update_failed(self, exc: Exception) -> bool:
+        from veglia.engine.runner import get_runner
+
+        runner = get_runner()
+        failures = getattr(self, "_update_failures", 0) + 1
+        self._update_failures = failures
+        if failures >= runner.retry_attempts:
+            self._update_failures = 0
+            raise TransportTaskFailed(str(exc))
+        await asyncio.sleep(runner.retry_interval * 2 ** (failures - 1))
+        return False
+
+    async def do_retrieve(self) -> Path:
+        node = self.node
+        assert node is not None
+        last = node.get_attribute("last_job_info")
+        last_info = _job_info_from_attributes(last) if last else None
+        patterns = [*node.get_attribute("retrieve_list", []), *_ALWAYS_RETRIEVED]
+        folder, outcome = await self._with_retries(
+            "retrieve", tasks.retrieve, self.computer, node.remote_workdir, patterns, last_info
+        )
+        node.set_attributes({"job_outcome": outcome})
+        self.report(f"retrieved {sum(1 for p in folder.rglob('*') if p.is_file())} files")
+        return folder
+
+    def _job_active(self) -> bool:
+        node = self.node
+        return bool(
+            node is not None
+            and node.job_id
+            and not node.get_attribute("job_cancelled")
+            and node.get_attribute("scheduler_state") != JobState.DONE.value
+        )
+
+    async def do_kill(self) -> None:
+        if not self._job_active():
+            return
+        assert self.node is not None
+        await self._with_retries("kill", tasks.kill, self.computer, self.node.job_id)
+        self.node.set_attributes({"job_cancelled": True})
+        self.report(f"cancelled job {self.node.job_id}")
+
+    def on_kill(self, msg: Any) -> None:
+        # Killed while not stepping (paused, or loaded but not running): JobWaiting did not
+        # get to cancel the job, so do it here, blocking, rather than leave an orphan.
+        if self._job_active():
+            assert self.node is not None
+            with self.computer.get_transport() as transport:
+                tasks.kill(transport, self.computer, self.node.job_id)
+            self.node.set_attributes({"job_cancelled": True})
+            self.report(f"cancelled job {self.node.job_id}")
+        super().on_kill(msg)
+
+    # -- parsing --------------------------------------------------------------------------
+    def parse(self, folder: str) -> Any:
+        node = self.node
+        assert node is not None
+        path = Path(folder)
+        if not path.is_dir():  # the worker that retrieved it died: fetch the files again
+            return plumpy.Wait(None, msg="Waiting to retrieve", data=RETRIEVE)
+        try:
+            retrieved = FolderData()
+            for item in sorted(p for p in path.rglob("*") if p.is_file()):
+                retrieved.put_object_from_file(str(item.relative_to(path)), item)
+            self.out("retrieved", retrieved)
+            outcome = node.get_attribute("job_outcome", {})
+            scheduler_code = self._scheduler_exit_code(outcome.get("failure"))
+            try:
+                parser_code = self.parse_retrieved(retrieved, outcome)
+            except Exception as exc:
+                self.report(f"parser failed: {exc}")
+                parser_code = self.exit_codes.ERROR_PARSER_FAILED.format(message=str(exc))
+        finally:
+            shutil.rmtree(path, ignore_errors=True)
+        # The scheduler's verdict (killed for memory, time) wins unless the parser found a
+        # failure of its own, which is more specific.
+        if parser_code is not None and parser_code.status != 0:
+            return parser_code
+        return scheduler_code or ExitCode(0)
+
+    def finish_with(self, code: ExitCode) -> ExitCode:
+        return code
+
+    def _scheduler_exit_code(self, failure: str | None) -> ExitCode | None:
+        mapping = {
+            JobFailure.OUT_OF_MEMORY.value: "ERROR_SCHEDULER_OUT_OF_MEMORY",
+            JobFailure.OUT_OF_WALLTIME.value: "ERROR_SCHEDULER_OUT_OF_WALLTIME",
+            JobFailure.NODE_FAILURE.value: "ERROR_SCHEDULER_NODE_FAILURE",
+            JobFailure.CANCELLED.value: "ERROR_SCHEDULER_CANCELLED",
+        }
+        label = mapping.get(failure or "")
+        return self.exit_codes[label] if label else None
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dict) or hasattr(value, "items"):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _job_info_attributes(info: JobInfo) -> dict[str, Any]:
+    return {
+        "job_id": info.job_id,
+        "state": info.state.value,
+        "raw_state": info.raw_state,
+        "reason": info.reason,
+        "failure": info.failure.value if info.failure else None,
+        "exit_code": info.exit_code,
+        "queue": info.queue,
+        "wallclock_seconds": info.wallclock_seconds,
+    }
+
+
+def _job_info_from_attributes(data: dict[str, Any]) -> JobInfo:
+    return JobInfo(
+        job_id=data["job_id"],
+        state=JobState(data["state"]),
+        raw_state=data.get("raw_state", ""),
+        reason=data.get("reason", ""),
+        failure=JobFailure(data["failure"]) if data.get("failure") else None,
+        exit_code=data.get("exit_code"),
+        queue=data.get("queue"),
+        wallclock_seconds=data.get("wallclock_seconds"),
+    )

@@ -1,0 +1,180 @@
+"""The transport work of a calc job: upload, submit, retrieve, kill.
+
+Each function is blocking (it runs on the connection's thread) and idempotent against what
+is already recorded on the node or on the computer, so a job reloaded from its checkpoint
+after a crash never uploads over a running job and is never submitted twice.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import posixpath
+import shlex
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from veglia.orm.nodes import load_node
+from veglia.schedulers import JobFailure, JobInfo, JobResources, JobTemplate, SchedulerError
+from veglia.transports import Transport
+
+if TYPE_CHECKING:
+    from veglia.engine.calcinfo import CalcInfo
+    from veglia.orm.computers import Computer
+    from veglia.orm.nodes import CalcJobNode
+
+__all__ = ["SCRIPT_NAME", "build_template", "kill", "retrieve", "submit", "upload"]
+
+SCRIPT_NAME = "_veglia_submit.sh"
+EXIT_STATUS_FILE = "_veglia_exit_status"
+_SUBMIT_RC = ".veglia_submit.rc"
+
+
+def build_template(node: CalcJobNode, calcinfo: CalcInfo, code: Any, computer: Computer) -> str:
+    """The submit script of the job."""
+    options = node.options
+    lines = []
+    for info in calcinfo.codes_info:
+        executable = info.executable or (code.executable if code else None)
+        if not executable:
+            raise SchedulerError("A command line has no executable and the job has no code.")
+        parts = [shlex.quote(executable), *map(shlex.quote, info.cmdline_params)]
+        if info.withmpi:
+            resources = JobResources(**options.get("resources", {}))
+            mpirun = computer.get_property("mpirun_command").format(
+                tot_num_mpiprocs=resources.tot_num_mpiprocs
+            )
+            parts = [mpirun, *parts]
+        if info.stdin_name:
+            parts.append(f"< {shlex.quote(info.stdin_name)}")
+        if info.stdout_name:
+            parts.append(f"> {shlex.quote(info.stdout_name)}")
+        if info.stderr_name:
+            parts.append(f"2> {shlex.quote(info.stderr_name)}")
+        lines.append(" ".join(parts))
+    # The job's own exit status, read back by the engine whatever the scheduler reports.
+    commands = [*lines[:-1], lines[-1] if lines else "true", f"echo $? > {EXIT_STATUS_FILE}"]
+    prepend = "\n".join(
+        t
+        for t in (
+            computer.get_property("prepend_text"),
+            code.prepend_text if code else "",
+            options.get("prepend_text", ""),
+        )
+        if t
+    )
+    append = "\n".join(
+        t
+        for t in (
+            options.get("append_text", ""),
+            code.append_text if code else "",
+            computer.get_property("append_text"),
+        )
+        if t
+    )
+    template = JobTemplate(
+        commands=commands,
+        job_name=f"veglia-{node.uuid[:8]}",
+        resources=JobResources(**options.get("resources", {})),
+        max_memory_kb=options.get("max_memory_kb"),
+        max_wallclock_seconds=options.get("max_wallclock_seconds"),
+        queue_name=options.get("queue_name"),
+        account=options.get("account"),
+        qos=options.get("qos"),
+        custom_scheduler_commands=options.get("custom_scheduler_commands", ""),
+        prepend_text=prepend,
+        append_text=append,
+        environment=options.get("environment_variables", {}),
+    )
+    return computer.get_scheduler().get_submit_script(template)
+
+
+def upload(
+    transport: Transport,
+    node: CalcJobNode,
+    workdir: str,
+    sandbox: Path,
+    calcinfo: CalcInfo,
+    script: str,
+) -> None:
+    """Create the work dir and copy the job's files and submit script into it."""
+    transport.makedirs(workdir)
+    if transport.exists(posixpath.join(workdir, _SUBMIT_RC)):
+        return  # submitted already by an earlier attempt: never touch a live job's files
+    for item in sorted(sandbox.iterdir()):
+        transport.put(item, posixpath.join(workdir, item.name))
+    for uuid, source, target in calcinfo.local_copy_list:
+        content = load_node(uuid).get_object_content(source)
+        transport.makedirs(posixpath.dirname(posixpath.join(workdir, target)) or workdir)
+        transport.write_bytes(posixpath.join(workdir, target), content)
+    for source, target in calcinfo.remote_copy_list:
+        code, _, err = transport.exec_command(
+            f"cp -r {shlex.quote(source)} {shlex.quote(posixpath.join(workdir, target))}"
+        )
+        if code != 0:
+            raise SchedulerError(f"Copying {source} on the computer failed: {err.strip()}")
+    for source, target in calcinfo.remote_symlink_list:
+        transport.symlink(source, posixpath.join(workdir, target))
+    transport.write_bytes(posixpath.join(workdir, SCRIPT_NAME), script.encode())
+
+
+def submit(transport: Transport, computer: Computer, workdir: str) -> str:
+    """Submit once: the first submission's output is kept in the work dir and reused."""
+    scheduler = computer.get_scheduler()
+    command = scheduler.submit_command(SCRIPT_NAME)
+    line = (
+        f"if [ ! -f {_SUBMIT_RC} ]; then ( {command} ) > .veglia_submit.out "
+        f"2> .veglia_submit.err; echo $? > {_SUBMIT_RC}; fi; "
+        f"cat .veglia_submit.out; cat .veglia_submit.err >&2; exit $(cat {_SUBMIT_RC})"
+    )
+    retval, stdout, stderr = transport.exec_command(line, workdir=workdir, timeout=120)
+    try:
+        return scheduler.parse_submit_output(retval, stdout, stderr)
+    except SchedulerError:
+        # A failed submission must be retried, not replayed from the marker.
+        transport.exec_command(f"rm -f {_SUBMIT_RC}", workdir=workdir, timeout=60)
+        raise
+
+
+def retrieve(
+    transport: Transport,
+    computer: Computer,
+    workdir: str,
+    patterns: list[str],
+    last_info: JobInfo | None,
+) -> tuple[Path, dict[str, Any]]:
+    """Copy the files matching ``patterns`` into a new local folder; read the job's outcome."""
+    target = Path(tempfile.mkdtemp(prefix="veglia-retrieved-"))
+    names = transport.listdir(workdir)
+    wanted = list(patterns)
+    for pattern in wanted:
+        directory, _, name_pattern = pattern.rpartition("/")
+        folder = posixpath.join(workdir, directory) if directory else workdir
+        candidates = (
+            names
+            if not directory
+            else (transport.listdir(folder) if transport.isdir(folder) else [])
+        )
+        for name in fnmatch.filter(candidates, name_pattern):
+            relative = posixpath.join(directory, name) if directory else name
+            (target / relative).parent.mkdir(parents=True, exist_ok=True)
+            transport.get(posixpath.join(folder, name), target / relative)
+    outcome: dict[str, Any] = {}
+    status_path = posixpath.join(workdir, EXIT_STATUS_FILE)
+    if transport.isfile(status_path):
+        text = transport.read_bytes(status_path).decode(errors="replace").strip()
+        outcome["exit_status"] = int(text) if text.lstrip("-").isdigit() else None
+    stderr = ""
+    for name in ("_scheduler-stderr.txt", "_scheduler-stdout.txt"):
+        path = posixpath.join(workdir, name)
+        if transport.isfile(path):
+            stderr += transport.read_bytes(
+                path, offset=max(0, transport.stat(path).size - 65536)
+            ).decode(errors="replace")
+    failure = computer.get_scheduler().classify_failure(last_info, stderr)
+    outcome["failure"] = failure.value if isinstance(failure, JobFailure) else None
+    return target, outcome
+
+
+def kill(transport: Transport, computer: Computer, job_id: str) -> bool:
+    return computer.get_scheduler().kill(transport, job_id)

@@ -1,0 +1,72 @@
+"""One scheduler query per poll interval for all jobs of one (computer, user)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import defaultdict
+from typing import TYPE_CHECKING, Any
+
+from veglia.schedulers import JobInfo
+
+if TYPE_CHECKING:
+    from veglia.engine.runner import Runner
+    from veglia.orm.computers import Computer
+
+__all__ = ["JobPoller"]
+
+
+class JobPoller:
+    """Tasks ask for the next update of their job; the poller asks the scheduler once for all.
+
+    The poll interval is the larger of the profile's ``engine.poll_interval`` and the
+    computer's ``minimum_poll_interval``.
+    """
+
+    def __init__(self, runner: Runner, computer: Computer, interval: float) -> None:
+        self.runner = runner
+        self.computer = computer
+        self.interval = interval
+        self.queries = 0
+        self._waiters: dict[str, list[asyncio.Future]] = defaultdict(list)
+        self._task: asyncio.Task | None = None
+        self._last_poll = float("-inf")
+        self._listeners: list[Any] = []
+
+    async def next_update(self, job_id: str) -> JobInfo | None:
+        """The job's info from the next poll; None when the scheduler no longer knows it."""
+        future = asyncio.get_running_loop().create_future()
+        self._waiters[job_id].append(future)
+        if self._task is None or self._task.done():
+            self._task = asyncio.ensure_future(self._poll_loop())
+        return await future
+
+    async def _poll_loop(self) -> None:
+        while self._waiters:
+            wait = self._last_poll + self.interval - time.monotonic()
+            if wait > 0:
+                await asyncio.sleep(wait)
+            waiters, self._waiters = self._waiters, defaultdict(list)
+            waiters = {k: [f for f in v if not f.done()] for k, v in waiters.items()}
+            waiters = {k: v for k, v in waiters.items() if v}
+            if not waiters:
+                continue
+            self._last_poll = time.monotonic()
+            try:
+                infos = await self._query(sorted(waiters))
+            except Exception as exc:  # delivered to every waiting task, which backs off
+                for futures in waiters.values():
+                    for future in futures:
+                        if not future.done():
+                            future.set_exception(exc)
+                continue
+            for job_id, futures in waiters.items():
+                for future in futures:
+                    if not future.done():
+                        future.set_result(infos.get(job_id))
+
+    async def _query(self, job_ids: list[str]) -> dict[str, JobInfo]:
+        scheduler = self.computer.get_scheduler()
+        async with self.runner.lease_transport(self.computer) as lease:
+            self.queries += 1
+            return await lease.run(scheduler.get_jobs, lease.transport, job_ids)

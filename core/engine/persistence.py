@@ -1,0 +1,118 @@
+"""Checkpoints: a process saved as plain, versioned JSON in its node, and loaded back.
+
+Inputs and outputs that are nodes are saved as references (``{"__node__": uuid}``), so a
+checkpoint holds no pickled objects and a later release can still read it.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from typing import TYPE_CHECKING, Any
+
+import plumpy
+
+from veglia.exceptions import StorageError
+
+if TYPE_CHECKING:
+    from veglia.engine.process import Process
+    from veglia.orm.nodes import ProcessNode
+
+__all__ = ["CHECKPOINT_VERSION", "decode_value", "encode_value", "load_process", "save_checkpoint"]
+
+CHECKPOINT_VERSION = 1
+
+
+def encode_value(value: Any) -> Any:
+    """Plain data for JSON: nodes become references, mappings and sequences recurse."""
+    from veglia.orm.computers import Code
+    from veglia.orm.nodes import Node
+
+    if isinstance(value, Node):
+        return {"__node__": value.store().uuid}
+    if isinstance(value, Code):
+        return {"__code__": value.pk}
+    if isinstance(value, dict) or hasattr(value, "items"):
+        return {str(k): encode_value(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [encode_value(v) for v in value]
+    if isinstance(value, enum.Enum):
+        return value.value
+    return value
+
+
+def decode_value(value: Any) -> Any:
+    from veglia.orm.computers import load_code
+    from veglia.orm.nodes import load_node
+
+    if isinstance(value, dict):
+        if set(value) == {"__node__"}:
+            return load_node(value["__node__"])
+        if set(value) == {"__code__"}:
+            return load_code(value["__code__"])
+        return {k: decode_value(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [decode_value(v) for v in value]
+    return value
+
+
+def _to_json(value: Any) -> Any:
+    """Bundle values JSON lacks: sets, tuples and classes, as tagged plain data."""
+    if isinstance(value, dict):
+        return {str(k): _to_json(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_to_json(v) for v in value]
+    if isinstance(value, tuple):
+        return {"__tuple__": [_to_json(v) for v in value]}
+    if isinstance(value, set | frozenset):
+        return {"__set__": [_to_json(v) for v in value]}
+    if isinstance(value, type):
+        return {"__type__": f"{value.__module__}:{value.__qualname__}"}
+    if isinstance(value, enum.Enum):
+        return value.value
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    raise TypeError(f"{type(value).__name__} ({value!r}) cannot go into a checkpoint")
+
+
+def _from_json(value: dict[str, Any]) -> Any:
+    if len(value) == 1:
+        if "__tuple__" in value:
+            return tuple(value["__tuple__"])
+        if "__set__" in value:
+            return set(value["__set__"])
+        if "__type__" in value:
+            import importlib
+
+            module, _, name = value["__type__"].partition(":")
+            target: Any = importlib.import_module(module)
+            for part in name.split("."):
+                target = getattr(target, part)
+            return target
+    return value
+
+
+def save_checkpoint(process: Process) -> None:
+    bundle = plumpy.persistence.Bundle(process)
+    data = {"version": CHECKPOINT_VERSION, "bundle": _to_json(dict(bundle))}
+    assert process.node is not None
+    process.node.set_checkpoint(json.dumps(data))
+
+
+def load_process(node: ProcessNode, **context: Any) -> Process:
+    """Recreate the live process from its node's checkpoint (``loop``, ``communicator``)."""
+    text = node.get_checkpoint()
+    if not text:
+        raise StorageError(
+            f"Process {node.pk} has no checkpoint (state {node.process_state}); it cannot be "
+            "continued."
+        )
+    data = json.loads(text, object_hook=_from_json)
+    if data.get("version", 0) > CHECKPOINT_VERSION:
+        raise StorageError(
+            f"The checkpoint of process {node.pk} was written by a newer veglia; upgrade."
+        )
+    bundle = plumpy.persistence.Bundle.__new__(plumpy.persistence.Bundle)
+    bundle.update(data["bundle"])
+    load_context = plumpy.persistence.LoadSaveContext(**context)
+    return bundle.unbundle(load_context)  # type: ignore[return-value]

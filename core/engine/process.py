@@ -1,0 +1,202 @@
+"""The base of every veglia process: a plumpy process whose record is a node.
+
+Every state change is written to the node (``process_state``) and, until the process ends,
+a checkpoint of plain data goes into the node's ``checkpoint`` column, so another worker
+can load it and carry on (see :mod:`veglia.engine.persistence`).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, ClassVar
+
+import plumpy
+from plumpy.process_states import ProcessState
+
+from veglia.engine.exit_codes import ExitCode, ExitCodes
+from veglia.engine.process_spec import ProcessSpec
+from veglia.orm.nodes import Node, ProcessNode, to_node
+
+__all__ = ["Process"]
+
+LOGGER = logging.getLogger("veglia.engine")
+
+
+def flatten_inputs(inputs: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    """``{"a": {"b": node}}`` -> ``[("a__b", node)]``: link labels of nested ports."""
+    flat: list[tuple[str, Any]] = []
+    for key, value in inputs.items():
+        label = f"{prefix}__{key}" if prefix else key
+        if isinstance(value, dict):
+            flat.extend(flatten_inputs(value, label))
+        else:
+            flat.append((label, value))
+    return flat
+
+
+class _ExitCodesOfSpec:
+    """``MyProcess.exit_codes`` (and ``self.exit_codes``): the exit codes of the spec."""
+
+    def __get__(self, instance: object, owner: type[Process]) -> ExitCodes:
+        return owner.spec().exit_codes
+
+
+class Process(plumpy.Process):
+    """A process recorded in the provenance graph."""
+
+    _spec_class = ProcessSpec
+    _node_class: ClassVar[type[ProcessNode]] = ProcessNode
+
+    @classmethod
+    def define(cls, spec: ProcessSpec) -> None:  # type: ignore[override]
+        super().define(spec)
+        spec.input_namespace("metadata", required=False)
+        spec.input("metadata.label", valid_type=str, required=False)
+        spec.input("metadata.description", valid_type=str, required=False)
+        spec.inputs.valid_type = Node
+        spec.outputs.valid_type = Node
+
+    @classmethod
+    def get_builder(cls) -> Any:
+        from veglia.engine.builder import ProcessBuilder
+
+        return ProcessBuilder(cls)
+
+    exit_codes: ClassVar[ExitCodes] = _ExitCodesOfSpec()  # type: ignore[assignment]
+
+    @classmethod
+    def process_type(cls) -> str:
+        """The entry point name when registered, else the import path."""
+        from veglia.entry_points import get_entry_points
+
+        for entry_point in get_entry_points("calculations"):
+            if entry_point.value == f"{cls.__module__}:{cls.__qualname__}":
+                return entry_point.name
+        return f"{cls.__module__}:{cls.__qualname__}"
+
+    # -- the node --------------------------------------------------------------------------
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.node: ProcessNode | None = None
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        return dict(self.inputs.get("metadata", {})) if self.inputs else {}
+
+    #: Top-level inputs that are settings, not data: they are not stored as input nodes.
+    non_db_inputs: ClassVar[frozenset[str]] = frozenset({"metadata", "code"})
+
+    def _non_db_ports(self) -> set[str]:
+        return set(self.non_db_inputs)
+
+    def _create_node(self) -> ProcessNode:
+        node = self._node_class(
+            process_type=self.process_type(),
+            label=self.metadata.get("label", ""),
+            description=self.metadata.get("description", ""),
+        )
+        node.process_state = ProcessState.CREATED.value
+        self.prepare_node(node)
+        node.store()
+        skip = self._non_db_ports()
+        for label, value in flatten_inputs({k: v for k, v in self.inputs.items() if k not in skip}):
+            if isinstance(value, Node):
+                value.store()
+                node.add_incoming(value, "input", label)
+        return node
+
+    def prepare_node(self, node: ProcessNode) -> None:
+        """Set attributes on the node before it is stored (subclasses)."""
+
+    def on_create(self) -> None:
+        super().on_create()
+        if self.node is None:
+            self.node = self._create_node()
+            self._pid = self.node.pk
+
+    def report(self, message: str, *args: Any) -> None:
+        """A line in the process's log, shown by ``veglia process report``."""
+        text = message % args if args else message
+        LOGGER.info("[%s] %s", self.pid, text)
+        if self.node is not None:
+            self.node.add_log("REPORT", text)
+
+    # -- persistence -------------------------------------------------------------------------
+    def encode_input_args(self, inputs: Any) -> Any:
+        from veglia.engine.persistence import encode_value
+
+        return encode_value(inputs)
+
+    def decode_input_args(self, encoded: Any) -> Any:
+        from veglia.engine.persistence import decode_value
+
+        return decode_value(encoded)
+
+    def save_instance_state(self, out_state: Any, save_context: Any) -> None:
+        super().save_instance_state(out_state, save_context)
+        out_state["node_pk"] = self.node.pk if self.node else None
+
+    def load_instance_state(self, saved_state: Any, load_context: Any) -> None:
+        from veglia.orm.nodes import load_node
+
+        super().load_instance_state(saved_state, load_context)
+        self.node = load_node(saved_state["node_pk"])  # type: ignore[assignment]
+
+    def on_entered(self, from_state: Any) -> None:
+        super().on_entered(from_state)
+        if self.node is None:
+            return
+        state = self._state.LABEL.value
+        self.node.set_process_state(state)
+        if state in ("finished", "killed", "excepted"):
+            self.node.set_checkpoint(None)
+        else:
+            from veglia.engine.persistence import save_checkpoint
+
+            save_checkpoint(self)
+
+    # -- results -----------------------------------------------------------------------------
+    def out(self, output_port: str, value: Any) -> None:
+        value = to_node(value)
+        super().out(output_port, value)
+        value.store()
+        assert self.node is not None
+        link_type = "create" if self.node.node_type == "process.calcjob" else "output"
+        value.add_incoming(self.node, link_type, output_port.replace(".", "__"))
+
+    def on_finish(self, result: Any, successful: bool) -> None:
+        super().on_finish(result, successful)
+        assert self.node is not None
+        code = result if isinstance(result, ExitCode) else ExitCode(0)
+        self.node.set_exit(code.status, code.message)
+
+    def on_except(self, exc_info: Any) -> None:
+        super().on_except(exc_info)
+        if self.node is not None:
+            import traceback
+
+            text = "".join(traceback.format_exception(*exc_info))
+            self.node.add_log("ERROR", f"The process excepted: {exc_info[1]}", traceback=text)
+            self.node.set_exit(None, f"{type(exc_info[1]).__name__}: {exc_info[1]}")
+
+    def on_kill(self, msg: Any) -> None:
+        super().on_kill(msg)
+        if self.node is not None:
+            text = (
+                (msg or {}).get(plumpy.process_comms.MESSAGE_TEXT_KEY)
+                if isinstance(msg, dict)
+                else msg
+            )
+            self.node.set_exit(None, str(text or "Killed"))
+            self.node.add_log("REPORT", f"Killed: {text or 'no reason given'}")
+
+    def on_paused(self, msg: str | None = None) -> None:
+        super().on_paused(msg)
+        if self.node is not None:
+            self.node.set_attributes({"paused": True, "paused_reason": msg or ""})
+            self.node.add_log("REPORT", f"Paused: {msg or 'on request'}")
+
+    def on_playing(self) -> None:
+        super().on_playing()
+        if self.node is not None:
+            self.node.set_attributes({"paused": False, "paused_reason": ""})

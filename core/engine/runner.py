@@ -1,0 +1,78 @@
+"""The runner: one event loop, its transport queue and job pollers, and how processes run."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any
+
+from plumpy import run_until_complete
+
+from veglia.engine.job_poller import JobPoller
+from veglia.engine.transport_queue import TransportLease, TransportQueue
+from veglia.manage import get_profile
+from veglia.orm.users import get_default_user
+
+if TYPE_CHECKING:
+    from veglia.engine.process import Process
+    from veglia.orm.computers import Computer
+
+__all__ = ["Runner", "get_runner"]
+
+_runner: Runner | None = None
+
+
+class Runner:
+    """Runs processes on one asyncio loop, sharing transports and pollers among them."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop | None = None, communicator: Any = None):
+        self.loop = loop or asyncio.new_event_loop()
+        self.communicator = communicator
+        profile = get_profile()
+        self.transport_queue = TransportQueue()
+        self.poll_interval = float(profile.get_option("engine.poll_interval"))
+        self.default_safe_interval = float(profile.get_option("transport.safe_interval"))
+        self.retry_interval = float(profile.get_option("transport.retry_initial_interval"))
+        self.retry_attempts = int(profile.get_option("transport.retry_attempts"))
+        self._pollers: dict[int, JobPoller] = {}
+
+    @asynccontextmanager
+    async def lease_transport(self, computer: Computer) -> AsyncIterator[TransportLease]:
+        safe = computer.properties.get("safe_interval", self.default_safe_interval)
+        key = (computer.pk, get_default_user().pk)
+        async with self.transport_queue.lease(key, computer.get_transport, float(safe)) as lease:
+            yield lease
+
+    def poller(self, computer: Computer) -> JobPoller:
+        assert computer.pk is not None
+        if computer.pk not in self._pollers:
+            interval = max(
+                self.poll_interval, float(computer.get_property("minimum_poll_interval"))
+            )
+            self._pollers[computer.pk] = JobPoller(self, computer, interval)
+        return self._pollers[computer.pk]
+
+    def instantiate(self, process_class: type[Process], inputs: dict[str, Any]) -> Process:
+        return process_class(inputs=inputs, loop=self.loop, communicator=self.communicator)
+
+    def run_until_terminated(self, process: Process) -> None:
+        run_until_complete(self.loop, process.step_until_terminated())
+
+    def close(self) -> None:
+        self.transport_queue.close()
+        if not self.loop.is_running():
+            self.loop.close()
+
+
+def get_runner() -> Runner:
+    """The runner of this Python process, made on first use."""
+    global _runner
+    if _runner is None or _runner.loop.is_closed():
+        _runner = Runner()
+    return _runner
+
+
+def set_runner(runner: Runner | None) -> None:
+    global _runner
+    _runner = runner

@@ -1,0 +1,111 @@
+"""One open transport per (computer, user), shared by every task of a worker that needs it.
+
+``safe_interval`` is the minimum time between two connection opens to the same computer
+(the throttle clusters ask for), not a delay before every use: a task that finds the
+connection open uses it at once. A connection nobody has used for ``idle_timeout`` seconds is
+closed. Each connection has one thread of its own, so transport calls (blocking paramiko
+I/O) never stall the event loop and never run concurrently on one connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from veglia.transports import Transport
+
+__all__ = ["TransportLease", "TransportQueue"]
+
+T = TypeVar("T")
+
+
+@dataclass
+class _Entry:
+    transport: Transport
+    safe_interval: float
+    executor: ThreadPoolExecutor = field(
+        default_factory=lambda: ThreadPoolExecutor(1, thread_name_prefix="veglia-transport")
+    )
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    users: int = 0
+    last_open: float = float("-inf")
+    opens: int = 0
+    close_handle: asyncio.TimerHandle | None = None
+
+
+class TransportLease:
+    """What a task holds while it uses a transport: run calls on its thread."""
+
+    def __init__(self, entry: _Entry, loop: asyncio.AbstractEventLoop) -> None:
+        self._entry = entry
+        self._loop = loop
+
+    @property
+    def transport(self) -> Transport:
+        return self._entry.transport
+
+    async def run(self, function: Callable[..., T], *args: Any) -> T:
+        """Call ``function(*args)`` on the connection's own thread."""
+        return await self._loop.run_in_executor(self._entry.executor, function, *args)
+
+
+class TransportQueue:
+    """Leases of shared, throttled, idle-closed transports."""
+
+    def __init__(self, idle_timeout: float = 60.0) -> None:
+        self.idle_timeout = idle_timeout
+        self._entries: dict[tuple[Any, ...], _Entry] = {}
+
+    def opens(self, key: tuple[Any, ...]) -> int:
+        """How many times the connection for ``key`` was opened (for tests and bench)."""
+        entry = self._entries.get(key)
+        return entry.opens if entry else 0
+
+    @asynccontextmanager
+    async def lease(
+        self, key: tuple[Any, ...], factory: Callable[[], Transport], safe_interval: float
+    ) -> AsyncIterator[TransportLease]:
+        """Hold the open transport for ``key`` (computer pk, user pk) for the block."""
+        loop = asyncio.get_running_loop()
+        entry = self._entries.get(key)
+        if entry is None:
+            entry = self._entries[key] = _Entry(factory(), safe_interval)
+        entry.users += 1
+        if entry.close_handle is not None:
+            entry.close_handle.cancel()
+            entry.close_handle = None
+        try:
+            lease = TransportLease(entry, loop)
+            async with entry.lock:
+                if not entry.transport.is_open:
+                    wait = entry.last_open + entry.safe_interval - time.monotonic()
+                    if wait > 0:
+                        await asyncio.sleep(wait)
+                    entry.last_open = time.monotonic()
+                    entry.opens += 1
+                    await lease.run(entry.transport.open)
+            yield lease
+        finally:
+            entry.users -= 1
+            if entry.users == 0:
+                entry.close_handle = loop.call_later(self.idle_timeout, self._close_idle, key)
+
+    def _close_idle(self, key: tuple[Any, ...]) -> None:
+        entry = self._entries.get(key)
+        if entry is not None and entry.users == 0:
+            entry.close_handle = None
+            entry.executor.submit(entry.transport.close)
+
+    def close(self) -> None:
+        """Close every connection (at worker shutdown)."""
+        for entry in self._entries.values():
+            if entry.close_handle is not None:
+                entry.close_handle.cancel()
+            entry.executor.submit(entry.transport.close)
+            entry.executor.shutdown(wait=True)
+        self._entries.clear()

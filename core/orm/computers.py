@@ -1,0 +1,247 @@
+"""Computers, how to reach them (authinfo), and the codes installed on them."""
+
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass, field
+from typing import Any
+
+import sqlalchemy as sa
+
+from veglia.entry_points import SchedulerFactory, TransportFactory
+from veglia.exceptions import ConfigurationError, NotExistent
+from veglia.manage import get_storage
+from veglia.orm.users import get_default_user
+from veglia.storage import models
+
+__all__ = ["Code", "Computer", "load_code", "load_computer"]
+
+#: Computer properties and their defaults.
+COMPUTER_PROPERTIES: dict[str, Any] = {
+    "workdir": "/tmp/veglia-{username}/work",
+    "safe_interval": 1.0,
+    "minimum_poll_interval": 5.0,
+    "mpirun_command": "mpirun -np {tot_num_mpiprocs}",
+    "default_mpiprocs_per_machine": 1,
+    "fusion": False,
+    "prepend_text": "",
+    "append_text": "",
+}
+
+
+@dataclass
+class Computer:
+    """A machine jobs run on: a transport to reach it and a scheduler to run jobs."""
+
+    label: str
+    hostname: str
+    transport_type: str
+    scheduler_type: str
+    description: str = ""
+    properties: dict[str, Any] = field(default_factory=dict)
+    pk: int | None = None
+    uuid: str | None = None
+
+    def __post_init__(self) -> None:
+        unknown = set(self.properties) - set(COMPUTER_PROPERTIES)
+        if unknown:
+            raise ConfigurationError(
+                f"Unknown computer properties {', '.join(sorted(unknown))}; allowed: "
+                f"{', '.join(COMPUTER_PROPERTIES)}."
+            )
+
+    def get_property(self, name: str) -> Any:
+        return self.properties.get(name, COMPUTER_PROPERTIES[name])
+
+    def store(self) -> Computer:
+        TransportFactory(self.transport_type)
+        SchedulerFactory(self.scheduler_type)
+        with get_storage().session() as session:
+            if session.scalar(
+                sa.select(models.Computer).where(models.Computer.label == self.label)
+            ):
+                raise ConfigurationError(
+                    f"A computer labelled {self.label!r} exists already; pick another label."
+                )
+            row = models.Computer(
+                label=self.label,
+                hostname=self.hostname,
+                description=self.description,
+                transport_type=self.transport_type,
+                scheduler_type=self.scheduler_type,
+                properties=self.properties,
+            )
+            session.add(row)
+            session.flush()
+            self.pk, self.uuid = row.id, row.uuid
+        return self
+
+    @classmethod
+    def _from_row(cls, row: models.Computer) -> Computer:
+        return cls(
+            label=row.label,
+            hostname=row.hostname,
+            transport_type=row.transport_type,
+            scheduler_type=row.scheduler_type,
+            description=row.description,
+            properties=dict(row.properties or {}),
+            pk=row.id,
+            uuid=row.uuid,
+        )
+
+    @classmethod
+    def list(cls) -> list[Computer]:
+        with get_storage().session() as session:
+            rows = session.scalars(sa.select(models.Computer).order_by(models.Computer.id))
+            return [cls._from_row(row) for row in rows]
+
+    # -- authinfo ------------------------------------------------------------------------
+    def configure(self, **auth_params: Any) -> None:
+        """Store how the default user connects (validated against the transport's options)."""
+        TransportFactory(self.transport_type)(self.hostname, **auth_params)
+        user = get_default_user()
+        with get_storage().session() as session:
+            row = session.scalar(
+                sa.select(models.AuthInfo).where(
+                    models.AuthInfo.user_id == user.pk, models.AuthInfo.computer_id == self.pk
+                )
+            )
+            if row is None:
+                session.add(
+                    models.AuthInfo(user_id=user.pk, computer_id=self.pk, auth_params=auth_params)
+                )
+            else:
+                row.auth_params = auth_params
+
+    def get_auth_params(self) -> dict[str, Any]:
+        user = get_default_user()
+        with get_storage().session() as session:
+            row = session.scalar(
+                sa.select(models.AuthInfo).where(
+                    models.AuthInfo.user_id == user.pk, models.AuthInfo.computer_id == self.pk
+                )
+            )
+        if row is None:
+            raise ConfigurationError(
+                f"Computer {self.label!r} is not configured for {user.email}. Run "
+                f"`veglia computer configure {self.label}`."
+            )
+        return dict(row.auth_params or {})
+
+    def get_transport(self) -> Any:
+        """A new (closed) transport to this computer with the user's parameters."""
+        return TransportFactory(self.transport_type)(self.hostname, **self.get_auth_params())
+
+    def get_scheduler(self) -> Any:
+        return SchedulerFactory(self.scheduler_type)()
+
+    def get_workdir(self, username: str) -> str:
+        return self.get_property("workdir").replace("{username}", username)
+
+    def job_workdir(self, username: str, uuid: str) -> str:
+        """Where a job's files go: sharded by UUID so no folder gets huge."""
+        return posixpath.join(self.get_workdir(username), uuid[:2], uuid[2:4], uuid[4:])
+
+
+def load_computer(label: str | int) -> Computer:
+    with get_storage().session() as session:
+        if isinstance(label, int) or str(label).isdigit():
+            row = session.get(models.Computer, int(label))
+        else:
+            row = session.scalar(sa.select(models.Computer).where(models.Computer.label == label))
+    if row is None:
+        known = ", ".join(c.label for c in Computer.list()) or "none"
+        raise NotExistent(
+            f"No computer {label!r} (computers: {known}). Create one with `veglia computer setup`."
+        )
+    return Computer._from_row(row)
+
+
+@dataclass
+class Code:
+    """An executable on a computer."""
+
+    label: str
+    computer: Computer
+    executable: str
+    default_calc_job_plugin: str | None = None
+    description: str = ""
+    prepend_text: str = ""
+    append_text: str = ""
+    pk: int | None = None
+    uuid: str | None = None
+
+    @property
+    def full_label(self) -> str:
+        return f"{self.label}@{self.computer.label}"
+
+    def store(self) -> Code:
+        with get_storage().session() as session:
+            exists = session.scalar(
+                sa.select(models.Code).where(
+                    models.Code.label == self.label, models.Code.computer_id == self.computer.pk
+                )
+            )
+            if exists:
+                raise ConfigurationError(f"Code {self.full_label!r} exists already.")
+            row = models.Code(
+                label=self.label,
+                computer_id=self.computer.pk,
+                executable=self.executable,
+                default_calc_job_plugin=self.default_calc_job_plugin,
+                description=self.description,
+                prepend_text=self.prepend_text,
+                append_text=self.append_text,
+            )
+            session.add(row)
+            session.flush()
+            self.pk, self.uuid = row.id, row.uuid
+        return self
+
+    @classmethod
+    def _from_row(cls, row: models.Code, computer: Computer) -> Code:
+        return cls(
+            label=row.label,
+            computer=computer,
+            executable=row.executable,
+            default_calc_job_plugin=row.default_calc_job_plugin,
+            description=row.description,
+            prepend_text=row.prepend_text,
+            append_text=row.append_text,
+            pk=row.id,
+            uuid=row.uuid,
+        )
+
+    @classmethod
+    def list(cls) -> list[Code]:
+        computers = {c.pk: c for c in Computer.list()}
+        with get_storage().session() as session:
+            rows = session.scalars(sa.select(models.Code).order_by(models.Code.id))
+            return [cls._from_row(row, computers[row.computer_id]) for row in rows]
+
+    def get_builder(self) -> Any:
+        """A builder of the code's default calculation with ``code`` already set."""
+        from veglia.entry_points import CalculationFactory
+        from veglia.exceptions import ConfigurationError as _Error
+
+        if not self.default_calc_job_plugin:
+            raise _Error(f"Code {self.full_label!r} has no default calculation plugin.")
+        builder = CalculationFactory(self.default_calc_job_plugin).get_builder()
+        builder.code = self
+        return builder
+
+
+def load_code(identifier: str | int) -> Code:
+    """A code by pk, or by ``label@computer`` (``label`` alone when it is unique)."""
+    codes = Code.list()
+    if isinstance(identifier, int) or str(identifier).isdigit():
+        matches = [c for c in codes if c.pk == int(identifier)]
+    elif "@" in str(identifier):
+        matches = [c for c in codes if c.full_label == identifier]
+    else:
+        matches = [c for c in codes if c.label == identifier]
+    if len(matches) != 1:
+        known = ", ".join(c.full_label for c in codes) or "none"
+        what = "More than one code is" if matches else "No code is"
+        raise NotExistent(f"{what} called {identifier!r} (codes: {known}).")
+    return matches[0]

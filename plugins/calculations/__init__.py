@@ -1,0 +1,1 @@
+"""Built-in calculations: ``core.shell`` and ``core.arithmetic.add``."""

@@ -1,0 +1,105 @@
+"""``core.shell``: run any shell command line, with input files and files to bring back."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from veglia.engine import CalcInfo, CalcJob, CodeInfo, ExitCode
+from veglia.orm import FolderData, List, SinglefileData, Str
+
+__all__ = ["ShellJob"]
+
+
+def _port_name(path: str) -> str:
+    name = re.sub(r"\W", "_", path).strip("_")
+    return name if name and not name[0].isdigit() else f"file_{name}"
+
+
+class ShellJob(CalcJob):
+    """Run a shell command line (with bash) or a code with arguments.
+
+    Input files (``files``) are copied into the work directory under their label (or the
+    name given in ``filenames``); files matching ``outputs`` patterns come back as outputs,
+    with ``stdout`` and ``stderr``. A non-zero exit status fails the job with exit 400.
+    """
+
+    @classmethod
+    def define(cls, spec: Any) -> None:
+        super().define(spec)
+        spec.input(
+            "command",
+            valid_type=Str,
+            required=False,
+            help="A bash command line (when there is no code).",
+        )
+        spec.input(
+            "arguments", valid_type=List, required=False, help="Arguments of the code's executable."
+        )
+        spec.input_namespace(
+            "files",
+            valid_type=(SinglefileData, FolderData),
+            dynamic=True,
+            required=False,
+            help="Files copied into the work dir.",
+        )
+        spec.input(
+            "outputs",
+            valid_type=List,
+            required=False,
+            help="Patterns of files to retrieve as outputs.",
+        )
+        spec.output("stdout", valid_type=SinglefileData, required=False)
+        spec.output("stderr", valid_type=SinglefileData, required=False)
+        spec.output_namespace("files", valid_type=SinglefileData, dynamic=True, required=False)
+        spec.inputs.validator = _validate
+        spec.exit_code(400, "ERROR_NONZERO_EXIT_STATUS", "The command exited with status {status}.")
+
+    def prepare_for_submission(self, folder: Path) -> CalcInfo:
+        local_copy = []
+        for label, node in (self.inputs.get("files") or {}).items():
+            if isinstance(node, SinglefileData):
+                local_copy.append((node.uuid, node.filename, label))
+            else:
+                for name in node.list_object_names():
+                    local_copy.append((node.uuid, name, f"{label}/{name}"))
+        if self.code is not None:
+            arguments = (
+                [str(a) for a in self.inputs["arguments"].get_list()]
+                if "arguments" in self.inputs
+                else []
+            )
+            info = CodeInfo(cmdline_params=arguments)
+        else:
+            info = CodeInfo(executable="bash", cmdline_params=["-c", self.inputs["command"].value])
+        info.stdout_name, info.stderr_name = "stdout", "stderr"
+        patterns = self.inputs["outputs"].get_list() if "outputs" in self.inputs else []
+        return CalcInfo(
+            codes_info=[info],
+            retrieve_list=["stdout", "stderr", *patterns],
+            local_copy_list=local_copy,
+        )
+
+    def parse_retrieved(self, retrieved: FolderData, outcome: dict[str, Any]) -> ExitCode | None:
+        names = retrieved.list_object_names()
+        for stream in ("stdout", "stderr"):
+            if stream in names:
+                self.out(stream, SinglefileData(retrieved.get_object_content(stream), stream))
+        patterns = self.inputs["outputs"].get_list() if "outputs" in self.inputs else []
+        import fnmatch
+
+        for name in names:
+            if any(fnmatch.fnmatch(name, pattern) for pattern in patterns):
+                content = retrieved.get_object_content(name)
+                self.out(f"files.{_port_name(name)}", SinglefileData(content, Path(name).name))
+        status = outcome.get("exit_status")
+        if status not in (0, None):
+            return self.exit_codes.ERROR_NONZERO_EXIT_STATUS.format(status=status)
+        return super().parse_retrieved(retrieved, outcome)
+
+
+def _validate(inputs: Any, _: Any) -> str | None:
+    if "code" not in inputs and "command" not in inputs:
+        return "give a `command` (a bash command line) or a `code`."
+    return None

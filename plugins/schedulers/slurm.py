@@ -1,0 +1,448 @@
+"""``core.slurm``: submit with ``sbatch``, list with ``squeue`` and ``scontrol``, kill with
+``scancel``.
+
+SLURM forgets a finished job ``MinJobAge`` seconds (default 300) after it ends; until then
+``scontrol show job`` still reports its state and exit code, which is how this scheduler
+learns that a job ran out of memory or wall time. The helpers at the top (time and memory
+formatting, job names) are shared with ``core.pbspro`` and ``core.sge``.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+import shlex
+
+from veglia.schedulers import (
+    JobFailure,
+    JobInfo,
+    JobState,
+    JobTemplate,
+    Scheduler,
+    SchedulerError,
+)
+
+__all__ = [
+    "SlurmScheduler",
+    "SlurmSubmitError",
+    "check_directive_value",
+    "format_hms",
+    "memory_mb",
+    "parse_duration",
+    "positive_int",
+    "safe_job_name",
+]
+
+LOGGER = logging.getLogger(__name__)
+
+
+# -- helpers shared by the batch schedulers ------------------------------------------------
+def positive_int(name: str, value: object) -> int:
+    """``value`` as a whole number >= 1, or a SchedulerError naming the template field."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise SchedulerError(f"{name} must be a whole number >= 1, not {value!r}.")
+    return value
+
+
+def format_hms(seconds: int) -> str:
+    """``HH:MM:SS`` with as many hours as needed (``90000`` -> ``25:00:00``)."""
+    hours, rest = divmod(seconds, 3600)
+    return f"{hours:02d}:{rest // 60:02d}:{rest % 60:02d}"
+
+
+def parse_duration(text: str) -> int | None:
+    """Seconds in ``[D-]HH:MM:SS``, ``MM:SS`` or ``SS`` (SLURM and PBS times); None if not one."""
+    match = re.fullmatch(r"\s*(?:(\d+)-)?(\d+(?::\d+){0,2})\s*", text or "")
+    if not match:
+        return None
+    seconds = 0
+    for part in match.group(2).split(":"):
+        seconds = seconds * 60 + int(part)
+    return seconds + int(match.group(1) or 0) * 86400
+
+
+def memory_mb(kb: int) -> int:
+    """Kilobytes as whole megabytes, rounded up: asking for less than requested fails jobs."""
+    return max(1, math.ceil(kb / 1024))
+
+
+def safe_job_name(name: str, max_length: int = 128, letter_first: bool = False) -> str:
+    """``name`` with everything but letters, digits, ``_.-`` replaced by ``_``: batch systems
+    reject or mangle spaces, ``:``, ``/``, ``@`` and friends in job names."""
+    cleaned = re.sub(r"[^A-Za-z0-9_.-]", "_", name.strip()) or "veglia"
+    if letter_first and not cleaned[0].isalpha():
+        cleaned = "j" + cleaned
+    return cleaned[:max_length]
+
+
+def check_directive_value(what: str, value: str) -> str:
+    """``value`` if it fits in a ``#SBATCH``/``#PBS``/``#$`` line as one word, else an error:
+    a space or quote there would silently split or break the directive."""
+    if not value or re.search(r"[\s'\"\\]", value):
+        raise SchedulerError(
+            f"{what} {value!r} must be one word without spaces or quotes: batch systems read "
+            "it from a directive line. Rename it."
+        )
+    return value
+
+
+# -- SLURM specifics ------------------------------------------------------------------------
+_JOB_ID = re.compile(r"\d+(_\d+)?")
+_SUBMITTED = re.compile(r"(\d+)(;\S+)?")
+# Fields squeue prints, named as scontrol names them so `details` has the same keys.
+_SQUEUE_FIELDS = {
+    "JobId": "%i",
+    "ArrayJobId": "%A",
+    "JobState": "%T",
+    "Reason": "%r",
+    "Partition": "%P",
+    "RunTime": "%M",
+    "TimeLimit": "%l",
+    "NumNodes": "%D",
+    "JobName": "%j",  # last: the only field that may contain the separator
+}
+_SQUEUE_FORMAT = "|".join(_SQUEUE_FIELDS.values())
+_MARKER = "#veglia "
+_INVALID_ID = "Invalid job id specified"
+_KEY = re.compile(r"(?:^|\s)([A-Za-z_][A-Za-z0-9_/:.]*)=")
+
+_ACTIVE = {
+    **dict.fromkeys(["PENDING", "REQUEUED", "REQUEUE_FED"], JobState.QUEUED),
+    **dict.fromkeys(["REQUEUE_HOLD", "RESV_DEL_HOLD"], JobState.QUEUED_HELD),
+    **dict.fromkeys(["SUSPENDED", "STOPPED"], JobState.SUSPENDED),
+    **dict.fromkeys(
+        ["RUNNING", "COMPLETING", "CONFIGURING", "RESIZING", "SIGNALING", "STAGE_OUT"],
+        JobState.RUNNING,
+    ),
+}
+# Terminal states and why the job ended (None: it ended on its own, successfully).
+# DEADLINE: past its --deadline, where more wall time would not help; PREEMPTED: not the
+# job's fault, so resubmitting it as is helps, as after a node failure.
+_FINISHED: dict[str, JobFailure | None] = {
+    "COMPLETED": None,
+    **dict.fromkeys(["FAILED", "SPECIAL_EXIT"], JobFailure.FAILED),
+    **dict.fromkeys(["CANCELLED", "DEADLINE", "REVOKED"], JobFailure.CANCELLED),
+    "TIMEOUT": JobFailure.OUT_OF_WALLTIME,
+    "OUT_OF_MEMORY": JobFailure.OUT_OF_MEMORY,
+    **dict.fromkeys(["NODE_FAIL", "BOOT_FAIL", "PREEMPTED"], JobFailure.NODE_FAILURE),
+}
+_HELD_REASONS = {"JobHeldUser", "JobHeldAdmin"}
+# What sbatch says when the job itself is wrong (resubmitting it unchanged fails again)...
+_PERMANENT = re.compile(
+    "invalid (account|partition|qos|generic resource|feature|option)|requested time limit is "
+    "invalid|memory specification can not be satisfied|requested node configuration is not "
+    "available|node count specification invalid|more processors requested than permitted|"
+    "unrecognized option|dos line breaks|unable to open file|does not look like a batch "
+    "script|command not found",
+    re.IGNORECASE,
+)
+# ... and when the controller is busy or unreachable (checked first: these win). An
+# accounting/QOS policy refusal is usually a submit limit, which waiting lifts.
+_TRANSIENT = re.compile(
+    "socket timed out|unable to contact slurm controller|temporarily unable|resource "
+    "temporarily unavailable|connection refused|zero bytes were transmitted|not responding|"
+    "job violates accounting/qos policy",
+    re.IGNORECASE,
+)
+_OOM_MESSAGES = re.compile(
+    r"exceeded (job |step )?memory limit|oom[-_ ]kill|out_of_memory", re.IGNORECASE
+)
+_TIMEOUT_MESSAGE = re.compile(r"DUE TO TIME LIMIT")
+
+
+class SlurmSubmitError(SchedulerError):
+    """sbatch refused the job.
+
+    ``permanent`` is True when submitting the same script again cannot work (unknown
+    partition or account, a time or memory request the partition does not allow) and False
+    when it may work later (the controller did not answer); unknown messages count as not
+    permanent, since retrying is harmless and giving up on a transient error is not.
+    ``sbatch_message`` is what sbatch printed, ``retval`` its exit code.
+    """
+
+    def __init__(self, message: str, *, permanent: bool, sbatch_message: str, retval: int):
+        super().__init__(message)
+        self.permanent = permanent
+        self.sbatch_message = sbatch_message
+        self.retval = retval
+
+
+def _check_job_id(job_id: str) -> str:
+    if not isinstance(job_id, str) or not _JOB_ID.fullmatch(job_id):
+        raise SchedulerError(
+            f"{job_id!r} is not a SLURM job id (digits, optionally _N for an array task)."
+        )
+    return job_id
+
+
+def parse_scontrol_record(text: str) -> dict[str, str]:
+    """The ``Key=Value`` pairs of one ``scontrol show job`` record (one- or multi-line form).
+
+    Values may contain spaces (``JobName=fail three``) and ``=`` (``TRES=cpu=1,mem=2G``): a
+    value runs up to the next whitespace-led ``Key=``. ``JobName`` is cut at `` UserId=``,
+    which always follows it, so a name with ``a=b`` in it does not break the record. With
+    ``-d`` the per-node fields (``Nodes=``, ``CPU_IDs=``, ``Mem=``) repeat once per node;
+    the first node's are kept.
+    """
+    text = " ".join(text.split("\n"))
+    fields: dict[str, str] = {}
+    name = re.search(r"(?:^|\s)JobName=(.*?) UserId=", text)
+    if name:
+        fields["JobName"] = name.group(1).strip()
+        text = text[: name.start()] + text[name.end() - len(" UserId=") :]
+    matches = list(_KEY.finditer(text))
+    for match, following in zip(matches, [*matches[1:], None], strict=True):
+        end = following.start() if following else len(text)
+        fields.setdefault(match.group(1), text[match.end() : end].strip())
+    return fields
+
+
+def _exit_code(text: str) -> int | None:
+    """``ExitCode=N:S``: N, or 128+S when a signal killed the job (as a shell reports it)."""
+    match = re.fullmatch(r"(\d+):(\d+)", text or "")
+    if not match:
+        return None
+    code, signal = int(match.group(1)), int(match.group(2))
+    return 128 + signal if signal else code
+
+
+def _job_info(fields: dict[str, str]) -> JobInfo:
+    """A JobInfo from scontrol's (or squeue's, under scontrol's names) fields."""
+    raw_state = fields.get("JobState", "").split(" ")[0].rstrip("+")
+    reason = fields.get("Reason", "")
+    reason = "" if reason in ("None", "(null)") else reason
+    job_id = fields["JobId"]
+    task = fields.get("ArrayTaskId", "")
+    if task and fields.get("ArrayJobId"):  # scontrol: JobId=17 ArrayJobId=14 ArrayTaskId=1
+        job_id = f"{fields['ArrayJobId']}_{task if task.isdigit() else f'[{task}]'}"
+    info = JobInfo(
+        job_id=job_id,
+        state=_ACTIVE.get(raw_state, JobState.UNDETERMINED),
+        raw_state=raw_state,
+        reason=reason,
+        queue=fields.get("Partition") or None,
+        title=fields.get("JobName", ""),
+        wallclock_seconds=parse_duration(fields.get("RunTime", "")),
+        details=fields,
+    )
+    if raw_state == "PENDING" and reason in _HELD_REASONS:
+        info.state = JobState.QUEUED_HELD
+    elif raw_state in _FINISHED:
+        info.state = JobState.DONE
+        info.failure = _FINISHED[raw_state]
+        info.exit_code = _exit_code(fields.get("ExitCode", ""))
+    return info
+
+
+_SUMMARY_ORDER = [
+    JobState.RUNNING,
+    JobState.SUSPENDED,
+    JobState.QUEUED,
+    JobState.QUEUED_HELD,
+    JobState.UNDETERMINED,
+    JobState.DONE,
+]
+
+
+def _array_summaries(infos: list[JobInfo]) -> list[JobInfo]:
+    """One JobInfo per job array, under the id sbatch printed: the engine tracks that id.
+
+    The array is as active as its most active task; once every task is done it is DONE
+    with the first task failure and the first nonzero exit code.
+    """
+    known = {info.job_id for info in infos}
+    tasks: dict[str, list[JobInfo]] = {}
+    for info in infos:
+        master = info.details.get("ArrayJobId", "")
+        if master and info.job_id != master and master not in known:
+            tasks.setdefault(master, []).append(info)
+    summaries = []
+    for master, members in tasks.items():
+        state = min((t.state for t in members), key=_SUMMARY_ORDER.index)
+        summary = JobInfo(
+            job_id=master,
+            state=state,
+            raw_state="ARRAY",
+            queue=members[0].queue,
+            title=members[0].title,
+            details={"ArrayTasks": [t.job_id for t in members]},
+        )
+        if state is JobState.DONE:
+            summary.failure = next((t.failure for t in members if t.failure), None)
+            codes = [t.exit_code for t in members if t.exit_code is not None]
+            summary.exit_code = next((c for c in codes if c), codes[0] if codes else None)
+        summaries.append(summary)
+    return summaries
+
+
+class SlurmScheduler(Scheduler):
+    """SLURM through ``sbatch``, ``squeue``, ``scontrol`` and ``scancel``.
+
+    Resource mapping: ``--nodes`` = num_machines, ``--ntasks-per-node`` =
+    num_mpiprocs_per_machine, ``--cpus-per-task`` = num_cores_per_mpiproc, ``--mem`` (per
+    node, MB rounded up) = max_memory_kb, ``--time`` = max_wallclock_seconds. Jobs are
+    submitted with ``--no-requeue``: a requeued job would rerun in the same work dir behind
+    the engine's back, which then sees it finish twice.
+    """
+
+    reports_finished_jobs = True
+
+    def script_header(self, template: JobTemplate) -> list[str]:
+        resources = template.resources
+        lines = [
+            f"#SBATCH --job-name={safe_job_name(template.job_name)}",
+            f"#SBATCH --output={check_directive_value('stdout_name', template.stdout_name)}",
+            f"#SBATCH --error={check_directive_value('stderr_name', template.stderr_name)}",
+            "#SBATCH --no-requeue",
+            f"#SBATCH --nodes={resources.num_machines}",
+            f"#SBATCH --ntasks-per-node={resources.num_mpiprocs_per_machine}",
+            f"#SBATCH --cpus-per-task={resources.num_cores_per_mpiproc}",
+        ]
+        if template.max_wallclock_seconds is not None:
+            seconds = positive_int("max_wallclock_seconds", template.max_wallclock_seconds)
+            days, rest = divmod(seconds, 86400)
+            # SLURM counts in minutes and rounds seconds up; D-HH:MM:SS passes them exactly.
+            lines.append(f"#SBATCH --time={f'{days}-' if days else ''}{format_hms(rest)}")
+        if template.max_memory_kb is not None:
+            kb = positive_int("max_memory_kb", template.max_memory_kb)
+            lines.append(f"#SBATCH --mem={memory_mb(kb)}")
+        for option, what, value in (
+            ("partition", "queue_name", template.queue_name),
+            ("account", "account", template.account),
+            ("qos", "qos", template.qos),
+        ):
+            if value:
+                lines.append(f"#SBATCH --{option}={check_directive_value(what, value)}")
+        return lines
+
+    # -- submit -------------------------------------------------------------------------
+    def submit_command(self, script_name: str) -> str:
+        return f"sbatch --parsable {shlex.quote(script_name)}"
+
+    def parse_submit_output(self, retval: int, stdout: str, stderr: str) -> str:
+        lines = stdout.strip().splitlines()
+        match = _SUBMITTED.fullmatch(lines[-1].strip()) if lines else None
+        if retval == 0 and match:
+            return match.group(1)
+        message = stderr.strip() or stdout.strip() or "(no output)"
+        if retval == 0:
+            raise SchedulerError(
+                f"sbatch exited 0 but printed no job id: {message}. The job may have been "
+                "submitted: check `squeue --me` before submitting it again."
+            )
+        permanent = not _TRANSIENT.search(message) and bool(_PERMANENT.search(message))
+        advice = (
+            "Submitting it again will fail the same way: fix the job's queue, account, "
+            "resources, wall time or memory."
+            if permanent
+            else "This may be temporary (the SLURM controller may be busy); try again later."
+        )
+        raise SlurmSubmitError(
+            f"sbatch refused the job (exit {retval}): {message}\n{advice}",
+            permanent=permanent,
+            sbatch_message=message,
+            retval=retval,
+        )
+
+    # -- list -----------------------------------------------------------------------------
+    def joblist_command(self, job_ids: list[str] | None = None, user: str | None = None) -> str:
+        """One bash line: ``squeue`` for every id at once, then ``scontrol show job`` for
+        each id squeue did not list (finished jobs, which squeue leaves out), each section
+        led by a ``#veglia`` marker line for the parser. scontrol is skipped when squeue
+        itself failed: with the controller down, N more timeouts would help nobody.
+        """
+        squeue = f"squeue --noheader --array --format={shlex.quote(_SQUEUE_FORMAT)}"
+        if not job_ids:
+            who = shlex.quote(user) if user else '"$(whoami)"'
+            return (
+                f'q=$({squeue} --user={who} 2>&1); echo "{_MARKER}squeue rc=$?"; '
+                'printf "%s\\n" "$q"'
+            )
+        ids = [_check_job_id(job_id) for job_id in job_ids]
+        return (
+            f"q=$({squeue} --jobs={','.join(ids)} 2>&1); rc=$?; "
+            f'echo "{_MARKER}squeue rc=$rc"; printf "%s\\n" "$q"; '
+            f'if [ $rc -eq 0 ] || [[ $q == *"{_INVALID_ID}"* ]]; then '
+            f"for id in {' '.join(ids)}; do "
+            f'printf "%s\\n" "$q" | grep -qE "^([^|]*[|])?$id[|]" || {{ '
+            f's=$(scontrol --oneliner --details show job "$id" 2>&1); '
+            f'echo "{_MARKER}scontrol $id rc=$?"; printf "%s\\n" "$s"; }}; '
+            "done; fi"
+        )
+
+    def parse_joblist_output(self, retval: int, stdout: str, stderr: str) -> list[JobInfo]:
+        sections: list[tuple[str, int, list[str]]] = []
+        for line in stdout.splitlines():
+            marker = re.fullmatch(rf"{_MARKER}(squeue|scontrol \S+) rc=(\d+)", line.strip())
+            if marker:
+                sections.append((marker.group(1), int(marker.group(2)), []))
+            elif sections:
+                sections[-1][2].append(line)
+        if not sections:
+            raise SchedulerError(
+                f"Listing SLURM jobs failed (exit {retval}): "
+                f"{(stderr.strip() or stdout.strip() or '(no output)')[:2000]}. "
+                "Are squeue and scontrol installed and on the PATH of a non-interactive shell?"
+            )
+        infos: list[JobInfo] = []
+        for name, code, lines in sections:
+            text = "\n".join(lines).strip()
+            if code != 0:
+                if _INVALID_ID in text:  # unknown or long-forgotten ids: absent, not an error
+                    continue
+                raise SchedulerError(
+                    f"`{name.split()[0]}` failed (exit {code}): {text[:2000]}. "
+                    "Is the SLURM controller up? The same command on the computer shows more."
+                )
+            if name == "squeue":
+                infos.extend(self._parse_squeue(lines))
+            else:
+                infos.extend(self._parse_scontrol(lines))
+        return infos + _array_summaries(infos)
+
+    @staticmethod
+    def _parse_squeue(lines: list[str]) -> list[JobInfo]:
+        infos = []
+        for line in lines:
+            values = line.split("|", len(_SQUEUE_FIELDS) - 1)
+            if len(values) == len(_SQUEUE_FIELDS) and _JOB_ID.fullmatch(values[0]):
+                infos.append(_job_info(dict(zip(_SQUEUE_FIELDS, values, strict=True))))
+            elif line.strip():
+                LOGGER.warning("squeue printed a line veglia does not understand: %s", line)
+        return infos
+
+    @staticmethod
+    def _parse_scontrol(lines: list[str]) -> list[JobInfo]:
+        records: list[str] = []
+        for line in lines:
+            if line.startswith("JobId="):
+                records.append(line)
+            elif records and line[:1].isspace() and line.strip():  # multi-line form
+                records[-1] += "\n" + line
+        return [_job_info(parse_scontrol_record(record)) for record in records]
+
+    # -- kill -------------------------------------------------------------------------------
+    def kill_command(self, job_id: str) -> str:
+        return f"scancel {_check_job_id(job_id)}"
+
+    def parse_kill_output(self, retval: int, stdout: str, stderr: str) -> bool:
+        """True when scancel accepted, or the job is already gone (unknown id, or already
+        completing): either way it will not run on. False otherwise (permission denied,
+        controller unreachable), with scancel's message logged as a warning."""
+        text = (stderr + stdout).strip()
+        if retval == 0 or _INVALID_ID in text or "already completing or completed" in text:
+            return True
+        LOGGER.warning("scancel failed (exit %s): %s", retval, text)
+        return False
+
+    def classify_failure(self, info: JobInfo | None, scheduler_stderr: str) -> JobFailure | None:
+        """SLURM's own kill messages in the job's stderr win over the final state: with
+        ``JobAcctGatherParams=OverMemoryKill`` a memory kill ends as ``FAILED``
+        (``JobLaunchFailure``, signal 9) and only slurmstepd's "exceeded memory limit"
+        tells why; and the info may be missing once SLURM has forgotten the job."""
+        if _OOM_MESSAGES.search(scheduler_stderr or ""):
+            return JobFailure.OUT_OF_MEMORY
+        if _TIMEOUT_MESSAGE.search(scheduler_stderr or ""):
+            return JobFailure.OUT_OF_WALLTIME
+        return info.failure if info is not None else None
