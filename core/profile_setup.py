@@ -80,7 +80,12 @@ def create_profile(config: Config, name: str, options: dict[str, Any]) -> SetupR
                     description="This machine, through the local transport",
                     transport_type="core.local",
                     scheduler_type=profile.get_option("scheduler.default"),
-                    properties={"workdir": str(profile.folder / "scratch")},
+                    # Asking `ps` about local jobs is cheap: no throttling needed.
+                    properties={
+                        "workdir": str(profile.folder / "scratch"),
+                        "safe_interval": 0.0,
+                        "minimum_poll_interval": 0.1,
+                    },
                 )
                 session.add(computer)
                 session.flush()

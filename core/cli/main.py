@@ -42,11 +42,33 @@ def cli(ctx: click.Context, profile_name: str | None, verbose: bool) -> None:
 
 
 def _register_commands() -> None:
-    from veglia.cli import cmd_config, cmd_plugin, cmd_profile, cmd_setup, cmd_status, cmd_storage
+    from veglia.cli import (
+        cmd_config,
+        cmd_daemon,
+        cmd_plugin,
+        cmd_profile,
+        cmd_setup,
+        cmd_status,
+        cmd_storage,
+    )
 
-    for module in (cmd_config, cmd_plugin, cmd_profile, cmd_setup, cmd_status, cmd_storage):
+    for module in (
+        cmd_config,
+        cmd_daemon,
+        cmd_plugin,
+        cmd_profile,
+        cmd_setup,
+        cmd_status,
+        cmd_storage,
+    ):
         for command in module.COMMANDS:
             cli.add_command(command)
+    process_group = cli.commands.get("process")
+    if not isinstance(process_group, click.Group):
+        process_group = click.Group("process", help="Inspect and control processes.")
+        cli.add_command(process_group)
+    for command in cmd_daemon.PROCESS_COMMANDS:
+        process_group.add_command(command)
 
 
 _register_commands()

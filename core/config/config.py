@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import tempfile
+import uuid
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -108,6 +109,7 @@ class Config:
             )
         return Profile(
             name=name,
+            id=self._profiles[name].get("id", name),
             folder=self.profile_folder(name),
             options=dict(self._profiles[name].get("options", {})),
             secrets=dict(self._secrets.get(name, {})),
@@ -125,7 +127,8 @@ class Config:
                 f"`veglia profile delete {name}`."
             )
         values = self.validate_options(options or {})
-        self._profiles[name] = {"options": {}}
+        # The id keeps broker queues of profiles apart, also of two profiles of one name.
+        self._profiles[name] = {"options": {}, "id": uuid.uuid4().hex}
         self._secrets[name] = {}
         for key, value in values.items():
             self._store(name, key, value)

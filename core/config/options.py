@@ -368,6 +368,12 @@ BUILTIN_OPTIONS: tuple[Option, ...] = (
         parse=_non_negative_float,
     ),
     Option(
+        "daemon.worker_process_slots",
+        "Most processes one daemon worker runs at once (its broker prefetch).",
+        default=1000,
+        parse=_positive_int,
+    ),
+    Option(
         "caching.enabled",
         "Reuse the outputs of an identical finished job instead of running it again.",
         default=False,

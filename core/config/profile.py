@@ -42,6 +42,7 @@ class Profile:
 
     name: str
     folder: Path
+    id: str = ""
     options: dict[str, Any] = field(default_factory=dict)
     secrets: dict[str, Any] = field(default_factory=dict, repr=False)
 
@@ -55,6 +56,11 @@ class Profile:
 
     def is_set(self, name: str) -> bool:
         return name in self.options or name in self.secrets
+
+    @property
+    def daemon_folder(self) -> Path:
+        """Pid, status and log files of the profile's daemon."""
+        return self.folder / "daemon"
 
     @property
     def repository_path(self) -> Path:

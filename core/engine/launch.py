@@ -48,6 +48,7 @@ def submit(process: type[Process] | ProcessBuilder, **inputs: Any) -> ProcessNod
     instance = get_runner().instantiate(process_class, all_inputs)
     assert instance.node is not None
     node = instance.node
+    node.set_attribute("daemon", True)
     instance.close()
     notify_daemon(node)
     return node

@@ -195,8 +195,12 @@ class Process(plumpy.Process):
         if self.node is not None:
             self.node.set_attributes({"paused": True, "paused_reason": msg or ""})
             self.node.add_log("REPORT", f"Paused: {msg or 'on request'}")
+            from veglia.engine.persistence import save_checkpoint
+
+            save_checkpoint(self)
 
     def on_playing(self) -> None:
         super().on_playing()
         if self.node is not None:
             self.node.set_attributes({"paused": False, "paused_reason": ""})
+            self.node.add_log("REPORT", "Played")

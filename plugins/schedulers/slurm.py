@@ -14,25 +14,11 @@ import math
 import re
 import shlex
 
-from veglia.schedulers import (
-    JobFailure,
-    JobInfo,
-    JobState,
-    JobTemplate,
-    Scheduler,
-    SchedulerError,
-)
+from veglia.schedulers import JobFailure, JobInfo, JobState, JobTemplate, Scheduler, SchedulerError
 
-__all__ = [
-    "SlurmScheduler",
-    "SlurmSubmitError",
-    "check_directive_value",
-    "format_hms",
-    "memory_mb",
-    "parse_duration",
-    "positive_int",
-    "safe_job_name",
-]
+__all__ = ["SlurmScheduler", "SlurmSubmitError", "check_directive_value", "format_hms"]
+__all__ += ["memory_mb", "parse_duration", "parse_scontrol_record", "positive_int"]
+__all__ += ["safe_job_name"]
 
 LOGGER = logging.getLogger(__name__)
 
@@ -90,18 +76,12 @@ def check_directive_value(what: str, value: str) -> str:
 # -- SLURM specifics ------------------------------------------------------------------------
 _JOB_ID = re.compile(r"\d+(_\d+)?")
 _SUBMITTED = re.compile(r"(\d+)(;\S+)?")
-# Fields squeue prints, named as scontrol names them so `details` has the same keys.
-_SQUEUE_FIELDS = {
-    "JobId": "%i",
-    "ArrayJobId": "%A",
-    "JobState": "%T",
-    "Reason": "%r",
-    "Partition": "%P",
-    "RunTime": "%M",
-    "TimeLimit": "%l",
-    "NumNodes": "%D",
-    "JobName": "%j",  # last: the only field that may contain the separator
-}
+# Fields squeue prints, named as scontrol names them so `details` has the same keys. The
+# name comes last: it is the only field that may contain the separator.
+# squeue's %i is the id as users write it (14_2 for a task, whose own JobId %A is 17).
+_SQUEUE_FIELDS = {"Id": "%i", "ArrayJobId": "%F", "JobId": "%A", "ArrayTaskId": "%K"}
+_SQUEUE_FIELDS |= {"JobState": "%T", "Reason": "%r", "Partition": "%P", "RunTime": "%M"}
+_SQUEUE_FIELDS |= {"TimeLimit": "%l", "NumNodes": "%D", "JobName": "%j"}
 _SQUEUE_FORMAT = "|".join(_SQUEUE_FIELDS.values())
 _MARKER = "#veglia "
 _INVALID_ID = "Invalid job id specified"
@@ -213,8 +193,8 @@ def _job_info(fields: dict[str, str]) -> JobInfo:
     reason = fields.get("Reason", "")
     reason = "" if reason in ("None", "(null)") else reason
     job_id = fields["JobId"]
-    task = fields.get("ArrayTaskId", "")
-    if task and fields.get("ArrayJobId"):  # scontrol: JobId=17 ArrayJobId=14 ArrayTaskId=1
+    task = fields.get("ArrayTaskId", "N/A")
+    if task not in ("", "N/A") and fields.get("ArrayJobId"):  # JobId=17 ArrayJobId=14 ...
         job_id = f"{fields['ArrayJobId']}_{task if task.isdigit() else f'[{task}]'}"
     info = JobInfo(
         job_id=job_id,
@@ -235,14 +215,8 @@ def _job_info(fields: dict[str, str]) -> JobInfo:
     return info
 
 
-_SUMMARY_ORDER = [
-    JobState.RUNNING,
-    JobState.SUSPENDED,
-    JobState.QUEUED,
-    JobState.QUEUED_HELD,
-    JobState.UNDETERMINED,
-    JobState.DONE,
-]
+_SUMMARY_ORDER = [JobState.RUNNING, JobState.SUSPENDED, JobState.QUEUED, JobState.QUEUED_HELD]
+_SUMMARY_ORDER += [JobState.UNDETERMINED, JobState.DONE]
 
 
 def _array_summaries(infos: list[JobInfo]) -> list[JobInfo]:

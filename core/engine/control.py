@@ -1,0 +1,132 @@
+"""Kill, pause and play a process wherever it runs.
+
+With a broker the request is an RPC to the worker holding the process. Without one it is
+written on the node, and the daemon worker applies it within a second. When no daemon holds
+the process, the request is carried out here, on the process loaded from its checkpoint
+(a kill then also cancels the scheduler job).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import time
+from typing import Any
+
+from veglia.exceptions import VegliaError
+from veglia.orm.nodes import ProcessNode
+
+__all__ = ["ControlError", "apply_database_requests", "control_process"]
+
+ACTIONS = ("kill", "pause", "play")
+
+
+class ControlError(VegliaError):
+    """A kill, pause or play request could not be carried out."""
+
+
+def _daemon_running() -> bool:
+    from veglia.engine.daemon import DaemonFiles
+    from veglia.manage import get_profile
+
+    return DaemonFiles(get_profile()).supervisor_pid() is not None
+
+
+def _unwrap(future: Any, timeout: float) -> Any:
+    result = future.result(timeout=timeout)
+    while isinstance(result, concurrent.futures.Future):
+        result = result.result(timeout=timeout)
+    return result
+
+
+def _done(node: ProcessNode, action: str) -> bool:
+    node.refresh()
+    if action == "kill":
+        return node.is_terminated
+    return node.paused == (action == "pause") or node.is_terminated
+
+
+def control_process(
+    node: ProcessNode, action: str, message: str = "", timeout: float = 60.0
+) -> str:
+    """Carry out ``action`` on the process; return what happened, for the user."""
+    from veglia.manage import get_profile
+
+    if action not in ACTIONS:
+        raise ControlError(f"Unknown action {action!r}; use one of {', '.join(ACTIONS)}.")
+    if node.is_terminated:
+        raise ControlError(f"Process {node.pk} has terminated already ({node.process_state}).")
+    if get_profile().broker_url and _daemon_running():
+        from veglia.engine.broker_tasks import get_controller
+
+        controller = get_controller()
+        call = {
+            "kill": lambda: controller.kill_process(node.pk, message or "Killed through the CLI"),
+            "pause": lambda: controller.pause_process(node.pk, message or "Paused through the CLI"),
+            "play": lambda: controller.play_process(node.pk),
+        }[action]
+        try:
+            _unwrap(call(), timeout)
+            return f"{action} sent to the worker running process {node.pk}"
+        except Exception:
+            pass
+    elif _daemon_running():
+        node.set_attribute("control_request", {"action": action, "message": message})
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if _done(node, action):
+                return f"{action} carried out by the daemon for process {node.pk}"
+            time.sleep(0.2)
+        raise ControlError(
+            f"The daemon did not {action} process {node.pk} within {timeout:.0f} s; see "
+            "`veglia daemon logs`."
+        )
+    return _control_here(node, action, message)
+
+
+def _control_here(node: ProcessNode, action: str, message: str) -> str:
+    from veglia.engine.persistence import load_process, save_checkpoint
+    from veglia.engine.runner import get_runner
+
+    process = load_process(node, loop=get_runner().loop)
+    if action == "kill":
+        process.kill(message or "Killed through the CLI")
+    elif action == "pause":
+        process.pause(message or "Paused through the CLI")
+        save_checkpoint(process)
+    else:
+        process.play()
+        save_checkpoint(process)
+    return f"{action} carried out for process {node.pk} (no daemon holds it)"
+
+
+def apply_database_requests(active: dict[int, Any]) -> None:
+    """In a worker without broker: apply requests written on the nodes it runs."""
+    import sqlalchemy as sa
+
+    from veglia.manage import get_storage
+    from veglia.orm.nodes import load_node
+    from veglia.storage.models import Node
+
+    running = [pk for pk, process in active.items() if process is not None]
+    if not running:
+        return
+    with get_storage().session() as session:
+        pks = session.scalars(
+            sa.select(Node.id).where(
+                Node.id.in_(running), Node.attributes["control_request"].isnot(None)
+            )
+        ).all()
+    for pk in pks:
+        node = load_node(pk)
+        request = node.get_attribute("control_request") or {}
+        node.delete_attribute("control_request")
+        process = active.get(pk)
+        if process is None or not request:
+            continue
+        action, message = request.get("action"), request.get("message") or None
+        if action == "kill":
+            process.kill(message or "Killed through the CLI")
+        elif action == "pause":
+            process.pause(message or "Paused through the CLI")
+        elif action == "play":
+            process.play()

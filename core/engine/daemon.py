@@ -1,0 +1,264 @@
+"""The daemon: a supervisor that keeps N worker processes alive, and the workers.
+
+With a broker each worker takes process tasks from the profile's RabbitMQ queue; a task is
+acknowledged only when its process terminates, so the processes of a worker that dies are
+delivered to another. Without a broker there is a single worker, which takes every
+unfinished submitted process from the database, at start and as they are submitted.
+
+Run as ``python -m veglia.engine.daemon supervise N`` / ``worker`` (``veglia daemon`` does).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+
+from veglia.config.profile import Profile
+
+__all__ = ["ACTIVE_STATES", "DaemonFiles", "Worker", "supervise"]
+
+LOGGER = logging.getLogger("veglia.daemon")
+ACTIVE_STATES = ("created", "running", "waiting")
+
+
+class DaemonFiles:
+    """Where a profile's daemon keeps its pid, status and log."""
+
+    def __init__(self, profile: Profile) -> None:
+        self.folder = profile.daemon_folder
+        self.pid = self.folder / "supervisor.pid"
+        self.status = self.folder / "status.json"
+        self.log = self.folder / "daemon.log"
+
+    def worker_status(self, pid: int) -> Path:
+        return self.folder / f"worker-{pid}.json"
+
+    def supervisor_pid(self) -> int | None:
+        """The supervisor's pid when it is alive."""
+        try:
+            pid = int(self.pid.read_text().strip())
+            os.kill(pid, 0)
+        except (OSError, ValueError):
+            return None
+        return pid
+
+    def read_status(self) -> dict[str, Any]:
+        try:
+            return json.loads(self.status.read_text())
+        except (OSError, json.JSONDecodeError):
+            return {}
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data))
+    os.replace(tmp, path)
+
+
+# -- supervisor -----------------------------------------------------------------------------
+def supervise(profile: Profile, workers: int) -> None:
+    """Start ``workers`` workers and restart any that dies, until SIGTERM."""
+    files = DaemonFiles(profile)
+    files.folder.mkdir(parents=True, exist_ok=True)
+    files.pid.write_text(str(os.getpid()))
+    stopping = False
+
+    def stop(*_: Any) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+
+    def spawn() -> subprocess.Popen:
+        log = open(files.log, "ab")  # noqa: SIM115 - the child keeps it open
+        return subprocess.Popen(
+            [sys.executable, "-m", "veglia.engine.daemon", "worker"],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env={**os.environ, "VEGLIA_PROFILE": profile.name},
+        )
+
+    slots = [{"process": spawn(), "restarts": 0, "started": time.time()} for _ in range(workers)]
+
+    def write_status() -> None:
+        _write_json(
+            files.status,
+            {
+                "supervisor": os.getpid(),
+                "started": started,
+                "workers": [
+                    {"pid": s["process"].pid, "restarts": s["restarts"], "started": s["started"]}
+                    for s in slots
+                ],
+            },
+        )
+
+    started = time.time()
+    write_status()
+    LOGGER.warning("daemon started with %d worker(s)", workers)
+    while not stopping:
+        time.sleep(0.2)
+        for slot in slots:
+            code = slot["process"].poll()
+            if code is not None and not stopping:
+                LOGGER.warning(
+                    "worker %d exited with %s; starting another", slot["process"].pid, code
+                )
+                files.worker_status(slot["process"].pid).unlink(missing_ok=True)
+                slot.update(process=spawn(), restarts=slot["restarts"] + 1, started=time.time())
+                write_status()
+    for slot in slots:
+        slot["process"].terminate()
+    deadline = time.time() + 30
+    for slot in slots:
+        try:
+            slot["process"].wait(max(0.1, deadline - time.time()))
+        except subprocess.TimeoutExpired:
+            slot["process"].kill()
+        files.worker_status(slot["process"].pid).unlink(missing_ok=True)
+    files.status.unlink(missing_ok=True)
+    files.pid.unlink(missing_ok=True)
+    LOGGER.warning("daemon stopped")
+
+
+# -- worker -----------------------------------------------------------------------------------
+class Worker:
+    """Runs the processes handed to it, each until it terminates."""
+
+    def __init__(self, profile: Profile) -> None:
+        from veglia.engine.runner import Runner, set_runner
+
+        self.profile = profile
+        self.files = DaemonFiles(profile)
+        self.loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(self.loop)
+        self.communicator: Any = None
+        if profile.broker_url:
+            import plumpy
+
+            from veglia.engine.broker_tasks import create_communicator
+
+            slots = int(profile.get_option("daemon.worker_process_slots"))
+            self._thread_communicator = create_communicator(profile, task_prefetch_count=slots)
+            self.communicator = plumpy.wrap_communicator(self._thread_communicator, self.loop)
+        self.runner = Runner(loop=self.loop, communicator=self.communicator)
+        set_runner(self.runner)
+        self.active: dict[int, Any] = {}
+        self._stop = asyncio.Event()
+
+    def run(self) -> None:
+        self.loop.add_signal_handler(signal.SIGTERM, self._stop.set)
+        self.loop.add_signal_handler(signal.SIGINT, self._stop.set)
+        if self.communicator is not None:
+            self.communicator.add_task_subscriber(self._on_task)
+        else:
+            self.loop.create_task(self._take_from_database())
+        self.loop.create_task(self._write_status())
+        try:
+            self.loop.run_until_complete(self._stop.wait())
+        finally:
+            self.files.worker_status(os.getpid()).unlink(missing_ok=True)
+            if self.communicator is not None:
+                self._thread_communicator.close()
+            self.runner.transport_queue.close()
+
+    async def _on_task(self, _communicator: Any, task: dict[str, Any]) -> bool:
+        return await self.continue_process(int(task["pid"]))
+
+    async def continue_process(self, pk: int) -> bool:
+        """Load the process from its checkpoint and step it until it terminates."""
+        from veglia.engine.persistence import load_process
+        from veglia.orm.nodes import load_node
+
+        if self.active.get(pk) is not None:  # a duplicate task: the running one will ack
+            return True
+        node = load_node(pk)
+        if node.is_terminated:  # type: ignore[attr-defined]
+            return True
+        process = load_process(
+            node,
+            loop=self.loop,
+            communicator=self.communicator,  # type: ignore[arg-type]
+        )
+        if node.paused:  # type: ignore[attr-defined]
+            process.pause(node.get_attribute("paused_reason") or None)
+        self.active[pk] = process
+        try:
+            await process.step_until_terminated()
+        except Exception:
+            LOGGER.exception("process %s failed in the worker", pk)
+        finally:
+            self.active.pop(pk, None)
+        return True
+
+    async def _take_from_database(self) -> None:
+        """Without a broker: every unfinished submitted process is ours."""
+        from veglia.manage import get_storage
+        from veglia.storage.models import Node
+
+        while not self._stop.is_set():
+            with get_storage().session() as session:
+                pks = session.scalars(
+                    sa.select(Node.id).where(
+                        Node.process_state.in_(ACTIVE_STATES),
+                        Node.attributes["daemon"].as_boolean().is_(True),
+                    )
+                ).all()
+            for pk in pks:
+                if pk not in self.active:
+                    self.active[pk] = None
+                    self.loop.create_task(self._continue_claimed(pk))
+            self._apply_control_requests()
+            await asyncio.sleep(0.5)
+
+    async def _continue_claimed(self, pk: int) -> None:
+        self.active.pop(pk, None)
+        await self.continue_process(pk)
+
+    def _apply_control_requests(self) -> None:
+        from veglia.engine.control import apply_database_requests
+
+        apply_database_requests(self.active)
+
+    async def _write_status(self) -> None:
+        while not self._stop.is_set():
+            _write_json(
+                self.files.worker_status(os.getpid()),
+                {
+                    "pid": os.getpid(),
+                    "active": len(self.active),
+                    "time": time.time(),
+                },
+            )
+            await asyncio.sleep(2)
+
+
+def main(argv: list[str]) -> None:
+    from veglia.manage import load_profile
+
+    logging.basicConfig(
+        level=logging.WARNING, format="%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s"
+    )
+    profile = load_profile(os.environ.get("VEGLIA_PROFILE"))
+    if argv[:1] == ["supervise"]:
+        supervise(profile, int(argv[1]) if len(argv) > 1 else 1)
+    elif argv[:1] == ["worker"]:
+        Worker(profile).run()
+    else:
+        raise SystemExit("usage: python -m veglia.engine.daemon supervise N | worker")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
