@@ -142,3 +142,36 @@ def test_repository_stores_each_content_once_and_detects_tampering(tmp_path):
     with pytest.raises(NotExistent, match="missing"):
         repository.get_bytes(sha_a)
     assert not list((tmp_path / "repo" / "tmp").iterdir())
+
+
+def test_process_attributes_from_two_writers_are_both_kept(storage_url, tmp_path, monkeypatch):
+    """The engine and the CLI change different keys of one node: neither loses the other's."""
+    import veglia.manage as manage
+    from veglia.orm.nodes import ProcessNode, load_node
+
+    backend = StorageBackend(storage_url, tmp_path / "repo2")
+    backend.migrate()
+    monkeypatch.setattr(manage, "get_storage", lambda: backend)
+    import veglia.orm.nodes as nodes_module
+
+    monkeypatch.setattr(nodes_module, "get_storage", lambda: backend)
+    monkeypatch.setattr(
+        "veglia.orm.users.get_default_user",
+        lambda: type("U", (), {"pk": None})(),
+    )
+    engine_copy = ProcessNode(process_type="test").store()
+    cli_copy = load_node(engine_copy.pk)
+    engine_copy.set_attributes({"scheduler_state": "running", "key.with spaces": 1})
+    cli_copy.set_attribute("control_request", {"action": "pause"})
+    engine_copy.set_attribute("job_id", "7")
+    assert load_node(engine_copy.pk).attributes == {
+        "scheduler_state": "running",
+        "key.with spaces": 1,
+        "control_request": {"action": "pause"},
+        "job_id": "7",
+    }
+    cli_copy.delete_attribute("control_request")
+    assert "control_request" not in engine_copy.refresh().attributes
+    with pytest.raises(ValueError, match="quotes"):
+        engine_copy.set_attribute('say "hi"', 1)
+    backend.close()

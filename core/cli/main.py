@@ -43,9 +43,13 @@ def cli(ctx: click.Context, profile_name: str | None, verbose: bool) -> None:
 
 def _register_commands() -> None:
     from veglia.cli import (
+        cmd_code,
+        cmd_computer,
         cmd_config,
         cmd_daemon,
+        cmd_node,
         cmd_plugin,
+        cmd_process,
         cmd_profile,
         cmd_setup,
         cmd_status,
@@ -60,6 +64,10 @@ def _register_commands() -> None:
         cmd_setup,
         cmd_status,
         cmd_storage,
+        cmd_process,
+        cmd_node,
+        cmd_computer,
+        cmd_code,
     ):
         for command in module.COMMANDS:
             cli.add_command(command)

@@ -8,6 +8,7 @@ can load it and carry on (see :mod:`veglia.engine.persistence`).
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import plumpy
@@ -27,8 +28,8 @@ def flatten_inputs(inputs: dict[str, Any], prefix: str = "") -> list[tuple[str, 
     flat: list[tuple[str, Any]] = []
     for key, value in inputs.items():
         label = f"{prefix}__{key}" if prefix else key
-        if isinstance(value, dict):
-            flat.extend(flatten_inputs(value, label))
+        if isinstance(value, Mapping):
+            flat.extend(flatten_inputs(dict(value), label))
         else:
             flat.append((label, value))
     return flat
@@ -55,6 +56,9 @@ class Process(plumpy.Process):
         spec.input("metadata.description", valid_type=str, required=False)
         spec.inputs.valid_type = Node
         spec.outputs.valid_type = Node
+        # Unknown inputs and outputs are mistakes (a typo in a port name), not extras.
+        spec.inputs.dynamic = False
+        spec.outputs.dynamic = False
 
     @classmethod
     def get_builder(cls) -> Any:

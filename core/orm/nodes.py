@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import copy
 import io
+import json
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any, ClassVar
 
 import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import JSONB
 
 from veglia.exceptions import NotExistent, StorageError
 from veglia.manage import get_storage
@@ -41,6 +43,13 @@ __all__ = [
 ]
 
 _NODE_CLASSES: dict[str, type[Node]] = {}
+
+
+def _json_path(key: str) -> str:
+    """An SQLite JSON path to a top-level key (quoted: dots and spaces are fine)."""
+    if '"' in key or "\\" in key or not key:
+        raise ValueError(f"Attribute names may not be empty or hold quotes or backslashes: {key!r}")
+    return f'$."{key}"'
 
 
 class ModificationNotAllowed(StorageError):
@@ -118,16 +127,54 @@ class Node:
             raise ModificationNotAllowed(
                 f"{self!r} is stored; its attributes are part of the provenance and cannot change."
             )
-        self._attributes.update(copy.deepcopy(values))
+        values = copy.deepcopy(values)
         if self.is_stored:
-            self._update_row(attributes=self._attributes)
+            self._attributes = self._patch_json("attributes", values, [])
+        else:
+            self._attributes.update(values)
 
     def delete_attribute(self, key: str) -> None:
         if self.is_stored and not self._mutable_when_stored:
             raise ModificationNotAllowed(f"{self!r} is stored; its attributes cannot change.")
-        self._attributes.pop(key, None)
         if self.is_stored:
-            self._update_row(attributes=self._attributes)
+            self._attributes = self._patch_json("attributes", {}, [key])
+        else:
+            self._attributes.pop(key, None)
+
+    def _patch_json(self, column: str, values: dict[str, Any], removed: list[str]) -> dict:
+        """Change only the given keys, in the database, atomically; return the new column.
+
+        Writers in other processes (the engine, the CLI, a monitor) change other keys of
+        the same node: rewriting the whole column from a stale copy would undo theirs.
+        """
+        for key in [*values, *removed]:
+            _json_path(key)  # the same names are allowed on every database
+        storage = get_storage()
+        table = models.Node.__table__
+        target = table.c[column]
+        dialect = storage.engine.dialect.name
+        if dialect == "postgresql":
+            expression: Any = target
+            for key in removed:
+                expression = expression.op("-")(sa.literal(key))
+            patch = sa.cast(sa.literal(json.dumps(values)), JSONB)
+            expression = expression.op("||")(patch)
+        else:
+            expression = target
+            if removed:
+                expression = sa.func.json_remove(expression, *[_json_path(k) for k in removed])
+            for key, value in values.items():
+                expression = sa.func.json_set(
+                    expression, _json_path(key), sa.func.json(json.dumps(value))
+                )
+        with storage.session() as session:
+            result = session.execute(
+                table.update()
+                .where(table.c.id == self.pk)
+                .values({column: expression})
+                .returning(target)
+            ).scalar_one()
+        return dict(result if isinstance(result, dict) else json.loads(result))
 
     @property
     def extras(self) -> dict[str, Any]:
@@ -135,9 +182,10 @@ class Node:
 
     def set_extra(self, key: str, value: Any) -> None:
         """Extras are free annotations; they may change at any time."""
-        self._extras[key] = copy.deepcopy(value)
         if self.is_stored:
-            self._update_row(extras=self._extras)
+            self._extras = self._patch_json("extras", {key: copy.deepcopy(value)}, [])
+        else:
+            self._extras[key] = copy.deepcopy(value)
 
     def _update_row(self, **columns: Any) -> None:
         with get_storage().session() as session:

@@ -16,7 +16,8 @@ import shlex
 
 from veglia.schedulers import JobFailure, JobInfo, JobState, JobTemplate, Scheduler, SchedulerError
 
-__all__ = ["SlurmScheduler", "SlurmSubmitError", "check_directive_value", "format_hms"]
+__all__ = ["SlurmScheduler", "SlurmSubmitError", "array_summaries", "check_directive_value"]
+__all__ += ["format_hms"]
 __all__ += ["memory_mb", "parse_duration", "parse_scontrol_record", "positive_int"]
 __all__ += ["safe_job_name"]
 
@@ -219,8 +220,9 @@ _SUMMARY_ORDER = [JobState.RUNNING, JobState.SUSPENDED, JobState.QUEUED, JobStat
 _SUMMARY_ORDER += [JobState.UNDETERMINED, JobState.DONE]
 
 
-def _array_summaries(infos: list[JobInfo]) -> list[JobInfo]:
-    """One JobInfo per job array, under the id sbatch printed: the engine tracks that id.
+def array_summaries(infos: list[JobInfo]) -> list[JobInfo]:
+    """One JobInfo per job array, under the id the submit command printed, which is the id
+    the engine tracks; tasks name their array in ``details["ArrayJobId"]``.
 
     The array is as active as its most active task; once every task is done it is DONE
     with the first task failure and the first nonzero exit code.
@@ -373,7 +375,7 @@ class SlurmScheduler(Scheduler):
                 infos.extend(self._parse_squeue(lines))
             else:
                 infos.extend(self._parse_scontrol(lines))
-        return infos + _array_summaries(infos)
+        return infos + array_summaries(infos)
 
     @staticmethod
     def _parse_squeue(lines: list[str]) -> list[JobInfo]:

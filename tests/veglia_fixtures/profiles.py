@@ -78,3 +78,57 @@ def storage(storage_url: str, tmp_path: Path):
     backend.migrate()
     yield backend
     backend.close()
+
+
+FAST_OPTIONS = {
+    "engine.poll_interval": "0.1",
+    "transport.safe_interval": "0",
+    "transport.retry_initial_interval": "0.2",
+    "transport.retry_attempts": "3",
+}
+
+
+def make_profile(name: str = "test", **options: str):
+    """A profile made like `veglia presto` does, with fast polling, loaded in this process."""
+    from veglia import load_profile
+    from veglia.config import Config
+    from veglia.engine.runner import set_runner
+    from veglia.profile_setup import create_profile
+
+    create_profile(Config(), name, {**FAST_OPTIONS, **options})
+    set_runner(None)
+    return load_profile(name)
+
+
+@pytest.fixture
+def profile(veglia_home: Path):
+    """A loaded profile without broker, with a `localhost` computer (local, direct)."""
+    from veglia.engine.runner import set_runner
+
+    yield make_profile()
+    set_runner(None)
+
+
+@pytest.fixture
+def broker_profile(veglia_home: Path, rabbitmq_url: str):
+    """A loaded profile using the local RabbitMQ."""
+    from veglia.engine.runner import set_runner
+
+    yield make_profile(**{"broker.url": rabbitmq_url})
+    set_runner(None)
+
+
+@pytest.fixture
+def daemon(run_cli):
+    """Start the daemon of the loaded profile with N workers; stopped afterwards."""
+    started = []
+
+    def start(workers: int = 1):
+        result = run_cli("-p", "test", "daemon", "start", str(workers))
+        assert result.exit_code == 0, result.output
+        started.append(True)
+        return result
+
+    yield start
+    if started:
+        run_cli("-p", "test", "daemon", "stop")

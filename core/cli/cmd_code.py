@@ -1,0 +1,3 @@
+"""``veglia code``."""
+
+COMMANDS: list = []

@@ -1,0 +1,3 @@
+"""``veglia computer``."""
+
+COMMANDS: list = []

@@ -1,0 +1,355 @@
+"""``veglia node`` (any node: show, graph) and ``veglia calcjob`` (a calc job's files)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+import sqlalchemy as sa
+
+from veglia.cli.cmd_process import format_state, format_time, node_mtime, relative_time
+from veglia.cli.output import console, echo_success, echo_warning, print_table
+from veglia.cli.state import CliState, pass_state
+from veglia.exceptions import NotExistent
+from veglia.orm.nodes import CalcJobNode, FolderData, Node, load_node
+from veglia.storage import models
+
+__all__ = ["graph_dot", "load_calcjob", "type_name"]
+
+
+def type_name(node_type: str) -> str:
+    """``data.str`` -> ``Str``: the ORM class name of a node type."""
+    import veglia.orm
+
+    for name in veglia.orm.__all__:
+        cls = getattr(veglia.orm, name)
+        if getattr(cls, "node_type", None) == node_type and isinstance(cls, type):
+            return name
+    return node_type
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, indent=2, sort_keys=True, default=str, ensure_ascii=False)
+
+
+def _links(pk: int, incoming: bool) -> list[tuple[str, str, int, str]]:
+    """(label, link type, pk, node type) of every link into or out of node ``pk``."""
+    from veglia.manage import get_storage
+
+    link = models.Link
+    mine, other = (link.output_id, link.input_id) if incoming else (link.input_id, link.output_id)
+    query = (
+        sa.select(link.label, link.link_type, models.Node.id, models.Node.node_type)
+        .join(models.Node, models.Node.id == other)
+        .where(mine == pk)
+        .order_by(link.id)
+    )
+    with get_storage().session() as session:
+        return [tuple(row) for row in session.execute(query)]  # type: ignore[misc]
+
+
+@click.group("node")
+def node_group() -> None:
+    """Inspect nodes of the provenance graph."""
+
+
+@node_group.command("show")
+@click.argument("identifiers", nargs=-1, required=True, metavar="PK...")
+@pass_state
+def node_show(state: CliState, identifiers: tuple[str, ...]) -> None:
+    """Show type, attributes, extras, files and links of each node PK (or UUID)."""
+    state.profile  # noqa: B018 -- load the chosen profile
+    for index, identifier in enumerate(identifiers):
+        if index:
+            console.print("\n" + "─" * 60 + "\n")
+        node = load_node(identifier)
+        mtime = node_mtime(node.pk)
+        rows: list[tuple[str, Any]] = [
+            ("type", f"{type(node).__name__} ({node.node_type})"),
+            ("pk", node.pk),
+            ("uuid", node.uuid),
+            ("label", node.label),
+            ("description", node.description),
+            ("created", f"{format_time(node.ctime)} ({relative_time(node.ctime)})"),
+            ("modified", f"{format_time(mtime)} ({relative_time(mtime)})"),
+        ]
+        if hasattr(node, "process_state"):
+            rows.append(("process type", node.process_type))
+            rows.append(("state", format_state(node.process_state, node.exit_status, node.paused)))
+        print_table(("Property", "Value"), [r for r in rows if r[1] not in (None, "")])
+        for title, value in (("Attributes", node.attributes), ("Extras", node.extras)):
+            console.print(f"\n[bold]{title}[/bold]")
+            click.echo(_json(value) if value else "(none)")
+        files = node.list_objects()
+        console.print("")
+        if files:
+            print_table(("Files", "Size"), [(f.path, f.size) for f in files])
+        for title, incoming in (("Incoming", True), ("Outgoing", False)):
+            links = _links(node.pk, incoming)
+            if links:
+                console.print("")
+                table = [(label, kind, pk, type_name(t)) for label, kind, pk, t in links]
+                print_table((f"{title} links", "Link type", "PK", "Type"), table)
+
+
+# -- graph -----------------------------------------------------------------------------------------
+def _dot_string(*lines: str) -> str:
+    escaped = [line.replace("\\", "\\\\").replace('"', '\\"') for line in lines]
+    return '"' + "\\n".join(escaped) + '"'
+
+
+def _node_style(row: Any) -> dict[str, str]:
+    name = f"{type_name(row.node_type)} ({row.id})"
+    attributes = row.attributes or {}
+    if row.node_type.startswith("process"):
+        ok = row.process_state == "finished" and row.exit_status == 0
+        failed = row.process_state in ("excepted", "killed") or (
+            row.process_state == "finished" and row.exit_status != 0
+        )
+        state = format_state(row.process_state, row.exit_status)[2:]
+        return {
+            "label": _dot_string(f"{row.process_type or name} ({row.id})", row.label, state),
+            "shape": "box",
+            "style": '"filled,rounded"',
+            "fillcolor": '"#f08080"' if failed else ('"#90ee90"' if ok else '"#e0e0e0"'),
+        }
+    detail = ""
+    if "value" in attributes:
+        detail = repr(attributes["value"])
+    elif "filename" in attributes:
+        detail = str(attributes["filename"])
+    elif "remote_path" in attributes:
+        detail = f"@{attributes.get('computer', '')}"
+    if len(detail) > 40:
+        detail = detail[:37] + "..."
+    lines = [line for line in (name, row.label, detail) if line]
+    return {
+        "label": _dot_string(*lines),
+        "shape": "ellipse",
+        "style": "filled",
+        "fillcolor": '"#add8e6"',
+    }
+
+
+_EDGE_STYLE = {"input": "solid", "create": "bold", "output": "dashed", "call": "dotted"}
+
+
+def graph_dot(pk: int, depth: int) -> str:
+    """Graphviz dot of the nodes within ``depth`` links of node ``pk``, one query a level."""
+    from veglia.manage import get_storage
+
+    link, node = models.Link, models.Node
+    seen, frontier = {pk}, {pk}
+    edges: dict[int, tuple[int, int, str, str]] = {}
+    with get_storage().session() as session:
+        for _ in range(depth):
+            if not frontier:
+                break
+            rows = session.execute(
+                sa.select(link.id, link.input_id, link.output_id, link.label, link.link_type).where(
+                    sa.or_(link.input_id.in_(frontier), link.output_id.in_(frontier))
+                )
+            ).all()
+            found = set()
+            for link_id, source, target, label, kind in rows:
+                edges[link_id] = (source, target, label, kind)
+                found |= {source, target}
+            frontier = found - seen
+            seen |= found
+        nodes = session.execute(
+            sa.select(
+                node.id,
+                node.node_type,
+                node.label,
+                node.process_type,
+                node.process_state,
+                node.exit_status,
+                node.attributes,
+            )
+            .where(node.id.in_(seen))
+            .order_by(node.id)  # fmt: skip
+        ).all()
+    lines = [f"digraph provenance_{pk} {{", "  rankdir=TB;", '  node [fontname="Helvetica"];']
+    for row in nodes:
+        style = _node_style(row)
+        if row.id == pk:
+            style["penwidth"] = "3"
+        options = ", ".join(f"{key}={value}" for key, value in style.items())
+        lines.append(f"  N{row.id} [{options}];")
+    for source, target, label, kind in (edges[key] for key in sorted(edges)):
+        text = _dot_string(label, kind)
+        lines.append(f"  N{source} -> N{target} [label={text}, style={_EDGE_STYLE[kind]}];")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+@node_group.command("graph")
+@click.argument("identifier", metavar="PK")
+@click.option(
+    "-d", "--depth", type=click.IntRange(min=0), default=1, show_default=True, help="Link hops."
+)
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the dot file here.")
+@pass_state
+def node_graph(state: CliState, identifier: str, depth: int, output: str | None) -> None:
+    """Write the provenance around node PK as Graphviz dot (render: dot -Tpdf FILE)."""
+    state.profile  # noqa: B018
+    text = graph_dot(load_node(identifier).pk, depth)
+    if output is None:
+        click.echo(text, nl=False)
+        return
+    Path(output).write_text(text)
+    echo_success(f"Wrote {output}; render it with `dot -Tpdf {output} -o graph.pdf`.")
+
+
+# -- calcjob ---------------------------------------------------------------------------------------
+def load_calcjob(identifier: str) -> CalcJobNode:
+    node = load_node(identifier)
+    if not isinstance(node, CalcJobNode):
+        raise NotExistent(
+            f"Node {identifier} is a {type(node).__name__}, not a calc job. "
+            f"Inspect it with `veglia node show {identifier}`."
+        )
+    return node
+
+
+def _retrieved(node: CalcJobNode) -> FolderData:
+    outputs = node.outputs
+    if "retrieved" not in outputs:
+        raise NotExistent(
+            f"Calc job {node.pk} has no retrieved files (it is {node.process_state}). "
+            f"Follow it with `veglia process watch {node.pk}`."
+        )
+    return outputs["retrieved"]  # type: ignore[return-value]
+
+
+def _cat(node: Node, path: str) -> None:
+    content = node.get_object_content(path)
+    stream = click.get_binary_stream("stdout")
+    stream.write(content)
+    stream.flush()
+
+
+def _ls(node: Node, path: str, long: bool) -> None:
+    """The entries right under ``path`` in a node's files (folders end with '/')."""
+    folder = path.strip("/")
+    prefix = f"{folder}/" if folder else ""
+    entries: dict[str, int] = {}
+    for record in node.list_objects():
+        if record.path == folder:
+            entries[Path(folder).name] = record.size
+        elif record.path.startswith(prefix):
+            head, sep, _ = record.path[len(prefix) :].partition("/")
+            name = head + sep
+            entries[name] = entries.get(name, 0) + record.size
+    if folder and not entries:
+        names = ", ".join(node.list_object_names()) or "none"
+        raise NotExistent(f"{node!r} has no file or folder {path!r} (files: {names}).")
+    for name, size in sorted(entries.items()):
+        click.echo(f"{size:>10}  {name}" if long else name)
+
+
+@click.group("calcjob")
+def calcjob_group() -> None:
+    """Inspect calc jobs: their input and retrieved files, results, work dir."""
+
+
+@calcjob_group.command("outputcat")
+@click.argument("identifier", metavar="PK")
+@click.argument("path", required=False)
+@pass_state
+def calcjob_outputcat(state: CliState, identifier: str, path: str | None) -> None:
+    """Print retrieved file PATH (default: stdout, else the scheduler's stdout)."""
+    state.profile  # noqa: B018
+    retrieved = _retrieved(load_calcjob(identifier))
+    if path is None:
+        names = retrieved.list_object_names()
+        path = "stdout" if "stdout" in names else "_scheduler-stdout.txt"
+    _cat(retrieved, path)
+
+
+@calcjob_group.command("inputcat")
+@click.argument("identifier", metavar="PK")
+@click.argument("path", required=False, default="_veglia_submit.sh")
+@pass_state
+def calcjob_inputcat(state: CliState, identifier: str, path: str) -> None:
+    """Print input file PATH of the job (default: the submit script _veglia_submit.sh)."""
+    state.profile  # noqa: B018
+    _cat(load_calcjob(identifier), path)
+
+
+@calcjob_group.command("outputls")
+@click.argument("identifier", metavar="PK")
+@click.argument("path", required=False, default="")
+@click.option("-l", "--long", is_flag=True, help="Show sizes in bytes.")
+@pass_state
+def calcjob_outputls(state: CliState, identifier: str, path: str, long: bool) -> None:
+    """List the retrieved files of the job (under PATH)."""
+    state.profile  # noqa: B018
+    _ls(_retrieved(load_calcjob(identifier)), path, long)
+
+
+@calcjob_group.command("inputls")
+@click.argument("identifier", metavar="PK")
+@click.argument("path", required=False, default="")
+@click.option("-l", "--long", is_flag=True, help="Show sizes in bytes.")
+@pass_state
+def calcjob_inputls(state: CliState, identifier: str, path: str, long: bool) -> None:
+    """List the input files the job uploaded, and its submit script."""
+    state.profile  # noqa: B018
+    _ls(load_calcjob(identifier), path, long)
+
+
+@calcjob_group.command("res")
+@click.argument("identifier", metavar="PK")
+@click.option("-k", "--key", "keys", multiple=True, help="Only this output label (repeatable).")
+@pass_state
+def calcjob_res(state: CliState, identifier: str, keys: tuple[str, ...]) -> None:
+    """Print the job's Dict, Int, Float, Str and Bool outputs as JSON."""
+    from veglia.orm import Bool, Dict, Float, Int, Str
+
+    state.profile  # noqa: B018
+    node = load_calcjob(identifier)
+    results: dict[str, Any] = {}
+    for label, output in node.outputs.items():
+        if keys and label not in keys:
+            continue
+        if isinstance(output, Dict):
+            results[label] = output.get_dict()
+        elif isinstance(output, Int | Float | Str | Bool):
+            results[label] = output.value
+    if not results:
+        echo_warning(f"Calc job {node.pk} has no Dict, Int, Float, Str or Bool outputs.")
+    click.echo(_json(results))
+
+
+@calcjob_group.command("gotocomputer")
+@click.argument("identifier", metavar="PK")
+@click.option("--exec", "run", is_flag=True, help="Open the shell instead of printing how.")
+@pass_state
+def calcjob_gotocomputer(state: CliState, identifier: str, run: bool) -> None:
+    """Print (or with --exec run) the command that opens a shell in the job's work dir."""
+    from veglia.orm.computers import load_computer
+
+    state.profile  # noqa: B018
+    node = load_calcjob(identifier)
+    workdir = node.remote_workdir
+    if not workdir:
+        raise NotExistent(
+            f"Calc job {node.pk} has no work dir yet (it is {node.process_state}); it gets one "
+            "when its files are uploaded."
+        )
+    computer = load_computer(node.computer_pk or node.get_attribute("computer"))
+    command = computer.get_transport().gotocomputer_command(workdir)
+    if not run:
+        click.echo(command)
+        return
+    console.print(f"Opening a shell in {computer.label}:{workdir}", markup=False)
+    sys.stdout.flush()
+    os.execvp("bash", ["bash", "-c", command])
+
+
+COMMANDS = [node_group, calcjob_group]

@@ -1,0 +1,448 @@
+"""``veglia process``: list, show, report and watch processes, as ``verdi process``."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import click
+import sqlalchemy as sa
+
+from veglia.cli.output import console, print_table, raw_option
+from veglia.cli.state import CliState, pass_state
+from veglia.exceptions import InvalidOptionError, NotExistent, VegliaError
+from veglia.orm.nodes import ProcessNode, load_node
+from veglia.storage import models
+
+__all__ = [
+    "DEFAULT_LIST_PROJECTION",
+    "PROCESS_LIST_COLUMNS",
+    "ListColumn",
+    "ProcessRow",
+    "format_state",
+    "format_time",
+    "load_process",
+    "relative_time",
+]
+
+PROCESS_STATES = ("created", "running", "waiting", "finished", "excepted", "killed")
+ACTIVE_STATES = ("created", "running", "waiting")
+
+
+class WatchTimeout(VegliaError):
+    """``veglia process watch --timeout`` ran out before the process ended."""
+
+    exit_code = 124
+
+
+# -- shared by the process, node and calcjob commands ------------------------------------------
+def aware(value: datetime) -> datetime:
+    """SQLite gives back naive datetimes; they are UTC."""
+    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value
+
+
+def format_time(value: datetime | None) -> str:
+    """A stored time in the local time zone, to the second."""
+    return aware(value).astimezone().strftime("%Y-%m-%d %H:%M:%S") if value else ""
+
+
+def relative_time(value: datetime | None, now: datetime | None = None) -> str:
+    """``"12s ago"``, ``"2m ago"``, ``"3h ago"``, ``"4D ago"``, as ``verdi process list``."""
+    if value is None:
+        return ""
+    seconds = ((now or datetime.now(timezone.utc)) - aware(value)).total_seconds()
+    for size, unit in ((86400, "D"), (3600, "h"), (60, "m")):
+        if seconds >= size:
+            return f"{int(seconds // size)}{unit} ago"
+    return f"{max(0, int(seconds))}s ago"
+
+
+def format_state(state: str | None, exit_status: int | None, paused: bool = False) -> str:
+    """``⏵ Waiting``, ``✔ Finished [0]``, ``⨯ Finished [400]``, ``✘ Excepted``, ..."""
+    if paused and state in ACTIVE_STATES:
+        return "⏸ Paused"
+    if state == "finished":
+        return f"{'✔' if exit_status == 0 else '⨯'} Finished [{exit_status}]"
+    symbol = {"excepted": "✘", "killed": "☠", "created": "⏹"}.get(state or "", "⏵")
+    return f"{symbol} {(state or 'unknown').capitalize()}"
+
+
+def process_status(state: str | None, attributes: dict[str, Any]) -> str:
+    """What an active process is doing: why it is paused, or its job's scheduler state."""
+    if attributes.get("paused") and state in ACTIVE_STATES:
+        return attributes.get("paused_reason") or "paused"
+    if state in ACTIVE_STATES and attributes.get("scheduler_state"):
+        return f"scheduler: {attributes['scheduler_state']}"
+    return ""
+
+
+def load_process(identifier: str) -> ProcessNode:
+    """The process node with this pk or UUID (prefix); NotExistent otherwise."""
+    node = load_node(identifier)
+    if not isinstance(node, ProcessNode):
+        raise NotExistent(
+            f"Node {identifier} is a {type(node).__name__}, not a process. "
+            f"Inspect it with `veglia node show {identifier}`."
+        )
+    return node
+
+
+def node_mtime(pk: int) -> datetime | None:
+    from veglia.manage import get_storage
+
+    with get_storage().session() as session:
+        return session.scalar(sa.select(models.Node.mtime).where(models.Node.id == pk))
+
+
+# -- list ------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ProcessRow:
+    """One process as the list query returns it; columns compute their cells from it."""
+
+    pk: int
+    uuid: str
+    ctime: datetime
+    mtime: datetime
+    label: str
+    node_type: str
+    process_type: str
+    process_state: str | None
+    exit_status: int | None
+    exit_message: str | None
+    attributes: dict[str, Any]
+    computer: str | None
+    caller_pk: int | None
+
+
+@dataclass(frozen=True)
+class ListColumn:
+    """A column of ``veglia process list``: its header, its cell, and its ``--raw`` cell."""
+
+    header: str
+    value: Callable[[ProcessRow], Any]
+    raw: Callable[[ProcessRow], Any] | None = None
+
+
+#: Columns ``-P/--project`` can choose from; add yours (``PROCESS_LIST_COLUMNS["gpu"] = ...``).
+PROCESS_LIST_COLUMNS: dict[str, ListColumn] = {
+    "pk": ListColumn("PK", lambda r: r.pk),
+    "uuid": ListColumn("UUID", lambda r: r.uuid),
+    "ctime": ListColumn(
+        "Created", lambda r: relative_time(r.ctime), lambda r: aware(r.ctime).isoformat()
+    ),
+    "mtime": ListColumn(
+        "Modified", lambda r: relative_time(r.mtime), lambda r: aware(r.mtime).isoformat()
+    ),
+    "label": ListColumn("Label", lambda r: r.label),
+    "process_type": ListColumn("Process type", lambda r: r.process_type),
+    "node_type": ListColumn("Node type", lambda r: r.node_type),
+    "state": ListColumn(
+        "State",
+        lambda r: format_state(r.process_state, r.exit_status, bool(r.attributes.get("paused"))),
+    ),
+    "process_state": ListColumn("Process state", lambda r: r.process_state),
+    "status": ListColumn("Status", lambda r: process_status(r.process_state, r.attributes)),
+    "exit_status": ListColumn("Exit", lambda r: r.exit_status),
+    "exit_message": ListColumn("Exit message", lambda r: r.exit_message),
+    "computer": ListColumn("Computer", lambda r: r.computer),
+    "job_id": ListColumn("Job id", lambda r: r.attributes.get("job_id")),
+    "scheduler_state": ListColumn("Scheduler state", lambda r: r.attributes.get("scheduler_state")),
+    "paused": ListColumn("Paused", lambda r: bool(r.attributes.get("paused"))),
+}
+DEFAULT_LIST_PROJECTION = ("pk", "ctime", "label", "process_type", "state", "status", "exit_status")
+
+
+def query_processes(
+    states: tuple[str, ...] | None,
+    past_days: int | None = None,
+    limit: int | None = None,
+    failed: bool = False,
+) -> list[ProcessRow]:
+    """Processes in one query, oldest first (the ``limit`` most recent when given)."""
+    from veglia.manage import get_storage
+
+    node, call = models.Node, sa.orm.aliased(models.Link)
+    query = (
+        sa.select(
+            node.id,
+            node.uuid,
+            node.ctime,
+            node.mtime,
+            node.label,
+            node.node_type,
+            node.process_type,
+            node.process_state,
+            node.exit_status,
+            node.exit_message,
+            node.attributes,
+            models.Computer.label,
+            call.input_id,
+        )  # fmt: skip
+        .outerjoin(models.Computer, models.Computer.id == node.computer_id)
+        .outerjoin(call, sa.and_(call.output_id == node.id, call.link_type == "call"))
+        .where(sa.or_(node.node_type == "process", node.node_type.like("process.%")))
+        .order_by(node.ctime.desc(), node.id.desc())
+    )
+    if states:
+        query = query.where(node.process_state.in_(states))
+    if failed:
+        query = query.where(node.process_state == "finished", node.exit_status != 0)
+    if past_days is not None:
+        query = query.where(node.ctime >= datetime.now(timezone.utc) - timedelta(days=past_days))
+    if limit is not None:
+        query = query.limit(limit)
+    with get_storage().session() as session:
+        rows = session.execute(query).all()
+    seen: dict[int, ProcessRow] = {}
+    for row in reversed(rows):
+        seen.setdefault(row[0], ProcessRow(*row[:10], row[10] or {}, row[11], row[12]))
+    return list(seen.values())
+
+
+def as_tree(rows: list[ProcessRow]) -> Iterator[tuple[ProcessRow, int]]:
+    """Rows with their depth, each called process right under its caller."""
+    pks = {row.pk for row in rows}
+    children: dict[int, list[ProcessRow]] = {}
+    for row in rows:
+        if row.caller_pk in pks:
+            children.setdefault(row.caller_pk, []).append(row)
+
+    def walk(row: ProcessRow, depth: int) -> Iterator[tuple[ProcessRow, int]]:
+        yield row, depth
+        for child in children.get(row.pk, []):
+            yield from walk(child, depth + 1)
+
+    for row in rows:
+        if row.caller_pk not in pks:
+            yield from walk(row, 0)
+
+
+def parse_projection(values: tuple[str, ...]) -> list[str]:
+    names = [name.strip() for value in values for name in value.split(",") if name.strip()]
+    unknown = [name for name in names if name not in PROCESS_LIST_COLUMNS]
+    if unknown:
+        raise InvalidOptionError(
+            f"Unknown column {', '.join(unknown)} for --project; choose from "
+            f"{', '.join(PROCESS_LIST_COLUMNS)}."
+        )
+    return names or list(DEFAULT_LIST_PROJECTION)
+
+
+@click.group("process")
+def process_group() -> None:
+    """Inspect and control processes."""
+
+
+@process_group.command("list")
+@click.option("-a", "--all", "show_all", is_flag=True, help="Also terminated processes.")
+@click.option(
+    "-S",
+    "--process-state",
+    "states",
+    multiple=True,
+    type=click.Choice(PROCESS_STATES),
+    help="Only processes in this state (repeatable); implies --all.",
+)
+@click.option("-f", "--failed", is_flag=True, help="Only finished processes with exit status != 0.")
+@click.option("-p", "--past-days", type=click.IntRange(min=0), help="Only created in the N days.")
+@click.option("-l", "--limit", type=click.IntRange(min=1), help="Only the N most recent.")
+@click.option(
+    "-P",
+    "--project",
+    "project",
+    multiple=True,
+    metavar="COL,COL",
+    help=f"Columns to show, from: {', '.join(PROCESS_LIST_COLUMNS)}.",
+)
+@raw_option
+@pass_state
+def process_list(
+    state: CliState,
+    show_all: bool,
+    states: tuple[str, ...],
+    failed: bool,
+    past_days: int | None,
+    limit: int | None,
+    project: tuple[str, ...],
+    raw: bool,
+) -> None:
+    """List active processes (created, running, waiting); -a for all."""
+    names = parse_projection(project)
+    state.profile  # noqa: B018 -- load the chosen profile
+    chosen = states or (None if show_all or failed else ACTIVE_STATES)
+    rows = query_processes(chosen, past_days, limit, failed)
+    tree_column = names.index("process_type") if "process_type" in names else 0
+    table = []
+    for row, depth in as_tree(rows):
+        columns = [PROCESS_LIST_COLUMNS[name] for name in names]
+        cells = [(c.raw or c.value)(row) if raw else c.value(row) for c in columns]
+        if depth and not raw:
+            cells[tree_column] = f"{'   ' * (depth - 1)}└─ {cells[tree_column]}"
+        table.append(cells)
+    print_table([PROCESS_LIST_COLUMNS[name].header for name in names], table, raw=raw)
+
+
+# -- show ------------------------------------------------------------------------------------------
+def _links_table(title: str, links: list[tuple[str, Any]]) -> None:
+    if links:
+        rows = [(label, node.pk, type(node).__name__) for label, node in links]
+        print_table((title, "PK", "Type"), rows)
+        console.print("")
+
+
+def _print_logs(node: ProcessNode, logs: list[models.Log], indent: str = "") -> None:
+    for log in logs:
+        console.print(
+            f"{indent}{format_time(log.time)} [{node.pk} | {log.levelname}]: {log.message}",
+            markup=False,
+        )
+        traceback = (log.details or {}).get("traceback")
+        if traceback:
+            console.print(
+                "\n".join(f"{indent}    {line}" for line in traceback.splitlines()), markup=False
+            )
+
+
+def show_process(node: ProcessNode, log_lines: int) -> None:
+    attrs = node.attributes
+    code = attrs.get("code") or {}
+    rows: list[tuple[str, Any]] = [
+        ("type", f"{type(node).__name__} ({node.process_type})"),
+        ("state", format_state(node.process_state, node.exit_status, node.paused)),
+        ("status", process_status(node.process_state, attrs)),
+        ("exit status", node.exit_status),
+        ("exit message", node.exit_message),
+        ("pk", node.pk),
+        ("uuid", node.uuid),
+        ("label", node.label),
+        ("description", node.description),
+        ("created", f"{format_time(node.ctime)} ({relative_time(node.ctime)})"),
+    ]
+    mtime = node_mtime(node.pk)
+    rows.append(("modified", f"{format_time(mtime)} ({relative_time(mtime)})"))
+    if node.node_type == "process.calcjob":
+        rows += [
+            ("computer", attrs.get("computer")),
+            ("code", code.get("label") and f"{code['label']} (pk {code.get('pk')})"),
+            ("scheduler job id", attrs.get("job_id")),
+            ("scheduler state", attrs.get("scheduler_state")),
+            ("work dir", attrs.get("remote_workdir")),
+        ]
+    print_table(("Property", "Value"), [r for r in rows if r[1] not in (None, "")])
+    console.print("")
+    _links_table("Inputs", node.inputs.items())
+    _links_table("Outputs", node.outputs.items())
+    called = node.called
+    if called:
+        print_table(
+            ("Called", "PK", "State"),
+            [
+                (c.process_type, c.pk, format_state(c.process_state, c.exit_status, c.paused))
+                for c in called
+            ],
+        )
+        console.print("")
+    logs = node.logs
+    if logs and log_lines:
+        console.print(f"[bold]Log[/bold] (last {min(log_lines, len(logs))} of {len(logs)})")
+        _print_logs(node, logs[-log_lines:], "  ")
+
+
+@process_group.command("show")
+@click.argument("identifiers", nargs=-1, required=True, metavar="PK...")
+@click.option("--log-lines", type=click.IntRange(min=0), default=10, show_default=True)
+@pass_state
+def process_show(state: CliState, identifiers: tuple[str, ...], log_lines: int) -> None:
+    """Show state, job, inputs, outputs and the last log lines of each process PK."""
+    state.profile  # noqa: B018
+    for index, identifier in enumerate(identifiers):
+        node = load_process(identifier)
+        if index:
+            console.print("\n" + "─" * 60 + "\n")
+        show_process(node, log_lines)
+
+
+@process_group.command("report")
+@click.argument("identifiers", nargs=-1, required=True, metavar="PK...")
+@click.option("-l", "--levelname", help="Only messages of this level (REPORT, ERROR, ...).")
+@click.option("-m", "--max-depth", type=click.IntRange(min=0), help="Depth of called processes.")
+@pass_state
+def process_report(
+    state: CliState, identifiers: tuple[str, ...], levelname: str | None, max_depth: int | None
+) -> None:
+    """Print the log of each process PK, and of the processes it called."""
+    state.profile  # noqa: B018
+
+    def report(node: ProcessNode, depth: int) -> bool:
+        logs = [x for x in node.logs if not levelname or x.levelname == levelname.upper()]
+        _print_logs(node, logs, "  " * depth)
+        found = bool(logs)
+        if max_depth is None or depth < max_depth:
+            for child in node.called:
+                found = report(child, depth + 1) or found
+        return found
+
+    for identifier in identifiers:
+        if not report(load_process(identifier), 0):
+            console.print(f"No log messages recorded for process {identifier}.")
+
+
+@process_group.command("watch")
+@click.argument("identifier", metavar="PK")
+@click.option("--interval", type=click.FloatRange(min=0.05), default=0.5, show_default=True)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0),
+    help="Stop after this many seconds (exit code 124) if the process is still going.",
+)
+@pass_state
+def process_watch(state: CliState, identifier: str, interval: float, timeout: float | None) -> int:
+    """Print state changes and new log lines of process PK until it terminates."""
+    state.profile  # noqa: B018
+    node = load_process(identifier)
+    deadline = None if timeout is None else time.monotonic() + timeout
+    shown: tuple[str, str] | None = None
+    last_log = 0
+    try:
+        while True:
+            node.refresh()
+            now = datetime.now().strftime("%H:%M:%S")
+            current = (
+                format_state(node.process_state, node.exit_status, node.paused),
+                process_status(node.process_state, node.attributes),
+            )
+            if current != shown:
+                console.print(f"{now}  {current[0]}  {current[1]}".rstrip(), markup=False)
+                shown = current
+            for log in _logs_after(node.pk, last_log):
+                console.print(
+                    f"{format_time(log.time)[11:]}  {log.levelname}: {log.message}", markup=False
+                )
+                last_log = log.id
+            if node.is_terminated:
+                if node.exit_message:
+                    console.print(f"{now}  {node.exit_message}", markup=False)
+                return 0
+            if deadline is not None and time.monotonic() >= deadline:
+                raise WatchTimeout(
+                    f"Process {node.pk} is still {node.process_state} after {timeout:g} s; "
+                    f"watch it again with `veglia process watch {node.pk}`."
+                )
+            time.sleep(interval)
+    except KeyboardInterrupt:
+        console.print(f"Stopped watching process {node.pk}; it goes on.")
+        raise click.exceptions.Exit(130) from None
+
+
+def _logs_after(pk: int, last_id: int) -> list[models.Log]:
+    from veglia.manage import get_storage
+
+    with get_storage().session() as session:
+        query = sa.select(models.Log).where(models.Log.node_id == pk, models.Log.id > last_id)
+        return list(session.scalars(query.order_by(models.Log.id)))
+
+
+COMMANDS = [process_group]

@@ -1,0 +1,254 @@
+"""``core.pbspro``: PBS Professional / OpenPBS through ``qsub``, ``qstat -f -x`` and ``qdel``.
+
+``qstat -x`` includes finished jobs (state ``F``, kept for the server's
+``job_history_duration``, two weeks by default) with their ``Exit_status``, so this
+scheduler reports how jobs ended. PBS's own kills have negative exit statuses
+(``-27`` memory, ``-29`` wall time); older servers and qdel'd jobs show 256 + signal
+instead, where the resources used against those requested tell why.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import shlex
+
+from veglia.plugins.schedulers.slurm import (
+    check_directive_value,
+    format_hms,
+    memory_mb,
+    parse_duration,
+    positive_int,
+    safe_job_name,
+)
+from veglia.schedulers import JobFailure, JobInfo, JobState, JobTemplate, Scheduler, SchedulerError
+
+__all__ = ["PbsProScheduler", "parse_qstat_full"]
+
+LOGGER = logging.getLogger(__name__)
+
+_JOB_ID = re.compile(r"\d+(\[\d*\])?(\.[A-Za-z0-9][A-Za-z0-9.-]*)?")
+_STATES = {
+    "Q": JobState.QUEUED,
+    "W": JobState.QUEUED,  # waiting for its -a start time or a stage-in
+    "T": JobState.QUEUED,  # being moved to another queue
+    "H": JobState.QUEUED_HELD,
+    "R": JobState.RUNNING,
+    "E": JobState.RUNNING,  # exiting: still has its nodes, files being staged out
+    "B": JobState.RUNNING,  # an array with tasks started
+    "S": JobState.SUSPENDED,
+    "U": JobState.SUSPENDED,  # suspended because its workstation is busy
+    "F": JobState.DONE,
+    "X": JobState.DONE,  # a finished array task
+}
+# PBS's own exit statuses (JOB_EXEC_* in OpenPBS's job.h) for a job it killed.
+_KILLED = {
+    -26: JobFailure.OUT_OF_MEMORY,  # vmem
+    -27: JobFailure.OUT_OF_MEMORY,  # mem
+    -28: JobFailure.OUT_OF_WALLTIME,  # cput: more time is what helps, as for walltime
+    -29: JobFailure.OUT_OF_WALLTIME,
+    -20: JobFailure.NODE_FAILURE,  # the job's first node (mother superior) was lost
+}
+_GONE = re.compile(r"Unknown Job Id|Job has finished")
+_OOM_MESSAGES = re.compile(r"PBS: job killed: v?mem|cgroup.*mem.*limit|oom[-_ ]kill", re.IGNORECASE)
+_TIMEOUT_MESSAGES = re.compile(r"PBS: job killed: (walltime|cput)|exceeded walltime", re.I)
+_SIZE = re.compile(r"(\d+)\s*([kmgtp]?)(b|w)", re.IGNORECASE)
+
+
+def _check_job_id(job_id: str) -> str:
+    if not isinstance(job_id, str) or not _JOB_ID.fullmatch(job_id):
+        raise SchedulerError(
+            f"{job_id!r} is not a PBS job id (like 1234, 1234.server or 1234[].server)."
+        )
+    return job_id
+
+
+def _size_kb(text: str) -> int | None:
+    """A PBS size (``2gb``, ``1950000kb``, ``512mb``, ``1073741824b``, ``w`` = 8 bytes) in kB."""
+    match = _SIZE.fullmatch((text or "").strip())
+    if not match:
+        return None
+    number, prefix, unit = int(match.group(1)), match.group(2).lower(), match.group(3).lower()
+    size = number * 1024 ** "bkmgtp".index(prefix or "b") * (8 if unit == "w" else 1)
+    return size // 1024
+
+
+def parse_qstat_full(text: str) -> list[dict[str, str]]:
+    """The records of ``qstat -f``: ``Job Id: <id>`` then ``    key = value`` lines; qstat
+    wraps long values (``Variable_List``, ``exec_vnode``) onto tab-indented lines, which
+    continue the value without a separator."""
+    records: list[dict[str, str]] = []
+    key = None
+    for line in text.splitlines():
+        if line.startswith("Job Id:"):
+            records.append({"Job_Id": line.partition(":")[2].strip()})
+            key = None
+        elif line.startswith("\t") and records and key:
+            records[-1][key] += line.strip()
+        elif " = " in line and records:
+            key, _, value = line.strip().partition(" = ")
+            records[-1][key] = value.strip()
+    return records
+
+
+def _used_at_least(fields: dict[str, str], resource: str, share: float) -> bool:
+    """Whether the job used at least ``share`` of the ``resource`` it requested."""
+    if resource == "walltime":
+        used = parse_duration(fields.get("resources_used.walltime", ""))
+        asked = parse_duration(fields.get("Resource_List.walltime", ""))
+    else:
+        used = _size_kb(fields.get("resources_used.mem", ""))
+        asked = _size_kb(fields.get("Resource_List.mem", ""))
+    return bool(used is not None and asked and used >= share * asked)
+
+
+def _failure(fields: dict[str, str], status: int | None) -> JobFailure | None:
+    """Why a finished job ended, from its Exit_status, comment and resource use."""
+    comment = fields.get("comment", "")
+    if status in _KILLED:
+        return _KILLED[status]
+    if _OOM_MESSAGES.search(comment):
+        return JobFailure.OUT_OF_MEMORY
+    if _TIMEOUT_MESSAGES.search(comment):
+        return JobFailure.OUT_OF_WALLTIME
+    if status is None:  # never ran: deleted while queued (substate 91, "terminated")
+        return JobFailure.CANCELLED if fields.get("substate") == "91" else None
+    if status in (265, 271, 137, 143):  # SIGKILL/SIGTERM, from PBS (256+) or the shell
+        if _used_at_least(fields, "walltime", 1.0):
+            return JobFailure.OUT_OF_WALLTIME
+        if _used_at_least(fields, "mem", 0.95):
+            return JobFailure.OUT_OF_MEMORY
+        return JobFailure.CANCELLED if status >= 256 else JobFailure.FAILED
+    return None if status == 0 else JobFailure.FAILED
+
+
+def _job_info(fields: dict[str, str]) -> JobInfo:
+    raw_state = fields.get("job_state", "")
+    state = _STATES.get(raw_state, JobState.UNDETERMINED)
+    info = JobInfo(
+        job_id=fields["Job_Id"],
+        state=state,
+        raw_state=raw_state,
+        reason=fields.get("comment", ""),
+        queue=fields.get("queue") or None,
+        title=fields.get("Job_Name", ""),
+        wallclock_seconds=parse_duration(fields.get("resources_used.walltime", "")),
+        details=fields,
+    )
+    if state is JobState.DONE:
+        text = fields.get("Exit_status", "")
+        status = int(text) if re.fullmatch(r"-?\d+", text) else None
+        # 256 + signal (PBS's "killed by a signal") as a shell reports it: 128 + signal.
+        info.exit_code = status - 128 if status is not None and status > 256 else status
+        info.failure = _failure(fields, status)
+    return info
+
+
+class PbsProScheduler(Scheduler):
+    """PBS Professional and OpenPBS.
+
+    Resources are one ``select`` chunk per machine: ``select=N:ncpus=M*C:mpiprocs=M
+    :ompthreads=C[:mem=<MB>mb]`` (memory per machine), ``walltime``, ``-q`` queue and ``-A``
+    account; PBS has no QOS. Jobs are submitted not rerunnable (``-r n``), so a node failure
+    does not rerun them behind the engine's back. PBS starts jobs in the home directory: the
+    script changes to ``$PBS_O_WORKDIR``, the directory it was submitted from.
+    """
+
+    reports_finished_jobs = True
+
+    def script_header(self, template: JobTemplate) -> list[str]:
+        if template.qos:
+            raise SchedulerError(
+                "PBS Pro has no QOS; remove qos, or use queue_name or "
+                "custom_scheduler_commands for what it meant."
+            )
+        res = template.resources
+        chunk = (
+            f"{res.num_machines}:ncpus={res.num_mpiprocs_per_machine * res.num_cores_per_mpiproc}"
+            f":mpiprocs={res.num_mpiprocs_per_machine}:ompthreads={res.num_cores_per_mpiproc}"
+        )
+        if template.max_memory_kb is not None:
+            kb = positive_int("max_memory_kb", template.max_memory_kb)
+            chunk += f":mem={memory_mb(kb)}mb"
+        lines = [
+            f"#PBS -N {safe_job_name(template.job_name, max_length=236, letter_first=True)}",
+            f"#PBS -o {check_directive_value('stdout_name', template.stdout_name)}",
+            f"#PBS -e {check_directive_value('stderr_name', template.stderr_name)}",
+            "#PBS -r n",
+            f"#PBS -l select={chunk}",
+        ]
+        if template.max_wallclock_seconds is not None:
+            seconds = positive_int("max_wallclock_seconds", template.max_wallclock_seconds)
+            lines.append(f"#PBS -l walltime={format_hms(seconds)}")
+        if template.queue_name:
+            lines.append(f"#PBS -q {check_directive_value('queue_name', template.queue_name)}")
+        if template.account:
+            lines.append(f"#PBS -A {check_directive_value('account', template.account)}")
+        return lines
+
+    def get_submit_script(self, template: JobTemplate) -> str:
+        """The base script with ``cd "$PBS_O_WORKDIR"`` before its first command: after
+        every directive, custom ones included, since PBS reads none past a command."""
+        lines = super().get_submit_script(template).split("\n")
+        first = next(
+            (i for i, line in enumerate(lines) if i and line.strip() and line[0] != "#"),
+            len(lines) - 1,
+        )
+        lines.insert(first, 'cd "$PBS_O_WORKDIR" || exit 1')
+        return "\n".join(lines)
+
+    # -- submit -------------------------------------------------------------------------
+    def submit_command(self, script_name: str) -> str:
+        return f"qsub {shlex.quote(script_name)}"
+
+    def parse_submit_output(self, retval: int, stdout: str, stderr: str) -> str:
+        lines = stdout.strip().splitlines()
+        job_id = lines[-1].strip() if lines else ""
+        if retval == 0 and _JOB_ID.fullmatch(job_id):
+            return job_id
+        raise SchedulerError(
+            f"qsub refused the job (exit {retval}): "
+            f"{stderr.strip() or stdout.strip() or '(no output)'}\n"
+            "Check the queue, account and resource requests against `qstat -Qf <queue>`."
+        )
+
+    # -- list -----------------------------------------------------------------------------
+    def joblist_command(self, job_ids: list[str] | None = None, user: str | None = None) -> str:
+        """``qstat -f -x`` for the ids (finished ones included); for a user, the ids come
+        from ``qselect -x -u``, since ``qstat -f`` cannot filter by user itself."""
+        if job_ids:
+            return "qstat -f -x " + " ".join(shlex.quote(_check_job_id(i)) for i in job_ids)
+        who = shlex.quote(user) if user else '"$(whoami)"'
+        return f'ids=$(qselect -x -u {who}) && if [ -n "$ids" ]; then qstat -f -x $ids; fi'
+
+    def parse_joblist_output(self, retval: int, stdout: str, stderr: str) -> list[JobInfo]:
+        # qstat exits nonzero when any id is unknown (history expired) but lists the others.
+        errors = [line for line in stderr.strip().splitlines() if not _GONE.search(line)]
+        if errors or (retval != 0 and not stderr.strip()):
+            raise SchedulerError(
+                f"qstat failed (exit {retval}): {' '.join(errors) or stdout.strip()[:2000]}. "
+                "Is the PBS server up? The same command on the computer shows more."
+            )
+        return [_job_info(fields) for fields in parse_qstat_full(stdout)]
+
+    # -- kill -------------------------------------------------------------------------------
+    def kill_command(self, job_id: str) -> str:
+        return f"qdel {shlex.quote(_check_job_id(job_id))}"
+
+    def parse_kill_output(self, retval: int, stdout: str, stderr: str) -> bool:
+        """True when qdel accepted, or the job is already gone or finished; False (with
+        qdel's message logged) otherwise."""
+        text = (stderr + stdout).strip()
+        if retval == 0 or _GONE.search(text):
+            return True
+        LOGGER.warning("qdel failed (exit %s): %s", retval, text)
+        return False
+
+    def classify_failure(self, info: JobInfo | None, scheduler_stderr: str) -> JobFailure | None:
+        """PBS's "=>> PBS: job killed: mem/walltime ... exceeded limit" line in the job's
+        stderr wins; it is there even after the server has forgotten the job."""
+        if _OOM_MESSAGES.search(scheduler_stderr or ""):
+            return JobFailure.OUT_OF_MEMORY
+        if _TIMEOUT_MESSAGES.search(scheduler_stderr or ""):
+            return JobFailure.OUT_OF_WALLTIME
+        return info.failure if info is not None else None

@@ -1,0 +1,80 @@
+"""Calc jobs on localhost with the direct scheduler, run in the foreground."""
+
+from __future__ import annotations
+
+import pytest
+
+from veglia import engine, orm
+from veglia.engine import InputValidationError
+from veglia.entry_points import CalculationFactory
+
+ShellJob = CalculationFactory("core.shell")
+AddJob = CalculationFactory("core.arithmetic.add")
+
+
+def test_shell_job_runs_and_records_provenance(profile):
+    builder = ShellJob.get_builder()
+    builder.command = orm.Str("cat in.txt; echo oops >&2; tr a-z A-Z < in.txt > out.txt")
+    builder.files = {"in.txt": orm.SinglefileData(b"hello\n", "in.txt")}
+    builder.outputs = orm.List(["out.txt"])
+    builder.metadata.label = "first"
+    outputs, node = engine.run_get_node(builder)
+
+    assert node.is_finished_ok, (node.exit_status, node.exit_message)
+    assert node.label == "first" and node.job_id
+    assert outputs["stdout"].get_content() == b"hello\n"
+    assert outputs["stderr"].get_content() == b"oops\n"
+    assert outputs["files"]["out_txt"].get_content() == b"HELLO\n"
+    assert set(node.inputs) == {"command", "files__in.txt", "outputs"}
+    assert {"remote_folder", "retrieved", "stdout", "stderr", "files__out_txt"} <= set(node.outputs)
+    assert node.outputs.stdout.creator == node
+    assert "_veglia_submit.sh" in node.list_object_names()
+    assert "stdout" in node.outputs.retrieved.list_object_names()
+    messages = [log.message for log in node.logs]
+    assert any(m.startswith("submitted job") for m in messages)
+    assert node.get_checkpoint() is None  # terminated: nothing left to resume
+
+
+def test_nonzero_exit_fails_the_job_with_its_status(profile):
+    _, node = engine.run_get_node(ShellJob, command=orm.Str("echo partial; exit 3"))
+    assert node.is_failed
+    assert node.exit_status == 400
+    assert node.exit_message == "The command exited with status 3."
+
+
+def test_arithmetic_add(profile):
+    outputs = engine.run(AddJob, x=orm.Int(2), y=orm.Int(40))
+    assert outputs["sum"].value == 42
+
+
+def test_builder_names_the_wrong_port(profile):
+    builder = AddJob.get_builder()
+    with pytest.raises(InputValidationError, match="'x'"):
+        builder.x = orm.Str("two")
+    with pytest.raises(InputValidationError, match="Unknown input 'z'"):
+        builder.z = orm.Int(1)
+    with pytest.raises(InputValidationError, match="metadata.options.max_memory_kb"):
+        builder.metadata.options.max_memory_kb = -5
+
+
+def test_missing_command_is_refused_before_anything_runs(profile):
+    with pytest.raises(ValueError, match="give a `command`"):
+        engine.run(ShellJob)
+
+
+def test_memory_request_is_enforced_on_direct(profile):
+    builder = ShellJob.get_builder()
+    builder.command = orm.Str("python3 -c 'x = bytearray(400 * 1024 * 1024)'")
+    builder.metadata.options.max_memory_kb = 100 * 1024
+    _, node = engine.run_get_node(builder)
+    assert node.exit_status == 400
+
+
+def test_code_runs_with_arguments(profile):
+    computer = orm.load_computer("localhost")
+    code = orm.Code("echo", computer, "/bin/echo", default_calc_job_plugin="core.shell").store()
+    builder = orm.load_code("echo@localhost").get_builder()
+    builder.arguments = orm.List(["-n", "a b"])
+    outputs, node = engine.run_get_node(builder)
+    assert outputs["stdout"].get_content() == b"a b"
+    assert node.get_attribute("code")["label"] == "echo@localhost" == code.full_label

@@ -1,0 +1,79 @@
+"""A calc job interrupted at any step resumes from its checkpoint and is submitted once."""
+
+from __future__ import annotations
+
+import asyncio
+
+from veglia import engine, orm
+from veglia.engine import calcjob_tasks
+from veglia.engine.persistence import load_process
+from veglia.engine.runner import Runner, set_runner
+from veglia.entry_points import CalculationFactory
+
+ShellJob = CalculationFactory("core.shell")
+
+
+def _crash_when(process, runner, condition):
+    """Run the process until ``condition(node)`` holds, then drop it as a dying worker would."""
+
+    async def until() -> None:
+        task = asyncio.ensure_future(process.step_until_terminated())
+        while not condition(process.node.refresh()):
+            assert not task.done(), "the process ended before the crash point"
+            await asyncio.sleep(0.02)
+        # Everything the dead worker had under way dies with it.
+        pending = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for pending_task in pending:
+            pending_task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+
+    runner.loop.run_until_complete(until())
+
+
+def test_job_killed_after_submission_resumes_without_resubmitting(profile):
+    runner = Runner()
+    set_runner(runner)
+    process = runner.instantiate(ShellJob, {"command": orm.Str("sleep 1; echo done")})
+    _crash_when(process, runner, lambda node: node.job_id is not None)
+    node = process.node.refresh()
+    job_id = node.job_id
+    assert node.process_state == "waiting"
+
+    fresh = Runner()
+    set_runner(fresh)
+    resumed = load_process(node, loop=fresh.loop)
+    fresh.run_until_terminated(resumed)
+    node.refresh()
+    assert node.is_finished_ok, node.exit_message
+    assert node.job_id == job_id
+    assert sum(log.message.startswith("submitted job") for log in node.logs) == 1
+    assert node.outputs.stdout.get_content() == b"done\n"
+
+
+def test_job_interrupted_while_uploading_uploads_again(profile):
+    runner = Runner()
+    set_runner(runner)
+    process = runner.instantiate(ShellJob, {"command": orm.Str("echo once")})
+    node = process.node
+    assert node.refresh().process_state == "created"
+    fresh = Runner()
+    set_runner(fresh)
+    resumed = load_process(node, loop=fresh.loop)
+    fresh.run_until_terminated(resumed)
+    assert node.refresh().is_finished_ok
+
+
+def test_submitting_twice_returns_the_first_job(profile):
+    computer = orm.load_computer("localhost")
+    with computer.get_transport() as transport:
+        workdir = computer.job_workdir(transport.whoami(), "0123456789abcdef")
+        transport.makedirs(workdir)
+        transport.write_bytes(f"{workdir}/{calcjob_tasks.SCRIPT_NAME}", b"sleep 0.1\n")
+        first = calcjob_tasks.submit(transport, computer, workdir)
+        second = calcjob_tasks.submit(transport, computer, workdir)
+    assert first == second
+
+
+def test_foreground_runs_are_not_taken_by_the_daemon(profile):
+    _, node = engine.run_get_node(ShellJob, command=orm.Str("true"))
+    assert node.get_attribute("daemon") is None
