@@ -6,6 +6,7 @@ Every plugin kind has one entry-point group. Built-in plugins are registered in 
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable
 from importlib.metadata import EntryPoint, entry_points
@@ -26,6 +27,7 @@ __all__ = [
     "ParserFactory",
     "SchedulerFactory",
     "TransportFactory",
+    "clear_cache",
     "get_entry_point",
     "get_entry_points",
     "group_name",
@@ -55,9 +57,20 @@ def group_name(group: str) -> str:
 
 
 def get_entry_points(group: str) -> list[EntryPoint]:
-    """All entry points of a group, sorted by name."""
-    found = entry_points(group=group_name(group))
-    return sorted(found, key=lambda ep: ep.name)
+    """All entry points of a group, sorted by name (read once; see :func:`clear_cache`)."""
+    return list(_entry_points(group_name(group)))
+
+
+@functools.lru_cache(maxsize=None)
+def _entry_points(group: str) -> tuple[EntryPoint, ...]:
+    # Scanning every installed distribution takes milliseconds; the engine asks per job.
+    return tuple(sorted(entry_points(group=group), key=lambda ep: ep.name))
+
+
+def clear_cache() -> None:
+    """Forget the entry points read so far (after installing a plugin in this process)."""
+    _entry_points.cache_clear()
+    _load_cached.cache_clear()
 
 
 def get_entry_point(group: str, name: str) -> EntryPoint:
@@ -81,6 +94,11 @@ def get_entry_point(group: str, name: str) -> EntryPoint:
 
 def load_entry_point(group: str, name: str) -> Any:
     """Import and return the object behind an entry point."""
+    return _load_cached(group_name(group), name)
+
+
+@functools.lru_cache(maxsize=None)
+def _load_cached(group: str, name: str) -> Any:
     entry_point = get_entry_point(group, name)
     try:
         return entry_point.load()

@@ -71,4 +71,7 @@ def get_plugin_manager() -> pluggy.PluginManager:
 def reset_plugin_manager() -> None:
     """Forget the process-wide manager so the next call rebuilds it (after a pip install)."""
     global _manager
+    from veglia.entry_points import clear_cache
+
     _manager = None
+    clear_cache()

@@ -93,7 +93,23 @@ def check_broker(profile: Profile) -> CheckResult:
     return CheckResult("broker", True, f"{server} at {profile.broker_url_masked}")
 
 
-CHECKS: tuple[Callable[[Profile], CheckResult], ...] = (check_config, check_storage, check_broker)
+def check_daemon(profile: Profile) -> CheckResult:
+    """Informational: a stopped daemon is a normal state, so this never fails."""
+    from veglia.engine.daemon import DaemonFiles
+
+    files = DaemonFiles(profile)
+    pid = files.supervisor_pid()
+    if pid is None:
+        return CheckResult(
+            "daemon", True, "not running (start it with `veglia daemon start` to submit jobs)"
+        )
+    workers = len(files.read_status().get("workers", []))
+    return CheckResult("daemon", True, f"running, supervisor pid {pid}, {workers} worker(s)")
+
+
+CHECKS: tuple[Callable[[Profile], CheckResult], ...] = (
+    check_config, check_storage, check_broker, check_daemon,
+)
 
 
 def run_checks(profile: Profile) -> list[CheckResult]:

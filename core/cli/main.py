@@ -52,6 +52,7 @@ def _register_commands() -> None:
         cmd_process,
         cmd_profile,
         cmd_setup,
+        cmd_shell,
         cmd_status,
         cmd_storage,
     )
@@ -68,6 +69,7 @@ def _register_commands() -> None:
         cmd_node,
         cmd_computer,
         cmd_code,
+        cmd_shell,
     ):
         for command in module.COMMANDS:
             cli.add_command(command)

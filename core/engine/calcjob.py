@@ -217,14 +217,19 @@ class CalcJob(Process):
 
     @property
     def computer(self) -> Computer:
-        if self.code is not None:
-            return self.code.computer
-        label = self.metadata.get("computer")
-        if not label:
-            from veglia.manage import get_profile
+        computer = self.__dict__.get("_computer")
+        if computer is None:
+            if self.code is not None:
+                computer = self.code.computer
+            else:
+                from veglia.manage import get_profile
 
-            label = get_profile().get_option("computer.default")
-        return load_computer(label)
+                label = self.metadata.get("computer") or get_profile().get_option(
+                    "computer.default"
+                )
+                computer = load_computer(label)
+            self.__dict__["_computer"] = computer
+        return computer
 
     def prepare_node(self, node: Any) -> None:
         computer = self.computer
@@ -271,9 +276,11 @@ class CalcJob(Process):
             calcinfo = self.prepare_for_submission(sandbox)
             script = tasks.build_template(node, calcinfo, self.code, self.computer)
             retrieve = [*calcinfo.retrieve_list, *self.options.get("additional_retrieve_list", [])]
-            for path in sorted(p for p in sandbox.rglob("*") if p.is_file()):
-                node.put_object_from_bytes(str(path.relative_to(sandbox)), path.read_bytes())
-            node.put_object_from_bytes(tasks.SCRIPT_NAME, script.encode())
+            files = {
+                str(path.relative_to(sandbox)): path.read_bytes()
+                for path in sorted(p for p in sandbox.rglob("*") if p.is_file())
+            }
+            node.put_objects({**files, tasks.SCRIPT_NAME: script.encode()})
 
             def upload(transport: Any) -> str:
                 workdir = self._workdir(transport.whoami())
@@ -319,11 +326,11 @@ class CalcJob(Process):
             return await self._update_failed(exc)
         self._update_failures = 0
         done = info is None or info.state == JobState.DONE
-        state = JobState.DONE.value if done else info.state.value
-        if state != node.get_attribute("scheduler_state"):
-            node.set_attributes({"scheduler_state": state})
+        changes = {"scheduler_state": JobState.DONE.value if done else info.state.value}
         if info is not None:
-            node.set_attributes({"last_job_info": _job_info_attributes(info)})
+            changes["last_job_info"] = _job_info_attributes(info)
+        if any(node.get_attribute(key) != value for key, value in changes.items()):
+            node.set_attributes(changes)  # one write, and none while nothing changes
         return done
 
     async def _update_failed(self, exc: Exception) -> bool:

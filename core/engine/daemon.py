@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
+from plumpy.communications import LoopCommunicator
 
 from veglia.config.profile import Profile
 
@@ -112,13 +113,27 @@ def supervise(profile: Profile, workers: int) -> None:
         time.sleep(0.2)
         for slot in slots:
             code = slot["process"].poll()
-            if code is not None and not stopping:
-                LOGGER.warning(
-                    "worker %d exited with %s; starting another", slot["process"].pid, code
-                )
+            if code is None or stopping or time.time() < slot.get("retry_at", 0):
+                continue
+            if "retry_at" not in slot:
                 files.worker_status(slot["process"].pid).unlink(missing_ok=True)
-                slot.update(process=spawn(), restarts=slot["restarts"] + 1, started=time.time())
-                write_status()
+                # A worker that dies at start (a broken setting) is retried ever more slowly.
+                quick = time.time() - slot["started"] < 10
+                slot["quick_deaths"] = slot.get("quick_deaths", 0) + 1 if quick else 0
+                if quick:
+                    delay = min(2 ** slot["quick_deaths"], 60)
+                    LOGGER.warning(
+                        "worker %d exited with %s at start; retrying in %d s",
+                        slot["process"].pid,
+                        code,
+                        delay,
+                    )
+                    slot["retry_at"] = time.time() + delay
+                    continue
+            slot.pop("retry_at", None)
+            LOGGER.warning("worker %d exited with %s; starting another", slot["process"].pid, code)
+            slot.update(process=spawn(), restarts=slot["restarts"] + 1, started=time.time())
+            write_status()
     for slot in slots:
         slot["process"].terminate()
     deadline = time.time() + 30
@@ -134,6 +149,17 @@ def supervise(profile: Profile, workers: int) -> None:
 
 
 # -- worker -----------------------------------------------------------------------------------
+class QuietCommunicator(LoopCommunicator):
+    """plumpy's loop communicator without state-change broadcasts.
+
+    plumpy broadcasts every state change and waits for the broker to take it; nothing in
+    veglia listens (states are in the database), and the wait cost a tenth of a worker's time.
+    """
+
+    def broadcast_send(self, *args: Any, **kwargs: Any) -> bool:
+        return True
+
+
 class Worker:
     """Runs the processes handed to it, each until it terminates."""
 
@@ -146,13 +172,11 @@ class Worker:
         asyncio.set_event_loop(self.loop)
         self.communicator: Any = None
         if profile.broker_url:
-            import plumpy
-
             from veglia.engine.broker_tasks import create_communicator
 
             slots = int(profile.get_option("daemon.worker_process_slots"))
             self._thread_communicator = create_communicator(profile, task_prefetch_count=slots)
-            self.communicator = plumpy.wrap_communicator(self._thread_communicator, self.loop)
+            self.communicator = QuietCommunicator(self._thread_communicator, self.loop)
         self.runner = Runner(loop=self.loop, communicator=self.communicator)
         set_runner(self.runner)
         self.active: dict[int, Any] = {}

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from veglia.engine.process import Process
     from veglia.orm.nodes import ProcessNode
 
-__all__ = ["CHECKPOINT_VERSION", "decode_value", "encode_value", "load_process", "save_checkpoint"]
+__all__ = ["CHECKPOINT_VERSION", "checkpoint_of", "decode_value", "encode_value", "load_process", "save_checkpoint"]
 
 CHECKPOINT_VERSION = 1
 
@@ -92,11 +92,15 @@ def _from_json(value: dict[str, Any]) -> Any:
     return value
 
 
-def save_checkpoint(process: Process) -> None:
+def checkpoint_of(process: Process) -> str:
+    """The process's checkpoint as JSON text."""
     bundle = plumpy.persistence.Bundle(process)
-    data = {"version": CHECKPOINT_VERSION, "bundle": _to_json(dict(bundle))}
+    return json.dumps({"version": CHECKPOINT_VERSION, "bundle": _to_json(dict(bundle))})
+
+
+def save_checkpoint(process: Process) -> None:
     assert process.node is not None
-    process.node.set_checkpoint(json.dumps(data))
+    process.node.set_checkpoint(checkpoint_of(process))
 
 
 def load_process(node: ProcessNode, **context: Any) -> Process:

@@ -150,14 +150,11 @@ class Process(plumpy.Process):
         super().on_entered(from_state)
         if self.node is None:
             return
-        state = self._state.LABEL.value
-        self.node.set_process_state(state)
-        if state in ("finished", "killed", "excepted"):
-            self.node.set_checkpoint(None)
-        else:
-            from veglia.engine.persistence import save_checkpoint
+        from veglia.engine.persistence import checkpoint_of
 
-            save_checkpoint(self)
+        state = self._state.LABEL.value
+        terminal = state in ("finished", "killed", "excepted")
+        self.node.set_state_and_checkpoint(state, None if terminal else checkpoint_of(self))
 
     # -- results -----------------------------------------------------------------------------
     def out(self, output_port: str, value: Any) -> None:

@@ -196,33 +196,33 @@ class Node:
     # -- files ---------------------------------------------------------------------------
     def put_object_from_bytes(self, path: str, content: bytes) -> None:
         """Add a file to the node's repository (before storing, or on a process node)."""
+        self.put_objects({path: content})
+
+    def put_objects(self, files: dict[str, bytes]) -> None:
+        """Add several files at once (one database transaction)."""
         if self.is_stored and not self._mutable_when_stored:
             raise ModificationNotAllowed(f"{self!r} is stored; its files cannot change.")
         if self.is_stored:
-            self._store_files({path: content})
+            self._store_files(files)
         else:
-            self._pending_files[path] = content
+            self._pending_files.update(files)
 
     def put_object_from_file(self, path: str, source: str | Path) -> None:
         self.put_object_from_bytes(path, Path(source).read_bytes())
 
-    def _store_files(self, files: dict[str, bytes]) -> None:
+    def _store_files(self, files: dict[str, bytes], *, new: bool = False) -> None:
         storage = get_storage()
         records = []
         for path, content in files.items():
             sha256, size = storage.repository.put_stream(io.BytesIO(content))
-            records.append((path, sha256, size))
+            records.append({"node_id": self.pk, "path": path, "sha256": sha256, "size": size})
+        table = models.RepositoryFile.__table__
         with storage.session() as session:
-            for path, sha256, size in records:
+            if not new:
                 session.execute(
-                    sa.delete(models.RepositoryFile).where(
-                        models.RepositoryFile.node_id == self.pk,
-                        models.RepositoryFile.path == path,
-                    )
+                    table.delete().where(table.c.node_id == self.pk, table.c.path.in_(files))
                 )
-                session.add(
-                    models.RepositoryFile(node_id=self.pk, path=path, sha256=sha256, size=size)
-                )
+            session.execute(table.insert(), records)
 
     def list_objects(self) -> list[models.RepositoryFile]:
         """The node's files with their hashes and sizes, sorted by path."""
@@ -277,7 +277,7 @@ class Node:
             session.flush()
             self._pk, self._uuid, self._ctime = row.id, row.uuid, row.ctime
         if self._pending_files:
-            self._store_files(self._pending_files)
+            self._store_files(self._pending_files, new=True)
             self._pending_files = {}
         return self
 
@@ -535,6 +535,11 @@ class ProcessNode(Node):
 
     def set_checkpoint(self, checkpoint: str | None) -> None:
         self._update_row(checkpoint=checkpoint)
+
+    def set_state_and_checkpoint(self, state: str, checkpoint: str | None) -> None:
+        """Both in one write: the engine does this at every state change."""
+        self.process_state = state
+        self._update_row(process_state=state, checkpoint=checkpoint)
 
     def get_checkpoint(self) -> str | None:
         with get_storage().session() as session:

@@ -142,7 +142,7 @@ class SlurmSubmitError(SchedulerError):
     ``sbatch_message`` is what sbatch printed, ``retval`` its exit code.
     """
 
-    def __init__(self, message: str, *, permanent: bool, sbatch_message: str, retval: int):
+    def __init__(self, message: str, *, permanent: bool, sbatch_message: str, retval: int) -> None:
         super().__init__(message)
         self.permanent = permanent
         self.sbatch_message = sbatch_message

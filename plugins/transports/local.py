@@ -144,5 +144,10 @@ class LocalTransport(Transport):
             stderr.decode(errors="replace"),
         )
 
+    def whoami(self) -> str:
+        import getpass
+
+        return getpass.getuser()
+
     def gotocomputer_command(self, workdir: str) -> str:
         return f"cd {shlex.quote(self.path(workdir))} && exec bash -l"

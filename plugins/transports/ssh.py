@@ -56,6 +56,7 @@ class SshTransport(Transport):
         self._client: paramiko.SSHClient | None = None
         self._jump: paramiko.SSHClient | None = None
         self._sftp: paramiko.SFTPClient | None = None
+        self._whoami: str | None = None
 
     # -- connection -------------------------------------------------------------------
     def _new_client(self) -> paramiko.SSHClient:
@@ -305,6 +306,12 @@ class SshTransport(Transport):
         except (OSError, paramiko.SSHException, EOFError) as exc:
             raise self._error("run", f"`{command}`", exc) from None
         return code, stdout.decode(errors="replace"), stderr.decode(errors="replace")
+
+    def whoami(self) -> str:
+        """The remote user, asked once per connection."""
+        if self._whoami is None or not self.is_open:
+            self._whoami = super().whoami()
+        return self._whoami
 
     def gotocomputer_command(self, workdir: str) -> str:
         params = self.auth_params

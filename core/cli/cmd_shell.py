@@ -1,0 +1,82 @@
+"""``veglia shell``: run one command line as a ``core.shell`` calc job."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from veglia.cli.output import echo_info, echo_success
+from veglia.cli.state import CliState, pass_state
+
+
+@click.command("shell")
+@click.argument("command")
+@click.option("-c", "--computer", help="Computer label (default: the computer.default option).")
+@click.option(
+    "-f",
+    "--file",
+    "files",
+    multiple=True,
+    type=click.Path(exists=True, dir_okay=False),
+    help="A local file to copy into the work directory; repeatable.",
+)
+@click.option(
+    "-o",
+    "--output",
+    "outputs",
+    multiple=True,
+    help="A file pattern to bring back as an output; repeatable.",
+)
+@click.option("--submit", is_flag=True, help="Hand the job to the daemon and return at once.")
+@click.option("-l", "--label", default="", help="Label of the job.")
+@pass_state
+def shell(
+    state: CliState,
+    command: str,
+    computer: str | None,
+    files: tuple[str, ...],
+    outputs: tuple[str, ...],
+    submit: bool,
+    label: str,
+) -> int:
+    """Run COMMAND with bash as a calc job, with full provenance, and print its output."""
+    from veglia import engine, orm
+    from veglia.entry_points import CalculationFactory
+
+    state.profile  # noqa: B018 - loads the profile
+    builder = CalculationFactory("core.shell").get_builder()
+    builder.command = orm.Str(command)
+    if files:
+        builder.files = {Path(f).name: orm.SinglefileData(file=f) for f in files}
+    if outputs:
+        builder.outputs = orm.List(list(outputs))
+    if computer:
+        builder.metadata.computer = computer
+    if label:
+        builder.metadata.label = label
+    if submit:
+        node = engine.submit(builder)
+        echo_success(
+            f"Submitted process {node.pk}; follow it with `veglia process watch {node.pk}`."
+        )
+        return 0
+    results, node = engine.run_get_node(builder)
+    if "stdout" in results:
+        sys.stdout.write(results["stdout"].get_content().decode(errors="replace"))
+    if "stderr" in results:
+        sys.stderr.write(results["stderr"].get_content().decode(errors="replace"))
+    for name, output in (results.get("files") or {}).items():
+        echo_info(f"output file {name}: node {output.pk}")
+    status = f"exit {node.exit_status}" if node.exit_status is not None else node.process_state
+    if node.is_finished_ok:
+        echo_success(f"Process {node.pk} finished ({status}); `veglia process show {node.pk}`.")
+        return 0
+    echo_info(
+        f"[red]✘[/red] Process {node.pk} {node.process_state} ({status}): {node.exit_message}"
+    )
+    return 1
+
+
+COMMANDS = [shell]

@@ -1,0 +1,439 @@
+"""core.slurm: parsers on output recorded on the test machine, then real jobs on its SLURM.
+
+The recorded files under tests/data/schedulers/slurm/ come from SLURM 22.05 here (memory is
+enforced by JobAcctGatherParams=OverMemoryKill, so a memory kill ends as FAILED and only
+slurmstepd's message in the job's stderr says why). Lines marked "not recorded here" are
+messages of real clusters that this single-node one cannot produce (accounting, cgroups).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from veglia.plugins.schedulers.slurm import (
+    SlurmScheduler,
+    SlurmSubmitError,
+    format_hms,
+    memory_mb,
+    parse_duration,
+    parse_scontrol_record,
+    safe_job_name,
+)
+from veglia.schedulers import JobFailure, JobResources, JobState, JobTemplate, SchedulerError
+
+DATA = Path(__file__).parent / "data" / "schedulers" / "slurm"
+COMMANDS = {c["command"]: c for c in json.loads((DATA / "commands.json").read_text())["commands"]}
+
+
+def _read(name: str) -> str:
+    return (DATA / name).read_text()
+
+
+def _parse(stdout: str, retval: int = 0, stderr: str = "") -> dict:
+    return {i.job_id: i for i in SlurmScheduler().parse_joblist_output(retval, stdout, stderr)}
+
+
+# -- script -------------------------------------------------------------------------------
+def test_script_header_maps_every_request():
+    template = JobTemplate(
+        commands=["srun ./pw.x"],
+        job_name="relax Si: 8 atoms/cell",
+        resources=JobResources(num_machines=2, num_mpiprocs_per_machine=4, num_cores_per_mpiproc=2),
+        max_memory_kb=51201,
+        max_wallclock_seconds=90061,
+        queue_name="long",
+        account="proj-7",
+        qos="high",
+    )
+    assert SlurmScheduler().script_header(template) == [
+        "#SBATCH --job-name=relax_Si__8_atoms_cell",
+        "#SBATCH --output=_scheduler-stdout.txt",
+        "#SBATCH --error=_scheduler-stderr.txt",
+        "#SBATCH --no-requeue",
+        "#SBATCH --nodes=2",
+        "#SBATCH --ntasks-per-node=4",
+        "#SBATCH --cpus-per-task=2",
+        "#SBATCH --time=1-01:01:01",
+        "#SBATCH --mem=51",
+        "#SBATCH --partition=long",
+        "#SBATCH --account=proj-7",
+        "#SBATCH --qos=high",
+    ]
+
+
+def test_optional_requests_are_left_out_and_the_script_is_complete():
+    script = SlurmScheduler().get_submit_script(
+        JobTemplate(commands=["echo hi"], max_wallclock_seconds=59, environment={"A": "x y"})
+    )
+    assert script.startswith("#!/bin/bash\n#SBATCH --job-name=veglia\n")
+    assert "#SBATCH --time=00:00:59\n" in script
+    assert "--mem" not in script and "--partition" not in script and "--account" not in script
+    assert script.endswith("\nexport A='x y'\necho hi\n")
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("queue_name", "long queue", "queue_name 'long queue' must be one word"),
+        ("stdout_name", "out file.txt", "stdout_name"),
+        ("max_memory_kb", 0, "max_memory_kb must be a whole number >= 1"),
+        ("max_wallclock_seconds", -5, "max_wallclock_seconds must be a whole number"),
+    ],
+)
+def test_bad_requests_are_refused_with_the_field_named(field, value, message):
+    with pytest.raises(SchedulerError, match=message):
+        SlurmScheduler().script_header(JobTemplate(commands=["true"], **{field: value}))
+
+
+def test_shared_helpers():
+    assert format_hms(0) == "00:00:00"
+    assert format_hms(90000) == "25:00:00"
+    assert [parse_duration(t) for t in ("0:00", "01:19", "00:01:19", "1-02:03:04", "N/A")] == [
+        0, 79, 79, 93784, None,
+    ]  # fmt: skip
+    assert [memory_mb(kb) for kb in (1, 1024, 1025, 51200)] == [1, 1, 2, 50]
+    assert safe_job_name("  ") == "veglia"
+    assert safe_job_name("7 up", max_length=3, letter_first=True) == "j7_"
+
+
+# -- submit ---------------------------------------------------------------------------------
+def _recorded(command: str) -> tuple[int, str, str]:
+    case = COMMANDS[command]
+    return case["retval"], case["stdout"], case["stderr"]
+
+
+def test_submit_output_gives_the_job_id():
+    scheduler = SlurmScheduler()
+    assert scheduler.submit_command("job.sh") == "sbatch --parsable job.sh"
+    assert scheduler.parse_submit_output(*_recorded("sbatch --parsable ok.sh")) == "27"
+    assert scheduler.parse_submit_output(0, "4242;cluster2\n", "") == "4242"  # federation
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "sbatch --parsable -p short --time=5 ok.sh",
+        "sbatch --parsable -p nosuch ok.sh",
+        "sbatch --parsable --mem=999999999 ok.sh",
+        "sbatch --parsable missing.sh",
+        "sbatch --parsable --nodes=3 ok.sh",
+    ],
+)
+def test_recorded_refusals_are_permanent_and_carry_sbatchs_message(command):
+    retval, stdout, stderr = _recorded(command)
+    with pytest.raises(SlurmSubmitError) as caught:
+        SlurmScheduler().parse_submit_output(retval, stdout, stderr)
+    assert caught.value.permanent is True
+    assert caught.value.retval == 1
+    assert caught.value.sbatch_message == stderr.strip()
+    assert stderr.strip() in str(caught.value) and "fail the same way" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("stderr", "permanent"),
+    [  # not recorded here: messages of clusters with accounting, or a busy controller
+        ("sbatch: error: Batch job submission failed: Invalid account or account/partition "
+         "combination specified", True),
+        ("sbatch: error: Batch job submission failed: Invalid qos specification", True),
+        ("sbatch: error: Batch job submission failed: Socket timed out on send/recv "
+         "operation", False),
+        ("sbatch: error: Batch job submission failed: Unable to contact slurm controller "
+         "(connect failure)", False),
+        ("sbatch: error: Batch job submission failed: Something new", False),
+    ],
+)  # fmt: skip
+def test_refusals_are_classified(stderr, permanent):
+    with pytest.raises(SlurmSubmitError) as caught:
+        SlurmScheduler().parse_submit_output(1, "", stderr + "\n")
+    assert caught.value.permanent is permanent
+    assert ("try again later" in str(caught.value)) is not permanent
+
+
+def test_exit_0_without_a_job_id_warns_that_the_job_may_exist():
+    with pytest.raises(SchedulerError, match="may have been submitted") as caught:
+        SlurmScheduler().parse_submit_output(0, "", "sbatch: warning: odd\n")
+    assert not isinstance(caught.value, SlurmSubmitError)
+
+
+# -- list -----------------------------------------------------------------------------------
+def test_recorded_mixed_list_maps_states_exit_codes_and_failures():
+    jobs = _parse(_read("joblist_mixed.txt"))
+    expected = {  # id: (state, failure, exit_code, reason)
+        "21": (JobState.RUNNING, None, None, ""),
+        "22": (JobState.QUEUED_HELD, None, None, "JobHeldUser"),
+        "24": (JobState.QUEUED, None, None, "Dependency"),
+        "23_1": (JobState.RUNNING, None, None, ""),
+        "23_2": (JobState.QUEUED, None, None, "Resources"),
+        "9": (JobState.DONE, None, 0, ""),
+        "10": (JobState.DONE, JobFailure.FAILED, 3, "NonZeroExitCode"),
+        "11": (JobState.DONE, JobFailure.FAILED, 137, "JobLaunchFailure"),  # memory kill
+        "12": (JobState.DONE, JobFailure.OUT_OF_WALLTIME, 143, "TimeLimit"),
+        "13": (JobState.DONE, JobFailure.CANCELLED, 0, "JobHeldUser"),
+        "23": (JobState.RUNNING, None, None, ""),  # the array, as sbatch named it
+    }
+    for job_id, (state, failure, exit_code, reason) in expected.items():
+        info = jobs[job_id]
+        assert (info.state, info.failure, info.exit_code, info.reason) == (
+            state, failure, exit_code, reason,
+        ), job_id  # fmt: skip
+    assert "999" not in jobs
+    assert set(jobs) == set(expected) | {"23_3", "23_4"}
+    assert jobs["21"].title == "run ning" and jobs["21"].queue == "long"
+    assert jobs["21"].wallclock_seconds == 20 and jobs["12"].wallclock_seconds == 79
+    assert jobs["10"].title == "fail three"
+    assert jobs["10"].details["UserId"] == "vegliatest(1001)"
+    assert jobs["11"].details["TRES"] == "cpu=1,mem=50M,node=1,billing=1"
+    assert jobs["11"].details["Mem"] == "50"  # from the -d per-node line
+    assert jobs["23"].details["ArrayTasks"] == ["23_2", "23_3", "23_4", "23_1"]
+
+
+def test_unknown_ids_alone_give_an_empty_list():
+    assert _parse(_read("joblist_unknown_only.txt")) == {}
+
+
+def test_multi_line_scontrol_records_are_parsed():
+    text = "#veglia scontrol 12 rc=0\n" + _read("scontrol_multiline_timeout.txt")
+    info = _parse(text)["12"]
+    assert (info.state, info.failure, info.exit_code) == (
+        JobState.DONE, JobFailure.OUT_OF_WALLTIME, 143,
+    )  # fmt: skip
+    assert info.details["Nodes"] == "vm" and info.details["Power"] == ""
+    tasks = _parse("#veglia scontrol 23 rc=0\n" + _read("scontrol_multiline_array_cancelled.txt"))
+    assert sorted(tasks) == ["23", "23_1", "23_2", "23_3", "23_4"]
+    assert tasks["23"].state is JobState.DONE and tasks["23"].failure is JobFailure.CANCELLED
+
+
+def test_cgroup_out_of_memory_state():
+    # Not recorded here (no cgroup enforcement): the recorded job 11 as a cgroup kill ends.
+    line = _read("joblist_mixed.txt").split("JobId=11 ")[1].split("\n")[0]
+    line = line.replace("JobState=FAILED Reason=JobLaunchFailure", "JobState=OUT_OF_MEMORY")
+    line = line.replace("ExitCode=0:9", "ExitCode=0:125 Reason=OutOfMemory")
+    info = _parse(f"#veglia scontrol 11 rc=0\nJobId=11 {line}\n")["11"]
+    assert (info.state, info.failure, info.exit_code) == (
+        JobState.DONE, JobFailure.OUT_OF_MEMORY, 253,
+    )  # fmt: skip
+
+
+def test_scontrol_values_with_spaces_and_equals_signs():
+    record = parse_scontrol_record(
+        "JobId=5 JobName=a b=c  UserId=u(1) Dependency=afterok:21(failed) Comment=x y TRES=a=1"
+    )
+    assert record["JobName"] == "a b=c" and record["UserId"] == "u(1)"
+    assert record["Dependency"] == "afterok:21(failed)" and record["Comment"] == "x y"
+    assert record["TRES"] == "a=1"
+
+
+def test_a_failing_controller_is_an_error_not_an_empty_list():
+    # Not recorded here: what squeue prints when slurmctld is down.
+    down = "#veglia squeue rc=1\nslurm_load_jobs error: Unable to contact slurm controller\n"
+    with pytest.raises(SchedulerError, match="Unable to contact slurm controller"):
+        _parse(down)
+    with pytest.raises(SchedulerError, match="on the PATH"):
+        _parse("", retval=127, stderr="bash: line 1: squeue: command not found")
+
+
+def _run_joblist_with_fake_slurm(tmp_path, job_ids, squeue_lines):
+    """The real bash line, with squeue printing ``squeue_lines`` and scontrol echoing."""
+    (tmp_path / "squeue").write_text("#!/bin/bash\ncat <<'EOF'\n" + squeue_lines + "EOF\n")
+    (tmp_path / "scontrol").write_text(
+        '#!/bin/bash\necho "JobId=${@: -1} JobName=x UserId=u JobState=COMPLETED ExitCode=0:0"\n'
+    )
+    for name in ("squeue", "scontrol"):
+        (tmp_path / name).chmod(0o755)
+    env = {**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}"}
+    command = SlurmScheduler().joblist_command(job_ids)
+    result = subprocess.run(["bash", "-c", command], capture_output=True, text=True, env=env)
+    return result.stdout
+
+
+def test_scontrol_runs_only_for_ids_squeue_did_not_list(tmp_path):
+    squeue_lines = (
+        "23_1|23|25|1|RUNNING|None|short|0:20|1:00|1|arr\n"
+        "7|7|7|N/A|PENDING|None|short|0:00|1:00|1|x\n"
+    )
+    stdout = _run_joblist_with_fake_slurm(tmp_path, ["23", "7", "2", "23_2", "25"], squeue_lines)
+    called = [line.split()[2] for line in stdout.splitlines() if "scontrol" in line]
+    assert called == ["2", "23_2", "25"]  # 23 (array of 23_1) and 7 were listed by squeue
+
+
+def test_bad_job_ids_never_reach_a_command_line():
+    scheduler = SlurmScheduler()
+    for bad in ("1; rm -rf ~", "12.3", "", "$(id)", "12_"):
+        with pytest.raises(SchedulerError, match="not a SLURM job id"):
+            scheduler.joblist_command(["1", bad])
+        with pytest.raises(SchedulerError, match="not a SLURM job id"):
+            scheduler.kill_command(bad)
+    assert scheduler.kill_command("14_2") == "scancel 14_2"
+    assert "--user=alice" in scheduler.joblist_command(user="alice")
+
+
+# -- kill and failure classification -----------------------------------------------------------
+def test_kill_output():
+    scheduler = SlurmScheduler()
+    assert scheduler.parse_kill_output(*_recorded("scancel 22"))
+    assert scheduler.parse_kill_output(*_recorded("scancel 999"))  # 22.05: rc 0 for unknown ids
+    # Not recorded here: older releases' messages for jobs that are gone, and a refusal.
+    gone = "scancel: error: Kill job error on job id 9: Job/step already completing or completed"
+    assert scheduler.parse_kill_output(1, "", gone)
+    assert scheduler.parse_kill_output(
+        1, "", "scancel: error: Kill job error on job id 999: Invalid job id specified"
+    )
+    denied = "scancel: error: Kill job error on job id 7: Access/permission denied"
+    assert not scheduler.parse_kill_output(1, "", denied)
+
+
+def test_classify_failure_reads_slurms_messages():
+    scheduler = SlurmScheduler()
+    jobs = _parse(_read("joblist_mixed.txt"))
+    memory, timeout = _read("stderr_memory_kill.txt"), _read("stderr_timeout.txt")
+    assert scheduler.classify_failure(jobs["11"], memory) is JobFailure.OUT_OF_MEMORY
+    assert scheduler.classify_failure(None, memory) is JobFailure.OUT_OF_MEMORY
+    assert scheduler.classify_failure(jobs["12"], timeout) is JobFailure.OUT_OF_WALLTIME
+    assert scheduler.classify_failure(None, timeout) is JobFailure.OUT_OF_WALLTIME
+    assert scheduler.classify_failure(jobs["10"], "Traceback...\n") is JobFailure.FAILED
+    assert scheduler.classify_failure(jobs["9"], "") is None
+    assert scheduler.classify_failure(None, "") is None
+    cgroup = (  # not recorded here: the cgroup OOM handler's message
+        "slurmstepd: error: Detected 1 oom-kill event(s) in StepId=88.batch. Some of your "
+        "processes may have been killed by the cgroup out-of-memory handler."
+    )
+    assert scheduler.classify_failure(jobs["9"], cgroup) is JobFailure.OUT_OF_MEMORY
+
+
+# -- the real SLURM ---------------------------------------------------------------------------
+class CountingTransport:
+    """A transport that counts the commands it runs (one SSH round trip each)."""
+
+    def __init__(self, transport):
+        self.transport = transport
+        self.commands: list[str] = []
+
+    def exec_command(self, command, **kwargs):
+        self.commands.append(command)
+        return self.transport.exec_command(command, **kwargs)
+
+
+@pytest.fixture
+def cluster(slurm, services_env, ssh_transport):
+    """(scheduler, transport, submit): submit(name, commands, **template) -> job id, in a
+    fresh work dir under the test user's home. Every job is cancelled and the dir removed
+    afterwards."""
+    scheduler = SlurmScheduler()
+    root = f"{services_env['SSH_USER_HOME']}/veglia-test-{uuid.uuid4().hex[:10]}"
+    submitted: list[str] = []
+
+    def submit(name, commands, **options):
+        workdir = f"{root}/{name}"
+        ssh_transport.makedirs(workdir)
+        script = scheduler.get_submit_script(JobTemplate(commands=commands, **options))
+        ssh_transport.write_bytes(f"{workdir}/job.sh", script.encode())
+        job_id = scheduler.submit(ssh_transport, workdir, "job.sh")
+        submitted.append(job_id)
+        return job_id
+
+    submit.root = root
+    yield scheduler, ssh_transport, submit
+    if submitted:
+        ssh_transport.exec_command(f"scancel {' '.join(submitted)}", timeout=60)
+    ssh_transport.rmtree(root)
+
+
+def _wait_done(scheduler, transport, job_ids, seconds):
+    """The DONE infos of ``job_ids``, polling every 0.5 s for at most ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while True:
+        jobs = scheduler.get_jobs(transport, job_ids)
+        if all(jobs.get(i) and jobs[i].state is JobState.DONE for i in job_ids):
+            return jobs
+        assert time.monotonic() < deadline, f"not done after {seconds} s: {jobs}"
+        time.sleep(0.5)
+
+
+def _wait_state(scheduler, transport, job_id, states, seconds):
+    deadline = time.monotonic() + seconds
+    while (info := scheduler.get_jobs(transport, [job_id]).get(job_id)) is None or (
+        info.state not in states
+    ):
+        assert time.monotonic() < deadline, f"job {job_id} not in {states}: {info}"
+        time.sleep(0.5)
+    return info
+
+
+@pytest.mark.services
+def test_jobs_that_succeed_and_fail_report_their_exit_codes(cluster):
+    scheduler, transport, submit = cluster
+    ok = submit("ok", ["echo hello"], job_name="ok job")
+    bad = submit("bad", ["echo bye >&2; exit 3"])
+    jobs = _wait_done(scheduler, transport, [ok, bad], 60)
+    assert (jobs[ok].exit_code, jobs[ok].failure, jobs[ok].title) == (0, None, "ok_job")
+    assert (jobs[bad].exit_code, jobs[bad].failure) == (3, JobFailure.FAILED)
+    assert transport.read_bytes(f"{submit.root}/ok/_scheduler-stdout.txt") == b"hello\n"
+    assert transport.read_bytes(f"{submit.root}/bad/_scheduler-stderr.txt") == b"bye\n"
+
+
+@pytest.mark.services
+def test_a_job_over_its_memory_is_classified_out_of_memory(cluster):
+    scheduler, transport, submit = cluster
+    job_id = submit(
+        "mem",
+        ['python3 -c "import time; b = bytearray(300 * 1024 * 1024); time.sleep(30)"'],
+        max_memory_kb=50 * 1024,
+    )
+    info = _wait_done(scheduler, transport, [job_id], 60)[job_id]
+    stderr = transport.read_bytes(f"{submit.root}/mem/_scheduler-stderr.txt").decode()
+    assert "exceeded memory limit" in stderr
+    assert info.failure in (JobFailure.FAILED, JobFailure.OUT_OF_MEMORY)  # FAILED here
+    assert scheduler.classify_failure(info, stderr) is JobFailure.OUT_OF_MEMORY
+
+
+@pytest.mark.services
+def test_a_job_over_its_wall_time_is_out_of_walltime(cluster):
+    scheduler, transport, submit = cluster
+    job_id = submit("slow", ["sleep 300"], max_wallclock_seconds=60)
+    info = _wait_done(scheduler, transport, [job_id], 110)[job_id]  # killed 60-90 s in
+    assert (info.raw_state, info.failure) == ("TIMEOUT", JobFailure.OUT_OF_WALLTIME)
+    stderr = transport.read_bytes(f"{submit.root}/slow/_scheduler-stderr.txt").decode()
+    assert scheduler.classify_failure(info, stderr) is JobFailure.OUT_OF_WALLTIME
+
+
+@pytest.mark.services
+def test_a_listed_job_is_killed_and_reported_cancelled(cluster):
+    scheduler, transport, submit = cluster
+    job_id = submit("kill", ["sleep 300"], queue_name="long", max_wallclock_seconds=300)
+    info = _wait_state(scheduler, transport, job_id, {JobState.QUEUED, JobState.RUNNING}, 30)
+    assert info.queue == "long"
+    assert scheduler.kill(transport, job_id)
+    info = _wait_done(scheduler, transport, [job_id], 30)[job_id]
+    assert info.failure is JobFailure.CANCELLED
+    assert scheduler.kill(transport, job_id)  # already gone: still True
+
+
+@pytest.mark.services
+def test_a_time_limit_over_the_partitions_is_refused_for_good(cluster):
+    _, _, submit = cluster
+    with pytest.raises(SlurmSubmitError) as caught:
+        submit("refused", ["true"], queue_name="short", max_wallclock_seconds=300)
+    assert caught.value.permanent is True
+    assert "Requested time limit is invalid" in caught.value.sbatch_message
+
+
+@pytest.mark.services
+def test_get_jobs_reports_running_and_finished_jobs_in_one_command(cluster):
+    scheduler, transport, submit = cluster
+    finished = submit("finished", ["true"])
+    running = submit("running", ["sleep 120"], queue_name="long", max_wallclock_seconds=300)
+    _wait_done(scheduler, transport, [finished], 60)
+    _wait_state(scheduler, transport, running, {JobState.RUNNING}, 30)
+    counting = CountingTransport(transport)
+    jobs = scheduler.get_jobs(counting, [running, finished, "99999999"])
+    assert len(counting.commands) == 1
+    assert set(jobs) == {running, finished}
+    assert jobs[running].state is JobState.RUNNING
+    assert (jobs[finished].state, jobs[finished].exit_code) == (JobState.DONE, 0)
