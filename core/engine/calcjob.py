@@ -322,7 +322,6 @@ class CalcJob(Process):
         try:
             info = await get_runner().poller(self.computer).next_update(node.job_id)
         except (TransportError, SchedulerError) as exc:
-            self.report(f"scheduler update failed: {exc}")
             return await self._update_failed(exc)
         self._update_failures = 0
         done = info is None or info.state == JobState.DONE
@@ -339,6 +338,7 @@ class CalcJob(Process):
         runner = get_runner()
         failures = getattr(self, "_update_failures", 0) + 1
         self._update_failures = failures
+        self.report(f"update attempt {failures}/{runner.retry_attempts} failed: {exc}")
         if failures >= runner.retry_attempts:
             self._update_failures = 0
             raise TransportTaskFailed(str(exc))

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import plumpy
 
+from veglia.engine.exit_codes import ExitCode
 from veglia.exceptions import StorageError
 
 if TYPE_CHECKING:
@@ -68,6 +69,8 @@ def _to_json(value: Any) -> Any:
         return {"__set__": [_to_json(v) for v in value]}
     if isinstance(value, type):
         return {"__type__": f"{value.__module__}:{value.__qualname__}"}
+    if isinstance(value, ExitCode):
+        return {"__exit_code__": [value.status, value.message, value.label]}
     if isinstance(value, enum.Enum):
         return value.value
     if value is None or isinstance(value, str | int | float | bool):
@@ -81,6 +84,8 @@ def _from_json(value: dict[str, Any]) -> Any:
             return tuple(value["__tuple__"])
         if "__set__" in value:
             return set(value["__set__"])
+        if "__exit_code__" in value:
+            return ExitCode(*value["__exit_code__"])
         if "__type__" in value:
             import importlib
 

@@ -1,0 +1,163 @@
+"""Calc jobs on the loopback SSH computer: through real SLURM, and through an sshd outage."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from veglia import engine, orm
+from veglia.entry_points import CalculationFactory
+
+ShellJob = CalculationFactory("core.shell")
+
+
+def _wait(nodes, condition, timeout=120.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if all(condition(node.refresh()) for node in nodes):
+            return
+        time.sleep(0.2)
+    states = [(n.pk, n.process_state, n.get_attribute("scheduler_state"), n.exit_message)
+              for n in nodes]
+    raise AssertionError(f"timed out: {states}")
+
+
+def _ssh_computer(label, services_env, ssh_params, scheduler, **properties):
+    computer = orm.Computer(
+        label=label, hostname=services_env["SSH_HOST"], transport_type="core.ssh",
+        scheduler_type=scheduler,
+        properties={"workdir": f"{services_env['SSH_USER_HOME']}/veglia-work",
+                    "safe_interval": 0.0, "minimum_poll_interval": 0.5, **properties},
+    ).store()
+    computer.configure(**ssh_params)
+    return computer
+
+
+@pytest.fixture
+def slurm_computer(broker_profile, services_env, ssh_params, slurm):
+    return _ssh_computer("slurm", services_env, ssh_params, "core.slurm")
+
+
+def _squeue_lists(job_id: str) -> bool:
+    result = subprocess.run(["squeue", "-h", "-j", job_id], capture_output=True, text=True)
+    return job_id in result.stdout
+
+
+def test_shell_job_through_ssh_and_slurm_with_the_daemon(slurm_computer, daemon):
+    daemon(1)
+    builder = ShellJob.get_builder()
+    builder.command = orm.Str("echo $SLURM_JOB_ID > id.txt; hostname; echo done")
+    builder.outputs = orm.List(["id.txt"])
+    builder.metadata.computer = "slurm"
+    builder.metadata.options.max_wallclock_seconds = 60
+    builder.metadata.options.max_memory_kb = 100 * 1024
+    node = engine.submit(builder)
+    _wait([node], lambda n: n.is_terminated, timeout=120)
+
+    assert node.is_finished_ok, node.exit_message
+    assert node.outputs.files__id_txt.get_content().decode().strip() == node.job_id
+    assert node.outputs.stdout.get_content().decode().endswith("done\n")
+    assert node.remote_workdir.startswith("/home/vegliatest/veglia-work/")
+    assert not _squeue_lists(node.job_id)
+    shown = subprocess.run(["scontrol", "show", "job", node.job_id], capture_output=True,
+                           text=True).stdout
+    assert "JobState=COMPLETED" in shown and f"WorkDir={node.remote_workdir}" in shown
+
+
+def test_slurm_memory_kill_is_reported(slurm_computer):
+    builder = ShellJob.get_builder()
+    builder.command = orm.Str("python3 -c 'import time; x = bytearray(300 * 1024**2); "
+                              "time.sleep(20)'")
+    builder.metadata.computer = "slurm"
+    builder.metadata.options.max_memory_kb = 50 * 1024
+    builder.metadata.options.max_wallclock_seconds = 60
+    _, node = engine.run_get_node(builder)
+    assert node.exit_status == 110, node.exit_message
+    assert node.get_attribute("job_outcome")["failure"] == "out_of_memory"
+
+
+def test_rejected_submission_fails_the_job_with_sbatch_s_reason(slurm_computer):
+    builder = ShellJob.get_builder()
+    builder.command = orm.Str("true")
+    builder.metadata.computer = "slurm"
+    builder.metadata.options.queue_name = "short"
+    builder.metadata.options.max_wallclock_seconds = 600  # short allows 1 minute
+    _, node = engine.run_get_node(builder)
+    assert node.exit_status == 140
+    assert "time limit" in node.exit_message.lower()
+
+
+# -- an sshd of our own, to stop and start ------------------------------------------------
+@pytest.fixture
+def private_sshd(services_env, tmp_path):
+    """A second sshd on 127.0.0.1:2223 (same keys and user) that a test may stop."""
+    state = Path(services_env["SSH_KEY"]).parent
+    port = 2223
+    pid_file = tmp_path / "sshd.pid"
+    host_key = state / "ssh_host_ed25519_key"
+    known_hosts = tmp_path / "known_hosts"
+    known_hosts.write_text(f"[127.0.0.1]:{port} {(state / 'ssh_host_ed25519_key.pub').read_text()}")
+
+    def start():
+        subprocess.run(
+            ["/usr/sbin/sshd", "-f", str(state / "sshd_config"), "-o", f"Port={port}",
+             "-o", f"PidFile={pid_file}", "-o", f"HostKey={host_key}"],
+            check=True,
+        )
+        deadline = time.monotonic() + 10
+        while not pid_file.exists():
+            assert time.monotonic() < deadline, "the private sshd did not start"
+            time.sleep(0.05)
+
+    def stop():
+        pid = int(pid_file.read_text())
+        subprocess.run(["pkill", "-KILL", "-P", str(pid)])  # its open sessions
+        os.kill(pid, signal.SIGTERM)
+        pid_file.unlink(missing_ok=True)
+
+    start()
+    yield {"port": port, "known_hosts": str(known_hosts), "start": start, "stop": stop}
+    if pid_file.exists():
+        stop()
+
+
+def test_sshd_outage_pauses_jobs_and_play_finishes_them(
+    broker_profile, services_env, ssh_params, private_sshd, daemon, run_cli
+):
+    from veglia.config import Config
+
+    config = Config()
+    config.set_option("test", "transport.retry_initial_interval", "0.5")
+    config.set_option("test", "transport.retry_attempts", "3")
+    params = {**ssh_params, "port": private_sshd["port"], "known_hosts": private_sshd["known_hosts"]}
+    _ssh_computer("flaky", services_env, params, "core.direct")
+    daemon(1)
+    nodes = []
+    for i in range(3):
+        builder = ShellJob.get_builder()
+        builder.command = orm.Str(f"sleep 6; echo {i}")
+        builder.metadata.computer = "flaky"
+        nodes.append(engine.submit(builder))
+    _wait(nodes, lambda n: n.job_id is not None, timeout=60)
+
+    private_sshd["stop"]()
+    _wait(nodes, lambda n: n.paused, timeout=90)
+    for node in nodes:
+        assert "failed on every attempt" in node.get_attribute("paused_reason")
+        assert any("attempt 1/3 failed" in log.message for log in node.logs)
+    listing = run_cli("-p", "test", "process", "list", "--raw")
+    assert listing.exit_code == 0
+
+    time.sleep(5)  # the outage goes on; nothing changes while paused
+    assert all(n.refresh().paused and not n.is_terminated for n in nodes)
+    private_sshd["start"]()
+    played = run_cli("-p", "test", "process", "play", "--all")
+    assert played.exit_code == 0, played.output
+    _wait(nodes, lambda n: n.is_terminated, timeout=120)
+    assert all(n.is_finished_ok for n in nodes), [n.exit_message for n in nodes]
+    assert [n.outputs.stdout.get_content() for n in nodes] == [b"0\n", b"1\n", b"2\n"]
