@@ -139,6 +139,12 @@ class CalcJob(Process):
             help="The code to run (its computer is the job's computer).",
         )
         spec.input(
+            "metadata.cache",
+            valid_type=bool,
+            required=False,
+            help="Reuse an identical finished job (default: the caching.enabled option).",
+        )
+        spec.input(
             "metadata.computer",
             valid_type=str,
             required=False,
@@ -244,7 +250,40 @@ class CalcJob(Process):
         node.set_attributes(attributes)
 
     async def run(self) -> Any:
+        cached = self._from_cache()
+        if cached is not None:
+            return cached
         return plumpy.Wait(None, msg="Waiting to upload", data=UPLOAD)
+
+    def _caching_enabled(self) -> bool:
+        from veglia.manage import get_profile
+
+        explicit = self.metadata.get("cache")
+        return bool(get_profile().get_option("caching.enabled") if explicit is None else explicit)
+
+    def _from_cache(self) -> ExitCode | None:
+        """With caching on: the outputs of an identical finished job, copied, or None."""
+        from veglia.engine.caching import calcjob_hash, clone, find_cached
+        from veglia.engine.process import flatten_inputs
+
+        node = self.node
+        if node is None:
+            return None
+        inputs = flatten_inputs({k: v for k, v in self.inputs.items()
+                                 if k not in self.non_db_inputs})
+        # Always recorded, so a later job with caching on can reuse this one.
+        digest = calcjob_hash(self, inputs)
+        node.set_attribute("cache_hash", digest)
+        if not self._caching_enabled():
+            return None
+        source = find_cached(digest, node.pk)
+        if source is None:
+            return None
+        for label, output in source.outputs.items():
+            self.out(label.replace("__", "."), clone(output))
+        node.set_attributes({"cached_from": {"pk": source.pk, "uuid": source.uuid}})
+        self.report(f"cached from process {source.pk}: not run again")
+        return ExitCode(source.exit_status or 0, source.exit_message)
 
     # -- transport steps -----------------------------------------------------------------------
     async def _with_retries(self, name: str, function: Any, *args: Any) -> Any:
