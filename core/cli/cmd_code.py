@@ -1,3 +1,127 @@
-"""``veglia code``."""
+"""``veglia code``: codes (executables on a computer), as ``verdi code``."""
 
-COMMANDS: list = []
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from veglia.cli.output import echo_success, print_table, raw_option
+from veglia.cli.state import CliState, pass_state
+from veglia.exceptions import InvalidOptionError
+
+
+@click.group("code")
+def code_group() -> None:
+    """Create and inspect codes: executables installed on a computer."""
+
+
+def _check_label(label: str) -> str:
+    label = label.strip()
+    if not label or "@" in label or any(c.isspace() for c in label) or label.isdigit():
+        raise InvalidOptionError(
+            f"Code label {label!r} must be non-empty, without spaces or '@', and not a number."
+        )
+    return label
+
+
+def _check_plugin(name: str | None) -> str | None:
+    from veglia.entry_points import get_entry_points
+
+    names = [ep.name for ep in get_entry_points("calculations")]
+    if name is not None and name not in names:
+        raise InvalidOptionError(
+            f"{name!r} is not an installed calculation plugin; installed: "
+            f"{', '.join(names) or 'none'}."
+        )
+    return name
+
+
+@code_group.command("create")
+@click.option("-L", "--label", required=True, help="Name of the code (unique on its computer).")
+@click.option("-Y", "--computer", required=True, help="Label of the computer it is on.")
+@click.option("-X", "--executable", required=True, help="Absolute path of the executable there.")
+@click.option(
+    "-P",
+    "--default-calc-job-plugin",
+    help="Calculation plugin the code runs by default (e.g. core.shell).",
+)
+@click.option("-D", "--description", default="", help="What it is.")
+@click.option("--prepend-text", default="", help="Shell lines before the executable runs.")
+@click.option("--append-text", default="", help="Shell lines after it ran.")
+@pass_state
+def code_create(
+    state: CliState,
+    label: str,
+    computer: str,
+    executable: str,
+    default_calc_job_plugin: str | None,
+    description: str,
+    prepend_text: str,
+    append_text: str,
+) -> None:
+    """Create a code: an executable at an absolute path on a computer."""
+    from veglia.orm.computers import Code, load_computer
+
+    state.profile  # noqa: B018 -- load the chosen profile
+    if not executable.startswith("/"):
+        raise InvalidOptionError(
+            f"--executable {executable!r} must be an absolute path on the computer (find it "
+            "with `which` there)."
+        )
+    code = Code(
+        label=_check_label(label),
+        computer=load_computer(computer),
+        executable=executable,
+        default_calc_job_plugin=_check_plugin(default_calc_job_plugin),
+        description=description,
+        prepend_text=prepend_text,
+        append_text=append_text,
+    ).store()
+    echo_success(f"Code {code.full_label!r} (pk {code.pk}) created for {executable}.")
+
+
+@code_group.command("list")
+@click.option("-Y", "--computer", help="Only codes on this computer.")
+@raw_option
+@pass_state
+def code_list(state: CliState, computer: str | None, raw: bool) -> None:
+    """List codes."""
+    from veglia.orm.computers import Code, load_computer
+
+    state.profile  # noqa: B018
+    if computer is not None:
+        computer = load_computer(computer).label
+    rows = [
+        (c.pk, c.full_label, c.executable, c.default_calc_job_plugin or "", c.description)
+        for c in Code.list()
+        if computer is None or c.computer.label == computer
+    ]
+    print_table(("PK", "Full label", "Executable", "Default plugin", "Description"), rows, raw=raw)
+
+
+@code_group.command("show")
+@click.argument("identifier", metavar="LABEL@COMPUTER")
+@pass_state
+def code_show(state: CliState, identifier: str) -> None:
+    """Show a code, by LABEL@COMPUTER, LABEL (when unique) or PK."""
+    from veglia.orm.computers import load_code
+
+    state.profile  # noqa: B018
+    code = load_code(identifier)
+    rows: list[tuple[str, Any]] = [
+        ("pk", code.pk),
+        ("uuid", code.uuid),
+        ("label", code.label),
+        ("full label", code.full_label),
+        ("computer", f"{code.computer.label} (pk {code.computer.pk})"),
+        ("executable", code.executable),
+        ("default plugin", code.default_calc_job_plugin),
+        ("description", code.description),
+        ("prepend text", code.prepend_text),
+        ("append text", code.append_text),
+    ]
+    print_table(("Property", "Value"), rows)
+
+
+COMMANDS = [code_group]

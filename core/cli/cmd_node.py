@@ -15,7 +15,7 @@ from veglia.cli.cmd_process import format_state, format_time, node_mtime, relati
 from veglia.cli.output import console, echo_success, echo_warning, print_table
 from veglia.cli.state import CliState, pass_state
 from veglia.exceptions import NotExistent
-from veglia.orm.nodes import CalcJobNode, FolderData, Node, load_node
+from veglia.orm.nodes import CalcJobNode, FolderData, Node, ProcessNode, load_node
 from veglia.storage import models
 
 __all__ = ["graph_dot", "load_calcjob", "type_name"]
@@ -77,7 +77,7 @@ def node_show(state: CliState, identifiers: tuple[str, ...]) -> None:
             ("created", f"{format_time(node.ctime)} ({relative_time(node.ctime)})"),
             ("modified", f"{format_time(mtime)} ({relative_time(mtime)})"),
         ]
-        if hasattr(node, "process_state"):
+        if isinstance(node, ProcessNode):
             rows.append(("process type", node.process_type))
             rows.append(("state", format_state(node.process_state, node.exit_status, node.paused)))
         print_table(("Property", "Value"), [r for r in rows if r[1] not in (None, "")])
@@ -112,7 +112,9 @@ def _node_style(row: Any) -> dict[str, str]:
         )
         state = format_state(row.process_state, row.exit_status)[2:]
         return {
-            "label": _dot_string(f"{row.process_type or name} ({row.id})", row.label, state),
+            "label": _dot_string(
+                *filter(None, (f"{row.process_type} ({row.id})", row.label, state))
+            ),
             "shape": "box",
             "style": '"filled,rounded"',
             "fillcolor": '"#f08080"' if failed else ('"#90ee90"' if ok else '"#e0e0e0"'),
@@ -171,7 +173,7 @@ def graph_dot(pk: int, depth: int) -> str:
                 node.attributes,
             )
             .where(node.id.in_(seen))
-            .order_by(node.id)  # fmt: skip
+            .order_by(node.id)
         ).all()
     lines = [f"digraph provenance_{pk} {{", "  rankdir=TB;", '  node [fontname="Helvetica"];']
     for row in nodes:

@@ -17,17 +17,6 @@ from veglia.exceptions import InvalidOptionError, NotExistent, VegliaError
 from veglia.orm.nodes import ProcessNode, load_node
 from veglia.storage import models
 
-__all__ = [
-    "DEFAULT_LIST_PROJECTION",
-    "PROCESS_LIST_COLUMNS",
-    "ListColumn",
-    "ProcessRow",
-    "format_state",
-    "format_time",
-    "load_process",
-    "relative_time",
-]
-
 PROCESS_STATES = ("created", "running", "waiting", "finished", "excepted", "killed")
 ACTIVE_STATES = ("created", "running", "waiting")
 
@@ -153,6 +142,10 @@ PROCESS_LIST_COLUMNS: dict[str, ListColumn] = {
     "paused": ListColumn("Paused", lambda r: bool(r.attributes.get("paused"))),
 }
 DEFAULT_LIST_PROJECTION = ("pk", "ctime", "label", "process_type", "state", "status", "exit_status")
+_ROW_COLUMNS = (
+    "id", "uuid", "ctime", "mtime", "label", "node_type", "process_type", "process_state",
+    "exit_status", "exit_message", "attributes",
+)  # fmt: skip
 
 
 def query_processes(
@@ -167,20 +160,8 @@ def query_processes(
     node, call = models.Node, sa.orm.aliased(models.Link)
     query = (
         sa.select(
-            node.id,
-            node.uuid,
-            node.ctime,
-            node.mtime,
-            node.label,
-            node.node_type,
-            node.process_type,
-            node.process_state,
-            node.exit_status,
-            node.exit_message,
-            node.attributes,
-            models.Computer.label,
-            call.input_id,
-        )  # fmt: skip
+            *(getattr(node, name) for name in _ROW_COLUMNS), models.Computer.label, call.input_id
+        )
         .outerjoin(models.Computer, models.Computer.id == node.computer_id)
         .outerjoin(call, sa.and_(call.output_id == node.id, call.link_type == "call"))
         .where(sa.or_(node.node_type == "process", node.node_type.like("process.%")))
@@ -247,7 +228,12 @@ def process_group() -> None:
     help="Only processes in this state (repeatable); implies --all.",
 )
 @click.option("-f", "--failed", is_flag=True, help="Only finished processes with exit status != 0.")
-@click.option("-p", "--past-days", type=click.IntRange(min=0), help="Only created in the N days.")
+@click.option(
+    "-p",
+    "--past-days",
+    type=click.IntRange(min=0),
+    help="Only processes created in the last N days.",
+)
 @click.option("-l", "--limit", type=click.IntRange(min=1), help="Only the N most recent.")
 @click.option(
     "-P",
@@ -409,22 +395,22 @@ def process_watch(state: CliState, identifier: str, interval: float, timeout: fl
     try:
         while True:
             node.refresh()
-            now = datetime.now().strftime("%H:%M:%S")
             current = (
                 format_state(node.process_state, node.exit_status, node.paused),
                 process_status(node.process_state, node.attributes),
             )
-            if current != shown:
-                console.print(f"{now}  {current[0]}  {current[1]}".rstrip(), markup=False)
-                shown = current
             for log in _logs_after(node.pk, last_log):
                 console.print(
                     f"{format_time(log.time)[11:]}  {log.levelname}: {log.message}", markup=False
                 )
                 last_log = log.id
+            if current != shown:
+                when = format_time(node_mtime(node.pk))[11:]  # about when the state changed
+                console.print(f"{when}  {current[0]}  {current[1]}".rstrip(), markup=False)
+                shown = current
             if node.is_terminated:
                 if node.exit_message:
-                    console.print(f"{now}  {node.exit_message}", markup=False)
+                    console.print(f"{' ' * 8}  {node.exit_message}", markup=False)
                 return 0
             if deadline is not None and time.monotonic() >= deadline:
                 raise WatchTimeout(

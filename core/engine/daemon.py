@@ -264,9 +264,11 @@ class Worker:
                     "pid": os.getpid(),
                     "active": len(self.active),
                     "time": time.time(),
+                    "transport_opens": self.runner.transport_queue.total_opens(),
+                    "scheduler_queries": sum(p.queries for p in self.runner.pollers()),
                 },
             )
-            await asyncio.sleep(2)
+            await asyncio.sleep(1)
 
 
 def main(argv: list[str]) -> None:

@@ -47,11 +47,13 @@ class Runner:
     def poller(self, computer: Computer) -> JobPoller:
         assert computer.pk is not None
         if computer.pk not in self._pollers:
-            interval = max(
-                self.poll_interval, float(computer.get_property("minimum_poll_interval"))
-            )
+            # The computer's own interval when it has one, else the profile's default.
+            interval = float(computer.properties.get("minimum_poll_interval", self.poll_interval))
             self._pollers[computer.pk] = JobPoller(self, computer, interval)
         return self._pollers[computer.pk]
+
+    def pollers(self) -> list[JobPoller]:
+        return list(self._pollers.values())
 
     def instantiate(self, process_class: type[Process], inputs: dict[str, Any]) -> Process:
         return process_class(inputs=inputs, loop=self.loop, communicator=self.communicator)

@@ -61,6 +61,9 @@ class TransportQueue:
         self.idle_timeout = idle_timeout
         self._entries: dict[tuple[Any, ...], _Entry] = {}
 
+    def total_opens(self) -> int:
+        return sum(entry.opens for entry in self._entries.values())
+
     def opens(self, key: tuple[Any, ...]) -> int:
         """How many times the connection for ``key`` was opened (for tests and bench)."""
         entry = self._entries.get(key)

@@ -1,0 +1,103 @@
+#!/usr/bin/env python3
+"""What N running jobs on one SSH computer cost: connections, scheduler queries, memory.
+
+Submits N long ``sleep`` jobs (default 1000) to the loopback SSH computer of
+``scripts/services`` (core.ssh + core.direct), waits until all run, then watches one daemon
+worker for a while and prints connection opens, scheduler queries per poll interval, and
+the worker's resident memory.
+
+    python bench/poll_cost.py            # 1000 jobs
+    python bench/poll_cost.py -n 50      # a smoke run
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+VEGLIA = str(Path(sys.executable).parent / "veglia")
+SERVICES_ENV = Path(os.environ.get("VEGLIA_SERVICES_ENV", "/var/lib/veglia-services/services.env"))
+
+
+def _rss_mb(pid: int, field: str = "VmRSS") -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("-n", "--jobs", type=int, default=1000)
+    parser.add_argument("--poll-interval", type=float, default=2.0)
+    parser.add_argument("--watch", type=float, default=20.0, help="Seconds to watch.")
+    args = parser.parse_args()
+    env = dict(line.split("=", 1) for line in SERVICES_ENV.read_text().split() if "=" in line)
+    home = tempfile.mkdtemp(prefix="veglia-bench-")
+    os.environ["VEGLIA_HOME"] = home
+    try:
+        subprocess.run([VEGLIA, "presto", "--profile-name", "bench"], check=True,
+                       stdout=subprocess.DEVNULL)
+        import veglia
+        from veglia import engine, orm
+        from veglia.engine.daemon import DaemonFiles
+        from veglia.entry_points import CalculationFactory
+
+        profile = veglia.load_profile("bench")
+        computer = orm.Computer(
+            label="ssh", hostname=env["SSH_HOST"], transport_type="core.ssh",
+            scheduler_type="core.direct",
+            properties={"workdir": f"{env['SSH_USER_HOME']}/veglia-bench",
+                        "minimum_poll_interval": args.poll_interval, "safe_interval": 1.0},
+        ).store()
+        computer.configure(port=int(env["SSH_PORT"]), username=env["SSH_USER"],
+                           key_filename=env["SSH_KEY"], known_hosts=env["SSH_KNOWN_HOSTS"],
+                           look_for_keys=False, allow_agent=False)
+        subprocess.run([VEGLIA, "daemon", "start", "1"], check=True, stdout=subprocess.DEVNULL)
+        shell = CalculationFactory("core.shell")
+        start = time.monotonic()
+        nodes = []
+        for _ in range(args.jobs):
+            builder = shell.get_builder()
+            builder.command = orm.Str("sleep 100000")
+            builder.metadata.computer = "ssh"
+            nodes.append(engine.submit(builder))
+        while sum(n.refresh().get_attribute("scheduler_state") == "running" for n in nodes) \
+                < args.jobs:
+            if time.monotonic() - start > 600:
+                raise SystemExit("the jobs did not all start within 10 minutes")
+            time.sleep(1)
+        print(f"{args.jobs} jobs running after {time.monotonic() - start:.0f} s")
+        files = DaemonFiles(profile)
+        pid = files.read_status()["workers"][0]["pid"]
+
+        def sample() -> dict:
+            time.sleep(1.1)
+            return json.loads(files.worker_status(pid).read_text())
+
+        before = sample()
+        time.sleep(args.watch)
+        after = sample()
+        seconds = after["time"] - before["time"]
+        queries = after["scheduler_queries"] - before["scheduler_queries"]
+        print(f"over {seconds:.0f} s ({seconds / args.poll_interval:.1f} poll intervals): "
+              f"{queries} scheduler queries = {queries * args.poll_interval / seconds:.2f} per "
+              f"interval; connection opens in all: {after['transport_opens']}")
+        print(f"worker RSS {_rss_mb(pid):.0f} MB (peak {_rss_mb(pid, 'VmHWM'):.0f} MB) with "
+              f"{after['active']} active processes")
+    finally:
+        subprocess.run([VEGLIA, "-p", "bench", "daemon", "stop"], stdout=subprocess.DEVNULL)
+        subprocess.run(["pkill", "-u", env.get("SSH_USER", "vegliatest"), "-f", "sleep 100000"])
+        subprocess.run(["rm", "-rf", f"{env.get('SSH_USER_HOME', '/nonexistent')}/veglia-bench"])
+        shutil.rmtree(home, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
