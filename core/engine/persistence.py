@@ -6,6 +6,7 @@ checkpoint holds no pickled objects and a later release can still read it.
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import json
 from typing import TYPE_CHECKING, Any
@@ -123,5 +124,8 @@ def load_process(node: ProcessNode, **context: Any) -> Process:
         )
     bundle = plumpy.persistence.Bundle.__new__(plumpy.persistence.Bundle)
     bundle.update(data["bundle"])
+    if context.get("loop") is not None:
+        # plumpy makes futures for the loaded process on the current loop: make it ours.
+        asyncio.set_event_loop(context["loop"])
     load_context = plumpy.persistence.LoadSaveContext(**context)
     return bundle.unbundle(load_context)  # type: ignore[return-value]
