@@ -94,7 +94,8 @@ def bench_veglia(n: int, workers: int) -> dict[str, float]:
 def bench_aiida(n: int, workers: int) -> dict[str, float]:
     """The same workload through aiida-core: core.arithmetic.add, a presto profile."""
     home = tempfile.mkdtemp(prefix="aiida-bench-")
-    env = {**os.environ, "AIIDA_PATH": home}
+    bindir = str(Path(sys.executable).parent)
+    env = {**os.environ, "AIIDA_PATH": home, "PATH": f"{bindir}:{os.environ.get('PATH', '')}"}
     verdi = str(Path(sys.executable).parent / "verdi")
     script = f"""
 import time, statistics
@@ -144,10 +145,10 @@ def main() -> None:
           f"median latency {result['median_latency_s']:.2f} s, submit {result['submit_s']:.2f} s, "
           f"peak worker RSS {result['peak_rss_mb']:.0f} MB")
     if args.aiida:
-        try:
-            import aiida  # noqa: F401
-        except ImportError:
-            raise SystemExit("--aiida: aiida-core is not installed in this venv") from None
+        import importlib.util
+
+        if importlib.util.find_spec("aiida") is None:
+            raise SystemExit("--aiida: aiida-core is not installed in this venv")
         theirs = bench_aiida(args.jobs, args.workers)
         print(f"aiida-core: {theirs['jobs_per_s']:.2f} jobs/s, median latency "
               f"{theirs['median_latency_s']:.2f} s")

@@ -51,3 +51,15 @@ def test_failed_jobs_are_not_reused(profile):
     builder.metadata.cache = True
     _, second = engine.run_get_node(builder)
     assert second.get_attribute("cached_from") is None
+
+
+def test_process_show_says_where_a_cached_job_came_from(profile, run_cli):
+    _, first = engine.run_get_node(_job())
+    builder = _job()
+    builder.metadata.cache = True
+    _, second = engine.run_get_node(builder)
+    shown = run_cli("-p", "test", "process", "show", str(second.pk))
+    assert any(
+        line.split()[:2] == ["cached", "from"] and line.split()[2:] == ["process", str(first.pk)]
+        for line in shown.stdout.splitlines()
+    ), shown.stdout

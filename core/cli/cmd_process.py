@@ -316,6 +316,7 @@ def show_process(node: ProcessNode, log_lines: int) -> None:
             ("scheduler job id", attrs.get("job_id")),
             ("scheduler state", attrs.get("scheduler_state")),
             ("work dir", attrs.get("remote_workdir")),
+            ("cached from", attrs.get("cached_from") and f"process {attrs['cached_from']['pk']}"),
         ]
     print_table(("Property", "Value"), [r for r in rows if r[1] not in (None, "")])
     console.print("")
