@@ -292,6 +292,13 @@ def _print_logs(node: ProcessNode, logs: list[models.Log], indent: str = "") -> 
             )
 
 
+def _monitor_stop(stop: dict | None) -> str | None:
+    if not stop:
+        return None
+    when = datetime.fromtimestamp(stop["time"], timezone.utc)
+    return f"{stop['name']} at {format_time(when)}: {stop['message']}"
+
+
 def show_process(node: ProcessNode, log_lines: int) -> None:
     attrs = node.attributes
     code = attrs.get("code") or {}
@@ -317,6 +324,7 @@ def show_process(node: ProcessNode, log_lines: int) -> None:
             ("scheduler state", attrs.get("scheduler_state")),
             ("work dir", attrs.get("remote_workdir")),
             ("cached from", attrs.get("cached_from") and f"process {attrs['cached_from']['pk']}"),
+            ("stopped by monitor", _monitor_stop(attrs.get("stopped_by_monitor"))),
         ]
     print_table(("Property", "Value"), [r for r in rows if r[1] not in (None, "")])
     console.print("")

@@ -47,6 +47,7 @@ def _register_commands() -> None:
         cmd_computer,
         cmd_config,
         cmd_daemon,
+        cmd_monitor,
         cmd_node,
         cmd_plugin,
         cmd_process,
@@ -70,6 +71,7 @@ def _register_commands() -> None:
         cmd_computer,
         cmd_code,
         cmd_shell,
+        cmd_monitor,
     ):
         for command in module.COMMANDS:
             cli.add_command(command)

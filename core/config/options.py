@@ -374,6 +374,13 @@ BUILTIN_OPTIONS: tuple[Option, ...] = (
         parse=_positive_int,
     ),
     Option(
+        "monitors.allow_import_path",
+        "Accept monitors given as 'package.module:function' rather than an entry point "
+        "(handy in a notebook; the module's source hash is recorded on the job).",
+        default=False,
+        parse=_boolean,
+    ),
+    Option(
         "caching.enabled",
         "Reuse the outputs of an identical finished job instead of running it again.",
         default=False,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+import time
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,12 @@ from veglia.engine.exit_codes import ExitCode
 from veglia.engine.process import Process
 from veglia.exceptions import TransportError
 from veglia.orm.computers import Code, Computer, load_computer
+from veglia.engine.monitors import (
+    load_monitor,
+    parse_monitors,
+    provenance_of,
+    validate_monitors_port,
+)
 from veglia.orm.nodes import CalcJobNode, FolderData, RemoteData
 from veglia.schedulers import JobFailure, JobInfo, JobState, SchedulerError
 
@@ -103,6 +110,11 @@ class JobWaiting(plumpy.process_states.Waiting):
             if command == UPDATE:
                 while not await self._interruptible(process.do_update(), finish_first=False):
                     pass
+                stop = process.node.get_attribute("stopped_by_monitor") if process.node else None
+                if stop and not stop.get("retrieve"):
+                    return self.create_state(
+                        ProcessState.RUNNING, process.finish_with, process.monitor_exit_code()
+                    )
                 return self._next(RETRIEVE, "Waiting to retrieve")
             if command == RETRIEVE:
                 folder = await self._interruptible(process.do_retrieve(), finish_first=True)
@@ -176,6 +188,14 @@ class CalcJob(Process):
                 help=help_text,
             )
         spec.inputs["metadata"]["options"]["resources"].default = lambda: {"num_machines": 1}
+        spec.input(
+            "monitors",
+            required=False,
+            valid_type=dict,
+            validator=validate_monitors_port,
+            help="Monitors called at each scheduler poll: name -> {entry_point, kwargs, ...}.",
+        )
+        spec.output_namespace("monitor_outputs", dynamic=True, required=False)
         spec.output("remote_folder", valid_type=RemoteData, required=False)
         spec.output("retrieved", valid_type=FolderData, required=False)
         spec.exit_code(100, "ERROR_NO_RETRIEVED_FILES", "No file was retrieved from the job.")
@@ -241,6 +261,12 @@ class CalcJob(Process):
         computer = self.computer
         node.computer_pk = computer.pk
         attributes = {"options": _plain(self.options), "computer": computer.label}
+        monitors = parse_monitors(self.inputs.get("monitors") or {})
+        if monitors:
+            attributes["monitors"] = [m.to_dict() for m in monitors]
+            attributes["monitor_provenance"] = {
+                m.name: provenance_of(m.entry_point, load_monitor(m.entry_point)) for m in monitors
+            }
         if self.code is not None:
             attributes["code"] = {
                 "pk": self.code.pk,
@@ -369,7 +395,49 @@ class CalcJob(Process):
             changes["last_job_info"] = _job_info_attributes(info)
         if any(node.get_attribute(key) != value for key, value in changes.items()):
             node.set_attributes(changes)  # one write, and none while nothing changes
+        if not done and node.get_attribute("monitors"):
+            return await self._run_monitors()
         return done
+
+    async def _run_monitors(self) -> bool:
+        """After a poll: the job's monitors; True when one of them stopped the job."""
+        from veglia.engine.monitor_runner import MonitorRunner
+        from veglia.engine.runner import get_runner
+
+        async with get_runner().lease_transport(self.computer) as lease:
+            outcome = await MonitorRunner(self).run_cycle(lease)
+        if outcome is None:
+            return False
+        name, result = outcome
+        assert self.node is not None
+        self.node.set_attribute("stopped_by_monitor", {
+            "name": name, "message": result.message, "time": time.time(),
+            "retrieve": result.retrieve or result.parse, "parse": result.parse,
+            "override_exit_code": result.override_exit_code,
+        })
+        self.report(f"monitor {name} stops the job: {result.message}")
+        await self.do_kill()
+        await self._wait_until_gone()
+        return True
+
+    async def _wait_until_gone(self, polls: int = 30) -> None:
+        """After a cancel: until the scheduler no longer runs the job (no orphan is left)."""
+        from veglia.engine.runner import get_runner
+
+        assert self.node is not None
+        for _ in range(polls):
+            info = await get_runner().poller(self.computer).next_update(self.node.job_id)
+            if info is None or info.state == JobState.DONE:
+                self.node.set_attributes({"scheduler_state": JobState.DONE.value})
+                return
+        self.report(f"job {self.node.job_id} still listed {polls} polls after its cancel")
+
+    def monitor_exit_code(self) -> ExitCode:
+        assert self.node is not None
+        stop = self.node.get_attribute("stopped_by_monitor") or {}
+        return self.exit_codes.STOPPED_BY_MONITOR.format(
+            name=stop.get("name", "?"), message=stop.get("message", "")
+        )
 
     async def _update_failed(self, exc: Exception) -> bool:
         from veglia.engine.runner import get_runner
@@ -439,13 +507,20 @@ class CalcJob(Process):
             self.out("retrieved", retrieved)
             outcome = node.get_attribute("job_outcome", {})
             scheduler_code = self._scheduler_exit_code(outcome.get("failure"))
-            try:
-                parser_code = self.parse_retrieved(retrieved, outcome)
-            except Exception as exc:
-                self.report(f"parser failed: {exc}")
-                parser_code = self.exit_codes.ERROR_PARSER_FAILED.format(message=str(exc))
+            stop = node.get_attribute("stopped_by_monitor")
+            parser_code = None
+            if not stop or stop.get("parse"):
+                try:
+                    parser_code = self.parse_retrieved(retrieved, outcome)
+                except Exception as exc:
+                    self.report(f"parser failed: {exc}")
+                    parser_code = self.exit_codes.ERROR_PARSER_FAILED.format(message=str(exc))
         finally:
             shutil.rmtree(path, ignore_errors=True)
+        if stop:
+            if stop.get("override_exit_code", True):
+                return self.monitor_exit_code()
+            return parser_code or ExitCode(0)  # the monitor asked to keep the parser's verdict
         # The scheduler's verdict (killed for memory, time) wins unless the parser found a
         # failure of its own, which is more specific.
         if parser_code is not None and parser_code.status != 0:

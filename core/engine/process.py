@@ -88,7 +88,7 @@ class Process(plumpy.Process):
         return dict(self.inputs.get("metadata", {})) if self.inputs else {}
 
     #: Top-level inputs that are settings, not data: they are not stored as input nodes.
-    non_db_inputs: ClassVar[frozenset[str]] = frozenset({"metadata", "code"})
+    non_db_inputs: ClassVar[frozenset[str]] = frozenset({"metadata", "code", "monitors"})
 
     def _non_db_ports(self) -> set[str]:
         return set(self.non_db_inputs)

@@ -1,0 +1,185 @@
+"""Running a job's monitors after a scheduler poll, and keeping their state on the node.
+
+Faults of a monitor are not faults of the job: a monitor that raises, hangs past its timeout
+or returns something else than ``str | MonitorResult | None`` is retried at the next poll,
+and disabled after ``max_failures`` such faults in a row; each is logged on the node.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+from veglia.engine.monitors import MonitorResult, MonitorSpec, load_monitor, now
+from veglia.exceptions import TransportError
+
+if TYPE_CHECKING:
+    from veglia.engine.calcjob import CalcJob
+    from veglia.engine.transport_queue import TransportLease
+
+__all__ = ["MonitorRunner"]
+
+# Synchronous monitors run here, so a slow one never stalls the event loop or the
+# connection's thread; their transport calls are passed to the connection's thread.
+_POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="veglia-monitor")
+
+
+class BlockingTransport:
+    """The transport as a synchronous monitor sees it: calls run on the connection's thread,
+    relative paths are relative to the job's work directory."""
+
+    def __init__(self, lease: TransportLease, workdir: str) -> None:
+        self._lease = lease
+        self._workdir = workdir
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self._lease.transport, name)
+        if not callable(attribute):
+            return attribute
+        transport, workdir = self._lease.transport, self._workdir
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            def in_connection_thread() -> Any:
+                transport.cwd = workdir
+                return attribute(*args, **kwargs)
+
+            return self._lease._entry.executor.submit(in_connection_thread).result()
+
+        return call
+
+
+class AsyncTransport:
+    """The transport as an ``async def`` monitor sees it: every call is awaited."""
+
+    def __init__(self, lease: TransportLease, workdir: str) -> None:
+        self._lease = lease
+        self._workdir = workdir
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self._lease.transport, name)
+        if not callable(attribute):
+            return attribute
+        transport, workdir = self._lease.transport, self._workdir
+
+        async def call(*args: Any, **kwargs: Any) -> Any:
+            def in_connection_thread() -> Any:
+                transport.cwd = workdir
+                return attribute(*args, **kwargs)
+
+            return await self._lease.run(in_connection_thread)
+
+        return call
+
+
+def _fresh_state(spec: MonitorSpec) -> dict[str, Any]:
+    return {
+        "last_call": None, "failures": 0, "disabled": spec.disable_on_start,
+        "disabled_reason": "disabled on start" if spec.disable_on_start else "",
+        "last_result": None, "data": {},
+    }
+
+
+class MonitorRunner:
+    """One cycle of a job's monitors."""
+
+    def __init__(self, process: CalcJob) -> None:
+        self.process = process
+        assert process.node is not None
+        self.node = process.node
+
+    async def run_cycle(self, lease: TransportLease) -> tuple[str, MonitorResult] | None:
+        """Call the monitors that are due; return (name, result) of the one that stops the job."""
+        specs = [MonitorSpec(**data) for data in self.node.get_attribute("monitors", [])]
+        states: dict[str, dict[str, Any]] = self.node.get_attribute("monitor_state", {})
+        outcome = None
+        for spec in specs:
+            state = states.setdefault(spec.name, _fresh_state(spec))
+            if state["disabled"]:
+                continue
+            interval = spec.minimum_poll_interval
+            if interval and state["last_call"] and now() - state["last_call"] < interval:
+                continue
+            state["last_call"] = now()
+            result = await self._call_safely(spec, lease, state)
+            if result is None:
+                continue
+            state["last_result"] = {"action": result.action, "message": result.message}
+            if result.outputs:
+                self._attach_outputs(spec.name, result.outputs)
+            if result.action == "disable-self":
+                self._disable(spec.name, state, result.message or "disabled itself")
+                continue
+            if result.action == "disable-all":
+                for name, other in states.items():
+                    self._disable(name, other, f"disabled by {spec.name}: {result.message}")
+                for other_spec in specs:
+                    if other_spec.name not in states:
+                        states[other_spec.name] = _fresh_state(other_spec)
+                        self._disable(other_spec.name, states[other_spec.name],
+                                      f"disabled by {spec.name}: {result.message}")
+                break
+            outcome = (spec.name, result)
+            break  # the first result that acts wins this cycle
+        self.node.set_attribute("monitor_state", states)
+        return outcome
+
+    async def _call_safely(
+        self, spec: MonitorSpec, lease: TransportLease, state: dict[str, Any]
+    ) -> MonitorResult | None:
+        try:
+            result = await self._call(spec, lease, state)
+        except TransportError as exc:  # the computer's fault, not the monitor's
+            self.node.add_log("WARNING", f"monitor {spec.name}: transport failed: {exc}")
+            return None
+        except asyncio.TimeoutError:
+            return self._failed(spec, state, f"timed out after {spec.timeout:g} s")
+        except Exception as exc:
+            return self._failed(spec, state, f"raised {type(exc).__name__}: {exc}")
+        if result is None:
+            state["failures"] = 0
+            return None
+        if isinstance(result, str):
+            result = MonitorResult(message=result)
+        if not isinstance(result, MonitorResult):
+            return self._failed(
+                spec, state, f"returned {type(result).__name__}, not a message, a "
+                "MonitorResult or None"
+            )
+        state["failures"] = 0
+        return result
+
+    async def _call(self, spec: MonitorSpec, lease: TransportLease, state: dict[str, Any]) -> Any:
+        function = load_monitor(spec.entry_point)
+        kwargs = dict(spec.kwargs)
+        if "state" in inspect.signature(function).parameters:
+            kwargs["state"] = state["data"]
+        workdir = self.node.remote_workdir or "/"
+        if inspect.iscoroutinefunction(function):
+            coroutine = function(self.node, AsyncTransport(lease, workdir), **kwargs)
+            return await asyncio.wait_for(coroutine, spec.timeout)
+        call = functools.partial(function, self.node, BlockingTransport(lease, workdir), **kwargs)
+        future = asyncio.get_running_loop().run_in_executor(_POOL, call)
+        return await asyncio.wait_for(future, spec.timeout)
+
+    def _failed(self, spec: MonitorSpec, state: dict[str, Any], why: str) -> None:
+        state["failures"] += 1
+        self.node.add_log(
+            "WARNING", f"monitor {spec.name} {why} ({state['failures']}/{spec.max_failures}); "
+            "the job goes on"
+        )
+        if state["failures"] >= spec.max_failures:
+            self._disable(spec.name, state, f"{state['failures']} failures in a row: {why}")
+        return None
+
+    def _disable(self, name: str, state: dict[str, Any], reason: str) -> None:
+        if state.get("disabled"):
+            return
+        state["disabled"], state["disabled_reason"] = True, reason
+        self.node.add_log("REPORT", f"monitor {name} disabled: {reason}")
+
+    def _attach_outputs(self, name: str, outputs: dict[str, Any]) -> None:
+        for key, value in outputs.items():
+            self.process.out(f"monitor_outputs.{name}_{key}", value)

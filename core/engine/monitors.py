@@ -1,0 +1,201 @@
+"""Monitors: functions that look at a running job at each scheduler poll and may stop it.
+
+A monitor is ``monitor(node, transport, **kwargs) -> str | MonitorResult | None`` (or an
+``async def``), registered under the ``veglia.monitors`` entry points and attached in the
+builder::
+
+    builder.monitors = {"diverged": {"entry_point": "core.file_pattern",
+                                     "kwargs": {"path": "out.log", "pattern": "DIVERGED"}}}
+
+A monitor that declares a ``state`` parameter gets a dict that is kept with the job between
+calls (and across daemon restarts), e.g. how far into a file it has read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import inspect
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable
+
+from veglia.exceptions import VegliaError
+
+__all__ = [
+    "MONITOR_ACTIONS",
+    "MonitorError",
+    "MonitorResult",
+    "MonitorSpec",
+    "load_monitor",
+    "parse_monitors",
+]
+
+MONITOR_ACTIONS = ("kill", "disable-self", "disable-all")
+
+
+class MonitorError(VegliaError):
+    """A monitor attached to a job is wrong (unknown, wrong arguments, bad interval)."""
+
+    exit_code = 9
+
+
+@dataclass
+class MonitorResult:
+    """What a monitor asks for. A plain string returned by a monitor means kill with it."""
+
+    message: str = ""
+    action: str = "kill"
+    #: Retrieve the job's files before it ends (then parse them when ``parse``).
+    retrieve: bool = False
+    parse: bool = False
+    #: End with STOPPED_BY_MONITOR (True) or keep the exit code the parser gives (False).
+    override_exit_code: bool = True
+    #: Data attached to the running job as outputs ``monitor_outputs.<monitor>_<key>``.
+    outputs: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.action not in MONITOR_ACTIONS:
+            raise MonitorError(
+                f"MonitorResult action {self.action!r} is not one of {', '.join(MONITOR_ACTIONS)}."
+            )
+
+
+@dataclass
+class MonitorSpec:
+    """One monitor attached to a job, as given in ``builder.monitors[name]``."""
+
+    name: str
+    entry_point: str
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    priority: int = 0
+    minimum_poll_interval: float | None = None
+    disable_on_start: bool = False
+    timeout: float = 60.0
+    max_failures: int = 3
+
+    def __post_init__(self) -> None:
+        where = f"Monitor {self.name!r}"
+        if not isinstance(self.entry_point, str) or not self.entry_point:
+            raise MonitorError(f"{where} needs an entry_point (a veglia.monitors name).")
+        if not isinstance(self.kwargs, dict):
+            raise MonitorError(f"{where}: kwargs must be a dict, not {self.kwargs!r}.")
+        if not isinstance(self.priority, int):
+            raise MonitorError(f"{where}: priority must be a whole number.")
+        for name in ("minimum_poll_interval", "timeout"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int | float) or value <= 0):
+                raise MonitorError(f"{where}: {name} must be a number of seconds > 0, not {value!r}.")
+        if not isinstance(self.max_failures, int) or self.max_failures < 1:
+            raise MonitorError(f"{where}: max_failures must be a whole number >= 1.")
+
+    @classmethod
+    def from_input(cls, name: str, value: Any) -> MonitorSpec:
+        if hasattr(value, "get_dict"):
+            value = value.get_dict()
+        if not isinstance(value, dict):
+            raise MonitorError(f"Monitor {name!r} must be a dict with an entry_point, not {value!r}.")
+        allowed = {f for f in cls.__dataclass_fields__ if f != "name"}
+        unknown = set(value) - allowed
+        if unknown:
+            raise MonitorError(
+                f"Monitor {name!r}: unknown field(s) {', '.join(sorted(unknown))}; the fields "
+                f"are {', '.join(sorted(allowed))}."
+            )
+        return cls(name=name, **value)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _allow_import_path() -> bool:
+    from veglia.manage import get_profile
+
+    return bool(get_profile().get_option("monitors.allow_import_path"))
+
+
+def load_monitor(entry_point: str) -> Callable[..., Any]:
+    """The monitor function for an entry point name, or ``module:function`` when allowed."""
+    from veglia.entry_points import MonitorFactory, get_entry_points
+
+    names = {ep.name for ep in get_entry_points("monitors")}
+    if entry_point in names or ":" not in entry_point:
+        return MonitorFactory(entry_point)
+    if not _allow_import_path():
+        raise MonitorError(
+            f"Monitor {entry_point!r} is an import path; allow those with `veglia config set "
+            "monitors.allow_import_path yes`, or register it under veglia.monitors."
+        )
+    module_name, _, attribute = entry_point.partition(":")
+    try:
+        function = getattr(importlib.import_module(module_name), attribute)
+    except (ImportError, AttributeError) as exc:
+        raise MonitorError(f"Cannot import monitor {entry_point!r}: {exc}.") from None
+    if not callable(function):
+        raise MonitorError(f"{entry_point!r} is not a function.")
+    return function
+
+
+def provenance_of(entry_point: str, function: Callable[..., Any]) -> dict[str, Any]:
+    """Where a monitor came from: its package version, and its source hash for import paths."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    module = inspect.getmodule(function)
+    package = (module.__name__ if module else "").split(".")[0]
+    record: dict[str, Any] = {"entry_point": entry_point, "module": getattr(module, "__name__", "")}
+    try:
+        record["version"] = version(package)
+    except (PackageNotFoundError, ValueError):
+        record["version"] = None
+    if ":" in entry_point:
+        try:
+            source = inspect.getsource(module) if module else ""
+            record["source_sha256"] = hashlib.sha256(source.encode()).hexdigest()
+        except (OSError, TypeError):
+            record["source_sha256"] = None
+    return record
+
+
+def check_arguments(spec: MonitorSpec, function: Callable[..., Any]) -> None:
+    """Refuse kwargs the function does not take, and missing required ones."""
+    signature = inspect.signature(function)
+    parameters = list(signature.parameters.values())[2:]  # after node, transport
+    accepts_any = any(p.kind is p.VAR_KEYWORD for p in parameters)
+    named = {p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    named.discard("state")
+    unknown = set(spec.kwargs) - named
+    if unknown and not accepts_any:
+        raise MonitorError(
+            f"Monitor {spec.name!r} ({spec.entry_point}) does not accept "
+            f"{', '.join(sorted(unknown))}; it takes: {', '.join(sorted(named)) or 'nothing'}."
+        )
+    missing = [
+        p.name for p in parameters
+        if p.default is p.empty and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+        and p.name not in spec.kwargs and p.name != "state"
+    ]
+    if missing:
+        raise MonitorError(
+            f"Monitor {spec.name!r} ({spec.entry_point}) needs {', '.join(missing)} in kwargs."
+        )
+
+
+def parse_monitors(value: Any) -> list[MonitorSpec]:
+    """Validate ``builder.monitors``: specs in call order (priority high first, then name)."""
+    specs = [MonitorSpec.from_input(name, item) for name, item in dict(value or {}).items()]
+    for spec in specs:
+        check_arguments(spec, load_monitor(spec.entry_point))
+    return sorted(specs, key=lambda s: (-s.priority, s.name))
+
+
+def validate_monitors_port(value: Any, _: Any = None) -> str | None:
+    """plumpy port validator: the error message, or None."""
+    try:
+        parse_monitors(value)
+    except VegliaError as exc:
+        return str(exc)
+    return None
+
+
+def now() -> float:
+    return time.time()

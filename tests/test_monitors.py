@@ -1,0 +1,226 @@
+"""Monitors watching running jobs: on localhost, on real SLURM, faulty ones, and restarts."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from veglia import engine, orm
+from veglia.config import Config
+from veglia.engine import InputValidationError
+from veglia.engine.persistence import load_process
+from veglia.engine.runner import Runner, set_runner
+from veglia.entry_points import CalculationFactory
+
+ShellJob = CalculationFactory("core.shell")
+DIVERGE = "for i in 1 2 3; do echo step $i >> out.log; sleep 0.3; done; echo DIVERGED >> out.log; "
+
+
+@pytest.fixture
+def import_paths(profile, veglia_home):
+    """Monitors by import path allowed, with tests/monitor_helpers importable."""
+    Config().set_option("test", "monitors.allow_import_path", "yes")
+    profile.options["monitors.allow_import_path"] = True
+    sys.path.insert(0, str(Path(__file__).parent))
+    yield
+    sys.path.remove(str(Path(__file__).parent))
+
+
+def _pid_alive(pid: str) -> bool:
+    """Running, not a zombie waiting for a parent that does not reap (PID 1 here)."""
+    stat = subprocess.run(["ps", "-o", "stat=", "-p", pid], capture_output=True, text=True)
+    return stat.returncode == 0 and not stat.stdout.strip().startswith("Z")
+
+
+def test_file_pattern_kills_the_job_and_its_process(profile):
+    builder = ShellJob.get_builder()
+    builder.command = orm.Str(DIVERGE + "sleep 600")
+    builder.monitors = {"diverged": {"entry_point": "core.file_pattern",
+                                     "kwargs": {"path": "out.log", "pattern": "DIVERGED"}}}
+    start = time.monotonic()
+    _, node = engine.run_get_node(builder)
+    assert time.monotonic() - start < 20
+    assert node.exit_status == 150
+    assert node.exit_message == (
+        "Monitor diverged stopped the job: out.log matched 'DIVERGED': DIVERGED"
+    )
+    stop = node.get_attribute("stopped_by_monitor")
+    assert stop["name"] == "diverged" and stop["time"] > 0
+    assert not _pid_alive(node.job_id)
+    assert node.get_attribute("monitor_state")["diverged"]["data"]["offset"] > 0
+
+
+def test_monitors_are_validated_before_anything_runs(profile):
+    builder = ShellJob.get_builder()
+    cases = [
+        ({"m": {"entry_point": "core.nope"}}, "Installed: core.always_kill"),
+        ({"m": {"entry_point": "core.file_pattern", "kwargs": {"path": "x", "pattern": "y",
+                                                               "colour": 1}}},
+         "'m' (core.file_pattern) does not accept colour"),
+        ({"m": {"entry_point": "core.file_pattern", "kwargs": {"path": "x"}}},
+         "'m' (core.file_pattern) needs pattern"),
+        ({"m": {"entry_point": "core.always_kill", "minimum_poll_interval": 0}},
+         "'m': minimum_poll_interval must be a number of seconds > 0"),
+        ({"m": {"entry_point": "core.always_kill", "when": "now"}}, "unknown field"),
+        ({"m": {"entry_point": "pkg.mod:check"}}, "allow those with"),
+    ]
+    for monitors, message in cases:
+        with pytest.raises(InputValidationError, match=re.escape(message)):
+            builder.monitors = monitors
+    from veglia.manage import get_storage
+    from veglia.storage.models import Node
+
+    with pytest.raises(ValueError, match="does not accept colour"):
+        engine.submit(ShellJob, command=orm.Str("true"), monitors=cases[1][0])
+    with get_storage().session() as session:
+        assert session.query(Node).filter(Node.node_type == "process.calcjob").count() == 0
+
+
+def test_faulty_monitors_do_not_fail_the_job(import_paths):
+    builder = ShellJob.get_builder()
+    builder.command = orm.Str("sleep 2; echo fine")
+    builder.monitors = {
+        "raises": {"entry_point": "monitor_helpers:raising", "max_failures": 2},
+        "hangs": {"entry_point": "monitor_helpers:hanging", "timeout": 0.3, "max_failures": 2},
+        "wrong": {"entry_point": "monitor_helpers:wrong_type", "max_failures": 2},
+    }
+    outputs, node = engine.run_get_node(builder)
+    assert node.is_finished_ok, node.exit_message
+    assert outputs["stdout"].get_content() == b"fine\n"
+    logs = "\n".join(log.message for log in node.logs)
+    assert "monitor raises raised RuntimeError: monitor bug (1/2)" in logs
+    assert "monitor hangs timed out after 0.3 s" in logs
+    assert "monitor wrong returned int, not a message, a MonitorResult or None" in logs
+    state = node.get_attribute("monitor_state")
+    for name in ("raises", "hangs", "wrong"):
+        assert state[name]["disabled"], name
+        assert "2 failures in a row" in state[name]["disabled_reason"]
+    provenance = node.get_attribute("monitor_provenance")["raises"]
+    assert len(provenance["source_sha256"]) == 64
+
+
+def test_async_monitor_and_priority_order(import_paths):
+    builder = ShellJob.get_builder()
+    builder.command = orm.Str(DIVERGE + "sleep 600")
+    builder.monitors = {
+        "a_low": {"entry_point": "core.file_pattern", "priority": 1,
+                  "kwargs": {"path": "out.log", "pattern": "DIVERGED"}},
+        "z_high": {"entry_point": "monitor_helpers:async_pattern", "priority": 10,
+                   "kwargs": {"path": "out.log", "word": "DIVERGED"}},
+    }
+    _, node = engine.run_get_node(builder)
+    assert node.exit_status == 150
+    assert node.get_attribute("stopped_by_monitor")["name"] == "z_high"
+
+
+def test_disable_self_outputs_and_keeping_the_parser_exit_code(import_paths):
+    builder = ShellJob.get_builder()
+    builder.command = orm.Str("sleep 1; exit 3")
+    builder.monitors = {"once": {"entry_point": "monitor_helpers:disable_me"}}
+    outputs, node = engine.run_get_node(builder)
+    assert node.exit_status == 400  # the job's own failure; the monitor only looked once
+    assert node.get_attribute("monitor_state")["once"]["data"]["calls"] == 1
+    assert outputs["monitor_outputs"]["once_note"].value == "seen once"
+
+    builder = ShellJob.get_builder()
+    builder.command = orm.Str("echo out; sleep 30")
+    builder.monitors = {"keep": {"entry_point": "monitor_helpers:stop_and_keep"}}
+    outputs, node = engine.run_get_node(builder)
+    assert node.get_attribute("stopped_by_monitor")["name"] == "keep"
+    assert node.exit_status == 0  # parsed, and the parser found nothing wrong
+    assert outputs["stdout"].get_content() == b"out\n"
+
+
+def test_monitor_state_survives_a_restart(import_paths):
+    runner = Runner()
+    set_runner(runner)
+    inputs = {
+        "command": orm.Str("sleep 4"),
+        "monitors": {
+            "slow": {"entry_point": "monitor_helpers:counting", "minimum_poll_interval": 3600},
+            "off": {"entry_point": "monitor_helpers:counting", "disable_on_start": True},
+        },
+    }
+    process = runner.instantiate(ShellJob, inputs)
+
+    async def until_first_call() -> None:
+        task = asyncio.ensure_future(process.step_until_terminated())
+        while not (process.node.refresh().get_attribute("monitor_state") or {}).get("slow"):
+            await asyncio.sleep(0.05)
+        pending = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for item in pending:
+            item.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+        assert task.done()
+
+    runner.loop.run_until_complete(until_first_call())
+    node = process.node.refresh()
+    before = node.get_attribute("monitor_state")
+    assert before["slow"]["data"]["calls"] == 1 and before["off"]["disabled"]
+
+    fresh = Runner()
+    set_runner(fresh)
+    fresh.run_until_terminated(load_process(node, loop=fresh.loop))
+    after = node.refresh().get_attribute("monitor_state")
+    assert node.is_finished_ok
+    assert after["slow"]["data"]["calls"] == 1  # its interval was not reset by the restart
+    assert after["slow"]["last_call"] == before["slow"]["last_call"]
+    assert after["off"]["disabled"] and after["off"]["data"] == {}
+
+
+def test_monitor_list_and_show(run_cli):
+    listing = run_cli("monitor", "list", "--raw").stdout.splitlines()
+    names = [line.split("\t")[0] for line in listing]
+    assert {"core.always_kill", "core.file_pattern", "core.stalled_output",
+            "core.walltime_guard", "core.convergence"} <= set(names)
+    row = next(line for line in listing if line.startswith("core.file_pattern\t"))
+    assert "path (required), pattern (required), retrieve=True" in row
+    shown = run_cli("monitor", "show", "core.convergence")
+    assert "rtol=0.001" in shown.stdout and "stops improving" in shown.stdout
+
+
+def test_process_show_and_report_name_the_monitor(profile, run_cli):
+    _, node = engine.run_get_node(
+        ShellJob, command=orm.Str("sleep 30"),
+        monitors={"always": {"entry_point": "core.always_kill", "kwargs": {"message": "bye"}}},
+    )
+    assert node.exit_status == 150
+    shown = run_cli("-p", "test", "process", "show", str(node.pk)).stdout
+    assert "stopped by monitor" in shown and "always at" in shown and "bye" in shown
+    report = run_cli("-p", "test", "process", "report", str(node.pk)).stdout
+    assert "monitor always stops the job: bye" in report
+
+
+# -- real SLURM --------------------------------------------------------------------------
+def test_file_pattern_stops_a_slurm_job_within_two_polls(broker_profile, services_env,
+                                                         ssh_params, slurm):
+    computer = orm.Computer(
+        label="slurm", hostname=services_env["SSH_HOST"], transport_type="core.ssh",
+        scheduler_type="core.slurm",
+        properties={"workdir": f"{services_env['SSH_USER_HOME']}/veglia-work",
+                    "minimum_poll_interval": 2.0, "safe_interval": 0.0},
+    ).store()
+    computer.configure(**ssh_params)
+    builder = ShellJob.get_builder()
+    builder.command = orm.Str("sleep 3; echo DIVERGED >> out.log; sleep 600")
+    builder.metadata.computer = "slurm"
+    builder.metadata.options.queue_name = "long"
+    builder.metadata.options.max_wallclock_seconds = 700
+    builder.monitors = {"diverged": {"entry_point": "core.file_pattern",
+                                     "kwargs": {"path": "out.log", "pattern": "DIVERGED"}}}
+    start = time.monotonic()
+    _, node = engine.run_get_node(builder)
+    assert node.exit_status == 150, node.exit_message
+    assert time.monotonic() - start < 3 + 1 + 2 * 2.0 + 15  # start, write, two polls, cancel
+    squeue = subprocess.run(["squeue", "-h", "-j", node.job_id], capture_output=True, text=True)
+    assert node.job_id not in squeue.stdout
+    shown = subprocess.run(["scontrol", "show", "job", node.job_id], capture_output=True,
+                           text=True).stdout
+    assert "JobState=CANCELLED" in shown
+    assert "DIVERGED" in node.exit_message
