@@ -224,3 +224,29 @@ def test_file_pattern_stops_a_slurm_job_within_two_polls(broker_profile, service
                            text=True).stdout
     assert "JobState=CANCELLED" in shown
     assert "DIVERGED" in node.exit_message
+
+
+def test_daemon_restart_keeps_disabled_monitors_and_intervals(broker_profile, daemon, run_cli):
+    daemon(1)
+    node = engine.submit(
+        ShellJob, command=orm.Str("sleep 8; echo done"),
+        monitors={
+            "off": {"entry_point": "core.always_kill", "disable_on_start": True},
+            "rare": {"entry_point": "core.stalled_output", "minimum_poll_interval": 3600,
+                     "kwargs": {"path": "never.txt", "seconds": 1}},
+        },
+    )
+    deadline = time.monotonic() + 60
+    while "rare" not in (node.refresh().get_attribute("monitor_state") or {}):
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    before = node.get_attribute("monitor_state")
+    assert run_cli("-p", "test", "daemon", "restart").exit_code == 0
+    deadline = time.monotonic() + 90
+    while not node.refresh().is_terminated:
+        assert time.monotonic() < deadline
+        time.sleep(0.3)
+    after = node.get_attribute("monitor_state")
+    assert node.is_finished_ok, node.exit_message  # neither monitor acted
+    assert after["off"]["disabled"] and after["off"]["last_call"] is None
+    assert after["rare"]["last_call"] == before["rare"]["last_call"]

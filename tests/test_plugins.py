@@ -132,3 +132,17 @@ def test_only_named_plugins_load(example_plugin, monkeypatch):
 def test_hook_calls_can_be_traced(example_plugin, run_cli):
     result = run_cli("plugin", "list", env={"VEGLIA_TRACE_PLUGINS": "1"})
     assert "register_commands" in result.stderr
+
+
+def test_external_monitor_stops_a_real_job(example_plugin, profile):
+    from veglia import engine, orm
+    from veglia.entry_points import CalculationFactory, clear_cache
+
+    clear_cache()
+    builder = CalculationFactory("core.shell").get_builder()
+    builder.command = orm.Str("echo NaN >> out.log; echo NaN >> out.log; sleep 60")
+    builder.monitors = {"nan": {"entry_point": "example.nan_guard", "kwargs": {"limit": 1}}}
+    _, node = engine.run_get_node(builder)
+    assert node.exit_status == 150
+    assert "out.log has 2 NaN values (limit 1)" in node.exit_message
+    assert node.get_attribute("monitor_provenance")["nan"]["version"] == "0.1.0"
