@@ -11,7 +11,6 @@ local transport, as the engine does after a poll, and prints the time per monito
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import shutil
 import subprocess
@@ -30,8 +29,11 @@ def main() -> None:
     home = tempfile.mkdtemp(prefix="veglia-bench-")
     os.environ["VEGLIA_HOME"] = home
     try:
-        subprocess.run([VEGLIA, "presto", "--no-broker", "--profile-name", "bench"], check=True,
-                       stdout=subprocess.DEVNULL)
+        subprocess.run(
+            [VEGLIA, "presto", "--no-broker", "--profile-name", "bench"],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
         import veglia
         from veglia import orm
         from veglia.engine.monitor_runner import MonitorRunner
@@ -42,8 +44,10 @@ def main() -> None:
         runner = get_runner()
         shell = CalculationFactory("core.shell")
         monitors = {
-            "a": {"entry_point": "core.stalled_output",
-                  "kwargs": {"path": "missing.txt", "seconds": 1e9}},
+            "a": {
+                "entry_point": "core.stalled_output",
+                "kwargs": {"path": "missing.txt", "seconds": 1e9},
+            },
             "b": {"entry_point": "core.walltime_guard"},
         }
         processes = [
@@ -73,10 +77,12 @@ def main() -> None:
                 stalled_output(node, transport, "missing.txt", 1e9, {})
                 walltime_guard(node, transport)
             own = time.perf_counter() - start
-        print(f"{args.jobs} jobs x 2 monitors: one cycle {elapsed:.2f} s, "
-              f"{elapsed / calls * 1000:.2f} ms per call, of which the monitors' own work "
-              f"{own / calls * 1000:.2f} ms: engine overhead "
-              f"{(elapsed - own) / calls * 1000:.2f} ms per call")
+        print(
+            f"{args.jobs} jobs x 2 monitors: one cycle {elapsed:.2f} s, "
+            f"{elapsed / calls * 1000:.2f} ms per call, of which the monitors' own work "
+            f"{own / calls * 1000:.2f} ms: engine overhead "
+            f"{(elapsed - own) / calls * 1000:.2f} ms per call"
+        )
     finally:
         shutil.rmtree(home, ignore_errors=True)
 

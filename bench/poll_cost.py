@@ -38,13 +38,15 @@ def main() -> None:
     parser.add_argument("-n", "--jobs", type=int, default=1000)
     parser.add_argument("--poll-interval", type=float, default=2.0)
     parser.add_argument("--watch", type=float, default=20.0, help="Seconds to watch.")
+    parser.add_argument("--monitors", action="store_true", help="Attach 2 monitors to each job.")
     args = parser.parse_args()
     env = dict(line.split("=", 1) for line in SERVICES_ENV.read_text().split() if "=" in line)
     home = tempfile.mkdtemp(prefix="veglia-bench-")
     os.environ["VEGLIA_HOME"] = home
     try:
-        subprocess.run([VEGLIA, "presto", "--profile-name", "bench"], check=True,
-                       stdout=subprocess.DEVNULL)
+        subprocess.run(
+            [VEGLIA, "presto", "--profile-name", "bench"], check=True, stdout=subprocess.DEVNULL
+        )
         import veglia
         from veglia import engine, orm
         from veglia.engine.daemon import DaemonFiles
@@ -52,14 +54,24 @@ def main() -> None:
 
         profile = veglia.load_profile("bench")
         computer = orm.Computer(
-            label="ssh", hostname=env["SSH_HOST"], transport_type="core.ssh",
+            label="ssh",
+            hostname=env["SSH_HOST"],
+            transport_type="core.ssh",
             scheduler_type="core.direct",
-            properties={"workdir": f"{env['SSH_USER_HOME']}/veglia-bench",
-                        "minimum_poll_interval": args.poll_interval, "safe_interval": 1.0},
+            properties={
+                "workdir": f"{env['SSH_USER_HOME']}/veglia-bench",
+                "minimum_poll_interval": args.poll_interval,
+                "safe_interval": 1.0,
+            },
         ).store()
-        computer.configure(port=int(env["SSH_PORT"]), username=env["SSH_USER"],
-                           key_filename=env["SSH_KEY"], known_hosts=env["SSH_KNOWN_HOSTS"],
-                           look_for_keys=False, allow_agent=False)
+        computer.configure(
+            port=int(env["SSH_PORT"]),
+            username=env["SSH_USER"],
+            key_filename=env["SSH_KEY"],
+            known_hosts=env["SSH_KNOWN_HOSTS"],
+            look_for_keys=False,
+            allow_agent=False,
+        )
         subprocess.run([VEGLIA, "daemon", "start", "1"], check=True, stdout=subprocess.DEVNULL)
         shell = CalculationFactory("core.shell")
         start = time.monotonic()
@@ -68,9 +80,19 @@ def main() -> None:
             builder = shell.get_builder()
             builder.command = orm.Str("sleep 100000")
             builder.metadata.computer = "ssh"
+            if args.monitors:
+                builder.monitors = {
+                    "stalled": {
+                        "entry_point": "core.stalled_output",
+                        "kwargs": {"path": "never.txt", "seconds": 1e9},
+                    },
+                    "walltime": {"entry_point": "core.walltime_guard"},
+                }
             nodes.append(engine.submit(builder))
-        while sum(n.refresh().get_attribute("scheduler_state") == "running" for n in nodes) \
-                < args.jobs:
+        while (
+            sum(n.refresh().get_attribute("scheduler_state") == "running" for n in nodes)
+            < args.jobs
+        ):
             if time.monotonic() - start > 600:
                 raise SystemExit("the jobs did not all start within 10 minutes")
             time.sleep(1)
@@ -87,11 +109,21 @@ def main() -> None:
         after = sample()
         seconds = after["time"] - before["time"]
         queries = after["scheduler_queries"] - before["scheduler_queries"]
-        print(f"over {seconds:.0f} s ({seconds / args.poll_interval:.1f} poll intervals): "
-              f"{queries} scheduler queries = {queries * args.poll_interval / seconds:.2f} per "
-              f"interval; connection opens in all: {after['transport_opens']}")
-        print(f"worker RSS {_rss_mb(pid):.0f} MB (peak {_rss_mb(pid, 'VmHWM'):.0f} MB) with "
-              f"{after['active']} active processes")
+        print(
+            f"over {seconds:.0f} s ({seconds / args.poll_interval:.1f} poll intervals): "
+            f"{queries} scheduler queries = {queries * args.poll_interval / seconds:.2f} per "
+            f"interval; connection opens in all: {after['transport_opens']}"
+        )
+        calls = after.get("monitor_calls", 0) - before.get("monitor_calls", 0)
+        if args.monitors:
+            print(
+                f"monitor calls: {calls} = {calls * args.poll_interval / seconds:.0f} per "
+                f"interval (at most {2 * args.jobs})"
+            )
+        print(
+            f"worker RSS {_rss_mb(pid):.0f} MB (peak {_rss_mb(pid, 'VmHWM'):.0f} MB) with "
+            f"{after['active']} active processes"
+        )
     finally:
         subprocess.run([VEGLIA, "-p", "bench", "daemon", "stop"], stdout=subprocess.DEVNULL)
         subprocess.run(["pkill", "-u", env.get("SSH_USER", "vegliatest"), "-f", "sleep 100000"])

@@ -119,15 +119,43 @@ print(({n}) / (time.monotonic() - start), statistics.median(lat))
 """
     try:
         subprocess.run([verdi, "presto"], env=env, check=True, stdout=subprocess.DEVNULL)
-        subprocess.run([verdi, "code", "create", "core.code.installed", "--label", "bash",
-                        "--computer", "localhost", "--filepath-executable", "/bin/bash", "-n"],
-                       env=env, check=True, stdout=subprocess.DEVNULL)
-        subprocess.run([verdi, "computer", "configure", "core.local", "localhost",
-                        "--safe-interval", "0", "-n"], env=env, stdout=subprocess.DEVNULL)
+        subprocess.run(
+            [
+                verdi,
+                "code",
+                "create",
+                "core.code.installed",
+                "--label",
+                "bash",
+                "--computer",
+                "localhost",
+                "--filepath-executable",
+                "/bin/bash",
+                "-n",
+            ],
+            env=env,
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
+        subprocess.run(
+            [
+                verdi,
+                "computer",
+                "configure",
+                "core.local",
+                "localhost",
+                "--safe-interval",
+                "0",
+                "-n",
+            ],
+            env=env,
+            stdout=subprocess.DEVNULL,
+        )
         subprocess.run([verdi, "config", "set", "daemon.worker_process_slots", "1000"], env=env)
         subprocess.run([verdi, "daemon", "start", str(workers)], env=env, check=True)
-        out = subprocess.run([sys.executable, "-c", script], env=env, check=True,
-                             capture_output=True, text=True).stdout.split()
+        out = subprocess.run(
+            [sys.executable, "-c", script], env=env, check=True, capture_output=True, text=True
+        ).stdout.split()
         return {"jobs_per_s": float(out[0]), "median_latency_s": float(out[1])}
     finally:
         subprocess.run([verdi, "daemon", "stop"], env=env, stdout=subprocess.DEVNULL)
@@ -141,17 +169,21 @@ def main() -> None:
     parser.add_argument("--aiida", action="store_true", help="Also run it through aiida-core.")
     args = parser.parse_args()
     result = bench_veglia(args.jobs, args.workers)
-    print(f"veglia: {args.jobs} jobs, {args.workers} workers: {result['jobs_per_s']:.1f} jobs/s, "
-          f"median latency {result['median_latency_s']:.2f} s, submit {result['submit_s']:.2f} s, "
-          f"peak worker RSS {result['peak_rss_mb']:.0f} MB")
+    print(
+        f"veglia: {args.jobs} jobs, {args.workers} workers: {result['jobs_per_s']:.1f} jobs/s, "
+        f"median latency {result['median_latency_s']:.2f} s, submit {result['submit_s']:.2f} s, "
+        f"peak worker RSS {result['peak_rss_mb']:.0f} MB"
+    )
     if args.aiida:
         import importlib.util
 
         if importlib.util.find_spec("aiida") is None:
             raise SystemExit("--aiida: aiida-core is not installed in this venv")
         theirs = bench_aiida(args.jobs, args.workers)
-        print(f"aiida-core: {theirs['jobs_per_s']:.2f} jobs/s, median latency "
-              f"{theirs['median_latency_s']:.2f} s")
+        print(
+            f"aiida-core: {theirs['jobs_per_s']:.2f} jobs/s, median latency "
+            f"{theirs['median_latency_s']:.2f} s"
+        )
         print(f"ratio veglia/aiida: {result['jobs_per_s'] / theirs['jobs_per_s']:.1f}x")
 
 

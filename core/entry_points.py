@@ -61,7 +61,7 @@ def get_entry_points(group: str) -> list[EntryPoint]:
     return list(_entry_points(group_name(group)))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _entry_points(group: str) -> tuple[EntryPoint, ...]:
     # Scanning every installed distribution takes milliseconds; the engine asks per job.
     return tuple(sorted(entry_points(group=group), key=lambda ep: ep.name))
@@ -97,7 +97,7 @@ def load_entry_point(group: str, name: str) -> Any:
     return _load_cached(group_name(group), name)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _load_cached(group: str, name: str) -> Any:
     entry_point = get_entry_point(group, name)
     try:

@@ -108,7 +108,10 @@ def check_daemon(profile: Profile) -> CheckResult:
 
 
 CHECKS: tuple[Callable[[Profile], CheckResult], ...] = (
-    check_config, check_storage, check_broker, check_daemon,
+    check_config,
+    check_storage,
+    check_broker,
+    check_daemon,
 )
 
 

@@ -23,7 +23,9 @@ def _new_bytes(transport: Any, path: str, state: dict[str, Any]) -> str:
     offset = state.get("offset", 0)
     if size < offset:  # truncated or rewritten: read it again from the start
         offset = 0
-    data = transport.read_bytes(path, offset, min(size - offset, _MAX_READ)) if size > offset else b""
+    data = (
+        transport.read_bytes(path, offset, min(size - offset, _MAX_READ)) if size > offset else b""
+    )
     state["offset"] = offset + len(data)
     # Keep a line cut in two by the read for the next call.
     tail = state.pop("partial", "")
@@ -34,7 +36,11 @@ def _new_bytes(transport: Any, path: str, state: dict[str, Any]) -> str:
 
 
 def file_pattern(
-    node: Any, transport: Any, path: str, pattern: str, state: dict[str, Any],
+    node: Any,
+    transport: Any,
+    path: str,
+    pattern: str,
+    state: dict[str, Any],
     retrieve: bool = True,
 ) -> MonitorResult | None:
     """Kill the job when a line of ``path`` (in its work directory) matches the regex
@@ -71,13 +77,19 @@ def stalled_output(
         return None
     if now - state["since"] >= seconds:
         what = "does not exist" if size < 0 else f"stayed at {size} bytes"
-        return MonitorResult(message=f"{path} {what} for {now - state['since']:.0f} s",
-                             retrieve=True)
+        return MonitorResult(
+            message=f"{path} {what} for {now - state['since']:.0f} s", retrieve=True
+        )
     return None
 
 
 def convergence(
-    node: Any, transport: Any, path: str, pattern: str, window: int = 5, rtol: float = 1e-3,
+    node: Any,
+    transport: Any,
+    path: str,
+    pattern: str,
+    window: int = 5,
+    rtol: float = 1e-3,
     state: dict[str, Any] | None = None,
 ) -> MonitorResult | None:
     """Kill the job when a numeric series stops improving (a stagnating SCF, say).
@@ -101,7 +113,7 @@ def convergence(
                 values.append(float(match.group(1)))
             except (ValueError, IndexError):
                 continue
-    del values[:-(window * 4)]  # enough history, bounded state
+    del values[: -(window * 4)]  # enough history, bounded state
     if len(values) <= window:
         return None
     before, recent = min(values[:-window]), min(values[-window:])

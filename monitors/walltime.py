@@ -23,6 +23,7 @@ def walltime_guard(node: Any, transport: Any, fraction: float = 0.9) -> MonitorR
     if elapsed is not None and elapsed >= fraction * limit:
         return MonitorResult(
             message=f"ran {elapsed:.0f} s of its {limit} s ({fraction:.0%} reached)",
-            retrieve=True, parse=True,
+            retrieve=True,
+            parse=True,
         )
     return None

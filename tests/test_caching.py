@@ -32,7 +32,7 @@ def test_identical_job_is_not_run_again_when_caching_is_on(profile, veglia_home)
 
 
 def test_different_input_content_runs_again(profile):
-    _, first = engine.run_get_node(_job(content=b"a"))
+    engine.run_get_node(_job(content=b"a"))
     builder = _job(content=b"b")
     builder.metadata.cache = True
     _, second = engine.run_get_node(builder)

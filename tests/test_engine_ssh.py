@@ -22,17 +22,24 @@ def _wait(nodes, condition, timeout=120.0):
         if all(condition(node.refresh()) for node in nodes):
             return
         time.sleep(0.2)
-    states = [(n.pk, n.process_state, n.get_attribute("scheduler_state"), n.exit_message)
-              for n in nodes]
+    states = [
+        (n.pk, n.process_state, n.get_attribute("scheduler_state"), n.exit_message) for n in nodes
+    ]
     raise AssertionError(f"timed out: {states}")
 
 
 def _ssh_computer(label, services_env, ssh_params, scheduler, **properties):
     computer = orm.Computer(
-        label=label, hostname=services_env["SSH_HOST"], transport_type="core.ssh",
+        label=label,
+        hostname=services_env["SSH_HOST"],
+        transport_type="core.ssh",
         scheduler_type=scheduler,
-        properties={"workdir": f"{services_env['SSH_USER_HOME']}/veglia-work",
-                    "safe_interval": 0.0, "minimum_poll_interval": 0.5, **properties},
+        properties={
+            "workdir": f"{services_env['SSH_USER_HOME']}/veglia-work",
+            "safe_interval": 0.0,
+            "minimum_poll_interval": 0.5,
+            **properties,
+        },
     ).store()
     computer.configure(**ssh_params)
     return computer
@@ -64,15 +71,17 @@ def test_shell_job_through_ssh_and_slurm_with_the_daemon(slurm_computer, daemon)
     assert node.outputs.stdout.get_content().decode().endswith("done\n")
     assert node.remote_workdir.startswith("/home/vegliatest/veglia-work/")
     assert not _squeue_lists(node.job_id)
-    shown = subprocess.run(["scontrol", "show", "job", node.job_id], capture_output=True,
-                           text=True).stdout
+    shown = subprocess.run(
+        ["scontrol", "show", "job", node.job_id], capture_output=True, text=True
+    ).stdout
     assert "JobState=COMPLETED" in shown and f"WorkDir={node.remote_workdir}" in shown
 
 
 def test_slurm_memory_kill_is_reported(slurm_computer):
     builder = ShellJob.get_builder()
-    builder.command = orm.Str("python3 -c 'import time; x = bytearray(300 * 1024**2); "
-                              "time.sleep(20)'")
+    builder.command = orm.Str(
+        "python3 -c 'import time; x = bytearray(300 * 1024**2); time.sleep(20)'"
+    )
     builder.metadata.computer = "slurm"
     builder.metadata.options.max_memory_kb = 50 * 1024
     builder.metadata.options.max_wallclock_seconds = 60
@@ -105,8 +114,17 @@ def private_sshd(services_env, tmp_path):
 
     def start():
         subprocess.run(
-            ["/usr/sbin/sshd", "-f", str(state / "sshd_config"), "-o", f"Port={port}",
-             "-o", f"PidFile={pid_file}", "-o", f"HostKey={host_key}"],
+            [
+                "/usr/sbin/sshd",
+                "-f",
+                str(state / "sshd_config"),
+                "-o",
+                f"Port={port}",
+                "-o",
+                f"PidFile={pid_file}",
+                "-o",
+                f"HostKey={host_key}",
+            ],
             check=True,
         )
         deadline = time.monotonic() + 10
@@ -134,7 +152,11 @@ def test_sshd_outage_pauses_jobs_and_play_finishes_them(
     config = Config()
     config.set_option("test", "transport.retry_initial_interval", "0.5")
     config.set_option("test", "transport.retry_attempts", "3")
-    params = {**ssh_params, "port": private_sshd["port"], "known_hosts": private_sshd["known_hosts"]}
+    params = {
+        **ssh_params,
+        "port": private_sshd["port"],
+        "known_hosts": private_sshd["known_hosts"],
+    }
     _ssh_computer("flaky", services_env, params, "core.direct")
     daemon(1)
     nodes = []

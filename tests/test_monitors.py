@@ -41,8 +41,12 @@ def _pid_alive(pid: str) -> bool:
 def test_file_pattern_kills_the_job_and_its_process(profile):
     builder = ShellJob.get_builder()
     builder.command = orm.Str(DIVERGE + "sleep 600")
-    builder.monitors = {"diverged": {"entry_point": "core.file_pattern",
-                                     "kwargs": {"path": "out.log", "pattern": "DIVERGED"}}}
+    builder.monitors = {
+        "diverged": {
+            "entry_point": "core.file_pattern",
+            "kwargs": {"path": "out.log", "pattern": "DIVERGED"},
+        }
+    }
     start = time.monotonic()
     _, node = engine.run_get_node(builder)
     assert time.monotonic() - start < 20
@@ -60,13 +64,23 @@ def test_monitors_are_validated_before_anything_runs(profile):
     builder = ShellJob.get_builder()
     cases = [
         ({"m": {"entry_point": "core.nope"}}, "Installed: core.always_kill"),
-        ({"m": {"entry_point": "core.file_pattern", "kwargs": {"path": "x", "pattern": "y",
-                                                               "colour": 1}}},
-         "'m' (core.file_pattern) does not accept colour"),
-        ({"m": {"entry_point": "core.file_pattern", "kwargs": {"path": "x"}}},
-         "'m' (core.file_pattern) needs pattern"),
-        ({"m": {"entry_point": "core.always_kill", "minimum_poll_interval": 0}},
-         "'m': minimum_poll_interval must be a number of seconds > 0"),
+        (
+            {
+                "m": {
+                    "entry_point": "core.file_pattern",
+                    "kwargs": {"path": "x", "pattern": "y", "colour": 1},
+                }
+            },
+            "'m' (core.file_pattern) does not accept colour",
+        ),
+        (
+            {"m": {"entry_point": "core.file_pattern", "kwargs": {"path": "x"}}},
+            "'m' (core.file_pattern) needs pattern",
+        ),
+        (
+            {"m": {"entry_point": "core.always_kill", "minimum_poll_interval": 0}},
+            "'m': minimum_poll_interval must be a number of seconds > 0",
+        ),
         ({"m": {"entry_point": "core.always_kill", "when": "now"}}, "unknown field"),
         ({"m": {"entry_point": "pkg.mod:check"}}, "allow those with"),
     ]
@@ -109,10 +123,16 @@ def test_async_monitor_and_priority_order(import_paths):
     builder = ShellJob.get_builder()
     builder.command = orm.Str(DIVERGE + "sleep 600")
     builder.monitors = {
-        "a_low": {"entry_point": "core.file_pattern", "priority": 1,
-                  "kwargs": {"path": "out.log", "pattern": "DIVERGED"}},
-        "z_high": {"entry_point": "monitor_helpers:async_pattern", "priority": 10,
-                   "kwargs": {"path": "out.log", "word": "DIVERGED"}},
+        "a_low": {
+            "entry_point": "core.file_pattern",
+            "priority": 1,
+            "kwargs": {"path": "out.log", "pattern": "DIVERGED"},
+        },
+        "z_high": {
+            "entry_point": "monitor_helpers:async_pattern",
+            "priority": 10,
+            "kwargs": {"path": "out.log", "word": "DIVERGED"},
+        },
     }
     _, node = engine.run_get_node(builder)
     assert node.exit_status == 150
@@ -177,8 +197,13 @@ def test_monitor_state_survives_a_restart(import_paths):
 def test_monitor_list_and_show(run_cli):
     listing = run_cli("monitor", "list", "--raw").stdout.splitlines()
     names = [line.split("\t")[0] for line in listing]
-    assert {"core.always_kill", "core.file_pattern", "core.stalled_output",
-            "core.walltime_guard", "core.convergence"} <= set(names)
+    assert {
+        "core.always_kill",
+        "core.file_pattern",
+        "core.stalled_output",
+        "core.walltime_guard",
+        "core.convergence",
+    } <= set(names)
     row = next(line for line in listing if line.startswith("core.file_pattern\t"))
     assert "path (required), pattern (required), retrieve=True" in row
     shown = run_cli("monitor", "show", "core.convergence")
@@ -187,7 +212,8 @@ def test_monitor_list_and_show(run_cli):
 
 def test_process_show_and_report_name_the_monitor(profile, run_cli):
     _, node = engine.run_get_node(
-        ShellJob, command=orm.Str("sleep 30"),
+        ShellJob,
+        command=orm.Str("sleep 30"),
         monitors={"always": {"entry_point": "core.always_kill", "kwargs": {"message": "bye"}}},
     )
     assert node.exit_status == 150
@@ -198,13 +224,19 @@ def test_process_show_and_report_name_the_monitor(profile, run_cli):
 
 
 # -- real SLURM --------------------------------------------------------------------------
-def test_file_pattern_stops_a_slurm_job_within_two_polls(broker_profile, services_env,
-                                                         ssh_params, slurm):
+def test_file_pattern_stops_a_slurm_job_within_two_polls(
+    broker_profile, services_env, ssh_params, slurm
+):
     computer = orm.Computer(
-        label="slurm", hostname=services_env["SSH_HOST"], transport_type="core.ssh",
+        label="slurm",
+        hostname=services_env["SSH_HOST"],
+        transport_type="core.ssh",
         scheduler_type="core.slurm",
-        properties={"workdir": f"{services_env['SSH_USER_HOME']}/veglia-work",
-                    "minimum_poll_interval": 2.0, "safe_interval": 0.0},
+        properties={
+            "workdir": f"{services_env['SSH_USER_HOME']}/veglia-work",
+            "minimum_poll_interval": 2.0,
+            "safe_interval": 0.0,
+        },
     ).store()
     computer.configure(**ssh_params)
     builder = ShellJob.get_builder()
@@ -212,16 +244,21 @@ def test_file_pattern_stops_a_slurm_job_within_two_polls(broker_profile, service
     builder.metadata.computer = "slurm"
     builder.metadata.options.queue_name = "long"
     builder.metadata.options.max_wallclock_seconds = 700
-    builder.monitors = {"diverged": {"entry_point": "core.file_pattern",
-                                     "kwargs": {"path": "out.log", "pattern": "DIVERGED"}}}
+    builder.monitors = {
+        "diverged": {
+            "entry_point": "core.file_pattern",
+            "kwargs": {"path": "out.log", "pattern": "DIVERGED"},
+        }
+    }
     start = time.monotonic()
     _, node = engine.run_get_node(builder)
     assert node.exit_status == 150, node.exit_message
     assert time.monotonic() - start < 3 + 1 + 2 * 2.0 + 15  # start, write, two polls, cancel
     squeue = subprocess.run(["squeue", "-h", "-j", node.job_id], capture_output=True, text=True)
     assert node.job_id not in squeue.stdout
-    shown = subprocess.run(["scontrol", "show", "job", node.job_id], capture_output=True,
-                           text=True).stdout
+    shown = subprocess.run(
+        ["scontrol", "show", "job", node.job_id], capture_output=True, text=True
+    ).stdout
     assert "JobState=CANCELLED" in shown
     assert "DIVERGED" in node.exit_message
 
@@ -229,11 +266,15 @@ def test_file_pattern_stops_a_slurm_job_within_two_polls(broker_profile, service
 def test_daemon_restart_keeps_disabled_monitors_and_intervals(broker_profile, daemon, run_cli):
     daemon(1)
     node = engine.submit(
-        ShellJob, command=orm.Str("sleep 8; echo done"),
+        ShellJob,
+        command=orm.Str("sleep 8; echo done"),
         monitors={
             "off": {"entry_point": "core.always_kill", "disable_on_start": True},
-            "rare": {"entry_point": "core.stalled_output", "minimum_poll_interval": 3600,
-                     "kwargs": {"path": "never.txt", "seconds": 1}},
+            "rare": {
+                "entry_point": "core.stalled_output",
+                "minimum_poll_interval": 3600,
+                "kwargs": {"path": "never.txt", "seconds": 1},
+            },
         },
     )
     deadline = time.monotonic() + 60

@@ -7,6 +7,7 @@ each other's tasks.
 from __future__ import annotations
 
 import atexit
+import contextlib
 from typing import Any
 
 from veglia.config.profile import Profile
@@ -50,11 +51,36 @@ def _shared(profile: Profile) -> Any:
     return communicator
 
 
-def send_continue_task(url: str, pk: int) -> None:
-    """Queue the process for a daemon worker (acknowledged when it terminates)."""
+def send_continue_task(url: str, pk: int, patience: float = 60.0) -> None:
+    """Queue the process for a daemon worker (acknowledged when it terminates).
+
+    A broker that is restarting is waited for, up to ``patience`` seconds, on a new
+    connection each try.
+    """
+    import time
+
     from veglia.manage import get_profile
 
-    _shared(get_profile()).task_send({"pid": pk}, no_reply=True)
+    profile = get_profile()
+    deadline = time.monotonic() + patience
+    delay = 0.5
+    while True:
+        try:
+            _shared(profile).task_send({"pid": pk}, no_reply=True)
+            return
+        except Exception as exc:
+            stale = _communicators.pop(profile.id, None)
+            if stale is not None:
+                with contextlib.suppress(Exception):
+                    stale.close()
+            if time.monotonic() + delay > deadline:
+                raise BrokerError(
+                    f"Process {pk} is stored but could not be handed to the daemon: the broker "
+                    f"at {profile.broker_url_masked} did not take it ({exc}). Once it is back, "
+                    f"`veglia process play {pk}` or restart the daemon."
+                ) from None
+            time.sleep(delay)
+            delay = min(delay * 2, 5.0)
 
 
 def get_controller() -> Any:
@@ -69,8 +95,6 @@ def get_controller() -> Any:
 @atexit.register
 def _close() -> None:
     for communicator in _communicators.values():
-        try:
+        with contextlib.suppress(Exception):  # at interpreter exit: nothing left to tell
             communicator.close()
-        except Exception:  # closing at interpreter exit: nothing left to tell
-            pass
     _communicators.clear()

@@ -40,8 +40,9 @@ def calcjob_hash(process: CalcJob, inputs: list[tuple[str, Any]]) -> str:
         "computer": process.computer.label,
         "code": [code.executable, code.prepend_text, code.append_text] if code else None,
         "options": process.node.get_attribute("options") if process.node else {},
-        "inputs": sorted((label, node_hash(value)) for label, value in inputs
-                         if isinstance(value, Node)),
+        "inputs": sorted(
+            (label, node_hash(value)) for label, value in inputs if isinstance(value, Node)
+        ),
     }
     return hashlib.sha256(json.dumps(content, sort_keys=True, default=str).encode()).hexdigest()
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import shutil
-import time
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -21,15 +21,15 @@ from plumpy.process_states import KillInterruption, PauseInterruption, ProcessSt
 from veglia.engine import calcjob_tasks as tasks
 from veglia.engine.calcinfo import CalcInfo
 from veglia.engine.exit_codes import ExitCode
-from veglia.engine.process import Process
-from veglia.exceptions import TransportError
-from veglia.orm.computers import Code, Computer, load_computer
 from veglia.engine.monitors import (
     load_monitor,
     parse_monitors,
     provenance_of,
     validate_monitors_port,
 )
+from veglia.engine.process import Process
+from veglia.exceptions import TransportError
+from veglia.orm.computers import Code, Computer, load_computer
 from veglia.orm.nodes import CalcJobNode, FolderData, RemoteData
 from veglia.schedulers import JobFailure, JobInfo, JobState, SchedulerError
 
@@ -295,8 +295,9 @@ class CalcJob(Process):
         node = self.node
         if node is None:
             return None
-        inputs = flatten_inputs({k: v for k, v in self.inputs.items()
-                                 if k not in self.non_db_inputs})
+        inputs = flatten_inputs(
+            {k: v for k, v in self.inputs.items() if k not in self.non_db_inputs}
+        )
         # Always recorded, so a later job with caching on can reuse this one.
         digest = calcjob_hash(self, inputs)
         node.set_attribute("cache_hash", digest)
@@ -410,11 +411,17 @@ class CalcJob(Process):
             return False
         name, result = outcome
         assert self.node is not None
-        self.node.set_attribute("stopped_by_monitor", {
-            "name": name, "message": result.message, "time": time.time(),
-            "retrieve": result.retrieve or result.parse, "parse": result.parse,
-            "override_exit_code": result.override_exit_code,
-        })
+        self.node.set_attribute(
+            "stopped_by_monitor",
+            {
+                "name": name,
+                "message": result.message,
+                "time": time.time(),
+                "retrieve": result.retrieve or result.parse,
+                "parse": result.parse,
+                "override_exit_code": result.override_exit_code,
+            },
+        )
         self.report(f"monitor {name} stops the job: {result.message}")
         await self.do_kill()
         await self._wait_until_gone()

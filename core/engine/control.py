@@ -67,8 +67,12 @@ def control_process(
         try:
             _unwrap(call(), timeout)
             return f"{action} sent to the worker running process {node.pk}"
-        except Exception:
-            pass
+        except Exception:  # no worker holds it: still queued, or its task was lost
+            if action == "play" and not node.paused:
+                from veglia.engine.broker_tasks import send_continue_task
+
+                send_continue_task(get_profile().broker_url, node.pk)
+                return f"process {node.pk} was held by no worker: queued it for the daemon"
     elif _daemon_running():
         node.set_attribute("control_request", {"action": action, "message": message})
         deadline = time.monotonic() + timeout

@@ -15,6 +15,7 @@ import json
 import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -25,6 +26,7 @@ import sqlalchemy as sa
 from plumpy.communications import LoopCommunicator
 
 from veglia.config.profile import Profile
+from veglia.engine.monitor_runner import CALLS as MONITOR_CALLS
 
 __all__ = ["ACTIVE_STATES", "DaemonFiles", "Worker", "supervise"]
 
@@ -149,6 +151,19 @@ def supervise(profile: Profile, workers: int) -> None:
 
 
 # -- worker -----------------------------------------------------------------------------------
+def _held_by_another_worker(node: Any) -> bool:
+    """Whether a live daemon worker other than this one runs the process."""
+    holder = node.get_attribute("worker") or {}
+    pid = holder.get("pid")
+    if not pid or pid == os.getpid() or holder.get("host") != socket.gethostname():
+        return False
+    try:
+        command = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+    return b"veglia.engine.daemon" in command and b"worker" in command
+
+
 class QuietCommunicator(LoopCommunicator):
     """plumpy's loop communicator without state-change broadcasts.
 
@@ -209,8 +224,14 @@ class Worker:
         if self.active.get(pk) is not None:  # a duplicate task: the running one will ack
             return True
         node = load_node(pk)
+        # After a broker restart a task is delivered again, possibly to another worker, while
+        # the worker that had it still runs the process: wait for that one to finish or die.
+        while not node.is_terminated and _held_by_another_worker(node):  # type: ignore[attr-defined]
+            await asyncio.sleep(2)
+            node.refresh()  # type: ignore[attr-defined]
         if node.is_terminated:  # type: ignore[attr-defined]
             return True
+        node.set_attribute("worker", {"pid": os.getpid(), "host": socket.gethostname()})
         process = load_process(
             node,
             loop=self.loop,
@@ -266,6 +287,7 @@ class Worker:
                     "time": time.time(),
                     "transport_opens": self.runner.transport_queue.total_opens(),
                     "scheduler_queries": sum(p.queries for p in self.runner.pollers()),
+                    "monitor_calls": MONITOR_CALLS["count"],
                 },
             )
             await asyncio.sleep(1)

@@ -26,6 +26,9 @@ __all__ = ["MonitorRunner"]
 # connection's thread; their transport calls are passed to the connection's thread.
 _POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="veglia-monitor")
 
+#: Monitor calls made in this process (the daemon worker reports it; bench/ reads it).
+CALLS = {"count": 0}
+
 
 class BlockingTransport:
     """The transport as a synchronous monitor sees it: calls run on the connection's thread,
@@ -76,9 +79,12 @@ class AsyncTransport:
 
 def _fresh_state(spec: MonitorSpec) -> dict[str, Any]:
     return {
-        "last_call": None, "failures": 0, "disabled": spec.disable_on_start,
+        "last_call": None,
+        "failures": 0,
+        "disabled": spec.disable_on_start,
         "disabled_reason": "disabled on start" if spec.disable_on_start else "",
-        "last_result": None, "data": {},
+        "last_result": None,
+        "data": {},
     }
 
 
@@ -118,8 +124,11 @@ class MonitorRunner:
                 for other_spec in specs:
                     if other_spec.name not in states:
                         states[other_spec.name] = _fresh_state(other_spec)
-                        self._disable(other_spec.name, states[other_spec.name],
-                                      f"disabled by {spec.name}: {result.message}")
+                        self._disable(
+                            other_spec.name,
+                            states[other_spec.name],
+                            f"disabled by {spec.name}: {result.message}",
+                        )
                 break
             outcome = (spec.name, result)
             break  # the first result that acts wins this cycle
@@ -145,13 +154,15 @@ class MonitorRunner:
             result = MonitorResult(message=result)
         if not isinstance(result, MonitorResult):
             return self._failed(
-                spec, state, f"returned {type(result).__name__}, not a message, a "
-                "MonitorResult or None"
+                spec,
+                state,
+                f"returned {type(result).__name__}, not a message, a MonitorResult or None",
             )
         state["failures"] = 0
         return result
 
     async def _call(self, spec: MonitorSpec, lease: TransportLease, state: dict[str, Any]) -> Any:
+        CALLS["count"] += 1
         function = load_monitor(spec.entry_point)
         kwargs = dict(spec.kwargs)
         if "state" in inspect.signature(function).parameters:
@@ -167,8 +178,8 @@ class MonitorRunner:
     def _failed(self, spec: MonitorSpec, state: dict[str, Any], why: str) -> None:
         state["failures"] += 1
         self.node.add_log(
-            "WARNING", f"monitor {spec.name} {why} ({state['failures']}/{spec.max_failures}); "
-            "the job goes on"
+            "WARNING",
+            f"monitor {spec.name} {why} ({state['failures']}/{spec.max_failures}); the job goes on",
         )
         if state["failures"] >= spec.max_failures:
             self._disable(spec.name, state, f"{state['failures']} failures in a row: {why}")

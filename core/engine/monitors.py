@@ -17,8 +17,9 @@ import hashlib
 import importlib
 import inspect
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from veglia.exceptions import VegliaError
 
@@ -85,7 +86,9 @@ class MonitorSpec:
         for name in ("minimum_poll_interval", "timeout"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int | float) or value <= 0):
-                raise MonitorError(f"{where}: {name} must be a number of seconds > 0, not {value!r}.")
+                raise MonitorError(
+                    f"{where}: {name} must be a number of seconds > 0, not {value!r}."
+                )
         if not isinstance(self.max_failures, int) or self.max_failures < 1:
             raise MonitorError(f"{where}: max_failures must be a whole number >= 1.")
 
@@ -94,7 +97,9 @@ class MonitorSpec:
         if hasattr(value, "get_dict"):
             value = value.get_dict()
         if not isinstance(value, dict):
-            raise MonitorError(f"Monitor {name!r} must be a dict with an entry_point, not {value!r}.")
+            raise MonitorError(
+                f"Monitor {name!r} must be a dict with an entry_point, not {value!r}."
+            )
         allowed = {f for f in cls.__dataclass_fields__ if f != "name"}
         unknown = set(value) - allowed
         if unknown:
@@ -170,9 +175,12 @@ def check_arguments(spec: MonitorSpec, function: Callable[..., Any]) -> None:
             f"{', '.join(sorted(unknown))}; it takes: {', '.join(sorted(named)) or 'nothing'}."
         )
     missing = [
-        p.name for p in parameters
-        if p.default is p.empty and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
-        and p.name not in spec.kwargs and p.name != "state"
+        p.name
+        for p in parameters
+        if p.default is p.empty
+        and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+        and p.name not in spec.kwargs
+        and p.name != "state"
     ]
     if missing:
         raise MonitorError(

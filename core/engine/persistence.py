@@ -20,7 +20,14 @@ if TYPE_CHECKING:
     from veglia.engine.process import Process
     from veglia.orm.nodes import ProcessNode
 
-__all__ = ["CHECKPOINT_VERSION", "checkpoint_of", "decode_value", "encode_value", "load_process", "save_checkpoint"]
+__all__ = [
+    "CHECKPOINT_VERSION",
+    "checkpoint_of",
+    "decode_value",
+    "encode_value",
+    "load_process",
+    "save_checkpoint",
+]
 
 CHECKPOINT_VERSION = 1
 
