@@ -60,6 +60,31 @@ def profile_loaded(profile: Profile) -> None:
     """
 
 
+@hookspec
+def collect_trace(node: Any, transport: Any, record: Any) -> None:
+    """Add to the trace record of a calc job that has just ended.
+
+    Called once per job, whatever its outcome (finished, failed, killed), after its files
+    were retrieved, with ``transport`` open on the job's computer and its ``cwd`` set to the
+    job's work directory (``None`` when the job excepted and the computer may not be
+    reachable). Set ``record``'s transient fields (``gpu_metrics``, ``fusion_proc``,
+    ``fusion_cgroup``) or plain ones. Runs on the connection's thread: keep it short, read
+    only what you need. An exception is logged on the node and does not stop the job or
+    the other plugins.
+    """
+
+
+@hookspec
+def trace_ready(node: Any, record: Any) -> None:
+    """Receive the final trace record of a terminated calc job, to report it.
+
+    Called once when the process reaches a terminal state, with its status, exit and
+    times filled in and every ``collect_trace`` contribution on it. Reporters (the Tower
+    plugin) should only queue the record durably here (it runs in the engine's event loop
+    thread) and send it elsewhere; an exception is logged on the node.
+    """
+
+
 def hook_names() -> list[str]:
     """Names of every hook declared in this module, in declaration order."""
     return [name for name, value in globals().items() if _is_hookspec(value)]

@@ -21,7 +21,7 @@ from veglia import hookspecs
 from veglia.entry_points import GROUPS, get_entry_points
 from veglia.exceptions import EntryPointLoadError
 
-__all__ = ["build_plugin_manager", "get_plugin_manager", "reset_plugin_manager"]
+__all__ = ["build_plugin_manager", "call_each", "get_plugin_manager", "reset_plugin_manager"]
 
 _manager: pluggy.PluginManager | None = None
 
@@ -75,3 +75,19 @@ def reset_plugin_manager() -> None:
 
     _manager = None
     clear_cache()
+
+
+def call_each(hook_name: str, **kwargs: object) -> list[tuple[str, BaseException]]:
+    """Call every implementation of a hook, each shielded from the others' exceptions.
+
+    For hooks where one broken plugin must not keep the others (or the engine) from their
+    work; returns (plugin name, exception) for those that raised.
+    """
+    hook = getattr(get_plugin_manager().hook, hook_name)
+    errors: list[tuple[str, BaseException]] = []
+    for impl in reversed(hook.get_hookimpls()):
+        try:
+            impl.function(**{name: kwargs[name] for name in impl.argnames})
+        except Exception as exc:
+            errors.append((impl.plugin_name, exc))
+    return errors

@@ -11,18 +11,9 @@ import time
 from veglia import engine, orm
 from veglia.engine.daemon import DaemonFiles
 from veglia.entry_points import CalculationFactory
+from veglia_fixtures.profiles import wait_for
 
 ShellJob = CalculationFactory("core.shell")
-
-
-def _wait(nodes, condition, timeout=120.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if all(condition(node.refresh()) for node in nodes):
-            return
-        time.sleep(0.2)
-    states = [(n.pk, n.process_state, n.get_attribute("scheduler_state")) for n in nodes]
-    raise AssertionError(f"timed out: {states}")
 
 
 def _workers(profile):
@@ -32,7 +23,7 @@ def _workers(profile):
 def test_daemon_without_broker_runs_submitted_jobs(profile, daemon, run_cli):
     daemon(1)
     nodes = [engine.submit(ShellJob, command=orm.Str(f"echo {i}")) for i in range(3)]
-    _wait(nodes, lambda n: n.is_terminated, timeout=60)
+    wait_for(nodes, lambda n: n.is_terminated, timeout=60)
     assert [n.outputs.stdout.get_content() for n in nodes] == [b"0\n", b"1\n", b"2\n"]
     status = run_cli("-p", "test", "daemon", "status", "--raw")
     assert status.exit_code == 0 and len(status.stdout.splitlines()) == 1
@@ -41,10 +32,10 @@ def test_daemon_without_broker_runs_submitted_jobs(profile, daemon, run_cli):
 def test_killed_worker_loses_nothing_and_submits_nothing_twice(broker_profile, daemon):
     daemon(2)
     nodes = [engine.submit(ShellJob, command=orm.Str(f"sleep 2; echo {i}")) for i in range(50)]
-    _wait(nodes[:10], lambda n: n.job_id is not None, timeout=60)
+    wait_for(nodes[:10], lambda n: n.job_id is not None, timeout=60)
     victim = _workers(broker_profile)[0]["pid"]
     os.kill(victim, signal.SIGKILL)
-    _wait(nodes, lambda n: n.is_terminated, timeout=180)
+    wait_for(nodes, lambda n: n.is_terminated, timeout=180)
 
     assert all(n.is_finished_ok for n in nodes), [(n.pk, n.exit_message) for n in nodes]
     assert [n.outputs.stdout.get_content() for n in nodes] == [f"{i}\n".encode() for i in range(50)]
@@ -64,11 +55,11 @@ def _pid_alive(pid: str) -> bool:
 def test_kill_cancels_the_scheduler_job(broker_profile, daemon, run_cli):
     daemon(1)
     node = engine.submit(ShellJob, command=orm.Str("sleep 120"))
-    _wait([node], lambda n: n.get_attribute("scheduler_state") == "running", timeout=60)
+    wait_for([node], lambda n: n.get_attribute("scheduler_state") == "running", timeout=60)
     assert _pid_alive(node.job_id)
     result = run_cli("-p", "test", "process", "kill", str(node.pk))
     assert result.exit_code == 0, result.output
-    _wait([node], lambda n: n.is_terminated, timeout=60)
+    wait_for([node], lambda n: n.is_terminated, timeout=60)
     assert node.is_killed
     deadline = time.monotonic() + 10
     while _pid_alive(node.job_id):
@@ -80,12 +71,12 @@ def test_kill_cancels_the_scheduler_job(broker_profile, daemon, run_cli):
 def test_pause_and_play_without_broker(profile, daemon, run_cli):
     daemon(1)
     node = engine.submit(ShellJob, command=orm.Str("sleep 3; echo ok"))
-    _wait([node], lambda n: n.job_id is not None, timeout=60)
+    wait_for([node], lambda n: n.job_id is not None, timeout=60)
     assert run_cli("-p", "test", "process", "pause", str(node.pk)).exit_code == 0
     assert node.refresh().paused
     time.sleep(4)
     assert not node.refresh().is_terminated  # paused: not even retrieved
     assert run_cli("-p", "test", "process", "play", "--all").exit_code == 0
-    _wait([node], lambda n: n.is_terminated, timeout=60)
+    wait_for([node], lambda n: n.is_terminated, timeout=60)
     assert node.is_finished_ok
     assert json.dumps(node.get_attribute("paused")) == "false"

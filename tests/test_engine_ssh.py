@@ -12,20 +12,9 @@ import pytest
 
 from veglia import engine, orm
 from veglia.entry_points import CalculationFactory
+from veglia_fixtures.profiles import wait_for
 
 ShellJob = CalculationFactory("core.shell")
-
-
-def _wait(nodes, condition, timeout=120.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if all(condition(node.refresh()) for node in nodes):
-            return
-        time.sleep(0.2)
-    states = [
-        (n.pk, n.process_state, n.get_attribute("scheduler_state"), n.exit_message) for n in nodes
-    ]
-    raise AssertionError(f"timed out: {states}")
 
 
 def _ssh_computer(label, services_env, ssh_params, scheduler, **properties):
@@ -64,7 +53,7 @@ def test_shell_job_through_ssh_and_slurm_with_the_daemon(slurm_computer, daemon)
     builder.metadata.options.max_wallclock_seconds = 60
     builder.metadata.options.max_memory_kb = 100 * 1024
     node = engine.submit(builder)
-    _wait([node], lambda n: n.is_terminated, timeout=120)
+    wait_for([node], lambda n: n.is_terminated, timeout=120)
 
     assert node.is_finished_ok, node.exit_message
     assert node.outputs.files__id_txt.get_content().decode().strip() == node.job_id
@@ -165,10 +154,10 @@ def test_sshd_outage_pauses_jobs_and_play_finishes_them(
         builder.command = orm.Str(f"sleep 6; echo {i}")
         builder.metadata.computer = "flaky"
         nodes.append(engine.submit(builder))
-    _wait(nodes, lambda n: n.job_id is not None, timeout=60)
+    wait_for(nodes, lambda n: n.job_id is not None, timeout=60)
 
     private_sshd["stop"]()
-    _wait(nodes, lambda n: n.paused, timeout=90)
+    wait_for(nodes, lambda n: n.paused, timeout=90)
     for node in nodes:
         assert "failed on every attempt" in node.get_attribute("paused_reason")
         assert any("attempt 1/3 failed" in log.message for log in node.logs)
@@ -180,6 +169,6 @@ def test_sshd_outage_pauses_jobs_and_play_finishes_them(
     private_sshd["start"]()
     played = run_cli("-p", "test", "process", "play", "--all")
     assert played.exit_code == 0, played.output
-    _wait(nodes, lambda n: n.is_terminated, timeout=120)
+    wait_for(nodes, lambda n: n.is_terminated, timeout=120)
     assert all(n.is_finished_ok for n in nodes), [n.exit_message for n in nodes]
     assert [n.outputs.stdout.get_content() for n in nodes] == [b"0\n", b"1\n", b"2\n"]

@@ -110,3 +110,38 @@ def test_profile_loaded_error_stops_loading(manager_with, veglia_home):
     with pytest.raises(ConfigurationError, match="plugin refuses p"):
         load_profile("p")
     assert active_profile() is None
+
+
+def test_collect_trace_and_trace_ready_see_every_job(manager_with, profile):
+    from veglia import engine, orm
+    from veglia.entry_points import CalculationFactory
+
+    seen = []
+
+    class Reporter:
+        @hookspecs.hookimpl
+        def collect_trace(self, node, transport, record):
+            record.queue = "from-plugin"
+            seen.append(("collect", transport.cwd == node.remote_workdir))
+
+        @hookspecs.hookimpl
+        def trace_ready(self, record):
+            seen.append(("ready", record.status, record.queue, record.exit))
+
+    class Broken:
+        @hookspecs.hookimpl
+        def collect_trace(self, record):
+            raise RuntimeError("plugin bug")
+
+        @hookspecs.hookimpl
+        def trace_ready(self, record):
+            raise RuntimeError("reporter bug")
+
+    manager_with(Reporter(), Broken())
+    shell = CalculationFactory("core.shell")
+    _, node = engine.run_get_node(shell, command=orm.Str("exit 2"))
+    assert node.exit_status == 400
+    assert seen == [("collect", True), ("ready", "FAILED", "from-plugin", 2)]
+    warnings = [log.message for log in node.logs if log.levelname == "WARNING"]
+    assert any("failed to collect the trace: plugin bug" in m for m in warnings)
+    assert any("failed to report the trace: reporter bug" in m for m in warnings)

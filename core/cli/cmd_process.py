@@ -115,6 +115,10 @@ class ListColumn:
     raw: Callable[[ProcessRow], Any] | None = None
 
 
+def _gpu(row: Any, key: str) -> Any:
+    return (row.attributes.get("gpu_metrics") or {}).get(key)
+
+
 #: Columns ``-P/--project`` can choose from; add yours (``PROCESS_LIST_COLUMNS["gpu"] = ...``).
 PROCESS_LIST_COLUMNS: dict[str, ListColumn] = {
     "pk": ListColumn("PK", lambda r: r.pk),
@@ -140,6 +144,14 @@ PROCESS_LIST_COLUMNS: dict[str, ListColumn] = {
     "job_id": ListColumn("Job id", lambda r: r.attributes.get("job_id")),
     "scheduler_state": ListColumn("Scheduler state", lambda r: r.attributes.get("scheduler_state")),
     "paused": ListColumn("Paused", lambda r: bool(r.attributes.get("paused"))),
+    # The Fusion GPU block (``gpu_metrics``), as the Nextflow/Platform field names say.
+    "gpu_name": ListColumn("GPU", lambda r: _gpu(r, "name")),
+    "gpu_pct": ListColumn("GPU %", lambda r: _gpu(r, "pct")),
+    "gpu_peak": ListColumn("GPU peak %", lambda r: _gpu(r, "peak")),
+    "gpu_mem": ListColumn("GPU memory (MiB)", lambda r: _gpu(r, "mem")),
+    "gpu_pct_mem": ListColumn("GPU mem %", lambda r: _gpu(r, "pct_mem")),
+    "gpu_peak_mem": ListColumn("GPU peak mem %", lambda r: _gpu(r, "peak_mem")),
+    "gpu_active_time": ListColumn("GPU active (ms)", lambda r: _gpu(r, "active_time")),
 }
 DEFAULT_LIST_PROJECTION = ("pk", "ctime", "label", "process_type", "state", "status", "exit_status")
 _ROW_COLUMNS = (
@@ -292,6 +304,26 @@ def _print_logs(node: ProcessNode, logs: list[models.Log], indent: str = "") -> 
             )
 
 
+GPU_FIELDS = (
+    ("name", "GPU"), ("driver", "driver"), ("mem", "memory (MiB)"), ("pct", "utilisation %"),
+    ("peak", "peak utilisation %"), ("pct_mem", "memory used %"), ("peak_mem", "peak memory %"),
+    ("avg_mem", "mean memory used (MiB)"), ("peak_mem_used", "peak memory used (MiB)"),
+    ("avg_mem_bw_util", "mean memory bandwidth %"), ("peak_mem_bw_util", "peak memory bandwidth %"),
+    ("active_time", "active time (ms)"),
+)  # fmt: skip
+
+
+def _gpu_table(gpu: dict | None) -> None:
+    """The Fusion GPU block: the known fields in order, then any the schema added since."""
+    if not gpu:
+        return
+    known = {key for key, _ in GPU_FIELDS}
+    rows = [(label, gpu[key]) for key, label in GPU_FIELDS if key in gpu]
+    rows += [(key, value) for key, value in gpu.items() if key not in known]
+    print_table(("GPU (Fusion)", "Value"), rows)
+    console.print("")
+
+
 def _monitor_stop(stop: dict | None) -> str | None:
     if not stop:
         return None
@@ -328,6 +360,7 @@ def show_process(node: ProcessNode, log_lines: int) -> None:
         ]
     print_table(("Property", "Value"), [r for r in rows if r[1] not in (None, "")])
     console.print("")
+    _gpu_table(attrs.get("gpu_metrics"))
     _links_table("Inputs", node.inputs.items())
     _links_table("Outputs", node.outputs.items())
     called = node.called

@@ -28,6 +28,7 @@ from veglia.engine.monitors import (
     validate_monitors_port,
 )
 from veglia.engine.process import Process
+from veglia.engine.trace import TraceRecord, build_record, finish_record
 from veglia.exceptions import TransportError
 from veglia.orm.computers import Code, Computer, load_computer
 from veglia.orm.nodes import CalcJobNode, FolderData, RemoteData
@@ -308,7 +309,12 @@ class CalcJob(Process):
             return None
         for label, output in source.outputs.items():
             self.out(label.replace("__", "."), clone(output))
-        node.set_attributes({"cached_from": {"pk": source.pk, "uuid": source.uuid}})
+        copied = {
+            k: source.get_attribute(k)
+            for k in ("gpu_metrics", "trace_record")
+            if source.get_attribute(k) is not None
+        }
+        node.set_attributes({"cached_from": {"pk": source.pk, "uuid": source.uuid}, **copied})
         self.report(f"cached from process {source.pk}: not run again")
         return ExitCode(source.exit_status or 0, source.exit_message)
 
@@ -375,7 +381,13 @@ class CalcJob(Process):
                 self.report(f"submission rejected: {exc}")
                 return self.exit_codes.ERROR_SUBMISSION_REJECTED.format(message=str(exc))
             raise TransportTaskFailed(str(exc)) from None
-        node.set_attributes({"job_id": job_id, "scheduler_state": JobState.QUEUED.value})
+        node.set_attributes(
+            {
+                "job_id": job_id,
+                "scheduler_state": JobState.QUEUED.value,
+                "submitted_at": time.time(),
+            }
+        )
         self.report(f"submitted job {job_id}")
         return None
 
@@ -469,8 +481,65 @@ class CalcJob(Process):
             "retrieve", tasks.retrieve, self.computer, node.remote_workdir, patterns, last_info
         )
         node.set_attributes({"job_outcome": outcome})
+        await self._collect_trace()
         self.report(f"retrieved {sum(1 for p in folder.rglob('*') if p.is_file())} files")
         return folder
+
+    # -- trace -------------------------------------------------------------------------
+    async def _collect_trace(self) -> None:
+        """The job's trace record, with what plugins add from its work dir (Fusion's GPU)."""
+        from veglia.engine.runner import get_runner
+
+        node = self.node
+        assert node is not None
+        workdir = node.remote_workdir
+        try:
+            async with get_runner().lease_transport(self.computer) as lease:
+
+                def collect(transport: Any) -> TraceRecord:
+                    transport.cwd = workdir or "/"
+                    return self._record_with_plugins(transport)
+
+                record = await lease.run(collect, lease.transport)
+        except (TransportError, OSError) as exc:  # the trace must never cost the job
+            node.add_log("DEBUG", f"trace collected without the computer: {exc}")
+            record = self._record_with_plugins(None)
+        self._store_record(record)
+
+    def _record_with_plugins(self, transport: Any) -> TraceRecord:
+        from veglia.plugin_manager import call_each
+
+        assert self.node is not None
+        record = build_record(self.node, self.computer)
+        for plugin, exc in call_each(
+            "collect_trace", node=self.node, transport=transport, record=record
+        ):
+            self.node.add_log("WARNING", f"plugin {plugin} failed to collect the trace: {exc}")
+        return record
+
+    def _store_record(self, record: TraceRecord) -> None:
+        assert self.node is not None
+        values: dict[str, Any] = {"trace_record": record.to_dict()}
+        if record.gpu_metrics is not None:
+            values["gpu_metrics"] = record.gpu_metrics
+        self.node.set_attributes(values)
+
+    def on_entered(self, from_state: Any) -> None:
+        super().on_entered(from_state)
+        if self.node is not None and self._state.LABEL.value in ("finished", "killed", "excepted"):
+            self._trace_ready()
+
+    def _trace_ready(self) -> None:
+        from veglia.plugin_manager import call_each
+
+        node = self.node
+        assert node is not None
+        data = node.get_attribute("trace_record")
+        record = TraceRecord.from_dict(data) if data else self._record_with_plugins(None)
+        finish_record(record, node.refresh())
+        self._store_record(record)
+        for plugin, exc in call_each("trace_ready", node=node, record=record):
+            node.add_log("WARNING", f"plugin {plugin} failed to report the trace: {exc}")
 
     def _job_active(self) -> bool:
         node = self.node
@@ -488,6 +557,7 @@ class CalcJob(Process):
         await self._with_retries("kill", tasks.kill, self.computer, self.node.job_id)
         self.node.set_attributes({"job_cancelled": True})
         self.report(f"cancelled job {self.node.job_id}")
+        await self._collect_trace()
 
     def on_kill(self, msg: Any) -> None:
         # Killed while not stepping (paused, or loaded but not running): JobWaiting did not

@@ -30,49 +30,41 @@ _POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="veglia-monitor")
 CALLS = {"count": 0}
 
 
-class BlockingTransport:
-    """The transport as a synchronous monitor sees it: calls run on the connection's thread,
-    relative paths are relative to the job's work directory."""
+class _JobTransport:
+    """The job's transport as a monitor sees it: relative paths are relative to the job's
+    work directory, and every call runs on the connection's own thread."""
 
     def __init__(self, lease: TransportLease, workdir: str) -> None:
         self._lease = lease
         self._workdir = workdir
 
+    def _in_connection_thread(self, name: str, args: Any, kwargs: Any) -> Any:
+        transport = self._lease.transport
+        transport.cwd = self._workdir  # safe: this thread runs one call at a time
+        return getattr(transport, name)(*args, **kwargs)
+
     def __getattr__(self, name: str) -> Any:
         attribute = getattr(self._lease.transport, name)
-        if not callable(attribute):
-            return attribute
-        transport, workdir = self._lease.transport, self._workdir
+        return self._wrap(name) if callable(attribute) else attribute
 
+
+class BlockingTransport(_JobTransport):
+    """For synchronous monitors (running in the monitor pool): calls block until done."""
+
+    def _wrap(self, name: str) -> Any:
         def call(*args: Any, **kwargs: Any) -> Any:
-            def in_connection_thread() -> Any:
-                transport.cwd = workdir
-                return attribute(*args, **kwargs)
-
-            return self._lease._entry.executor.submit(in_connection_thread).result()
+            executor = self._lease._entry.executor
+            return executor.submit(self._in_connection_thread, name, args, kwargs).result()
 
         return call
 
 
-class AsyncTransport:
-    """The transport as an ``async def`` monitor sees it: every call is awaited."""
+class AsyncTransport(_JobTransport):
+    """For ``async def`` monitors: every call is awaited."""
 
-    def __init__(self, lease: TransportLease, workdir: str) -> None:
-        self._lease = lease
-        self._workdir = workdir
-
-    def __getattr__(self, name: str) -> Any:
-        attribute = getattr(self._lease.transport, name)
-        if not callable(attribute):
-            return attribute
-        transport, workdir = self._lease.transport, self._workdir
-
+    def _wrap(self, name: str) -> Any:
         async def call(*args: Any, **kwargs: Any) -> Any:
-            def in_connection_thread() -> Any:
-                transport.cwd = workdir
-                return attribute(*args, **kwargs)
-
-            return await self._lease.run(in_connection_thread)
+            return await self._lease.run(self._in_connection_thread, name, args, kwargs)
 
         return call
 

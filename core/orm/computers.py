@@ -96,16 +96,19 @@ class Computer:
             return [cls._from_row(row) for row in rows]
 
     # -- authinfo ------------------------------------------------------------------------
+    def _authinfo(self, session: Any, user_pk: int) -> models.AuthInfo | None:
+        return session.scalar(
+            sa.select(models.AuthInfo).where(
+                models.AuthInfo.user_id == user_pk, models.AuthInfo.computer_id == self.pk
+            )
+        )
+
     def configure(self, **auth_params: Any) -> None:
         """Store how the default user connects (validated against the transport's options)."""
         TransportFactory(self.transport_type)(self.hostname, **auth_params)
         user = get_default_user()
         with get_storage().session() as session:
-            row = session.scalar(
-                sa.select(models.AuthInfo).where(
-                    models.AuthInfo.user_id == user.pk, models.AuthInfo.computer_id == self.pk
-                )
-            )
+            row = self._authinfo(session, user.pk)
             if row is None:
                 session.add(
                     models.AuthInfo(user_id=user.pk, computer_id=self.pk, auth_params=auth_params)
@@ -116,11 +119,7 @@ class Computer:
     def get_auth_params(self) -> dict[str, Any]:
         user = get_default_user()
         with get_storage().session() as session:
-            row = session.scalar(
-                sa.select(models.AuthInfo).where(
-                    models.AuthInfo.user_id == user.pk, models.AuthInfo.computer_id == self.pk
-                )
-            )
+            row = self._authinfo(session, user.pk)
         if row is None:
             raise ConfigurationError(
                 f"Computer {self.label!r} is not configured for {user.email}. Run "

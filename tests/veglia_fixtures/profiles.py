@@ -132,3 +132,18 @@ def daemon(run_cli):
     yield start
     if started:
         run_cli("-p", "test", "daemon", "stop")
+
+
+def wait_for(nodes, condition, timeout: float = 120.0) -> None:
+    """Until ``condition(node)`` holds for every node (refreshed), or fail with their states."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if all(condition(node.refresh()) for node in nodes):
+            return
+        time.sleep(0.2)
+    states = [
+        (n.pk, n.process_state, n.get_attribute("scheduler_state"), n.exit_message) for n in nodes
+    ]
+    raise AssertionError(f"timed out after {timeout:.0f} s: {states}")

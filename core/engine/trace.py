@@ -1,0 +1,102 @@
+"""Trace records: what a calc job did, in the shape Nextflow's trace and Seqera Platform use.
+
+When a job ends the engine builds a :class:`TraceRecord`, lets plugins add to it through
+the ``collect_trace`` hook (Fusion adds the GPU block), stores it on the node, and hands it
+to reporters through ``trace_ready`` (Tower sends it to Seqera Platform).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+__all__ = ["TRANSIENT_FIELDS", "TraceRecord", "build_record"]
+
+
+@dataclass
+class TraceRecord:
+    """One task (calc job) run. Times are epoch milliseconds, memory bytes, durations ms."""
+
+    task_id: int
+    name: str
+    process: str
+    status: str = "RUNNING"
+    hash: str = ""
+    exit: int | None = None
+    submit: int | None = None
+    start: int | None = None
+    complete: int | None = None
+    duration: int | None = None
+    realtime: int | None = None
+    workdir: str = ""
+    executor: str = ""
+    native_id: str | None = None
+    queue: str | None = None
+    cpus: int | None = None
+    memory: int | None = None
+    time: int | None = None
+    attempt: int = 1
+    # Transient fields, filled by plugins and sent with the record, following the
+    # ``resourceAllocation`` pattern of Nextflow's TraceRecord.
+    gpu_metrics: dict[str, Any] | None = field(default=None, metadata={"transient": True})
+    fusion_proc: dict[str, Any] | None = field(default=None, metadata={"transient": True})
+    fusion_cgroup: dict[str, Any] | None = field(default=None, metadata={"transient": True})
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TraceRecord:
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+TRANSIENT_FIELDS = tuple(f.name for f in fields(TraceRecord) if f.metadata.get("transient"))
+
+
+def _ms(value: float | None) -> int | None:
+    return None if value is None else int(value * 1000)
+
+
+def build_record(node: Any, computer: Any) -> TraceRecord:
+    """The record of a calc job node as far as it has run."""
+    from veglia.schedulers import JobResources
+
+    options = node.options or {}
+    resources = JobResources(**options.get("resources", {"num_machines": 1}))
+    info = node.get_attribute("last_job_info") or {}
+    memory_kb = options.get("max_memory_kb")
+    wallclock = options.get("max_wallclock_seconds")
+    submitted = node.get_attribute("submitted_at")
+    realtime = info.get("wallclock_seconds")
+    return TraceRecord(
+        task_id=node.pk,
+        name=node.label or f"{node.process_type} ({node.pk})",
+        process=node.process_type,
+        hash=node.get_attribute("cache_hash") or "",
+        submit=_ms(submitted) if submitted else _ms(node.ctime.timestamp()) if node.ctime else None,
+        realtime=None if realtime is None else int(realtime * 1000),
+        workdir=node.remote_workdir or "",
+        executor=computer.scheduler_type,
+        native_id=node.job_id,
+        queue=options.get("queue_name") or info.get("queue"),
+        cpus=resources.cpus,
+        memory=None if memory_kb is None else int(memory_kb) * 1024,
+        time=None if wallclock is None else int(wallclock) * 1000,
+        attempt=int(node.get_attribute("attempt") or 1),
+    )
+
+
+def finish_record(record: TraceRecord, node: Any) -> TraceRecord:
+    """Status, exit and times once the process has terminated."""
+    outcome = node.get_attribute("job_outcome") or {}
+    record.exit = outcome.get("exit_status")
+    if node.process_state == "finished":
+        record.status = "COMPLETED" if node.exit_status == 0 else "FAILED"
+    else:  # killed, excepted
+        record.status = "ABORTED"
+    record.complete = int(time.time() * 1000)
+    if record.submit is not None:
+        record.duration = record.complete - record.submit
+    return record

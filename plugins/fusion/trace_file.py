@@ -1,0 +1,74 @@
+"""Reading ``.fusion/trace.json`` through a job's transport."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from veglia.exceptions import TransportError
+
+__all__ = ["MAX_TRACE_BYTES", "TRACE_PATH", "fusion_enabled", "parse_trace", "read_trace"]
+
+TRACE_PATH = ".fusion/trace.json"
+#: A trace file is a few kB; anything past this is not one, and is not read.
+MAX_TRACE_BYTES = 1024 * 1024
+#: Metrics are flat; a block nested deeper than this is not Fusion's and would not store.
+MAX_DEPTH = 16
+
+
+class TraceUnusable(Exception):
+    """The trace file is missing or cannot be used; the message says why."""
+
+
+def fusion_enabled(node: Any) -> bool:
+    """The job's ``fusion`` option, else its computer's ``fusion`` property."""
+    option = (node.options or {}).get("fusion")
+    if option is not None:
+        return bool(option)
+    from veglia.orm.computers import load_computer
+
+    label = node.get_attribute("computer")
+    return bool(label and load_computer(label).get_property("fusion"))
+
+
+def parse_trace(raw: bytes) -> dict[str, Any]:
+    """The blocks of a trace file: ``{"gpu": ..., "proc": ..., "cgroup": ...}`` (dicts only)."""
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise TraceUnusable(f"{TRACE_PATH} is not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise TraceUnusable(f"{TRACE_PATH} holds a {type(data).__name__}, not an object")
+    blocks = {
+        key: data[key] for key in ("gpu", "proc", "cgroup") if isinstance(data.get(key), dict)
+    }
+    for key, block in blocks.items():
+        if _depth(block) > MAX_DEPTH:
+            raise TraceUnusable(f"the {key} block of {TRACE_PATH} nests deeper than {MAX_DEPTH}")
+    return blocks
+
+
+def _depth(value: Any, level: int = 0) -> int:
+    """How deep ``value`` nests, counting stops past the limit."""
+    if level > MAX_DEPTH:
+        return level
+    if isinstance(value, dict):
+        return max((_depth(v, level + 1) for v in value.values()), default=level + 1)
+    if isinstance(value, list):
+        return max((_depth(v, level + 1) for v in value), default=level + 1)
+    return level
+
+
+def read_trace(transport: Any, path: str = TRACE_PATH) -> dict[str, Any]:
+    """Read and parse the trace file in the transport's cwd (the job's work directory)."""
+    try:
+        size = transport.stat(path).size
+    except TransportError:
+        raise TraceUnusable(f"{path} does not exist (Fusion did not write it)") from None
+    if size > MAX_TRACE_BYTES:
+        raise TraceUnusable(f"{path} is {size} bytes, over the {MAX_TRACE_BYTES} byte cap")
+    try:
+        raw = transport.read_bytes(path)
+    except TransportError as exc:
+        raise TraceUnusable(f"{path} could not be read: {exc}") from None
+    return parse_trace(raw)
