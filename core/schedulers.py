@@ -27,6 +27,7 @@ __all__ = [
     "JobTemplate",
     "Scheduler",
     "SchedulerError",
+    "SchedulerSubmitError",
 ]
 
 
@@ -34,6 +35,19 @@ class SchedulerError(VegliaError):
     """A scheduler command failed or printed what we cannot parse."""
 
     exit_code = 8
+
+
+class SchedulerSubmitError(SchedulerError):
+    """The batch system refused a submission.
+
+    ``permanent`` is True when submitting the same script again cannot work (an unknown
+    queue or account, a request the queue does not allow): the engine then fails the job
+    at once instead of retrying.
+    """
+
+    def __init__(self, message: str, *, permanent: bool) -> None:
+        super().__init__(message)
+        self.permanent = permanent
 
 
 class JobState(str, enum.Enum):

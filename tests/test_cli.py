@@ -182,7 +182,7 @@ def test_outdated_schema_is_reported_and_migrated(run_cli, veglia_home):
     status = run_cli("status")
     assert status.exit_code == 1 and "veglia storage migrate" in status.stdout
     migrated = run_cli("storage", "migrate")
-    assert migrated.exit_code == 0 and "from empty to 0001" in migrated.stdout
+    assert migrated.exit_code == 0 and "from empty to 0002" in migrated.stdout
     assert run_cli("status").exit_code == 0
 
 

@@ -179,6 +179,7 @@ class CalcJob(Process):
             ("parser_name", str, None, "Entry point of the parser (veglia.parsers)."),
             ("fusion", bool, None, "Read the Fusion trace (defaults to the computer's)."),
             ("withmpi", bool, None, "Run the code through the computer's mpirun."),
+            ("tower_run", str, None, "Seqera Platform run this job is a task of."),
         ]
         for name, valid_type, validator, help_text in options:
             spec.input(

@@ -110,6 +110,7 @@ def supervise(profile: Profile, workers: int) -> None:
 
     started = time.time()
     write_status()
+    sender_stop = _start_reporters(profile)
     LOGGER.warning("daemon started with %d worker(s)", workers)
     while not stopping:
         time.sleep(0.2)
@@ -136,6 +137,7 @@ def supervise(profile: Profile, workers: int) -> None:
             LOGGER.warning("worker %d exited with %s; starting another", slot["process"].pid, code)
             slot.update(process=spawn(), restarts=slot["restarts"] + 1, started=time.time())
             write_status()
+    sender_stop.set()
     for slot in slots:
         slot["process"].terminate()
     deadline = time.time() + 30
@@ -148,6 +150,25 @@ def supervise(profile: Profile, workers: int) -> None:
     files.status.unlink(missing_ok=True)
     files.pid.unlink(missing_ok=True)
     LOGGER.warning("daemon stopped")
+
+
+def _start_reporters(profile: Profile) -> Any:
+    """The Tower sender thread, when Tower is on: one per daemon, beside the workers."""
+    import threading
+
+    stop = threading.Event()
+    try:
+        from veglia.plugins.tower.sender import TowerSender
+        from veglia.plugins.tower.settings import settings_of
+
+        if settings_of(profile).enabled:
+            sender = TowerSender(profile)
+            threading.Thread(
+                target=sender.run_forever, args=(stop,), daemon=True, name="veglia-tower"
+            ).start()
+    except Exception:  # reporting must never keep the daemon from running jobs
+        LOGGER.exception("could not start the Tower sender")
+    return stop
 
 
 # -- worker -----------------------------------------------------------------------------------

@@ -36,6 +36,8 @@ __all__ = [
     "Link",
     "Log",
     "Node",
+    "ReportOutbox",
+    "ReportRun",
     "RepositoryFile",
     "User",
 ]
@@ -194,3 +196,44 @@ class RepositoryFile(Base):
     path: Mapped[str] = mapped_column(Text)
     sha256: Mapped[str] = mapped_column(String(64), index=True)
     size: Mapped[int] = mapped_column(BigInteger)
+
+
+class ReportOutbox(Base):
+    """Records a reporter (the Tower plugin) must deliver: kept until they are sent.
+
+    The unique key makes queueing idempotent: a record queued twice is stored once.
+    """
+
+    __tablename__ = "report_outbox"
+    __table_args__ = (UniqueConstraint("reporter", "run_key", "kind", "task_id", "attempt"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    reporter: Mapped[str] = mapped_column(String(64), index=True)
+    run_key: Mapped[str] = mapped_column(String(255), index=True)
+    #: "task" (one trace record) or "complete" (the run has ended)
+    kind: Mapped[str] = mapped_column(String(16))
+    task_id: Mapped[int] = mapped_column(Integer, default=0)
+    attempt: Mapped[int] = mapped_column(Integer, default=1)
+    payload: Mapped[dict[str, Any]] = mapped_column(JsonType, default=dict)
+    #: pending, sent, failed
+    status: Mapped[str] = mapped_column(String(16), default="pending", index=True)
+    tries: Mapped[int] = mapped_column(Integer, default=0)
+    last_error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    created: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    sent_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+
+
+class ReportRun(Base):
+    """A run as a reporter knows it remotely (a Seqera Platform workflow id, say)."""
+
+    __tablename__ = "report_runs"
+    __table_args__ = (UniqueConstraint("reporter", "run_key"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    reporter: Mapped[str] = mapped_column(String(64))
+    run_key: Mapped[str] = mapped_column(String(255))
+    remote_id: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    #: new, begun, completed
+    state: Mapped[str] = mapped_column(String(16), default="new")
+    data: Mapped[dict[str, Any]] = mapped_column(JsonType, default=dict)
+    last_sent: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)

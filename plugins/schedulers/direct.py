@@ -60,7 +60,8 @@ class DirectScheduler(Scheduler):
                 if not job_id.isdigit():
                     raise SchedulerError(f"{job_id!r} is not a core.direct job id (a PID).")
             return f"ps -o pid=,stat=,etimes=,comm= -p {','.join(job_ids)}"
-        return f"ps -o pid=,stat=,etimes=,comm= -u {shlex.quote(user or '$(whoami)')}"
+        who = shlex.quote(user) if user else '"$(whoami)"'  # the shell must expand it
+        return f"ps -o pid=,stat=,etimes=,comm= -u {who}"
 
     def parse_joblist_output(self, retval: int, stdout: str, stderr: str) -> list[JobInfo]:
         # ps exits 1 when none of the PIDs exists: that is an empty list, not an error.

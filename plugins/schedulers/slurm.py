@@ -14,7 +14,15 @@ import math
 import re
 import shlex
 
-from veglia.schedulers import JobFailure, JobInfo, JobState, JobTemplate, Scheduler, SchedulerError
+from veglia.schedulers import (
+    JobFailure,
+    JobInfo,
+    JobState,
+    JobTemplate,
+    Scheduler,
+    SchedulerError,
+    SchedulerSubmitError,
+)
 
 __all__ = ["SlurmScheduler", "SlurmSubmitError", "array_summaries", "check_directive_value"]
 __all__ += ["format_hms"]
@@ -132,7 +140,7 @@ _OOM_MESSAGES = re.compile(
 _TIMEOUT_MESSAGE = re.compile(r"DUE TO TIME LIMIT")
 
 
-class SlurmSubmitError(SchedulerError):
+class SlurmSubmitError(SchedulerSubmitError):
     """sbatch refused the job.
 
     ``permanent`` is True when submitting the same script again cannot work (unknown
@@ -143,8 +151,7 @@ class SlurmSubmitError(SchedulerError):
     """
 
     def __init__(self, message: str, *, permanent: bool, sbatch_message: str, retval: int) -> None:
-        super().__init__(message)
-        self.permanent = permanent
+        super().__init__(message, permanent=permanent)
         self.sbatch_message = sbatch_message
         self.retval = retval
 
