@@ -228,3 +228,14 @@ def test_the_daemon_sends_by_itself(tower_profile, platform, daemon):
         assert time.monotonic() < deadline, platform.requests
         time.sleep(0.2)
     assert [t["taskId"] for t in platform.tasks()] == [node.pk]
+
+
+def test_a_cached_job_still_reports_its_gpu_block(tower_profile, platform):
+    first = engine.run_get_node(_job_writing(json.dumps(EXAMPLE).encode()))[1]
+    builder = _job_writing(json.dumps(EXAMPLE).encode())
+    builder.metadata.cache = True
+    second = engine.run_get_node(builder)[1]
+    assert second.get_attribute("cached_from")["pk"] == first.pk
+    _flush(tower_profile)
+    by_id = {task["taskId"]: task for task in platform.tasks()}
+    assert by_id[second.pk]["gpuMetrics"] == EXAMPLE["gpu"]

@@ -310,9 +310,10 @@ class CalcJob(Process):
             return None
         for label, output in source.outputs.items():
             self.out(label.replace("__", "."), clone(output))
+        # The GPU block travels with the outputs: a cached job still reports it.
         copied = {
             k: source.get_attribute(k)
-            for k in ("gpu_metrics", "trace_record")
+            for k in ("gpu_metrics",)
             if source.get_attribute(k) is not None
         }
         node.set_attributes({"cached_from": {"pk": source.pk, "uuid": source.uuid}, **copied})
@@ -537,6 +538,8 @@ class CalcJob(Process):
         assert node is not None
         data = node.get_attribute("trace_record")
         record = TraceRecord.from_dict(data) if data else self._record_with_plugins(None)
+        if record.gpu_metrics is None and node.get_attribute("gpu_metrics") is not None:
+            record.gpu_metrics = node.get_attribute("gpu_metrics")  # copied from the cache
         finish_record(record, node.refresh())
         self._store_record(record)
         for plugin, exc in call_each("trace_ready", node=node, record=record):
