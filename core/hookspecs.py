@@ -85,6 +85,19 @@ def trace_ready(node: Any, record: Any) -> None:
     """
 
 
+@hookspec
+def notify(event: str, subject: str, body: str, recipients: list[str], profile: Profile) -> None:
+    """Tell people about something that needs them.
+
+    ``event`` is one of ``process_excepted`` (a process failed in a way no retry fixes) and
+    ``computer_unreachable`` (a computer could not be reached and its jobs were paused); it
+    is sent once per event, not once per poll. ``recipients`` are the addresses of the
+    ``notify.email`` option (possibly empty: a channel of your own may not need them).
+    Implement it to add a channel (chat, pager); the built-in ``core.email`` plugin sends
+    e-mail over SMTP. An exception is logged and does not stop the other channels.
+    """
+
+
 def hook_names() -> list[str]:
     """Names of every hook declared in this module, in declaration order."""
     return [name for name, value in globals().items() if _is_hookspec(value)]

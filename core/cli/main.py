@@ -56,6 +56,7 @@ def _register_commands() -> None:
         cmd_shell,
         cmd_status,
         cmd_storage,
+        cmd_verify,
     )
 
     for module in (
@@ -72,6 +73,7 @@ def _register_commands() -> None:
         cmd_code,
         cmd_shell,
         cmd_monitor,
+        cmd_verify,
     ):
         for command in module.COMMANDS:
             cli.add_command(command)

@@ -122,6 +122,7 @@ class JobWaiting(plumpy.process_states.Waiting):
                 return self.create_state(ProcessState.RUNNING, process.parse, str(folder))
             raise RuntimeError(f"unknown calc job command {command!r}")
         except TransportTaskFailed as exc:
+            process.computer_unreachable(f"{command} failed on every attempt: {exc}")
             raise PauseInterruption(f"{command} failed on every attempt: {exc}") from None
         except KillInterruption:
             await process.do_kill()
@@ -329,7 +330,9 @@ class CalcJob(Process):
         for attempt in range(1, runner.retry_attempts + 1):
             try:
                 async with runner.lease_transport(self.computer) as lease:
-                    return await lease.run(function, lease.transport, *args)
+                    result = await lease.run(function, lease.transport, *args)
+                self._computer_reached()
+                return result
             except (TransportError, OSError) as exc:
                 self.report(f"{name} attempt {attempt}/{runner.retry_attempts} failed: {exc}")
                 if attempt == runner.retry_attempts:
@@ -337,6 +340,27 @@ class CalcJob(Process):
                 await asyncio.sleep(delay)
                 delay *= 2
         raise AssertionError("unreachable")
+
+    def _computer_reached(self) -> None:
+        from veglia.notifications import clear_event, event_pending
+
+        key = f"unreachable-{self.computer.label}"
+        if event_pending(key):  # a stat per task: the outage is over, say so next time
+            clear_event(key)
+
+    def computer_unreachable(self, reason: str) -> None:
+        """One notification per outage of a computer, not one per job or poll."""
+        from veglia.notifications import notify_once
+
+        label = self.computer.label
+        notify_once(
+            f"unreachable-{label}",
+            "computer_unreachable",
+            f"computer {label} is unreachable",
+            f"veglia could not reach {label} ({self.computer.hostname}) and paused its jobs, "
+            f"process {self.pid} first: {reason}\n\nOnce it is back: `veglia process play "
+            "--all`.",
+        )
 
     def _workdir(self, username: str) -> str:
         assert self.node is not None

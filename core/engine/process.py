@@ -178,6 +178,16 @@ class Process(plumpy.Process):
 
             text = "".join(traceback.format_exception(*exc_info))
             self.node.add_log("ERROR", f"The process excepted: {exc_info[1]}", traceback=text)
+            from veglia.notifications import notify_once
+
+            notify_once(
+                f"excepted-{self.node.pk}",
+                "process_excepted",
+                f"process {self.node.pk} ({self.node.process_type}) excepted",
+                f"Process {self.node.pk} failed in a way retrying does not fix:\n\n"
+                f"{type(exc_info[1]).__name__}: {exc_info[1]}\n\nSee `veglia process report "
+                f"{self.node.pk}`.",
+            )
             self.node.set_exit(None, f"{type(exc_info[1]).__name__}: {exc_info[1]}")
 
     def on_kill(self, msg: Any) -> None:
