@@ -70,11 +70,11 @@ def test_kill_cancels_the_scheduler_job(broker_profile, daemon, run_cli):
 
 def test_pause_and_play_without_broker(profile, daemon, run_cli):
     daemon(1)
-    node = engine.submit(ShellJob, command=orm.Str("sleep 3; echo ok"))
+    node = engine.submit(ShellJob, command=orm.Str("sleep 8; echo ok"))
     wait_for([node], lambda n: n.job_id is not None, timeout=60)
     assert run_cli("-p", "test", "process", "pause", str(node.pk)).exit_code == 0
     assert node.refresh().paused
-    time.sleep(4)
+    time.sleep(9)
     assert not node.refresh().is_terminated  # paused: not even retrieved
     assert run_cli("-p", "test", "process", "play", "--all").exit_code == 0
     wait_for([node], lambda n: n.is_terminated, timeout=60)

@@ -40,9 +40,13 @@ def _unwrap(future: Any, timeout: float) -> Any:
 
 def _done(node: ProcessNode, action: str) -> bool:
     node.refresh()
-    if action == "kill":
-        return node.is_terminated
-    return node.paused == (action == "pause") or node.is_terminated
+    if action in ("kill", "play") and node.is_terminated:
+        return True  # killed; or played and already done
+    if node.is_terminated:  # it ended before it could be paused: say so
+        raise ControlError(
+            f"Process {node.pk} terminated ({node.process_state}) before it could be paused."
+        )
+    return node.paused == (action == "pause")
 
 
 def control_process(
