@@ -44,10 +44,14 @@ def smtp_server():
 def notified_profile(veglia_home, smtp_server):
     from veglia.engine.runner import set_runner
 
-    profile = make_profile(**{
-        "notify.email": "ada@example.org", "notify.smtp_host": "127.0.0.1",
-        "notify.smtp_port": str(smtp_server.port), "notify.from": "veglia@example.org",
-    })
+    profile = make_profile(
+        **{
+            "notify.email": "ada@example.org",
+            "notify.smtp_host": "127.0.0.1",
+            "notify.smtp_port": str(smtp_server.port),
+            "notify.from": "veglia@example.org",
+        }
+    )
     yield profile
     set_runner(None)
 
@@ -74,13 +78,19 @@ def test_an_excepted_process_sends_one_email(notified_profile, smtp_server):
     )
 
 
-def test_an_unreachable_computer_is_reported_once_for_all_its_jobs(notified_profile,
-                                                                   smtp_server, daemon):
-    computer = orm.Computer(label="gone", hostname="127.0.0.1", transport_type="core.ssh",
-                            scheduler_type="core.direct",
-                            properties={"workdir": "/tmp/x", "safe_interval": 0.0}).store()
-    computer.configure(port=1, host_key_checking=False, look_for_keys=False, allow_agent=False,
-                       timeout=2.0)
+def test_an_unreachable_computer_is_reported_once_for_all_its_jobs(
+    notified_profile, smtp_server, daemon
+):
+    computer = orm.Computer(
+        label="gone",
+        hostname="127.0.0.1",
+        transport_type="core.ssh",
+        scheduler_type="core.direct",
+        properties={"workdir": "/tmp/x", "safe_interval": 0.0},
+    ).store()
+    computer.configure(
+        port=1, host_key_checking=False, look_for_keys=False, allow_agent=False, timeout=2.0
+    )
     daemon(1)
     nodes = []
     for _ in range(3):
@@ -98,8 +108,13 @@ def test_an_unreachable_computer_is_reported_once_for_all_its_jobs(notified_prof
 def test_notify_channel_failures_do_not_break_the_engine(veglia_home):
     from veglia.engine.runner import set_runner
 
-    make_profile(**{"notify.email": "ada@example.org", "notify.smtp_host": "127.0.0.1",
-                    "notify.smtp_port": "1"})
+    make_profile(
+        **{
+            "notify.email": "ada@example.org",
+            "notify.smtp_host": "127.0.0.1",
+            "notify.smtp_port": "1",
+        }
+    )
     with pytest.raises(RuntimeError):
         engine.run_get_node(Broken)  # the SMTP server is not there: only logged
     set_runner(None)
