@@ -90,9 +90,6 @@ class Process(plumpy.Process):
     #: Top-level inputs that are settings, not data: they are not stored as input nodes.
     non_db_inputs: ClassVar[frozenset[str]] = frozenset({"metadata", "code", "monitors"})
 
-    def _non_db_ports(self) -> set[str]:
-        return set(self.non_db_inputs)
-
     def _create_node(self) -> ProcessNode:
         node = self._node_class(
             process_type=self.process_type(),
@@ -102,7 +99,7 @@ class Process(plumpy.Process):
         node.process_state = ProcessState.CREATED.value
         self.prepare_node(node)
         node.store()
-        skip = self._non_db_ports()
+        skip = self.non_db_inputs
         for label, value in flatten_inputs({k: v for k, v in self.inputs.items() if k not in skip}):
             if isinstance(value, Node):
                 value.store()

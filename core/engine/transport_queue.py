@@ -62,12 +62,8 @@ class TransportQueue:
         self._entries: dict[tuple[Any, ...], _Entry] = {}
 
     def total_opens(self) -> int:
+        """Connection opens so far, all computers together (the daemon reports it)."""
         return sum(entry.opens for entry in self._entries.values())
-
-    def opens(self, key: tuple[Any, ...]) -> int:
-        """How many times the connection for ``key`` was opened (for tests and bench)."""
-        entry = self._entries.get(key)
-        return entry.opens if entry else 0
 
     @asynccontextmanager
     async def lease(

@@ -525,10 +525,6 @@ class ProcessNode(Node):
             self._load_row(row)
         return self
 
-    def set_process_state(self, state: str) -> None:
-        self.process_state = state
-        self._update_row(process_state=state)
-
     def set_exit(self, status: int | None, message: str | None) -> None:
         self.exit_status, self.exit_message = status, message
         self._update_row(exit_status=status, exit_message=message)
