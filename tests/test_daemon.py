@@ -5,13 +5,12 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import time
 
 from veglia import engine, orm
 from veglia.engine.daemon import DaemonFiles
 from veglia.entry_points import CalculationFactory
-from veglia_fixtures.profiles import wait_for
+from veglia_fixtures.profiles import pid_alive, wait_for
 
 ShellJob = CalculationFactory("core.shell")
 
@@ -48,21 +47,17 @@ def test_killed_worker_loses_nothing_and_submits_nothing_twice(broker_profile, d
     assert sum(w["restarts"] for w in workers) == 1
 
 
-def _pid_alive(pid: str) -> bool:
-    return subprocess.run(["ps", "-p", pid], capture_output=True).returncode == 0
-
-
 def test_kill_cancels_the_scheduler_job(broker_profile, daemon, run_cli):
     daemon(1)
     node = engine.submit(ShellJob, command=orm.Str("sleep 120"))
     wait_for([node], lambda n: n.get_attribute("scheduler_state") == "running", timeout=60)
-    assert _pid_alive(node.job_id)
+    assert pid_alive(node.job_id)
     result = run_cli("-p", "test", "process", "kill", str(node.pk))
     assert result.exit_code == 0, result.output
     wait_for([node], lambda n: n.is_terminated, timeout=60)
     assert node.is_killed
     deadline = time.monotonic() + 10
-    while _pid_alive(node.job_id):
+    while pid_alive(node.job_id):
         assert time.monotonic() < deadline, "the job survived its kill"
         time.sleep(0.1)
     assert any("cancelled job" in log.message for log in node.logs)

@@ -17,6 +17,7 @@ from veglia.engine import InputValidationError
 from veglia.engine.persistence import load_process
 from veglia.engine.runner import Runner, set_runner
 from veglia.entry_points import CalculationFactory
+from veglia_fixtures.profiles import pid_alive
 
 ShellJob = CalculationFactory("core.shell")
 DIVERGE = "for i in 1 2 3; do echo step $i >> out.log; sleep 0.3; done; echo DIVERGED >> out.log; "
@@ -30,12 +31,6 @@ def import_paths(profile, veglia_home):
     sys.path.insert(0, str(Path(__file__).parent))
     yield
     sys.path.remove(str(Path(__file__).parent))
-
-
-def _pid_alive(pid: str) -> bool:
-    """Running, not a zombie waiting for a parent that does not reap (PID 1 here)."""
-    stat = subprocess.run(["ps", "-o", "stat=", "-p", pid], capture_output=True, text=True)
-    return stat.returncode == 0 and not stat.stdout.strip().startswith("Z")
 
 
 def test_file_pattern_kills_the_job_and_its_process(profile):
@@ -56,7 +51,7 @@ def test_file_pattern_kills_the_job_and_its_process(profile):
     )
     stop = node.get_attribute("stopped_by_monitor")
     assert stop["name"] == "diverged" and stop["time"] > 0
-    assert not _pid_alive(node.job_id)
+    assert not pid_alive(node.job_id)
     assert node.get_attribute("monitor_state")["diverged"]["data"]["offset"] > 0
 
 

@@ -147,3 +147,9 @@ def wait_for(nodes, condition, timeout: float = 120.0) -> None:
         (n.pk, n.process_state, n.get_attribute("scheduler_state"), n.exit_message) for n in nodes
     ]
     raise AssertionError(f"timed out after {timeout:.0f} s: {states}")
+
+
+def pid_alive(pid: str) -> bool:
+    """Running, not a zombie waiting for a parent that does not reap (PID 1 in a container)."""
+    stat = subprocess.run(["ps", "-o", "stat=", "-p", pid], capture_output=True, text=True)
+    return stat.returncode == 0 and not stat.stdout.strip().startswith("Z")
