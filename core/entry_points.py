@@ -27,6 +27,7 @@ __all__ = [
     "ParserFactory",
     "SchedulerFactory",
     "TransportFactory",
+    "WorkflowFactory",
     "clear_cache",
     "get_entry_point",
     "get_entry_points",
@@ -37,6 +38,7 @@ __all__ = [
 #: Short name of each plugin kind -> its entry-point group.
 GROUPS: dict[str, str] = {
     "calculations": "veglia.calculations",
+    "workflows": "veglia.workflows",
     "parsers": "veglia.parsers",
     "schedulers": "veglia.schedulers",
     "transports": "veglia.transports",
@@ -141,5 +143,8 @@ TransportFactory = _factory(
 MonitorFactory = _factory("monitors", callable, "a monitor function")
 SchedulerFactory = _factory("schedulers", inspect.isclass, "a Scheduler class")
 CalculationFactory = _factory("calculations", inspect.isclass, "a Calculation class")
+WorkflowFactory = _factory(
+    "workflows", _subclass_of("veglia.engine.workchain.WorkChain"), "a WorkChain subclass"
+)
 ParserFactory = _factory("parsers", inspect.isclass, "a Parser class")
 DataFactory = _factory("data", inspect.isclass, "a Data class")

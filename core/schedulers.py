@@ -25,6 +25,7 @@ __all__ = [
     "JobResources",
     "JobState",
     "JobTemplate",
+    "QueueInfo",
     "Scheduler",
     "SchedulerError",
     "SchedulerSubmitError",
@@ -45,9 +46,12 @@ class SchedulerSubmitError(SchedulerError):
     at once instead of retrying.
     """
 
-    def __init__(self, message: str, *, permanent: bool) -> None:
+    def __init__(self, message: str, *, permanent: bool, resource_request: bool = False) -> None:
         super().__init__(message)
         self.permanent = permanent
+        #: The queue cannot give what the job asks for (time, memory, nodes): another queue
+        #: or a smaller request may work, which a restart policy can choose.
+        self.resource_request = resource_request
 
 
 class JobState(str, enum.Enum):
@@ -135,6 +139,32 @@ class JobInfo:
     details: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass
+class QueueInfo:
+    """A queue (partition) and its limits; None means no limit is known."""
+
+    name: str
+    max_wallclock_seconds: int | None = None
+    max_memory_kb: int | None = None
+    max_nodes: int | None = None
+    default: bool = False
+    available: bool = True
+
+    def allows(
+        self,
+        wallclock_seconds: int | None = None,
+        memory_kb: int | None = None,
+        nodes: int | None = None,
+    ) -> bool:
+        """Whether a job with these requests fits in the queue's limits."""
+        checks = (
+            (wallclock_seconds, self.max_wallclock_seconds),
+            (memory_kb, self.max_memory_kb),
+            (nodes, self.max_nodes),
+        )
+        return all(want is None or limit is None or want <= limit for want, limit in checks)
+
+
 class Scheduler(ABC):
     """One batch system. Subclasses write command lines and parse what they print."""
 
@@ -194,6 +224,19 @@ class Scheduler(ABC):
         """
         return info.failure if info is not None else None
 
+    def queues_command(self) -> str | None:
+        """The command line that lists the queues and their limits (None: cannot)."""
+        return None
+
+    def parse_queues_output(self, retval: int, stdout: str, stderr: str) -> list[QueueInfo]:
+        """Queues from the queues command's output."""
+        return []
+
+    def unsatisfiable_reason(self, reason: str) -> bool:
+        """Whether a pending job's ``reason`` means it can never start in its queue as it
+        is (a request over the queue's limits, a queue that is down)."""
+        return False
+
     # -- run through a transport ---------------------------------------------------------
     def submit(self, transport: Transport, workdir: str, script_name: str) -> str:
         """Submit the script in ``workdir``; return the job id."""
@@ -217,3 +260,11 @@ class Scheduler(ABC):
     def kill(self, transport: Transport, job_id: str) -> bool:
         retval, stdout, stderr = transport.exec_command(self.kill_command(job_id), timeout=120)
         return self.parse_kill_output(retval, stdout, stderr)
+
+    def get_queues(self, transport: Transport) -> list[QueueInfo]:
+        """The queues the batch system offers, with their limits ([] when it cannot say)."""
+        command = self.queues_command()
+        if command is None:
+            return []
+        retval, stdout, stderr = transport.exec_command(command, timeout=120)
+        return self.parse_queues_output(retval, stdout, stderr)

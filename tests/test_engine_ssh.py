@@ -13,30 +13,14 @@ import pytest
 from veglia import engine, orm
 from veglia.entry_points import CalculationFactory
 from veglia_fixtures.profiles import wait_for
+from veglia_fixtures.services import ssh_computer
 
 ShellJob = CalculationFactory("core.shell")
 
 
-def _ssh_computer(label, services_env, ssh_params, scheduler, **properties):
-    computer = orm.Computer(
-        label=label,
-        hostname=services_env["SSH_HOST"],
-        transport_type="core.ssh",
-        scheduler_type=scheduler,
-        properties={
-            "workdir": f"{services_env['SSH_USER_HOME']}/veglia-work",
-            "safe_interval": 0.0,
-            "minimum_poll_interval": 0.5,
-            **properties,
-        },
-    ).store()
-    computer.configure(**ssh_params)
-    return computer
-
-
 @pytest.fixture
 def slurm_computer(broker_profile, services_env, ssh_params, slurm):
-    return _ssh_computer("slurm", services_env, ssh_params, "core.slurm")
+    return ssh_computer("slurm", services_env, ssh_params, "core.slurm")
 
 
 def _squeue_lists(job_id: str) -> bool:
@@ -146,7 +130,7 @@ def test_sshd_outage_pauses_jobs_and_play_finishes_them(
         "port": private_sshd["port"],
         "known_hosts": private_sshd["known_hosts"],
     }
-    _ssh_computer("flaky", services_env, params, "core.direct")
+    ssh_computer("flaky", services_env, params, "core.direct")
     daemon(1)
     nodes = []
     for i in range(3):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from email import message_from_bytes
 
 import pytest
 
@@ -13,31 +12,6 @@ from veglia.entry_points import CalculationFactory
 from veglia_fixtures.profiles import make_profile, wait_for
 
 ShellJob = CalculationFactory("core.shell")
-
-
-@pytest.fixture
-def smtp_server():
-    from aiosmtpd.controller import Controller
-
-    class Inbox:
-        def __init__(self) -> None:
-            self.messages = []
-
-        async def handle_DATA(self, server, session, envelope):
-            self.messages.append((envelope.rcpt_tos, message_from_bytes(envelope.content)))
-            return "250 OK"
-
-    import socket
-
-    with socket.socket() as probe:  # a free port: aiosmtpd checks it can connect to it
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    inbox = Inbox()
-    inbox.port = port
-    controller = Controller(inbox, hostname="127.0.0.1", port=port)
-    controller.start()
-    yield inbox
-    controller.stop()
 
 
 @pytest.fixture

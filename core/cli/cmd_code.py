@@ -125,3 +125,58 @@ def code_show(state: CliState, identifier: str) -> None:
 
 
 COMMANDS = [code_group]
+
+
+@code_group.command("stats")
+@click.argument("identifier", metavar="LABEL")
+@raw_option
+@pass_state
+def code_stats(state: CliState, identifier: str, raw: bool) -> None:
+    """Peak memory and run time of the code's finished jobs, and the requests they suggest.
+
+    The recommendation is mean + 1 standard deviation over similar jobs (same calculation
+    and computer); with the profile option resources.right_size the engine uses it.
+    """
+    from veglia.engine.history import MIN_SAMPLES, Distribution, code_usage
+    from veglia.orm.computers import load_code
+
+    state.profile  # noqa: B018 - loads the profile
+    code = load_code(identifier)
+    assert code.pk is not None
+    grouped = code_usage(code.pk)
+    if not grouped:
+        raise InvalidOptionError(
+            f"No finished job of code {code.full_label} recorded its usage yet. Jobs record "
+            "it when the computer has /usr/bin/time (property measure_usage) or a Fusion trace."
+        )
+    rows = []
+    for key, usages in sorted(grouped.items()):
+        calculation = key.split("|")[0]
+        for what, field, unit, scale in (
+            ("peak memory", "peak_memory_kb", "MB", 1024),
+            ("run time", "runtime_seconds", "s", 1),
+        ):
+            dist = Distribution.of([u[field] / scale for u in usages if u.get(field) is not None])
+            if dist is None:
+                continue
+            recommended = (
+                f"{dist.recommended:.1f}" if dist.count >= MIN_SAMPLES else "(too few jobs)"
+            )
+            rows.append(
+                (
+                    calculation,
+                    f"{what} ({unit})",
+                    dist.count,
+                    f"{dist.mean:.1f}",
+                    f"{dist.stdev:.1f}",
+                    f"{dist.minimum:.1f}",
+                    f"{dist.median:.1f}",
+                    f"{dist.maximum:.1f}",
+                    recommended,
+                )
+            )
+    print_table(
+        ("Calculation", "Measure", "Jobs", "Mean", "SD", "Min", "Median", "Max", "Recommended"),
+        rows,
+        raw=raw,
+    )

@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+from typing import Any
 
 import click
 
@@ -205,9 +206,93 @@ def _control_command(action: str, help_text: str) -> click.Command:
     return command
 
 
+def _option_value(text: str) -> tuple[str, Any]:
+    import json
+
+    from veglia.engine.calcjob import CalcJob
+
+    name, sep, value_text = text.partition("=")
+    ports = CalcJob.spec().inputs["metadata"]["options"]
+    if not sep or name not in ports:
+        raise click.BadParameter(
+            f"{text!r} is not NAME=VALUE with NAME one of {', '.join(sorted(ports))}.",
+            param_hint="--option",
+        )
+    try:
+        value = json.loads(value_text)
+    except json.JSONDecodeError:
+        value = value_text
+    error = ports[name].validate(value)
+    if error is not None:
+        raise click.BadParameter(f"{name}: {error.message}", param_hint="--option")
+    return name, value
+
+
+@click.command("unblock")
+@click.argument("pks", nargs=-1, type=int)
+@click.option("-a", "--all", "everything", is_flag=True, help="Every blocked process.")
+@click.option(
+    "-o",
+    "--option",
+    "options",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="Change a job option first (queue_name=short, account=proj); repeatable.",
+)
+@click.option("-t", "--timeout", default=60.0, show_default=True, help="Seconds to wait.")
+@pass_state
+def process_unblock(
+    state: CliState,
+    pks: tuple[int, ...],
+    everything: bool,
+    options: tuple[str, ...],
+    timeout: float,
+) -> int:
+    """Resume jobs blocked by a submission error, after its cause is fixed: each is
+    uploaded and submitted again."""
+    import sqlalchemy as sa
+
+    from veglia.engine.control import control_process
+    from veglia.engine.daemon import ACTIVE_STATES
+    from veglia.manage import get_storage
+    from veglia.orm.nodes import CalcJobNode, load_node
+    from veglia.storage.models import Node
+
+    changes = dict(_option_value(text) for text in options)
+    state.profile  # noqa: B018 - loads the profile
+    if everything:
+        with get_storage().session() as session:
+            query = sa.select(Node.id).where(
+                Node.process_state.in_(ACTIVE_STATES), Node.attributes["blocked"].isnot(None)
+            )
+            pks = tuple(session.scalars(query.order_by(Node.id)).all())
+        if not pks:
+            echo_success("No process is blocked.")
+            return 0
+    if not pks:
+        raise click.UsageError("Give process PKs, or --all.")
+    failed = 0
+    for pk in pks:
+        node = load_node(pk)
+        if not isinstance(node, CalcJobNode) or not node.get_attribute("blocked"):
+            echo_warning(f"Process {pk} is not blocked.")
+            failed += 1
+            continue
+        if changes:
+            node.set_attribute("options", {**node.options, **changes})
+        try:
+            control_process(node, "play", "", timeout)
+            echo_success(f"Unblocked process {pk}")
+        except VegliaError as exc:
+            echo_warning(str(exc))
+            failed += 1
+    return 1 if failed else 0
+
+
 PROCESS_COMMANDS = [
     _control_command("kill", "Kill processes; a calc job's scheduler job is cancelled."),
     _control_command("pause", "Pause processes; they keep their place."),
     _control_command("play", "Play paused processes (after a transport failure, say)."),
+    process_unblock,
 ]
 COMMANDS = [daemon_group]

@@ -331,6 +331,44 @@ def _monitor_stop(stop: dict | None) -> str | None:
     return f"{stop['name']} at {format_time(when)}: {stop['message']}"
 
 
+def _workflow_rows(node: ProcessNode) -> list[tuple[str, Any]]:
+    from veglia.engine.progress import format_seconds, workflow_progress
+
+    progress = workflow_progress(node)
+    rows: list[tuple[str, Any]] = [
+        ("steps", progress.summary),
+        ("run time", progress.elapsed_text),
+    ]
+    if progress.remaining is not None:
+        rows.append(
+            ("estimated time left", f"{format_seconds(progress.remaining)} ({progress.basis})")
+        )
+    elif not node.is_terminated:
+        rows.append(("estimated time left", "unknown: nothing similar has finished yet"))
+    return rows
+
+
+def _attempts_table(attempts: list[dict] | None) -> None:
+    """The restart policy's attempts, each with what it asked for and what happened."""
+    if not attempts:
+        return
+    rows = [
+        (
+            a["attempt"],
+            a["pk"],
+            a.get("job_id") or "",
+            a.get("queue") or "",
+            f"{a['max_memory_kb'] // 1024} MB" if a.get("max_memory_kb") else "",
+            f"{a['max_wallclock_seconds']} s" if a.get("max_wallclock_seconds") else "",
+            a.get("exit_status"),
+            a.get("reason", ""),
+        )
+        for a in attempts
+    ]
+    print_table(("Attempt", "PK", "Job", "Queue", "Memory", "Time", "Exit", "Outcome"), rows)
+    console.print("")
+
+
 def show_process(node: ProcessNode, log_lines: int) -> None:
     attrs = node.attributes
     code = attrs.get("code") or {}
@@ -358,9 +396,12 @@ def show_process(node: ProcessNode, log_lines: int) -> None:
             ("cached from", attrs.get("cached_from") and f"process {attrs['cached_from']['pk']}"),
             ("stopped by monitor", _monitor_stop(attrs.get("stopped_by_monitor"))),
         ]
+    if node.node_type == "process.workflow":
+        rows += _workflow_rows(node)
     print_table(("Property", "Value"), [r for r in rows if r[1] not in (None, "")])
     console.print("")
     _gpu_table(attrs.get("gpu_metrics"))
+    _attempts_table(attrs.get("attempts"))
     _links_table("Inputs", node.inputs.items())
     _links_table("Outputs", node.outputs.items())
     called = node.called

@@ -381,6 +381,21 @@ BUILTIN_OPTIONS: tuple[Option, ...] = (
         parse=_boolean,
     ),
     Option(
+        "resources.right_size",
+        "What to do with a job's memory and wall-time requests given the history of similar "
+        "jobs (mean + 1 SD of what they used): 'off'; 'warn' when a request is over twice "
+        "that; 'lower' such requests to it; 'apply' it to every job.",
+        default="warn",
+        choices=("off", "warn", "lower", "apply"),
+    ),
+    Option(
+        "restart.max_attempts",
+        "Most attempts the restart policy makes at one job before it gives up.",
+        default=5,
+        parse=_positive_int,
+        hint="a whole number > 0",
+    ),
+    Option(
         "caching.enabled",
         "Reuse the outputs of an identical finished job instead of running it again.",
         default=False,

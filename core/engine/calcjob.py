@@ -9,6 +9,7 @@ only the step it was in, and the steps are idempotent (see :mod:`calcjob_tasks`)
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import shutil
 import tempfile
 import time
@@ -29,14 +30,22 @@ from veglia.engine.monitors import (
 )
 from veglia.engine.process import Process
 from veglia.engine.trace import TraceRecord, build_record, finish_record
+from veglia.engine.waiting import InterruptibleWaiting
 from veglia.exceptions import TransportError
 from veglia.orm.computers import Code, Computer, load_computer
 from veglia.orm.nodes import CalcJobNode, FolderData, RemoteData
-from veglia.schedulers import JobFailure, JobInfo, JobState, SchedulerError
+from veglia.schedulers import (
+    JobFailure,
+    JobInfo,
+    JobState,
+    SchedulerError,
+    SchedulerSubmitError,
+)
 
 __all__ = ["CalcJob", "TransportTaskFailed"]
 
 UPLOAD, SUBMIT, UPDATE, RETRIEVE = "upload", "submit", "update", "retrieve"
+BLOCKED = "blocked"
 _ALWAYS_RETRIEVED = ["_scheduler-stdout.txt", "_scheduler-stderr.txt", tasks.EXIT_STATUS_FILE]
 
 
@@ -60,41 +69,8 @@ def _resources(value: Any, _: Any = None) -> str | None:
     return None
 
 
-@plumpy.persistence.auto_persist("msg", "data")
-class JobWaiting(plumpy.process_states.Waiting):
+class JobWaiting(InterruptibleWaiting):
     """WAITING with the transport work of the current command; interruptible by kill/pause."""
-
-    def __init__(self, process: Any, done_callback: Any, msg: str | None = None, data: Any = None):
-        super().__init__(process, done_callback, msg, data)
-        self._interruption: asyncio.Future | None = None
-
-    def load_instance_state(self, saved_state: Any, load_context: Any) -> None:
-        super().load_instance_state(saved_state, load_context)
-        self._interruption = None
-
-    def interrupt(self, reason: Any) -> None:
-        if self._interruption is not None and not self._interruption.done():
-            self._interruption.set_exception(reason)
-
-    async def _interruptible(self, coroutine: Any, *, finish_first: bool) -> Any:
-        """Await ``coroutine`` unless kill/pause comes first.
-
-        With ``finish_first`` a transport call already under way is let finish (a submit
-        that ran must be recorded) before the interruption is raised.
-        """
-        self._interruption = asyncio.get_running_loop().create_future()
-        task = asyncio.ensure_future(coroutine)
-        try:
-            await asyncio.wait({task, self._interruption}, return_when=asyncio.FIRST_COMPLETED)
-            if self._interruption.done():
-                if finish_first:
-                    await asyncio.wait({task})
-                else:
-                    task.cancel()
-                self._interruption.result()  # raises the interruption
-            return task.result()
-        finally:
-            self._interruption = None
 
     async def execute(self) -> Any:
         process: CalcJob = self.process  # type: ignore[assignment]
@@ -107,7 +83,14 @@ class JobWaiting(plumpy.process_states.Waiting):
                 result = await self._interruptible(process.do_submit(), finish_first=True)
                 if isinstance(result, ExitCode):
                     return self.create_state(ProcessState.RUNNING, process.finish_with, result)
+                if result == BLOCKED:
+                    return self._next(BLOCKED, "Blocked until `veglia process unblock`")
                 return self._next(UPDATE, "Waiting for the scheduler")
+            if command == BLOCKED:
+                blocked = process.node.get_attribute("blocked") if process.node else None
+                if blocked:  # paused here until unblocked (or played), then uploaded anew
+                    raise PauseInterruption(f"blocked: {blocked['reason'].splitlines()[0]}")
+                return self._next(UPLOAD, "Waiting to upload")
             if command == UPDATE:
                 while not await self._interruptible(process.do_update(), finish_first=False):
                     pass
@@ -181,6 +164,7 @@ class CalcJob(Process):
             ("fusion", bool, None, "Read the Fusion trace (defaults to the computer's)."),
             ("withmpi", bool, None, "Run the code through the computer's mpirun."),
             ("tower_run", str, None, "Seqera Platform run this job is a task of."),
+            ("right_size", bool, None, "Adjust requests from similar jobs' history."),
         ]
         for name, valid_type, validator, help_text in options:
             spec.input(
@@ -263,7 +247,11 @@ class CalcJob(Process):
     def prepare_node(self, node: Any) -> None:
         computer = self.computer
         node.computer_pk = computer.pk
-        attributes = {"options": _plain(self.options), "computer": computer.label}
+        attributes = {
+            "options": _plain(self.options),
+            "computer": computer.label,
+            "similarity_key": self.similarity_key(),
+        }
         monitors = parse_monitors(self.inputs.get("monitors") or {})
         if monitors:
             attributes["monitors"] = [m.to_dict() for m in monitors]
@@ -277,6 +265,13 @@ class CalcJob(Process):
                 "executable": self.code.executable,
             }
         node.set_attributes(attributes)
+
+    def similarity_key(self) -> str:
+        """Which finished jobs are like this one, for right-sizing and estimates: by
+        default the same calculation and code on the same computer. Override to add what
+        else makes jobs alike (an input's size, a parameter)."""
+        code = self.code.full_label if self.code is not None else ""
+        return f"{self.process_type()}|{code}|{self.computer.label}"
 
     async def run(self) -> Any:
         cached = self._from_cache()
@@ -369,6 +364,7 @@ class CalcJob(Process):
     async def do_upload(self) -> None:
         node = self.node
         assert node is not None
+        self._right_size()
         sandbox = Path(tempfile.mkdtemp(prefix="veglia-sandbox-"))
         try:
             calcinfo = self.prepare_for_submission(sandbox)
@@ -403,10 +399,18 @@ class CalcJob(Process):
                 "submit", tasks.submit, self.computer, node.remote_workdir
             )
         except SchedulerError as exc:
-            if getattr(exc, "permanent", True):
-                self.report(f"submission rejected: {exc}")
-                return self.exit_codes.ERROR_SUBMISSION_REJECTED.format(message=str(exc))
-            raise TransportTaskFailed(str(exc)) from None
+            if not getattr(exc, "permanent", True):
+                raise TransportTaskFailed(str(exc)) from None
+            if isinstance(exc, SchedulerSubmitError) and not exc.resource_request:
+                return self._block(str(exc))
+            # A request the queue cannot give: a restart policy may pick another queue.
+            self.report(f"submission rejected: {exc}")
+            node.set_attribute(
+                "submission_rejected",
+                {"message": str(exc), "resource_request": getattr(exc, "resource_request", False)},
+            )
+            await self._record_queues()
+            return self.exit_codes.ERROR_SUBMISSION_REJECTED.format(message=str(exc))
         node.set_attributes(
             {
                 "job_id": job_id,
@@ -416,6 +420,102 @@ class CalcJob(Process):
         )
         self.report(f"submitted job {job_id}")
         return None
+
+    def _block(self, reason: str) -> str:
+        """A submission no retry can fix: hold the job, tell the user once per cause."""
+        import hashlib
+
+        from veglia.notifications import notify_once
+
+        node = self.node
+        assert node is not None
+        label = self.computer.label
+        first_line = reason.splitlines()[0]
+        node.set_attribute("blocked", {"reason": reason, "time": time.time(), "computer": label})
+        self.report(f"blocked: {reason}")
+        digest = hashlib.sha256(first_line.encode()).hexdigest()[:12]
+        notify_once(
+            f"blocked-{label}-{digest}",
+            "jobs_blocked",
+            f"jobs on {label} are blocked: {first_line[:120]}",
+            f"The scheduler of {label} refused process {node.pk} (and will refuse any job "
+            f"asking the same):\n\n{reason}\n\nThe jobs wait. Fix the cause (the account, "
+            "queue or option), then resume them with `veglia process unblock --all`, or "
+            "`veglia process unblock PK --option NAME=VALUE` to change a job's option.",
+        )
+        return BLOCKED
+
+    def on_playing(self) -> None:
+        super().on_playing()
+        node = self.node
+        if node is not None and node.get_attribute("blocked"):
+            from veglia.notifications import clear_event
+
+            blocked = node.get_attribute("blocked")
+            node.delete_attribute("blocked")
+            self.report("unblocked: uploading and submitting again")
+            import hashlib
+
+            first = blocked["reason"].splitlines()[0]
+            digest = hashlib.sha256(first.encode()).hexdigest()[:12]
+            clear_event(f"blocked-{blocked.get('computer', '')}-{digest}")
+
+    def _right_size(self) -> None:
+        """Requests against the history of similar jobs (option ``resources.right_size``)."""
+        from veglia.engine.history import recommend
+        from veglia.manage import get_profile
+
+        node = self.node
+        assert node is not None
+        explicit = self.options.get("right_size")
+        mode = "off" if explicit is False else get_profile().get_option("resources.right_size")
+        if mode == "off" or node.get_attribute("right_sized") is not None:
+            return
+        advice = recommend(node.get_attribute("similarity_key"), exclude_pk=node.pk)
+        options = dict(node.options)
+        changed = {}
+        for name, recommended, floor, unit in (
+            ("max_memory_kb", advice.memory_kb, 1024, "kB"),
+            ("max_wallclock_seconds", advice.wallclock_seconds, 60, "s"),
+        ):
+            if recommended is None:
+                continue
+            recommended = max(recommended, floor)
+            requested = options.get(name)
+            if mode == "apply" or (
+                requested is not None and requested > 2 * recommended and mode == "lower"
+            ):
+                if requested != recommended:
+                    changed[name] = (requested, recommended)
+                    options[name] = recommended
+            elif requested is not None and requested > 2 * recommended:
+                self.report(
+                    f"{name} = {requested} {unit} is over twice the {recommended} {unit} that "
+                    f"{advice.samples} similar jobs needed (mean + 1 SD); set the profile "
+                    "option resources.right_size to 'lower' to lower such requests"
+                )
+        record = {name: {"from": old, "to": new} for name, (old, new) in changed.items()}
+        node.set_attributes({"options": options, "right_sized": record})
+        for name, (old, new) in changed.items():
+            self.report(
+                f"right-sized {name} from {old} to {new} (mean + 1 SD of {advice.samples} "
+                "similar jobs)"
+            )
+
+    async def _record_queues(self) -> None:
+        """The queues and their limits, on the node, for a restart policy to choose from."""
+        from veglia.engine.queues import queues_of
+        from veglia.engine.runner import get_runner
+
+        node = self.node
+        assert node is not None
+        try:
+            async with get_runner().lease_transport(self.computer) as lease:
+                queues = await lease.run(queues_of, self.computer, lease.transport)
+        except (TransportError, OSError) as exc:
+            node.add_log("DEBUG", f"could not list the queues: {exc}")
+            queues = queues_of(self.computer, None)
+        node.set_attribute("queues", [dataclasses.asdict(q) for q in queues])
 
     async def do_update(self) -> bool:
         """One poll; True when the job has left the scheduler or is done."""
@@ -430,6 +530,12 @@ class CalcJob(Process):
         self._update_failures = 0
         done = info is None or info.state == JobState.DONE
         changes = {"scheduler_state": JobState.DONE.value if done else info.state.value}
+        if (
+            info is not None
+            and info.state == JobState.RUNNING
+            and not node.get_attribute("started_at")
+        ):
+            changes["started_at"] = time.time()
         if info is not None:
             changes["last_job_info"] = _job_info_attributes(info)
         if any(node.get_attribute(key) != value for key, value in changes.items()):
@@ -463,6 +569,7 @@ class CalcJob(Process):
         self.report(f"monitor {name} stops the job: {result.message}")
         await self.do_kill()
         await self._wait_until_gone()
+        await self._record_queues()  # for a restart policy that moves the job
         return True
 
     async def _wait_until_gone(self, polls: int = 30) -> None:
@@ -508,6 +615,14 @@ class CalcJob(Process):
         )
         node.set_attributes({"job_outcome": outcome})
         await self._collect_trace()
+        usage = _fusion_usage(node.get_attribute("trace_record")) or outcome.get("usage")
+        if usage:
+            node.set_attribute("usage", usage)
+        if outcome.get("failure") in (
+            JobFailure.OUT_OF_MEMORY.value,
+            JobFailure.OUT_OF_WALLTIME.value,
+        ):
+            await self._record_queues()
         self.report(f"retrieved {sum(1 for p in folder.rglob('*') if p.is_file())} files")
         return folder
 
@@ -644,6 +759,19 @@ class CalcJob(Process):
         }
         label = mapping.get(failure or "")
         return self.exit_codes[label] if label else None
+
+
+def _fusion_usage(record: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Peak memory and run time from the Fusion trace's ``proc`` block (kB and ms)."""
+    proc = (record or {}).get("fusion_proc") or {}
+    if not isinstance(proc.get("peak_rss"), int | float):
+        return None
+    realtime = proc.get("realtime")
+    return {
+        "peak_memory_kb": int(proc["peak_rss"]),
+        "runtime_seconds": realtime / 1000 if isinstance(realtime, int | float) else None,
+        "source": "fusion",
+    }
 
 
 def _plain(value: Any) -> Any:

@@ -27,6 +27,7 @@ __all__ = ["SCRIPT_NAME", "build_template", "kill", "retrieve", "submit", "uploa
 
 SCRIPT_NAME = "_veglia_submit.sh"
 EXIT_STATUS_FILE = "_veglia_exit_status"
+USAGE_FILE = "_veglia_usage"
 _SUBMIT_RC = ".veglia_submit.rc"
 
 
@@ -52,8 +53,21 @@ def build_template(node: CalcJobNode, calcinfo: CalcInfo, code: Any, computer: C
         if info.stderr_name:
             parts.append(f"2> {shlex.quote(info.stderr_name)}")
         lines.append(" ".join(parts))
+    measure = []
+    if computer.get_property("measure_usage") and lines:
+        # Peak memory (kB) and elapsed seconds of each command, for right-sizing requests.
+        measure = [
+            f"VEGLIA_TIME=(); [ -x /usr/bin/time ] && VEGLIA_TIME=(/usr/bin/time -a -o "
+            f"{USAGE_FILE} -f '%M %e')"
+        ]
+        lines = [f'"${{VEGLIA_TIME[@]}}" {line}' for line in lines]
     # The job's own exit status, read back by the engine whatever the scheduler reports.
-    commands = [*lines[:-1], lines[-1] if lines else "true", f"echo $? > {EXIT_STATUS_FILE}"]
+    commands = [
+        *measure,
+        *lines[:-1],
+        lines[-1] if lines else "true",
+        f"echo $? > {EXIT_STATUS_FILE}",
+    ]
     prepend = "\n".join(
         t
         for t in (
@@ -164,6 +178,9 @@ def retrieve(
     if transport.isfile(status_path):
         text = transport.read_bytes(status_path).decode(errors="replace").strip()
         outcome["exit_status"] = int(text) if text.lstrip("-").isdigit() else None
+    usage_path = posixpath.join(workdir, USAGE_FILE)
+    if transport.isfile(usage_path):
+        outcome["usage"] = parse_usage(transport.read_bytes(usage_path).decode(errors="replace"))
     stderr = ""
     for name in ("_scheduler-stderr.txt", "_scheduler-stdout.txt"):
         path = posixpath.join(workdir, name)
@@ -174,6 +191,26 @@ def retrieve(
     failure = computer.get_scheduler().classify_failure(last_info, stderr)
     outcome["failure"] = failure.value if isinstance(failure, JobFailure) else None
     return target, outcome
+
+
+def parse_usage(text: str) -> dict[str, Any] | None:
+    """``/usr/bin/time -f '%M %e'`` lines: the largest peak memory, the summed run time."""
+    peaks, seconds = [], []
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[0].isdigit():
+            try:
+                seconds.append(float(parts[1]))
+            except ValueError:
+                continue
+            peaks.append(int(parts[0]))
+    if not peaks:
+        return None
+    return {
+        "peak_memory_kb": max(peaks),
+        "runtime_seconds": round(sum(seconds), 2),
+        "source": "time",
+    }
 
 
 def kill(transport: Transport, computer: Computer, job_id: str) -> bool:

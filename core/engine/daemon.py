@@ -215,7 +215,7 @@ class Worker:
             self.communicator = QuietCommunicator(self._thread_communicator, self.loop)
         self.runner = Runner(loop=self.loop, communicator=self.communicator)
         set_runner(self.runner)
-        self.active: dict[int, Any] = {}
+        self.active: dict[int, Any] = self.runner.local_processes
         self._stop = asyncio.Event()
 
     def run(self) -> None:

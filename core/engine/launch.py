@@ -18,7 +18,7 @@ def _split(process: type[Process] | ProcessBuilder, inputs: dict[str, Any]) -> t
 
 
 def run_get_node(
-    process: type[Process] | ProcessBuilder, **inputs: Any
+    process: type[Process] | ProcessBuilder, /, **inputs: Any
 ) -> tuple[dict[str, Any], ProcessNode]:
     """Run in this Python process until it ends; return its outputs and its node."""
     from veglia.engine.runner import get_runner
@@ -34,13 +34,19 @@ def run_get_node(
     return dict(instance.outputs), node
 
 
-def run(process: type[Process] | ProcessBuilder, **inputs: Any) -> dict[str, Any]:
+def run(process: type[Process] | ProcessBuilder, /, **inputs: Any) -> dict[str, Any]:
     """Run in this Python process until it ends; return its outputs."""
     return run_get_node(process, **inputs)[0]
 
 
-def submit(process: type[Process] | ProcessBuilder, **inputs: Any) -> ProcessNode:
+def submit(process: type[Process] | ProcessBuilder, /, **inputs: Any) -> ProcessNode:
     """Store the process and hand it to the daemon; return its node at once."""
+    return _to_daemon(process, inputs, caller=None)
+
+
+def _to_daemon(
+    process: type[Process] | ProcessBuilder, inputs: dict[str, Any], caller: ProcessNode | None
+) -> ProcessNode:
     from veglia.engine.runner import get_runner
     from veglia.engine.submission import notify_daemon
 
@@ -48,7 +54,43 @@ def submit(process: type[Process] | ProcessBuilder, **inputs: Any) -> ProcessNod
     instance = get_runner().instantiate(process_class, all_inputs)
     assert instance.node is not None
     node = instance.node
+    if caller is not None:
+        node.add_incoming(caller, "call", "CALL")
     node.set_attribute("daemon", True)
     instance.close()
     notify_daemon(node)
     return node
+
+
+def launch_child(
+    caller: ProcessNode, process: type[Process] | ProcessBuilder, inputs: dict[str, Any]
+) -> ProcessNode:
+    """A process called by a workflow, linked to it: run in the daemon when the caller is,
+    else beside the caller on this runner's loop."""
+    from veglia.engine.runner import get_runner
+
+    if caller.get_attribute("daemon"):
+        return _to_daemon(process, inputs, caller)
+    runner = get_runner()
+    process_class, all_inputs = _split(process, inputs)
+    instance = runner.instantiate(process_class, all_inputs)
+    assert instance.node is not None
+    instance.node.add_incoming(caller, "call", "CALL")
+    runner.start_local(instance)
+    return instance.node
+
+
+def kill_soon(node: ProcessNode, message: str) -> None:
+    """Ask for a kill without waiting for it: safe from inside the engine's own loop."""
+    from veglia.engine.runner import get_runner
+    from veglia.manage import get_profile
+
+    local = get_runner().local_processes.get(node.pk)
+    if local is not None:
+        local.kill(message)
+    elif get_profile().broker_url:
+        from veglia.engine.broker_tasks import get_controller
+
+        get_controller().kill_process(node.pk, message)
+    else:
+        node.set_attribute("control_request", {"action": "kill", "message": message})

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from plumpy import run_until_complete
 
+from veglia.engine.child_watcher import ChildWatcher
 from veglia.engine.job_poller import JobPoller
 from veglia.engine.transport_queue import TransportLease, TransportQueue
 from veglia.manage import get_profile
@@ -36,6 +37,9 @@ class Runner:
         self.retry_interval = float(profile.get_option("transport.retry_initial_interval"))
         self.retry_attempts = int(profile.get_option("transport.retry_attempts"))
         self._pollers: dict[int, JobPoller] = {}
+        self.child_watcher = ChildWatcher()
+        #: Processes stepping on this loop by pk (a daemon worker shares its own table).
+        self.local_processes: dict[int, Any] = {}
 
     @asynccontextmanager
     async def lease_transport(self, computer: Computer) -> AsyncIterator[TransportLease]:
@@ -57,6 +61,20 @@ class Runner:
 
     def instantiate(self, process_class: type[Process], inputs: dict[str, Any]) -> Process:
         return process_class(inputs=inputs, loop=self.loop, communicator=self.communicator)
+
+    def start_local(self, process: Process) -> None:
+        """Step ``process`` on this loop, beside the caller that launched it."""
+        assert process.node is not None
+        pk = process.node.pk
+        self.local_processes[pk] = process
+
+        async def step() -> None:
+            try:
+                await process.step_until_terminated()
+            finally:
+                self.local_processes.pop(pk, None)
+
+        self.loop.create_task(step())
 
     def run_until_terminated(self, process: Process) -> None:
         run_until_complete(self.loop, process.step_until_terminated())

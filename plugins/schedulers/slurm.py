@@ -19,6 +19,7 @@ from veglia.schedulers import (
     JobInfo,
     JobState,
     JobTemplate,
+    QueueInfo,
     Scheduler,
     SchedulerError,
     SchedulerSubmitError,
@@ -134,6 +135,19 @@ _TRANSIENT = re.compile(
     "job violates accounting/qos policy",
     re.IGNORECASE,
 )
+# Of the permanent refusals, those about what the job asks for: another partition or a
+# smaller request may be accepted.
+_RESOURCE_REQUEST = re.compile(
+    "requested time limit is invalid|memory specification can not be satisfied|requested "
+    "node configuration is not available|node count specification invalid|more processors "
+    "requested than permitted",
+    re.IGNORECASE,
+)
+# Pending reasons that mean the job cannot start in its partition as it is.
+_UNSATISFIABLE = {
+    "PartitionTimeLimit", "PartitionNodeLimit", "PartitionDown", "PartitionInactive",
+    "PartitionConfig", "BadConstraints", "ReqNodeNotAvail",
+}  # fmt: skip
 _OOM_MESSAGES = re.compile(
     r"exceeded (job |step )?memory limit|oom[-_ ]kill|out_of_memory", re.IGNORECASE
 )
@@ -150,8 +164,16 @@ class SlurmSubmitError(SchedulerSubmitError):
     ``sbatch_message`` is what sbatch printed, ``retval`` its exit code.
     """
 
-    def __init__(self, message: str, *, permanent: bool, sbatch_message: str, retval: int) -> None:
-        super().__init__(message, permanent=permanent)
+    def __init__(
+        self,
+        message: str,
+        *,
+        permanent: bool,
+        sbatch_message: str,
+        retval: int,
+        resource_request: bool = False,
+    ) -> None:
+        super().__init__(message, permanent=permanent, resource_request=resource_request)
         self.sbatch_message = sbatch_message
         self.retval = retval
 
@@ -324,6 +346,7 @@ class SlurmScheduler(Scheduler):
         raise SlurmSubmitError(
             f"sbatch refused the job (exit {retval}): {message}\n{advice}",
             permanent=permanent,
+            resource_request=permanent and bool(_RESOURCE_REQUEST.search(message)),
             sbatch_message=message,
             retval=retval,
         )
@@ -404,6 +427,42 @@ class SlurmScheduler(Scheduler):
             elif records and line[:1].isspace() and line.strip():  # multi-line form
                 records[-1] += "\n" + line
         return [_job_info(parse_scontrol_record(record)) for record in records]
+
+    # -- queues -------------------------------------------------------------------------
+    def queues_command(self) -> str:
+        return "sinfo --noheader --format='%P|%l|%m|%D|%a'"
+
+    def parse_queues_output(self, retval: int, stdout: str, stderr: str) -> list[QueueInfo]:
+        """One QueueInfo per partition; a partition listed on several lines (nodes of other
+        sizes or states) gets the largest node memory and the sum of the nodes."""
+        if retval != 0:
+            raise SchedulerError(f"sinfo failed (exit {retval}): {stderr.strip()[:2000]}")
+        queues: dict[str, QueueInfo] = {}
+        for line in stdout.splitlines():
+            parts = line.strip().split("|")
+            if len(parts) != 5:
+                continue
+            name, limit, memory, nodes, available = parts
+            default = name.endswith("*")
+            name = name.rstrip("*")
+            memory_kb = int(memory.rstrip("+")) * 1024 if memory.rstrip("+").isdigit() else None
+            queue = queues.setdefault(
+                name,
+                QueueInfo(
+                    name,
+                    max_wallclock_seconds=parse_duration(limit),
+                    default=default,
+                    available=available == "up",
+                    max_nodes=0,
+                ),
+            )
+            if memory_kb is not None:
+                queue.max_memory_kb = max(queue.max_memory_kb or 0, memory_kb)
+            queue.max_nodes = (queue.max_nodes or 0) + (int(nodes) if nodes.isdigit() else 0)
+        return list(queues.values())
+
+    def unsatisfiable_reason(self, reason: str) -> bool:
+        return reason.split(",")[0].strip("() ") in _UNSATISFIABLE
 
     # -- kill -------------------------------------------------------------------------------
     def kill_command(self, job_id: str) -> str:

@@ -120,3 +120,23 @@ def slurm(services_env: dict[str, str]) -> dict[str, str]:
     if result.returncode != 0:
         service_missing(f"sinfo failed: {result.stderr.strip()}")
     return services_env
+
+
+def ssh_computer(label, services_env, ssh_params, scheduler, **properties):
+    """A stored computer reached over the loopback sshd, with fast polling."""
+    from veglia import orm
+
+    computer = orm.Computer(
+        label=label,
+        hostname=services_env["SSH_HOST"],
+        transport_type="core.ssh",
+        scheduler_type=scheduler,
+        properties={
+            "workdir": f"{services_env['SSH_USER_HOME']}/veglia-work",
+            "safe_interval": 0.0,
+            "minimum_poll_interval": 0.5,
+            **properties,
+        },
+    ).store()
+    computer.configure(**ssh_params)
+    return computer

@@ -1,0 +1,68 @@
+"""Waiting for processes to terminate, wherever they run: one query per interval for all.
+
+A workflow's children may run in another daemon worker, so their end is read from the
+database rather than from in-memory futures; every waiting workflow of a worker shares the
+one query.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+import sqlalchemy as sa
+
+__all__ = ["ChildWatcher"]
+
+TERMINAL_STATES = ("finished", "killed", "excepted")
+
+
+class ChildWatcher:
+    """``await watcher.wait([pk, ...])`` returns once every process has terminated."""
+
+    def __init__(self, interval: float = 0.5) -> None:
+        self.interval = interval
+        self._waiters: dict[int, list[asyncio.Future]] = {}
+        self._task: asyncio.Task | None = None
+        self.queries = 0
+
+    async def wait(self, pks: list[int]) -> None:
+        loop = asyncio.get_running_loop()
+        futures = []
+        for pk in pks:
+            future = loop.create_future()
+            self._waiters.setdefault(pk, []).append(future)
+            futures.append(future)
+        if self._task is None or self._task.done():
+            self._task = loop.create_task(self._watch())
+        try:
+            await asyncio.gather(*futures)
+        finally:
+            for pk, future in zip(pks, futures, strict=True):
+                with contextlib.suppress(KeyError, ValueError):
+                    self._waiters[pk].remove(future)
+                    if not self._waiters[pk]:
+                        del self._waiters[pk]
+
+    def _terminated(self, pks: list[int]) -> list[int]:
+        from veglia.manage import get_storage
+        from veglia.storage.models import Node
+
+        self.queries += 1
+        with get_storage().session() as session:
+            return list(
+                session.scalars(
+                    sa.select(Node.id).where(
+                        Node.id.in_(pks), Node.process_state.in_(TERMINAL_STATES)
+                    )
+                )
+            )
+
+    async def _watch(self) -> None:
+        while self._waiters:
+            for pk in self._terminated(list(self._waiters)):
+                for future in self._waiters.pop(pk, []):
+                    if not future.done():
+                        future.set_result(None)
+            if self._waiters:
+                await asyncio.sleep(self.interval)

@@ -1,0 +1,176 @@
+"""What finished jobs tell about new ones: peak memory, run time, queue waits, durations.
+
+Jobs are *similar* when they share a ``similarity_key``: by default the calculation, the
+code and the computer (see :meth:`CalcJob.similarity_key`). The figures come from the
+``usage`` each job recorded (the job script's ``/usr/bin/time`` measurement, or the Fusion
+trace), and from the times the engine records on every job.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+
+__all__ = [
+    "Distribution",
+    "Recommendation",
+    "code_usage",
+    "memory_needed_after_oom",
+    "recommend",
+    "similar_durations",
+    "similar_usage",
+    "similar_waits",
+]
+
+#: Fewer finished jobs than this give no recommendation: the spread would mean nothing.
+MIN_SAMPLES = 3
+HISTORY_LIMIT = 500
+
+
+@dataclass(frozen=True)
+class Distribution:
+    """Summary of one measured quantity over similar jobs."""
+
+    count: int
+    mean: float
+    stdev: float
+    minimum: float
+    maximum: float
+    median: float
+
+    @classmethod
+    def of(cls, values: list[float]) -> Distribution | None:
+        if not values:
+            return None
+        return cls(
+            count=len(values),
+            mean=statistics.fmean(values),
+            stdev=statistics.stdev(values) if len(values) > 1 else 0.0,
+            minimum=min(values),
+            maximum=max(values),
+            median=statistics.median(values),
+        )
+
+    @property
+    def recommended(self) -> float:
+        """Mean plus one standard deviation: most similar jobs fit, few ask far too much."""
+        return self.mean + self.stdev
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    """Requests suggested by the history of similar jobs (None: too few samples)."""
+
+    samples: int
+    memory_kb: int | None
+    wallclock_seconds: int | None
+
+
+def _rows(where: list[Any], columns: list[Any]) -> list[Any]:
+    from veglia.manage import get_storage
+    from veglia.storage.models import Node
+
+    query = sa.select(*columns).where(*where).order_by(Node.id.desc()).limit(HISTORY_LIMIT)
+    with get_storage().session() as session:
+        return list(session.execute(query).all())
+
+
+def similar_usage(key: str, exclude_pk: int | None = None) -> list[dict[str, Any]]:
+    """``usage`` of the similar jobs that finished successfully, newest first."""
+    from veglia.storage.models import Node
+
+    where = [
+        Node.node_type == "process.calcjob",
+        Node.process_state == "finished",
+        Node.exit_status == 0,
+        Node.attributes["similarity_key"].as_string() == key,
+    ]
+    if exclude_pk is not None:
+        where.append(Node.id != exclude_pk)
+    rows = _rows(where, [Node.attributes["usage"]])
+    return [row[0] for row in rows if isinstance(row[0], dict)]
+
+
+def recommend(key: str, exclude_pk: int | None = None) -> Recommendation:
+    """Memory and wall time to ask for: mean + 1 SD of what similar jobs used."""
+    usage = similar_usage(key, exclude_pk)
+    memory = Distribution.of([u["peak_memory_kb"] for u in usage if u.get("peak_memory_kb")])
+    runtime = Distribution.of([u["runtime_seconds"] for u in usage if u.get("runtime_seconds")])
+    enough = len(usage) >= MIN_SAMPLES
+    return Recommendation(
+        samples=len(usage),
+        memory_kb=math.ceil(memory.recommended) if enough and memory else None,
+        wallclock_seconds=math.ceil(runtime.recommended) if enough and runtime else None,
+    )
+
+
+def memory_needed_after_oom(key: str) -> float | None:
+    """The mean memory that similar jobs, once killed for memory, finally finished with."""
+    from veglia.storage.models import Node
+
+    rows = _rows(
+        [
+            Node.node_type == "process.workflow",
+            Node.process_state == "finished",
+            Node.exit_status == 0,
+            Node.attributes["similarity_key"].as_string() == key,
+        ],
+        [Node.attributes["memory_after_oom_kb"]],
+    )
+    values = [row[0] for row in rows if isinstance(row[0], int | float)]
+    return statistics.fmean(values) if values else None
+
+
+def similar_waits(key: str) -> Distribution | None:
+    """Seconds similar jobs spent queued before they started."""
+    from veglia.storage.models import Node
+
+    rows = _rows(
+        [
+            Node.node_type == "process.calcjob",
+            Node.attributes["similarity_key"].as_string() == key,
+            Node.attributes["started_at"].isnot(None),
+        ],
+        [Node.attributes["submitted_at"], Node.attributes["started_at"]],
+    )
+    waits = [float(b) - float(a) for a, b in rows if a is not None and b is not None]
+    return Distribution.of(waits)
+
+
+def similar_durations(process_type: str, key: str | None = None) -> Distribution | None:
+    """Seconds from creation to end of similar processes that finished successfully."""
+    from veglia.storage.models import Node
+
+    where = [
+        Node.process_type == process_type,
+        Node.process_state == "finished",
+        Node.exit_status == 0,
+    ]
+    if key is not None:
+        where.append(Node.attributes["similarity_key"].as_string() == key)
+    rows = _rows(where, [Node.ctime, Node.mtime])
+    return Distribution.of([(end - start).total_seconds() for start, end in rows])
+
+
+def code_usage(code_pk: int) -> dict[str, list[dict[str, Any]]]:
+    """``usage`` of the successful jobs of a code, by similarity key."""
+    from veglia.storage.models import Node
+
+    rows = _rows(
+        [
+            Node.node_type == "process.calcjob",
+            Node.process_state == "finished",
+            Node.exit_status == 0,
+            Node.attributes["code"]["pk"].as_integer() == code_pk,
+        ],
+        [Node.attributes["similarity_key"], Node.attributes["usage"]],
+    )
+    grouped: dict[str, list[dict[str, Any]]] = {}
+    for key, usage in rows:
+        if isinstance(usage, dict):
+            grouped.setdefault(str(key), []).append(usage)
+    return grouped

@@ -1,0 +1,86 @@
+"""How far a workflow has got: its steps by outcome, and an estimate of the time left
+from the durations of similar finished processes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from veglia.orm.nodes import ProcessNode
+
+__all__ = ["Progress", "format_seconds", "workflow_progress"]
+
+
+def format_seconds(seconds: float | int) -> str:
+    """``"45s"``, ``"12m 5s"``, ``"3h 20m"``, ``"2d 4h"``."""
+    seconds = round(seconds)
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m {seconds % 60}s"
+    if seconds < 86400:
+        return f"{seconds // 3600}h {seconds % 3600 // 60}m"
+    return f"{seconds // 86400}d {seconds % 86400 // 3600}h"
+
+
+@dataclass(frozen=True)
+class Progress:
+    done: int
+    running: int
+    failed: int
+    elapsed: float
+    #: Seconds left, and what the estimate rests on; None when nothing similar has finished.
+    remaining: float | None = None
+    basis: str = ""
+
+    @property
+    def summary(self) -> str:
+        return f"{self.done} done, {self.running} running, {self.failed} failed"
+
+    @property
+    def elapsed_text(self) -> str:
+        return format_seconds(self.elapsed)
+
+
+def _elapsed(node: ProcessNode, now: datetime) -> float:
+    from veglia.cli.cmd_process import aware, node_mtime
+
+    start = aware(node.ctime) if node.ctime else now
+    end = now if not node.is_terminated else aware(node_mtime(node.pk) or now)
+    return max(0.0, (end - start).total_seconds())
+
+
+def workflow_progress(node: ProcessNode) -> Progress:
+    """Steps (the processes the workflow called) and the time left.
+
+    The estimate is the longer of: the mean duration of similar finished workflows minus
+    the time this one has run, and, for each running step, the mean duration of processes
+    like it minus the time it has run.
+    """
+    from veglia.engine.history import similar_durations
+
+    now = datetime.now(timezone.utc)
+    children = node.called
+    done = sum(1 for c in children if c.is_finished_ok)
+    running = sum(1 for c in children if not c.is_terminated)
+    failed = len(children) - done - running
+    elapsed = _elapsed(node, now)
+    if node.is_terminated:
+        return Progress(done, running, failed, elapsed)
+    estimates: list[tuple[float, str]] = []
+    history = similar_durations(node.process_type, node.get_attribute("similarity_key"))
+    if history is not None:
+        estimates.append(
+            (max(0.0, history.mean - elapsed), f"{history.count} similar finished runs")
+        )
+    for child in children:
+        if child.is_terminated:
+            continue
+        steps = similar_durations(child.process_type, child.get_attribute("similarity_key"))
+        if steps is not None:
+            left = max(0.0, steps.mean - _elapsed(child, now))
+            estimates.append((left, f"{steps.count} finished steps like process {child.pk}"))
+    if not estimates:
+        return Progress(done, running, failed, elapsed)
+    remaining, basis = max(estimates)
+    return Progress(done, running, failed, elapsed, remaining, basis)

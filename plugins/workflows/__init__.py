@@ -1,0 +1,1 @@
+"""Built-in workflows (``veglia.workflows`` entry points)."""

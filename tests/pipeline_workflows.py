@@ -1,0 +1,93 @@
+"""Workflows used by the pipeline tests (importable, so their checkpoints load)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from veglia import orm
+from veglia.engine.workchain import ToContext, WorkChain, append_, if_, while_
+from veglia.entry_points import CalculationFactory
+
+ShellJob = CalculationFactory("core.shell")
+
+
+class CountedShell(WorkChain):
+    """Run ``command`` ``times`` times one after another, then once more if ``extra``."""
+
+    @classmethod
+    def define(cls, spec: Any) -> None:
+        super().define(spec)
+        spec.input("command", valid_type=orm.Str)
+        spec.input("times", valid_type=orm.Int)
+        spec.input("extra", valid_type=orm.Bool, required=False)
+        spec.output("last", valid_type=orm.SinglefileData)
+        spec.outline(
+            cls.setup,
+            while_(cls.more)(cls.launch),
+            if_(cls.wants_extra)(cls.launch),
+            cls.results,
+        )
+        spec.exit_code(401, "ERROR_CHILD_FAILED", "A job failed.")
+
+    def setup(self) -> None:
+        self.ctx.count = 0
+
+    def more(self) -> bool:
+        return self.ctx.count < self.inputs["times"].value
+
+    def wants_extra(self) -> bool:
+        return bool(self.inputs.get("extra") and self.inputs["extra"].value)
+
+    def launch(self) -> ToContext:
+        self.ctx.count += 1
+        command = orm.Str(f"{self.inputs['command'].value}; echo run {self.ctx.count}")
+        return ToContext(jobs=append_(self.submit(ShellJob, command=command)))
+
+    def results(self) -> Any:
+        if not all(job.is_finished_ok for job in self.ctx.jobs):
+            return self.exit_codes.ERROR_CHILD_FAILED
+        self.out("last", self.ctx.jobs[-1].outputs.stdout)
+        return None
+
+
+class ThreeSteps(WorkChain):
+    """Three shell steps on one computer, each under the restart policy; each step's
+    command gets the previous step's stdout as ``in.txt``."""
+
+    @classmethod
+    def define(cls, spec: Any) -> None:
+        super().define(spec)
+        spec.input("commands", valid_type=orm.List)
+        spec.input("computer", valid_type=orm.Str)
+        spec.output("result", valid_type=orm.SinglefileData)
+        spec.outline(cls.run_step, cls.run_step, cls.run_step, cls.results)
+        spec.exit_code(402, "ERROR_STEP_FAILED", "Step {step} failed.")
+
+    def run_step(self) -> Any:
+        from veglia.plugins.workflows.restart import RestartWorkChain
+
+        steps = self.ctx.get("steps", [])
+        if steps and not steps[-1].is_finished_ok:
+            return self.exit_codes.ERROR_STEP_FAILED.format(step=len(steps))
+        job: dict[str, Any] = {
+            "command": orm.Str(self.inputs["commands"].get_list()[len(steps)]),
+            "metadata": {
+                "computer": self.inputs["computer"].value,
+                "options": {"max_wallclock_seconds": 60},
+            },
+        }
+        if steps:
+            job["files"] = {"in.txt": steps[-1].outputs.stdout}
+        child = self.submit(
+            RestartWorkChain,
+            process=orm.Str("core.shell"),
+            job=job,
+            metadata={"label": f"step {len(steps) + 1}"},
+        )
+        return ToContext(steps=append_(child))
+
+    def results(self) -> Any:
+        if not self.ctx.steps[-1].is_finished_ok:
+            return self.exit_codes.ERROR_STEP_FAILED.format(step=3)
+        self.out("result", self.ctx.steps[-1].outputs.stdout)
+        return None
