@@ -89,9 +89,12 @@ def trace_ready(node: Any, record: Any) -> None:
 def notify(event: str, subject: str, body: str, recipients: list[str], profile: Profile) -> None:
     """Tell people about something that needs them.
 
-    ``event`` is one of ``process_excepted`` (a process failed in a way no retry fixes) and
-    ``computer_unreachable`` (a computer could not be reached and its jobs were paused); it
-    is sent once per event, not once per poll. ``recipients`` are the addresses of the
+    ``event`` is one of ``process_excepted`` (a process failed in a way no retry fixes),
+    ``computer_unreachable`` (a computer could not be reached and its jobs were paused),
+    ``workflow_finished`` (a pipeline ended), ``restart_gave_up`` (the restart policy
+    stopped resubmitting a job) and ``jobs_blocked`` (the scheduler refused jobs for a
+    reason no retry fixes); each is sent once per event, not once per poll or per job, and
+    new events may be added. ``recipients`` are the addresses of the
     ``notify.email`` option (possibly empty: a channel of your own may not need them).
     Implement it to add a channel (chat, pager); the built-in ``core.email`` plugin sends
     e-mail over SMTP. An exception is logged and does not stop the other channels.

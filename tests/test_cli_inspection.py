@@ -383,6 +383,8 @@ def test_computer_setup_asks_again_after_invalid_answers(run_cli, local, tmp_pat
         "",  # append_text
         "perhaps",  # fusion
         "yes",
+        "short:time=1h; long",  # queues
+        "",  # measure_usage
     ]
     result = ok(run_cli("computer", "setup", input="\n".join(answers) + "\n"))
     assert "'ssh' is not an installed transport" in result.stderr
@@ -391,6 +393,7 @@ def test_computer_setup_asks_again_after_invalid_answers(run_cli, local, tmp_pat
     shown = ok(run_cli("computer", "show", "asked")).stdout
     assert re.search(r"minimum_poll_interval\s+2.0 ", shown)
     assert re.search(r"prepend_text\s+module load x", shown) and re.search(r"fusion\s+yes", shown)
+    assert re.search(r"queues\s+short:time=3600s; long", shown)
 
 
 def test_ssh_computer_configure_and_test(run_cli, local, services_env, ssh_params):

@@ -55,6 +55,12 @@ def test_a_memory_kill_is_resubmitted_with_more_memory_until_it_fits(slurm_compu
     last = orm.load_node(attempts[-1]["pk"])
     assert 280 * 1024 < last.get_attribute("usage")["peak_memory_kb"] < 338 * 1024
 
+    # The next such job asks at once for what this one finally needed.
+    _, again = engine.run_get_node(RestartWorkChain.wrap(builder))
+    assert again.is_finished_ok, again.exit_message
+    assert [a["max_memory_kb"] // 1024 for a in again.get_attribute("attempts")] == [100, 338]
+    assert "(the mean similar jobs needed)" in again.get_attribute("attempts")[0]["reason"]
+
 
 def test_a_job_too_long_for_the_short_queue_runs_in_the_long_one(slurm_computer):
     builder = _job("sleep 95; echo done", queue_name="short", max_wallclock_seconds=60)
@@ -75,6 +81,7 @@ def test_a_job_that_cannot_start_in_its_queue_is_moved(slurm_computer):
     assert node.is_finished_ok, node.exit_message
     first, second = node.get_attribute("attempts")
     assert "PartitionDown" in first["reason"] and "moving it to queue short" in first["reason"]
+    assert second["queue"] == "short"
     assert outputs["stdout"].get_content() == b"ran in short\n"
 
 

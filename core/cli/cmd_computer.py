@@ -101,6 +101,15 @@ def _boolean(value: Any) -> bool:
     raise InvalidOptionError(f"{value!r} is not yes or no.")
 
 
+def _queues(value: str) -> str:
+    from veglia.config.options import format_queues, parse_queues
+
+    try:
+        return format_queues(parse_queues(value))
+    except ValueError as exc:
+        raise InvalidOptionError(str(exc)) from None
+
+
 @dataclass(frozen=True)
 class SetupField:
     """One answer of ``veglia computer setup``: its flags, question and converter."""
@@ -135,6 +144,10 @@ SETUP_FIELDS: list[SetupField] = [
     _F("prepend_text", "--prepend-text", "Shell lines before each job.", _text),
     _F("append_text", "--append-text", "Shell lines after each job.", _text),
     _F("fusion", "--fusion", "Read the Fusion trace of jobs (yes/no).", _boolean),
+    _F("queues", "--queues", "Queues with limits, 'short:mem=4G:time=1h; long:time=2d' "
+       "(empty: ask the scheduler).", _queues),
+    _F("measure_usage", "--measure-usage",
+       "Record each job's peak memory with /usr/bin/time (yes/no).", _boolean),
 ]  # fmt: skip
 
 

@@ -65,6 +65,8 @@ def process_status(state: str | None, attributes: dict[str, Any]) -> str:
         return attributes.get("paused_reason") or "paused"
     if state in ACTIVE_STATES and attributes.get("scheduler_state"):
         return f"scheduler: {attributes['scheduler_state']}"
+    if state in ACTIVE_STATES and attributes.get("waiting_for"):
+        return "waiting for " + ", ".join(map(str, attributes["waiting_for"]))
     return ""
 
 
@@ -331,6 +333,24 @@ def _monitor_stop(stop: dict | None) -> str | None:
     return f"{stop['name']} at {format_time(when)}: {stop['message']}"
 
 
+def _usage(usage: dict | None) -> str | None:
+    if not usage:
+        return None
+    memory = usage.get("peak_memory_kb")
+    runtime = usage.get("runtime_seconds")
+    parts = [
+        f"{memory / 1024:.1f} MB peak memory" if memory else "",
+        f"{runtime:g} s" if runtime else "",
+    ]
+    return ", ".join(p for p in parts if p) + f" (from {usage.get('source', '?')})"
+
+
+def _right_sized(changes: dict | None) -> str | None:
+    if not changes:
+        return None
+    return "; ".join(f"{name} {c['from']} -> {c['to']}" for name, c in changes.items())
+
+
 def _workflow_rows(node: ProcessNode) -> list[tuple[str, Any]]:
     from veglia.engine.progress import format_seconds, workflow_progress
 
@@ -340,9 +360,8 @@ def _workflow_rows(node: ProcessNode) -> list[tuple[str, Any]]:
         ("run time", progress.elapsed_text),
     ]
     if progress.remaining is not None:
-        rows.append(
-            ("estimated time left", f"{format_seconds(progress.remaining)} ({progress.basis})")
-        )
+        left = format_seconds(progress.remaining) if progress.remaining >= 1 else "overdue"
+        rows.append(("estimated time left", f"{left} ({progress.basis})"))
     elif not node.is_terminated:
         rows.append(("estimated time left", "unknown: nothing similar has finished yet"))
     return rows
@@ -395,6 +414,9 @@ def show_process(node: ProcessNode, log_lines: int) -> None:
             ("work dir", attrs.get("remote_workdir")),
             ("cached from", attrs.get("cached_from") and f"process {attrs['cached_from']['pk']}"),
             ("stopped by monitor", _monitor_stop(attrs.get("stopped_by_monitor"))),
+            ("blocked", (attrs.get("blocked") or {}).get("reason")),
+            ("used", _usage(attrs.get("usage"))),
+            ("right-sized", _right_sized(attrs.get("right_sized"))),
         ]
     if node.node_type == "process.workflow":
         rows += _workflow_rows(node)

@@ -1,6 +1,9 @@
-"""``veglia verify``: are the stored files still what they were when they were stored?"""
+"""``veglia verify``: are the stored files still what they were when they were stored?
+For a pipeline, it can rerun just the steps that made the damaged files."""
 
 from __future__ import annotations
+
+import sys
 
 import click
 import sqlalchemy as sa
@@ -9,33 +12,110 @@ from veglia.cli.output import console
 from veglia.cli.state import CliState, pass_state
 
 
+def _processes_below(session: sa.orm.Session, pks: set[int]) -> set[int]:
+    """``pks`` and every process they called, however deep."""
+    from veglia.storage.models import Link
+
+    found, frontier = set(pks), set(pks)
+    while frontier:
+        frontier = (
+            set(
+                session.scalars(
+                    sa.select(Link.output_id).where(
+                        Link.input_id.in_(frontier), Link.link_type == "call"
+                    )
+                )
+            )
+            - found
+        )
+        found |= frontier
+    return found
+
+
 def _nodes_to_check(pks: tuple[int, ...]) -> list[int]:
-    """The nodes given, and for processes the nodes they created or returned."""
+    """The nodes given, and for processes (and the processes they called) the nodes they
+    created or returned."""
     from veglia.manage import get_storage
     from veglia.storage.models import Link, Node
 
     with get_storage().session() as session:
         if not pks:
             return list(session.scalars(sa.select(Node.id).order_by(Node.id)))
+        known = set(session.scalars(sa.select(Node.id).where(Node.id.in_(pks))))
+        missing = sorted(set(pks) - known)
+        if missing:
+            from veglia.exceptions import NotExistent
+
+            raise NotExistent(f"No node with pk {', '.join(map(str, missing))}.")
+        processes = _processes_below(session, known)
         created = session.scalars(
             sa.select(Link.output_id).where(
-                Link.input_id.in_(pks), Link.link_type.in_(("create", "output"))
+                Link.input_id.in_(processes), Link.link_type.in_(("create", "output"))
             )
         ).all()
-        known = set(session.scalars(sa.select(Node.id).where(Node.id.in_(pks))))
-    missing = sorted(set(pks) - known)
-    if missing:
-        from veglia.exceptions import NotExistent
+    return sorted(processes | set(created))
 
-        raise NotExistent(f"No node with pk {', '.join(map(str, missing))}.")
-    return sorted(set(pks) | set(created))
+
+def _producers(node_ids: set[int]) -> dict[int, list[int]]:
+    """The calc job that created each node: ``{calcjob pk: [node pks]}``."""
+    from veglia.manage import get_storage
+    from veglia.storage.models import Link, Node
+
+    with get_storage().session() as session:
+        rows = session.execute(
+            sa.select(Link.input_id, Link.output_id)
+            .join(Node, Node.id == Link.input_id)
+            .where(
+                Link.output_id.in_(node_ids),
+                Link.link_type == "create",
+                Node.node_type == "process.calcjob",
+            )
+        ).all()
+    producers: dict[int, list[int]] = {}
+    for producer, made in rows:
+        producers.setdefault(producer, []).append(made)
+    return producers
+
+
+def _rerun(producers: dict[int, list[int]], bad_blobs: set[str]) -> int:
+    """Run each producing job again; the damaged blobs are set aside first, so identical
+    new content restores them for every node that shares them."""
+    from veglia import engine
+    from veglia.engine.rerun import builder_from_node
+    from veglia.manage import get_storage
+    from veglia.orm.nodes import load_node
+
+    repository = get_storage().repository
+    for sha256 in bad_blobs:
+        repository.quarantine(sha256)
+    failed = 0
+    for pk in sorted(producers):
+        original = load_node(pk)
+        console.print(f"Rerunning process {pk} ({original.process_type})…")
+        _, node = engine.run_get_node(builder_from_node(original))  # type: ignore[arg-type]
+        node.set_attribute("rerun_of", pk)
+        if node.is_finished_ok:
+            console.print(f"[green]✔[/green] process {pk} ran again as process {node.pk}")
+        else:
+            failed += 1
+            console.print(
+                f"[red]✘[/red] process {pk} ran again as process {node.pk}, which failed: "
+                f"{node.exit_message}"
+            )
+    return failed
 
 
 @click.command("verify")
 @click.argument("pks", nargs=-1, type=int)
+@click.option(
+    "--rerun/--no-rerun",
+    default=None,
+    help="Rerun the calc jobs that made damaged files (asked when interactive).",
+)
 @pass_state
-def verify(state: CliState, pks: tuple[int, ...]) -> int:
-    """Recompute the SHA-256 of stored files (of PKS and what they produced, or of all)."""
+def verify(state: CliState, pks: tuple[int, ...], rerun: bool | None) -> int:
+    """Recompute the SHA-256 of stored files: of PKS, what they produced and what the
+    processes they called produced (or of every node)."""
     from veglia.exceptions import NotExistent
     from veglia.manage import get_storage
     from veglia.storage.models import RepositoryFile
@@ -43,32 +123,60 @@ def verify(state: CliState, pks: tuple[int, ...]) -> int:
     state.profile  # noqa: B018 - loads the profile
     storage = get_storage()
     node_ids = _nodes_to_check(pks)
-    with storage.session() as session:
-        records = session.execute(
-            sa.select(RepositoryFile.node_id, RepositoryFile.path, RepositoryFile.sha256)
-            .where(RepositoryFile.node_id.in_(node_ids))
-            .order_by(RepositoryFile.node_id, RepositoryFile.path)
-        ).all()
-    checked: dict[str, str | None] = {}
-    bad = 0
-    for node_id, path, sha256 in records:
-        if sha256 not in checked:
-            try:
-                checked[sha256] = storage.repository.hash_of_stored(sha256)
-            except NotExistent:
-                checked[sha256] = None
-        actual = checked[sha256]
-        if actual != sha256:
-            bad += 1
-            what = "is missing" if actual is None else f"now hashes to {actual[:12]}…"
-            console.print(f"[red]✘[/red] node {node_id}: {path} {what} (stored {sha256[:12]}…)")
-    if bad:
-        console.print(f"[red]✘[/red] {bad} of {len(records)} files failed the check.")
+
+    def check() -> tuple[int, int, set[int], set[str]]:
+        with storage.session() as session:
+            records = session.execute(
+                sa.select(RepositoryFile.node_id, RepositoryFile.path, RepositoryFile.sha256)
+                .where(RepositoryFile.node_id.in_(node_ids))
+                .order_by(RepositoryFile.node_id, RepositoryFile.path)
+            ).all()
+        checked: dict[str, str | None] = {}
+        bad_nodes: set[int] = set()
+        bad_blobs: set[str] = set()
+        for node_id, path, sha256 in records:
+            if sha256 not in checked:
+                try:
+                    checked[sha256] = storage.repository.hash_of_stored(sha256)
+                except NotExistent:
+                    checked[sha256] = None
+            actual = checked[sha256]
+            if actual != sha256:
+                bad_nodes.add(node_id)
+                bad_blobs.add(sha256)
+                what = "is missing" if actual is None else f"now hashes to {actual[:12]}…"
+                console.print(f"[red]✘[/red] node {node_id}: {path} {what} (stored {sha256[:12]}…)")
+        return len(records), len(bad_blobs), bad_nodes, bad_blobs
+
+    total, bad, bad_nodes, bad_blobs = check()
+    if not bad:
+        console.print(
+            f"[green]✔[/green] {total} files of {len(node_ids)} nodes match their SHA-256."
+        )
+        return 0
+    console.print(f"[red]✘[/red] {len(bad_nodes)} nodes have damaged or missing files.")
+    producers = _producers(bad_nodes)
+    if not producers:
         return 1
-    console.print(
-        f"[green]✔[/green] {len(records)} files of {len(node_ids)} nodes match their SHA-256."
-    )
-    return 0
+    listed = ", ".join(f"process {pk}" for pk in sorted(producers))
+    console.print(f"They were made by {listed}.")
+    if rerun is None:
+        rerun = sys.stdin.isatty() and click.confirm(
+            f"Rerun only these {len(producers)} step(s) to make the files again?", default=False
+        )
+    if not rerun:
+        console.print("Rerun them with `veglia verify --rerun " + " ".join(map(str, pks)) + "`.")
+        return 1
+    failed = _rerun(producers, bad_blobs)
+    total, bad, _, _ = check()
+    if bad:
+        console.print(
+            f"[red]✘[/red] {bad} files are still damaged: the rerun made other content, so the "
+            "originals cannot be restored; use the rerun's outputs."
+        )
+        return 1
+    console.print(f"[green]✔[/green] restored: {total} files match their SHA-256.")
+    return 1 if failed else 0
 
 
 COMMANDS = [verify]

@@ -20,11 +20,18 @@ TERMINAL_STATES = ("finished", "killed", "excepted")
 class ChildWatcher:
     """``await watcher.wait([pk, ...])`` returns once every process has terminated."""
 
-    def __init__(self, interval: float = 0.5) -> None:
+    def __init__(self, interval: float = 0.2) -> None:
         self.interval = interval
         self._waiters: dict[int, list[asyncio.Future]] = {}
         self._task: asyncio.Task | None = None
+        self._wake: asyncio.Event | None = None
         self.queries = 0
+
+    def wake(self) -> None:
+        """A process on this loop terminated: look now rather than at the next interval
+        (children on other workers are still found within one interval)."""
+        if self._wake is not None and self._waiters:
+            self._wake.set()
 
     async def wait(self, pks: list[int]) -> None:
         loop = asyncio.get_running_loop()
@@ -34,6 +41,7 @@ class ChildWatcher:
             self._waiters.setdefault(pk, []).append(future)
             futures.append(future)
         if self._task is None or self._task.done():
+            self._wake = asyncio.Event()
             self._task = loop.create_task(self._watch())
         try:
             await asyncio.gather(*futures)
@@ -64,5 +72,7 @@ class ChildWatcher:
                 for future in self._waiters.pop(pk, []):
                     if not future.done():
                         future.set_result(None)
-            if self._waiters:
-                await asyncio.sleep(self.interval)
+            if self._waiters and self._wake is not None:
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), self.interval)
+                self._wake.clear()

@@ -309,6 +309,7 @@ class Worker:
                     "transport_opens": self.runner.transport_queue.total_opens(),
                     "scheduler_queries": sum(p.queries for p in self.runner.pollers()),
                     "monitor_calls": MONITOR_CALLS["count"],
+                    "child_queries": self.runner.child_watcher.queries,
                 },
             )
             await asyncio.sleep(1)

@@ -152,6 +152,10 @@ class Process(plumpy.Process):
         state = self._state.LABEL.value
         terminal = state in ("finished", "killed", "excepted")
         self.node.set_state_and_checkpoint(state, None if terminal else checkpoint_of(self))
+        if terminal:
+            from veglia.engine.runner import get_runner
+
+            get_runner().child_watcher.wake()  # a workflow here may be waiting for this one
 
     # -- results -----------------------------------------------------------------------------
     def out(self, output_port: str, value: Any) -> None:

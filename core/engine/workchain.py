@@ -183,8 +183,11 @@ class WorkChain(Process):
             return value  # a step that returns a failing exit code ends the workflow
         if not finished:
             if self._awaiting:
-                pks = ", ".join(str(item["pk"]) for item in self._awaiting)
-                return plumpy.Wait(None, msg=f"Waiting for {pks}", data=list(self._awaiting))
+                pks = [item["pk"] for item in self._awaiting]
+                assert self.node is not None
+                self.node.set_attribute("waiting_for", pks)  # shown by `process list`
+                text = ", ".join(map(str, pks))
+                return plumpy.Wait(None, msg=f"Waiting for {text}", data=list(self._awaiting))
             return plumpy.Continue(self.do_step)
         return value if isinstance(value, ExitCode) else ExitCode(0)
 
@@ -203,6 +206,8 @@ class WorkChain(Process):
     def resolve_awaited(self, awaited: list[dict[str, Any]]) -> None:
         from veglia.orm.nodes import load_node
 
+        if self.node is not None:
+            self.node.delete_attribute("waiting_for")
         for item in awaited:
             node = load_node(item["pk"])
             if item["action"] == "append":

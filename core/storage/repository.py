@@ -13,6 +13,7 @@ import hashlib
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
@@ -107,6 +108,17 @@ class FileRepository:
                 f"Blob {sha256} now hashes to {actual}: the file at {self._path(sha256)} was "
                 "modified."
             )
+
+    def quarantine(self, sha256: str) -> Path | None:
+        """Move a damaged blob aside (under ``quarantine/``), so that storing its true
+        content again (a rerun of the job that made it) restores it."""
+        path = self._path(sha256)
+        if not path.exists():
+            return None
+        target = self.root / "quarantine" / f"{sha256}.{int(time.time())}"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(path, target)
+        return target
 
     def __iter__(self) -> Iterator[str]:
         if not self.objects.exists():

@@ -1,0 +1,59 @@
+"""Running a finished calc job again with the inputs it had: to remake files that were
+damaged after they were stored (``veglia verify --rerun``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from veglia.engine.builder import ProcessBuilder
+from veglia.orm.nodes import CalcJobNode
+
+__all__ = ["builder_from_node"]
+
+
+def _process_class(process_type: str) -> type:
+    if ":" in process_type:
+        import importlib
+
+        module, _, qualname = process_type.partition(":")
+        target: Any = importlib.import_module(module)
+        for part in qualname.split("."):
+            target = getattr(target, part)
+        return target
+    from veglia.entry_points import CalculationFactory
+
+    return CalculationFactory(process_type)
+
+
+def builder_from_node(node: CalcJobNode) -> ProcessBuilder:
+    """A builder filled with the inputs, code, options and monitors the job ran with."""
+    from veglia.orm.computers import load_code
+
+    process_class = _process_class(node.process_type)
+    inputs: dict[str, Any] = {}
+    for label, value in node.inputs.items():
+        target = inputs
+        *namespaces, name = label.split("__")
+        for namespace in namespaces:
+            target = target.setdefault(namespace, {})
+        target[name] = value
+    code = node.get_attribute("code")
+    if code:
+        inputs["code"] = load_code(code["pk"])
+    options = {k: v for k, v in (node.get_attribute("options") or {}).items() if v is not None}
+    options["right_size"] = False  # the same requests as the original
+    inputs["metadata"] = {
+        "label": f"rerun of {node.pk}" + (f" ({node.label})" if node.label else ""),
+        "computer": node.get_attribute("computer"),
+        "options": options,
+        "cache": False,
+    }
+    monitors = node.get_attribute("monitors") or []
+    if monitors:
+        inputs["monitors"] = {
+            m["name"]: {k: v for k, v in m.items() if k != "name"} for m in monitors
+        }
+    builder = process_class.get_builder()
+    for key, value in inputs.items():
+        builder[key] = value
+    return builder
