@@ -24,6 +24,9 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).parent
+sys.path.insert(0, str(HERE))
+from throughput import peak_rss_mb  # noqa: E402 - beside this script
+
 VEGLIA = str(Path(sys.executable).parent / "veglia")
 
 
@@ -31,22 +34,12 @@ def _veglia(*args: str) -> None:
     subprocess.run([VEGLIA, *args], check=True, stdout=subprocess.DEVNULL)
 
 
-def _peak_rss_mb(pid: int) -> float:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return 0.0
-
-
 def _wait(nodes: list, files, peak: dict[int, float], limit: float) -> float:
     start = time.monotonic()
     pending = list(nodes)
     while pending:
         for worker in files.read_status().get("workers", []):
-            peak[worker["pid"]] = max(peak.get(worker["pid"], 0), _peak_rss_mb(worker["pid"]))
+            peak[worker["pid"]] = max(peak.get(worker["pid"], 0), peak_rss_mb(worker["pid"]))
         pending = [n for n in pending if not n.refresh().is_terminated]
         if time.monotonic() - start > limit:
             raise SystemExit(f"{len(pending)} processes did not finish in {limit:.0f} s")

@@ -25,7 +25,8 @@ from pathlib import Path
 VEGLIA = str(Path(sys.executable).parent / "veglia")
 
 
-def _peak_rss_mb(pid: int) -> float:
+def peak_rss_mb(pid: int) -> float:
+    """The peak resident memory of a process (VmHWM), in MB."""
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
             if line.startswith("VmHWM:"):
@@ -67,7 +68,7 @@ def bench_veglia(n: int, workers: int) -> dict[str, float]:
         files = DaemonFiles(profile)
         while pending:
             for worker in files.read_status().get("workers", []):
-                peak[worker["pid"]] = max(peak.get(worker["pid"], 0), _peak_rss_mb(worker["pid"]))
+                peak[worker["pid"]] = max(peak.get(worker["pid"], 0), peak_rss_mb(worker["pid"]))
             for pk, node in list(pending.items()):
                 if node.refresh().is_terminated:
                     latencies.append(time.monotonic() - submitted[pk])

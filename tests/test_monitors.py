@@ -18,6 +18,7 @@ from veglia.engine.persistence import load_process
 from veglia.engine.runner import Runner, set_runner
 from veglia.entry_points import CalculationFactory
 from veglia_fixtures.profiles import pid_alive
+from veglia_fixtures.services import ssh_computer
 
 ShellJob = CalculationFactory("core.shell")
 DIVERGE = "for i in 1 2 3; do echo step $i >> out.log; sleep 0.3; done; echo DIVERGED >> out.log; "
@@ -222,18 +223,7 @@ def test_process_show_and_report_name_the_monitor(profile, run_cli):
 def test_file_pattern_stops_a_slurm_job_within_two_polls(
     broker_profile, services_env, ssh_params, slurm
 ):
-    computer = orm.Computer(
-        label="slurm",
-        hostname=services_env["SSH_HOST"],
-        transport_type="core.ssh",
-        scheduler_type="core.slurm",
-        properties={
-            "workdir": f"{services_env['SSH_USER_HOME']}/veglia-work",
-            "minimum_poll_interval": 2.0,
-            "safe_interval": 0.0,
-        },
-    ).store()
-    computer.configure(**ssh_params)
+    ssh_computer("slurm", services_env, ssh_params, "core.slurm", minimum_poll_interval=2.0)
     builder = ShellJob.get_builder()
     builder.command = orm.Str("sleep 3; echo DIVERGED >> out.log; sleep 600")
     builder.metadata.computer = "slurm"

@@ -68,12 +68,15 @@ class Process(plumpy.Process):
 
     exit_codes: ClassVar[ExitCodes] = _ExitCodesOfSpec()  # type: ignore[assignment]
 
+    #: Where the class is registered, for :meth:`process_type`.
+    _entry_point_group: ClassVar[str] = "calculations"
+
     @classmethod
     def process_type(cls) -> str:
         """The entry point name when registered, else the import path."""
         from veglia.entry_points import get_entry_points
 
-        for entry_point in get_entry_points("calculations"):
+        for entry_point in get_entry_points(cls._entry_point_group):
             if entry_point.value == f"{cls.__module__}:{cls.__qualname__}":
                 return entry_point.name
         return f"{cls.__module__}:{cls.__qualname__}"

@@ -11,25 +11,12 @@ from veglia.orm.nodes import CalcJobNode
 __all__ = ["builder_from_node"]
 
 
-def _process_class(process_type: str) -> type:
-    if ":" in process_type:
-        import importlib
-
-        module, _, qualname = process_type.partition(":")
-        target: Any = importlib.import_module(module)
-        for part in qualname.split("."):
-            target = getattr(target, part)
-        return target
-    from veglia.entry_points import CalculationFactory
-
-    return CalculationFactory(process_type)
-
-
 def builder_from_node(node: CalcJobNode) -> ProcessBuilder:
     """A builder filled with the inputs, code, options and monitors the job ran with."""
+    from veglia.entry_points import load_process_class
     from veglia.orm.computers import load_code
 
-    process_class = _process_class(node.process_type)
+    process_class = load_process_class(node.process_type)
     inputs: dict[str, Any] = {}
     for label, value in node.inputs.items():
         target = inputs

@@ -99,6 +99,7 @@ class WorkChain(Process):
 
     _spec_class = WorkChainSpec
     _node_class = WorkflowNode
+    _entry_point_group = "workflows"
 
     @classmethod
     def spec(cls) -> WorkChainSpec:  # type: ignore[override]
@@ -109,15 +110,6 @@ class WorkChain(Process):
         states = dict(super().get_state_classes())
         states[ProcessState.WAITING] = ChildrenWaiting
         return states
-
-    @classmethod
-    def process_type(cls) -> str:
-        from veglia.entry_points import get_entry_points
-
-        for entry_point in get_entry_points("workflows"):
-            if entry_point.value == f"{cls.__module__}:{cls.__qualname__}":
-                return entry_point.name
-        return f"{cls.__module__}:{cls.__qualname__}"
 
     #: Methods the engine calls: a step of the same name would silently replace one.
     _RESERVED = frozenset(

@@ -24,6 +24,7 @@ from veglia import orm
 from veglia.engine.exit_codes import ExitCode
 from veglia.engine.queues import choose_queue, queues_from_attribute
 from veglia.engine.workchain import ToContext, WorkChain, append_, while_
+from veglia.entry_points import load_process_class
 from veglia.schedulers import QueueInfo
 
 __all__ = ["RestartWorkChain"]
@@ -36,27 +37,13 @@ MEMORY_FACTOR = 1.5
 TIME_FACTOR = 2
 
 
-def _load_process_class(name: str) -> type:
-    from veglia.entry_points import CalculationFactory
-
-    if ":" in name:
-        import importlib
-
-        module, _, qualname = name.partition(":")
-        target: Any = importlib.import_module(module)
-        for part in qualname.split("."):
-            target = getattr(target, part)
-        return target
-    return CalculationFactory(name)
-
-
 def _validate(inputs: Any, _: Any = None) -> str | None:
     from veglia.engine.calcjob import CalcJob
 
     name = inputs.get("process")
     name = name.value if isinstance(name, orm.Str) else name
     try:
-        process_class = _load_process_class(str(name))
+        process_class = load_process_class(str(name))
     except Exception as exc:  # reported as the input's error
         return f"process {name!r} cannot be loaded: {exc}"
     if not (isinstance(process_class, type) and issubclass(process_class, CalcJob)):
@@ -165,7 +152,7 @@ class RestartWorkChain(WorkChain):
             monitors = dict(inputs.get("monitors") or {})
             monitors.setdefault(PENDING_MONITOR, {"entry_point": "core.pending_too_long"})
             inputs["monitors"] = monitors
-        process_class = _load_process_class(self.inputs["process"].value)
+        process_class = load_process_class(self.inputs["process"].value)
         node = self.submit(process_class, **inputs)
         if self.ctx.attempt == 1:
             self.node.set_attribute("similarity_key", node.get_attribute("similarity_key"))
@@ -373,7 +360,7 @@ def job_exit_codes(job: Any) -> list[ExitCode]:
     from veglia.engine.calcjob import CalcJob
 
     try:
-        process_class = _load_process_class(job.process_type)
+        process_class = load_process_class(job.process_type)
     except Exception:  # an uninstalled plugin: the base codes still apply
         process_class = CalcJob
     return list(process_class.spec().exit_codes.values())
