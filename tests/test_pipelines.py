@@ -119,6 +119,8 @@ def test_the_restart_policy_resubmits_a_failed_job_once_unchanged(profile, tmp_p
     first, second = node.get_attribute("attempts")
     assert first["exit_status"] == 400 and "resubmitting unchanged" in first["reason"]
     assert second["max_wallclock_seconds"] == first["max_wallclock_seconds"] == 30
+    shown = run_cli("-p", "test", "process", "show", str(second["pk"])).stdout
+    assert f"attempt 2, after process {first['pk']} failed (The command exited" in shown
     report = run_cli("-p", "test", "process", "report", str(node.pk)).stdout
     assert "attempt 1 failed (The command exited with status 1.)" in report
     assert "attempt 2 finished" in report

@@ -345,6 +345,12 @@ def _usage(usage: dict | None) -> str | None:
     return ", ".join(p for p in parts if p) + f" (from {usage.get('source', '?')})"
 
 
+def _restart(restart: dict | None) -> str | None:
+    if not restart:
+        return None
+    return f"attempt {restart['attempt']}, after process {restart['previous']} {restart['reason']}"
+
+
 def _right_sized(changes: dict | None) -> str | None:
     if not changes:
         return None
@@ -415,6 +421,7 @@ def show_process(node: ProcessNode, log_lines: int) -> None:
             ("cached from", attrs.get("cached_from") and f"process {attrs['cached_from']['pk']}"),
             ("stopped by monitor", _monitor_stop(attrs.get("stopped_by_monitor"))),
             ("blocked", (attrs.get("blocked") or {}).get("reason")),
+            ("resubmitted", _restart(attrs.get("restart"))),
             ("used", _usage(attrs.get("usage"))),
             ("right-sized", _right_sized(attrs.get("right_sized"))),
         ]

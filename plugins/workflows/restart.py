@@ -156,6 +156,16 @@ class RestartWorkChain(WorkChain):
         node = self.submit(process_class, **inputs)
         if self.ctx.attempt == 1:
             self.node.set_attribute("similarity_key", node.get_attribute("similarity_key"))
+        else:  # why this attempt exists, on the attempt itself
+            previous = (self.node.get_attribute("attempts") or [{}])[-1]
+            node.set_attribute(
+                "restart",
+                {
+                    "attempt": self.ctx.attempt,
+                    "previous": previous.get("pk"),
+                    "reason": previous.get("reason"),
+                },
+            )
         self.report(f"attempt {self.ctx.attempt}: process {node.pk} ({_describe(options)})")
         return ToContext(jobs=append_(node))
 
