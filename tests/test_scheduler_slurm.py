@@ -154,6 +154,40 @@ def test_refusals_are_classified(stderr, permanent):
         SlurmScheduler().parse_submit_output(1, "", stderr + "\n")
     assert caught.value.permanent is permanent
     assert ("try again later" in str(caught.value)) is not permanent
+    assert caught.value.resource_request is False  # no other queue fixes these
+
+
+def test_sinfo_lines_of_one_partition_are_merged():
+    output = "big*|infinite|64000+|3|up\nbig*|infinite|128000|2|up\ndebug|30:00|4000|1|down\n"
+    queues = {q.name: q for q in SlurmScheduler().parse_queues_output(0, output, "")}
+    assert queues["big"].max_wallclock_seconds is None and queues["big"].default
+    assert queues["big"].max_memory_kb == 128000 * 1024 and queues["big"].max_nodes == 5
+    assert queues["debug"].max_wallclock_seconds == 1800 and not queues["debug"].available
+
+
+def test_pending_reasons_that_can_never_clear_are_known():
+    scheduler = SlurmScheduler()
+    assert scheduler.unsatisfiable_reason("PartitionTimeLimit")
+    assert scheduler.unsatisfiable_reason("(PartitionDown)")
+    assert not scheduler.unsatisfiable_reason("Priority")
+    assert not scheduler.unsatisfiable_reason("Resources")
+
+
+def test_choose_queue_moves_no_further_than_it_must():
+    from veglia.engine.queues import choose_queue
+    from veglia.schedulers import QueueInfo
+
+    queues = [
+        QueueInfo("short", 3600, 8 * 1024**2, default=True),
+        QueueInfo("long", 7 * 86400, 8 * 1024**2),
+        QueueInfo("week", 30 * 86400, 64 * 1024**2),
+        QueueInfo("down", 30 * 86400, 256 * 1024**2, available=False),
+    ]
+    pick = lambda **wanted: getattr(choose_queue(queues, "short", **wanted), "name", None)  # noqa: E731
+    assert pick(wallclock_seconds=600, memory_kb=None) == "short"
+    assert pick(wallclock_seconds=7200, memory_kb=None) == "long"
+    assert pick(wallclock_seconds=600, memory_kb=16 * 1024**2) == "week"
+    assert pick(wallclock_seconds=600, memory_kb=128 * 1024**2) is None  # only a down queue
 
 
 def test_exit_0_without_a_job_id_warns_that_the_job_may_exist():
@@ -422,6 +456,18 @@ def test_a_time_limit_over_the_partitions_is_refused_for_good(cluster):
         submit("refused", ["true"], queue_name="short", max_wallclock_seconds=300)
     assert caught.value.permanent is True
     assert "Requested time limit is invalid" in caught.value.sbatch_message
+    assert caught.value.resource_request is True  # another partition may take it
+
+
+@pytest.mark.services
+def test_queues_and_their_limits_come_from_sinfo(cluster):
+    scheduler, transport, _ = cluster
+    queues = {q.name: q for q in scheduler.get_queues(transport)}
+    assert {"short", "long", "offline"} <= set(queues)
+    assert (queues["short"].max_wallclock_seconds, queues["short"].default) == (60, True)
+    assert queues["long"].max_wallclock_seconds == 3600 and queues["long"].max_nodes == 1
+    assert queues["long"].max_memory_kb and queues["long"].max_memory_kb > 1024 * 1024
+    assert queues["offline"].available is False
 
 
 @pytest.mark.services

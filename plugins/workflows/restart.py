@@ -273,6 +273,7 @@ class RestartWorkChain(WorkChain):
             _queue_of(job, options),
             wallclock_seconds=options.get("max_wallclock_seconds"),
             memory_kb=wanted,
+            nodes=_nodes(options),
         )
         if queues and queue is None:
             need = f"{wanted // 1024} MB of memory"
@@ -298,13 +299,15 @@ class RestartWorkChain(WorkChain):
             current = (job.get_attribute("last_job_info") or {}).get("wallclock_seconds") or 3600
         wanted = int(current * TIME_FACTOR)
         memory = options.get("max_memory_kb")
-        queue = choose_queue(queues, here, wallclock_seconds=wanted, memory_kb=memory)
+        queue = choose_queue(
+            queues, here, wallclock_seconds=wanted, memory_kb=memory, nodes=_nodes(options)
+        )
         if queues and queue is None:
             longer = [
                 q
                 for q in queues
                 if q.available
-                and q.allows(memory_kb=memory)
+                and q.allows(memory_kb=memory, nodes=_nodes(options))
                 and (q.max_wallclock_seconds or 0) > current
             ]
             if not longer:
@@ -328,7 +331,9 @@ class RestartWorkChain(WorkChain):
         here = _queue_of(job, options)
         others = [q for q in queues if q.name != here]
         memory, wallclock = options.get("max_memory_kb"), options.get("max_wallclock_seconds")
-        queue = choose_queue(others, None, wallclock_seconds=wallclock, memory_kb=memory)
+        queue = choose_queue(
+            others, None, wallclock_seconds=wallclock, memory_kb=memory, nodes=_nodes(options)
+        )
         if queue is not None:
             return "resubmit", f"{why}: moving it to queue {queue.name}", _moved(options, queue)
         by_name = {q.name: q for q in queues}
@@ -374,6 +379,10 @@ def job_exit_codes(job: Any) -> list[ExitCode]:
     except Exception:  # an uninstalled plugin: the base codes still apply
         process_class = CalcJob
     return list(process_class.spec().exit_codes.values())
+
+
+def _nodes(options: dict[str, Any]) -> int | None:
+    return (options.get("resources") or {}).get("num_machines")
 
 
 def _queue_of(job: Any, options: dict[str, Any]) -> str | None:
