@@ -6,7 +6,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-__all__ = ["clear_event", "notify_once"]
+__all__ = ["clear_event", "event_pending", "notify", "notify_once"]
 
 LOGGER = logging.getLogger("veglia.notify")
 
@@ -15,17 +15,13 @@ def _marker(profile: Any, key: str) -> Path:
     return Path(profile.folder) / "notified" / key.replace("/", "_")
 
 
-def notify_once(key: str, event: str, subject: str, body: str) -> bool:
-    """Send the notification unless one was sent for ``key`` since :func:`clear_event`."""
+def notify(event: str, subject: str, body: str) -> None:
+    """Send a notification through every channel, for what happens once by itself (a
+    process ended); conditions that recur at every poll go through :func:`notify_once`."""
     from veglia.manage import get_profile
     from veglia.plugin_manager import call_each
 
     profile = get_profile()
-    marker = _marker(profile, key)
-    if marker.exists():
-        return False
-    marker.parent.mkdir(parents=True, exist_ok=True)
-    marker.write_text(subject)
     recipients = [
         a.strip() for a in str(profile.get_option("notify.email")).split(",") if a.strip()
     ]
@@ -33,6 +29,18 @@ def notify_once(key: str, event: str, subject: str, body: str) -> bool:
         "notify", event=event, subject=subject, body=body, recipients=recipients, profile=profile
     ):
         LOGGER.error("notification channel %s failed: %s", plugin, exc)
+
+
+def notify_once(key: str, event: str, subject: str, body: str) -> bool:
+    """Send the notification unless one was sent for ``key`` since :func:`clear_event`."""
+    from veglia.manage import get_profile
+
+    marker = _marker(get_profile(), key)
+    if marker.exists():
+        return False
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    marker.write_text(subject)
+    notify(event, subject, body)
     return True
 
 

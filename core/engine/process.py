@@ -182,10 +182,9 @@ class Process(plumpy.Process):
 
             text = "".join(traceback.format_exception(*exc_info))
             self.node.add_log("ERROR", f"The process excepted: {exc_info[1]}", traceback=text)
-            from veglia.notifications import notify_once
+            from veglia.notifications import notify
 
-            notify_once(
-                f"excepted-{self.node.pk}",
+            notify(
                 "process_excepted",
                 f"process {self.node.pk} ({self.node.process_type}) excepted",
                 f"Process {self.node.pk} failed in a way retrying does not fix:\n\n"

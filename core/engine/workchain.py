@@ -238,7 +238,7 @@ class WorkChain(Process):
     def _notify_finished(self) -> None:
         """One message when a pipeline (a workflow no other workflow called) ends."""
         from veglia.engine.progress import workflow_progress
-        from veglia.notifications import notify_once
+        from veglia.notifications import notify
 
         node = self.node
         assert node is not None
@@ -253,8 +253,7 @@ class WorkChain(Process):
         else:
             outcome = node.process_state or "ended"
         progress = workflow_progress(node)
-        notify_once(
-            f"workflow-{node.pk}",
+        notify(
             "workflow_finished",
             f"pipeline {name} (process {node.pk}) {outcome}",
             f"Pipeline {name} (process {node.pk}) {outcome} after "

@@ -357,11 +357,10 @@ class RestartWorkChain(WorkChain):
         return "stop", f"{why}, and no queue allows {_describe(options)}", options
 
     def _tell_user(self, code: ExitCode) -> None:
-        from veglia.notifications import notify_once
+        from veglia.notifications import notify
 
         assert self.node is not None
-        notify_once(
-            f"gave-up-{self.node.pk}",
+        notify(
             "restart_gave_up",
             f"process {self.node.pk} gave up: {code.message}"[:160],
             f"The restart policy of process {self.node.pk} ({self.node.label or 'no label'}) "
