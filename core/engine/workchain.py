@@ -22,7 +22,7 @@ and beside it on the same loop when it was started with ``engine.run``.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import plumpy
 from plumpy.process_states import ProcessState
@@ -100,6 +100,9 @@ class WorkChain(Process):
     _spec_class = WorkChainSpec
     _node_class = WorkflowNode
     _entry_point_group = "workflows"
+    #: Whether the end of this workflow, when no other called it, is notified. Off for
+    #: wrappers of a single job (the restart policy), which would mail once per job.
+    notify_on_finish: ClassVar[bool] = True
 
     @classmethod
     def spec(cls) -> WorkChainSpec:  # type: ignore[override]
@@ -242,7 +245,7 @@ class WorkChain(Process):
 
         node = self.node
         assert node is not None
-        if node.caller is not None:
+        if not self.notify_on_finish or node.caller is not None:
             return
         node.refresh()
         name = node.label or node.process_type

@@ -66,6 +66,8 @@ def _unplain(value: Any) -> Any:
 class RestartWorkChain(WorkChain):
     """Run ``process`` with the inputs ``job``, resubmitting it under the restart policy."""
 
+    notify_on_finish = False  # one job, not a pipeline: only giving up is worth a message
+
     @classmethod
     def define(cls, spec: Any) -> None:
         super().define(spec)
