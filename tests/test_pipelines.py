@@ -140,6 +140,10 @@ def test_a_job_failing_twice_stops_or_is_ignored_as_declared(profile):
 
     _, limited = engine.run_get_node(RestartWorkChain.wrap(builder, max_attempts=1))
     assert limited.exit_status == 401 and len(limited.called) == 1
+    last = limited.get_attribute("attempts")[-1]
+    assert last["decision"] == "stop" and last["reason"].endswith("; no attempts left")
+    assert any("; no attempts left" in log.message for log in limited.logs)
+    assert any("failed again" in log.message and "stopping" in log.message for log in stopped.logs)
 
 
 def test_bad_restart_inputs_are_refused_before_anything_runs(profile):

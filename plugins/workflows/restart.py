@@ -174,6 +174,12 @@ class RestartWorkChain(WorkChain):
     def inspect_job(self) -> None:
         job = self.ctx.jobs[-1]
         decision, reason, options = self._decide(job)
+        if decision == "resubmit" and self.ctx.attempt >= self.ctx.max_attempts:
+            reason = f"{reason.split(': resubmitting')[0]}; no attempts left"
+            self.ctx.exit = self.exit_codes.ERROR_MAX_ATTEMPTS.format(
+                attempts=self.ctx.attempt, last=reason
+            )
+            decision = "stop"
         attempts = list(self.node.get_attribute("attempts") or [])
         attempts.append(
             {
@@ -190,19 +196,11 @@ class RestartWorkChain(WorkChain):
             }
         )
         self.node.set_attribute("attempts", attempts)
-        if decision == "resubmit" and self.ctx.attempt >= self.ctx.max_attempts:
-            self.report(f"attempt {self.ctx.attempt} {reason}; no attempts left")
-            self.ctx.exit = self.exit_codes.ERROR_MAX_ATTEMPTS.format(
-                attempts=self.ctx.attempt, last=reason
-            )
-            decision = "stop"
+        self.report(f"attempt {self.ctx.attempt} {reason}")
         if decision == "resubmit":
-            self.report(f"attempt {self.ctx.attempt} {reason}")
             self.ctx.options = options
-            return
-        self.ctx.finished = True
-        if decision == "done":
-            self.report(f"attempt {self.ctx.attempt} {reason}")
+        else:
+            self.ctx.finished = True
 
     def results(self) -> ExitCode | None:
         if self.ctx.exit is not None:
