@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import functools
 import time
 from typing import Any
 
 from veglia.engine.monitors import MonitorResult
 
 __all__ = ["pending_too_long"]
+
+
+@functools.lru_cache(maxsize=64)
+def _scheduler_of(profile_id: str, computer_label: str) -> Any:
+    """The computer's scheduler, read once: this runs at every poll of every queued job."""
+    from veglia.orm.computers import load_computer
+
+    return load_computer(computer_label).get_scheduler()
 
 
 def pending_too_long(
@@ -24,14 +33,14 @@ def pending_too_long(
     :param spread: standard deviations above similar jobs' mean wait that count as long.
     """
     from veglia.engine.history import similar_waits
-    from veglia.orm.computers import load_computer
+    from veglia.manage import get_profile
 
     info = node.get_attribute("last_job_info") or {}
     if info.get("state") != "queued":
         return None
     reason = info.get("reason") or ""
     queue = info.get("queue") or "the default queue"
-    scheduler = load_computer(node.get_attribute("computer")).get_scheduler()
+    scheduler = _scheduler_of(get_profile().id, node.get_attribute("computer"))
     if reason and scheduler.unsatisfiable_reason(reason):
         return MonitorResult(
             message=f"it cannot start in queue {queue}: the scheduler says {reason}"
@@ -39,9 +48,11 @@ def pending_too_long(
     submitted = node.get_attribute("submitted_at")
     if submitted is None or state is None or state.get("reported"):
         return None
+    waited = time.time() - submitted
+    if waited <= min_wait:  # the limit is never below min_wait: no history needed yet
+        return None
     waits = similar_waits(node.get_attribute("similarity_key") or "")
     limit = max(min_wait, waits.mean + spread * waits.stdev) if waits else min_wait
-    waited = time.time() - submitted
     if waited > limit:
         state["reported"] = True
         node.add_log(

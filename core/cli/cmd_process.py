@@ -15,6 +15,7 @@ from veglia.cli.output import console, print_table, raw_option
 from veglia.cli.state import CliState, pass_state
 from veglia.exceptions import InvalidOptionError, NotExistent, VegliaError
 from veglia.orm.nodes import ProcessNode, load_node
+from veglia.orm.nodes import as_utc as aware
 from veglia.storage import models
 
 PROCESS_STATES = ("created", "running", "waiting", "finished", "excepted", "killed")
@@ -28,11 +29,6 @@ class WatchTimeout(VegliaError):
 
 
 # -- shared by the process, node and calcjob commands ------------------------------------------
-def aware(value: datetime) -> datetime:
-    """SQLite gives back naive datetimes; they are UTC."""
-    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value
-
-
 def format_time(value: datetime | None) -> str:
     """A stored time in the local time zone, to the second."""
     return aware(value).astimezone().strftime("%Y-%m-%d %H:%M:%S") if value else ""

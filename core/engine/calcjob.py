@@ -28,7 +28,7 @@ from veglia.engine.monitors import (
     provenance_of,
     validate_monitors_port,
 )
-from veglia.engine.process import Process
+from veglia.engine.process import Process, plain_data
 from veglia.engine.trace import TraceRecord, build_record, finish_record
 from veglia.engine.waiting import InterruptibleWaiting
 from veglia.exceptions import TransportError
@@ -89,7 +89,7 @@ class JobWaiting(InterruptibleWaiting):
             if command == BLOCKED:
                 blocked = process.node.get_attribute("blocked") if process.node else None
                 if blocked:  # paused here until unblocked (or played), then uploaded anew
-                    raise PauseInterruption(f"blocked: {blocked['reason'].splitlines()[0]}")
+                    raise PauseInterruption(f"blocked: {_first_line(blocked['reason'])}")
                 return self._next(UPLOAD, "Waiting to upload")
             if command == UPDATE:
                 while not await self._interruptible(process.do_update(), finish_first=False):
@@ -248,7 +248,7 @@ class CalcJob(Process):
         computer = self.computer
         node.computer_pk = computer.pk
         attributes = {
-            "options": _plain(self.options),
+            "options": plain_data(self.options),
             "computer": computer.label,
             "similarity_key": self.similarity_key(),
         }
@@ -423,19 +423,16 @@ class CalcJob(Process):
 
     def _block(self, reason: str) -> str:
         """A submission no retry can fix: hold the job, tell the user once per cause."""
-        import hashlib
-
         from veglia.notifications import notify_once
 
         node = self.node
         assert node is not None
         label = self.computer.label
-        first_line = reason.splitlines()[0]
+        first_line = _first_line(reason)
         node.set_attribute("blocked", {"reason": reason, "time": time.time(), "computer": label})
         self.report(f"blocked: {reason}")
-        digest = hashlib.sha256(first_line.encode()).hexdigest()[:12]
         notify_once(
-            f"blocked-{label}-{digest}",
+            _blocked_event(label, reason),
             "jobs_blocked",
             f"jobs on {label} are blocked: {first_line[:120]}",
             f"The scheduler of {label} refused process {node.pk} (and will refuse any job "
@@ -454,11 +451,7 @@ class CalcJob(Process):
             blocked = node.get_attribute("blocked")
             node.delete_attribute("blocked")
             self.report("unblocked: uploading and submitting again")
-            import hashlib
-
-            first = blocked["reason"].splitlines()[0]
-            digest = hashlib.sha256(first.encode()).hexdigest()[:12]
-            clear_event(f"blocked-{blocked.get('computer', '')}-{digest}")
+            clear_event(_blocked_event(blocked.get("computer", ""), blocked["reason"]))
 
     def _right_size(self) -> None:
         """Requests against the history of similar jobs (option ``resources.right_size``)."""
@@ -469,10 +462,13 @@ class CalcJob(Process):
         assert node is not None
         explicit = self.options.get("right_size")
         mode = "off" if explicit is False else get_profile().get_option("resources.right_size")
+        options = dict(node.options)
+        requests = ("max_memory_kb", "max_wallclock_seconds")
         if mode == "off" or node.get_attribute("right_sized") is not None:
             return
+        if mode != "apply" and all(options.get(name) is None for name in requests):
+            return  # 'warn' and 'lower' only judge requests that were made
         advice = recommend(node.get_attribute("similarity_key"), exclude_pk=node.pk)
-        options = dict(node.options)
         changed = {}
         for name, recommended, floor, unit in (
             ("max_memory_kb", advice.memory_kb, 1024, "kB"),
@@ -494,6 +490,8 @@ class CalcJob(Process):
                     f"{advice.samples} similar jobs needed (mean + 1 SD); set the profile "
                     "option resources.right_size to 'lower' to lower such requests"
                 )
+        if not changed:
+            return
         record = {name: {"from": old, "to": new} for name, (old, new) in changed.items()}
         node.set_attributes({"options": options, "right_sized": record})
         for name, (old, new) in changed.items():
@@ -665,10 +663,9 @@ class CalcJob(Process):
             values["gpu_metrics"] = record.gpu_metrics
         self.node.set_attributes(values)
 
-    def on_entered(self, from_state: Any) -> None:
-        super().on_entered(from_state)
-        if self.node is not None and self._state.LABEL.value in ("finished", "killed", "excepted"):
-            self._trace_ready()
+    def on_terminal_state_recorded(self) -> None:
+        super().on_terminal_state_recorded()
+        self._trace_ready()
 
     def _trace_ready(self) -> None:
         from veglia.plugin_manager import call_each
@@ -761,6 +758,18 @@ class CalcJob(Process):
         return self.exit_codes[label] if label else None
 
 
+def _first_line(text: str) -> str:
+    return text.splitlines()[0] if text else ""
+
+
+def _blocked_event(computer: str, reason: str) -> str:
+    """One notification key per computer and cause, however many jobs it blocks."""
+    import hashlib
+
+    digest = hashlib.sha256(_first_line(reason).encode()).hexdigest()[:12]
+    return f"blocked-{computer}-{digest}"
+
+
 def _fusion_usage(record: dict[str, Any] | None) -> dict[str, Any] | None:
     """Peak memory and run time from the Fusion trace's ``proc`` block (kB and ms)."""
     proc = (record or {}).get("fusion_proc") or {}
@@ -772,14 +781,6 @@ def _fusion_usage(record: dict[str, Any] | None) -> dict[str, Any] | None:
         "runtime_seconds": realtime / 1000 if isinstance(realtime, int | float) else None,
         "source": "fusion",
     }
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, dict) or hasattr(value, "items"):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    return value
 
 
 def _job_info_attributes(info: JobInfo) -> dict[str, Any]:

@@ -14,8 +14,6 @@ import sqlalchemy as sa
 
 __all__ = ["ChildWatcher"]
 
-TERMINAL_STATES = ("finished", "killed", "excepted")
-
 
 class ChildWatcher:
     """``await watcher.wait([pk, ...])`` returns once every process has terminated."""
@@ -54,6 +52,7 @@ class ChildWatcher:
 
     def _terminated(self, pks: list[int]) -> list[int]:
         from veglia.manage import get_storage
+        from veglia.orm.nodes import TERMINAL_STATES
         from veglia.storage.models import Node
 
         self.queries += 1

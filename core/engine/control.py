@@ -15,7 +15,7 @@ from typing import Any
 from veglia.exceptions import VegliaError
 from veglia.orm.nodes import ProcessNode
 
-__all__ = ["ControlError", "apply_database_requests", "control_process"]
+__all__ = ["ControlError", "apply_database_requests", "control_process", "request_kill"]
 
 ACTIONS = ("kill", "pause", "play")
 
@@ -89,6 +89,23 @@ def control_process(
             "`veglia daemon logs`."
         )
     return _control_here(node, action, message)
+
+
+def request_kill(node: ProcessNode, message: str) -> None:
+    """Ask for a kill without waiting for it: safe from inside the engine's own loop (a
+    workflow killing its steps), where :func:`control_process` would wait on itself."""
+    from veglia.engine.runner import get_runner
+    from veglia.manage import get_profile
+
+    local = get_runner().local_processes.get(node.pk)
+    if local is not None:
+        local.kill(message)
+    elif get_profile().broker_url:
+        from veglia.engine.broker_tasks import get_controller
+
+        get_controller().kill_process(node.pk, message)
+    else:
+        node.set_attribute("control_request", {"action": "kill", "message": message})
 
 
 def _control_here(node: ProcessNode, action: str, message: str) -> str:

@@ -44,18 +44,28 @@ def submit(process: type[Process] | ProcessBuilder, /, **inputs: Any) -> Process
     return _to_daemon(process, inputs, caller=None)
 
 
-def _to_daemon(
+def _instantiate(
     process: type[Process] | ProcessBuilder, inputs: dict[str, Any], caller: ProcessNode | None
-) -> ProcessNode:
+) -> Process:
+    """The process, stored, with its ``call`` link from the caller when there is one."""
     from veglia.engine.runner import get_runner
-    from veglia.engine.submission import notify_daemon
 
     process_class, all_inputs = _split(process, inputs)
     instance = get_runner().instantiate(process_class, all_inputs)
     assert instance.node is not None
-    node = instance.node
     if caller is not None:
-        node.add_incoming(caller, "call", "CALL")
+        instance.node.add_incoming(caller, "call", "CALL")
+    return instance
+
+
+def _to_daemon(
+    process: type[Process] | ProcessBuilder, inputs: dict[str, Any], caller: ProcessNode | None
+) -> ProcessNode:
+    from veglia.engine.submission import notify_daemon
+
+    instance = _instantiate(process, inputs, caller)
+    node = instance.node
+    assert node is not None
     node.set_attribute("daemon", True)
     instance.close()
     notify_daemon(node)
@@ -71,26 +81,7 @@ def launch_child(
 
     if caller.get_attribute("daemon"):
         return _to_daemon(process, inputs, caller)
-    runner = get_runner()
-    process_class, all_inputs = _split(process, inputs)
-    instance = runner.instantiate(process_class, all_inputs)
+    instance = _instantiate(process, inputs, caller)
+    get_runner().start_local(instance)
     assert instance.node is not None
-    instance.node.add_incoming(caller, "call", "CALL")
-    runner.start_local(instance)
     return instance.node
-
-
-def kill_soon(node: ProcessNode, message: str) -> None:
-    """Ask for a kill without waiting for it: safe from inside the engine's own loop."""
-    from veglia.engine.runner import get_runner
-    from veglia.manage import get_profile
-
-    local = get_runner().local_processes.get(node.pk)
-    if local is not None:
-        local.kill(message)
-    elif get_profile().broker_url:
-        from veglia.engine.broker_tasks import get_controller
-
-        get_controller().kill_process(node.pk, message)
-    else:
-        node.set_attribute("control_request", {"action": "kill", "message": message})

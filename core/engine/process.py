@@ -16,7 +16,7 @@ from plumpy.process_states import ProcessState
 
 from veglia.engine.exit_codes import ExitCode, ExitCodes
 from veglia.engine.process_spec import ProcessSpec
-from veglia.orm.nodes import Node, ProcessNode, to_node
+from veglia.orm.nodes import TERMINAL_STATES, Node, ProcessNode, to_node
 
 __all__ = ["Process"]
 
@@ -33,6 +33,15 @@ def flatten_inputs(inputs: dict[str, Any], prefix: str = "") -> list[tuple[str, 
         else:
             flat.append((label, value))
     return flat
+
+
+def plain_data(value: Any) -> Any:
+    """Inputs (frozen namespaces, tuples) as plain dicts and lists; nodes stay nodes."""
+    if isinstance(value, Mapping) or hasattr(value, "items"):
+        return {k: plain_data(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain_data(v) for v in value]
+    return value
 
 
 class _ExitCodesOfSpec:
@@ -153,12 +162,16 @@ class Process(plumpy.Process):
         from veglia.engine.persistence import checkpoint_of
 
         state = self._state.LABEL.value
-        terminal = state in ("finished", "killed", "excepted")
+        terminal = state in TERMINAL_STATES
         self.node.set_state_and_checkpoint(state, None if terminal else checkpoint_of(self))
         if terminal:
-            from veglia.engine.runner import get_runner
+            self.on_terminal_state_recorded()
 
-            get_runner().child_watcher.wake()  # a workflow here may be waiting for this one
+    def on_terminal_state_recorded(self) -> None:
+        """The process ended and its node says so (subclasses report, notify; call super)."""
+        from veglia.engine.runner import get_runner
+
+        get_runner().child_watcher.wake()  # a workflow here may be waiting for this one
 
     # -- results -----------------------------------------------------------------------------
     def out(self, output_port: str, value: Any) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from veglia.orm.nodes import ProcessNode
+from veglia.orm.nodes import ProcessNode, as_utc
 
 __all__ = ["Progress", "format_seconds", "workflow_progress"]
 
@@ -43,10 +43,8 @@ class Progress:
 
 
 def _elapsed(node: ProcessNode, now: datetime) -> float:
-    from veglia.cli.cmd_process import aware, node_mtime
-
-    start = aware(node.ctime) if node.ctime else now
-    end = now if not node.is_terminated else aware(node_mtime(node.pk) or now)
+    start = as_utc(node.ctime) if node.ctime else now
+    end = as_utc(node.mtime) if node.is_terminated and node.mtime else now
     return max(0.0, (end - start).total_seconds())
 
 

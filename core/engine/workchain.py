@@ -221,22 +221,21 @@ class WorkChain(Process):
 
     def kill_children(self, message: str) -> None:
         """Kill the children still running, wherever they run (without waiting)."""
-        from veglia.engine.launch import kill_soon
+        from veglia.engine.control import request_kill
 
         if self.node is None:
             return
         for child in self.node.called:
             if not child.is_terminated:
-                kill_soon(child, message)
+                request_kill(child, message)
 
     def on_kill(self, msg: Any) -> None:
         super().on_kill(msg)
         self.kill_children(f"its caller, process {self.pid}, was killed")
 
-    def on_entered(self, from_state: Any) -> None:
-        super().on_entered(from_state)
-        if self.node is not None and self._state.LABEL.value in ("finished", "killed", "excepted"):
-            self._notify_finished()
+    def on_terminal_state_recorded(self) -> None:
+        super().on_terminal_state_recorded()
+        self._notify_finished()
 
     def _notify_finished(self) -> None:
         """One message when a pipeline (a workflow no other workflow called) ends."""

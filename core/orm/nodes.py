@@ -12,7 +12,7 @@ import copy
 import io
 import json
 from collections.abc import Iterator
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -24,6 +24,7 @@ from veglia.manage import get_storage
 from veglia.storage import models
 
 __all__ = [
+    "TERMINAL_STATES",
     "Bool",
     "CalcJobNode",
     "Data",
@@ -38,6 +39,7 @@ __all__ = [
     "SinglefileData",
     "Str",
     "WorkflowNode",
+    "as_utc",
     "load_node",
     "to_node",
 ]
@@ -487,6 +489,15 @@ class RemoteData(Data):
 
 
 # -- processes -------------------------------------------------------------------------------
+#: The states a process ends in.
+TERMINAL_STATES = ("finished", "killed", "excepted")
+
+
+def as_utc(value: datetime) -> datetime:
+    """A stored time as an aware UTC datetime (SQLite gives back naive ones)."""
+    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value
+
+
 class ProcessNode(Node):
     """The record of a process: its state, exit status, checkpoint, logs and links."""
 
@@ -500,6 +511,7 @@ class ProcessNode(Node):
         self.exit_status: int | None = None
         self.exit_message: str | None = None
         self.computer_pk: int | None = None
+        self._mtime: datetime | None = None
 
     def _row_values(self) -> dict[str, Any]:
         return {
@@ -514,6 +526,7 @@ class ProcessNode(Node):
         self.exit_status = row.exit_status
         self.exit_message = row.exit_message
         self.computer_pk = row.computer_id
+        self._mtime = row.mtime
 
     def refresh(self) -> ProcessNode:
         """Re-read the state written by the engine (possibly in another process)."""
@@ -544,8 +557,13 @@ class ProcessNode(Node):
             )
 
     @property
+    def mtime(self) -> datetime | None:
+        """When the record last changed, as of the last load or :meth:`refresh`."""
+        return self._mtime
+
+    @property
     def is_terminated(self) -> bool:
-        return self.process_state in ("finished", "killed", "excepted")
+        return self.process_state in TERMINAL_STATES
 
     @property
     def is_finished(self) -> bool:

@@ -16,12 +16,12 @@ Each attempt is a child calc job (``call`` link) and a line in ``process report`
 
 from __future__ import annotations
 
-import copy
 import math
 from typing import Any
 
 from veglia import orm
 from veglia.engine.exit_codes import ExitCode
+from veglia.engine.process import plain_data
 from veglia.engine.queues import choose_queue, queues_from_attribute
 from veglia.engine.workchain import ToContext, WorkChain, append_, while_
 from veglia.entry_points import load_process_class
@@ -55,12 +55,6 @@ def _validate(inputs: Any, _: Any = None) -> str | None:
     if behaviour is not None and behaviour.value not in FAILURE_BEHAVIOURS:
         return f"failure_behaviour must be one of {', '.join(FAILURE_BEHAVIOURS)}"
     return None
-
-
-def _unplain(value: Any) -> Any:
-    if hasattr(value, "items"):
-        return {k: _unplain(v) for k, v in value.items()}
-    return value
 
 
 class RestartWorkChain(WorkChain):
@@ -120,7 +114,7 @@ class RestartWorkChain(WorkChain):
     def setup(self) -> None:
         from veglia.manage import get_profile
 
-        job = _unplain(self.inputs["job"])
+        job = plain_data(self.inputs["job"])
         self.ctx.options = dict((job.get("metadata") or {}).get("options") or {})
         self.ctx.attempt = 0
         self.ctx.own_failures = 0
@@ -140,7 +134,7 @@ class RestartWorkChain(WorkChain):
 
     def run_job(self) -> ToContext:
         self.ctx.attempt += 1
-        inputs = copy.copy(_unplain(self.inputs["job"]))
+        inputs = plain_data(self.inputs["job"])
         metadata = dict(inputs.get("metadata") or {})
         options = dict(self.ctx.options)
         if self.ctx.attempt > 1:
