@@ -75,6 +75,19 @@ def collect_trace(node: Any, transport: Any, record: Any) -> None:
 
 
 @hookspec
+def trace_updated(node: Any, record: Any) -> None:
+    """Receive the trace record of a calc job that is on its way: submitted or running.
+
+    Called when the scheduler took the job (``record.status`` is ``SUBMITTED``) and when a
+    poll first sees it running (``RUNNING``, with ``record.start`` set), so reporters can
+    show live tasks as Nextflow does. A job that ends between two polls may never be seen
+    running; ``trace_ready`` follows in every case. Like ``trace_ready`` it runs in the
+    engine's event loop thread: only queue the record here. An exception is logged on the
+    node and does not stop the job.
+    """
+
+
+@hookspec
 def trace_ready(node: Any, record: Any) -> None:
     """Receive the final trace record of a terminated calc job, to report it.
 

@@ -21,7 +21,13 @@ from veglia import hookspecs
 from veglia.entry_points import GROUPS, get_entry_points
 from veglia.exceptions import EntryPointLoadError
 
-__all__ = ["build_plugin_manager", "call_each", "get_plugin_manager", "reset_plugin_manager"]
+__all__ = [
+    "build_plugin_manager",
+    "call_each",
+    "get_plugin_manager",
+    "has_implementations",
+    "reset_plugin_manager",
+]
 
 _manager: pluggy.PluginManager | None = None
 
@@ -75,6 +81,11 @@ def reset_plugin_manager() -> None:
 
     _manager = None
     clear_cache()
+
+
+def has_implementations(hook_name: str) -> bool:
+    """Whether any loaded plugin implements the hook (to skip building its arguments)."""
+    return bool(getattr(get_plugin_manager().hook, hook_name).get_hookimpls())
 
 
 def call_each(hook_name: str, **kwargs: object) -> list[tuple[str, BaseException]]:

@@ -145,3 +145,30 @@ def test_collect_trace_and_trace_ready_see_every_job(manager_with, profile):
     warnings = [log.message for log in node.logs if log.levelname == "WARNING"]
     assert any("failed to collect the trace: plugin bug" in m for m in warnings)
     assert any("failed to report the trace: reporter bug" in m for m in warnings)
+
+
+def test_trace_updated_sees_a_job_submitted_then_running(manager_with, profile):
+    from veglia import engine, orm
+    from veglia.entry_points import CalculationFactory
+
+    seen = []
+
+    class Reporter:
+        @hookspecs.hookimpl
+        def trace_updated(self, node, record):
+            seen.append((record.status, record.native_id == node.job_id, record.start))
+
+    class Broken:
+        @hookspecs.hookimpl
+        def trace_updated(self, record):
+            raise RuntimeError("live reporter bug")
+
+    manager_with(Reporter(), Broken())
+    shell = CalculationFactory("core.shell")
+    _, node = engine.run_get_node(shell, command=orm.Str("sleep 2"))
+    assert node.is_finished_ok
+    assert seen[0] == ("SUBMITTED", True, None)
+    assert [s[0] for s in seen] == ["SUBMITTED", "RUNNING"]
+    assert seen[1][2] == int(node.get_attribute("started_at") * 1000)
+    warnings = [log.message for log in node.logs if log.levelname == "WARNING"]
+    assert sum("failed to report the trace: live reporter bug" in m for m in warnings) == 2

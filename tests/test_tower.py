@@ -1,12 +1,9 @@
-"""The Tower reporter against a local server speaking Seqera Platform's trace endpoints."""
+"""The Tower reporter against a loopback Seqera Platform that validates like the real one."""
 
 from __future__ import annotations
 
 import json
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
@@ -17,90 +14,35 @@ from veglia.entry_points import CalculationFactory
 from veglia.plugins.tower import outbox
 from veglia.plugins.tower.sender import TowerSender
 from veglia_fixtures.profiles import make_profile, wait_for
+from veglia_fixtures.seqera_platform import SeqeraPlatform
 
 TOKEN = "eyJ0b2tlbi10ZXN0.c2VjcmV0LXBheWxvYWQ.dG93ZXItc2lnbmF0dXJl"
 ShellJob = CalculationFactory("core.shell")
 
 
-class FakePlatform:
-    """Records every request; can answer 503 (with Retry-After) for a while, or 401."""
-
-    def __init__(self) -> None:
-        self.requests: list[dict] = []
-        self.fail_until = 0.0
-        self.unauthorized = False
-        self.count = 0
-        platform = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):  # quiet
-                pass
-
-            def _answer(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                body = json.loads(self.rfile.read(length) or b"{}")
-                url = urlsplit(self.path)
-                if platform.unauthorized:
-                    return self._send(401, {"message": "Unauthorized"})
-                if time.monotonic() < platform.fail_until:
-                    return self._send(503, {"message": "busy"}, {"Retry-After": "1"})
-                platform.requests.append(
-                    {
-                        "method": self.command,
-                        "path": url.path,
-                        "query": parse_qs(url.query),
-                        "auth": self.headers.get("Authorization"),
-                        "body": body,
-                    }
-                )
-                if url.path == "/trace/create":
-                    platform.count += 1
-                    return self._send(200, {"workflowId": f"wf{platform.count}"})
-                if url.path.endswith("/begin"):
-                    return self._send(200, {"watchUrl": f"http://platform/watch/{url.path}"})
-                return self._send(200, {})
-
-            def _send(self, code, body, headers=None):
-                data = json.dumps(body).encode()
-                self.send_response(code)
-                for key, value in (headers or {}).items():
-                    self.send_header(key, value)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            do_POST = do_PUT = _answer
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def paths(self, suffix: str) -> list[dict]:
-        return [r for r in self.requests if r["path"].endswith(suffix)]
-
-    def tasks(self) -> list[dict]:
-        return [task for r in self.paths("/progress") for task in r["body"]["tasks"]]
-
-
 @pytest.fixture
 def platform():
-    server = FakePlatform()
+    server = SeqeraPlatform(TOKEN, workspace_id="42")
     yield server
-    server.server.shutdown()
+    server.close()
 
 
 @pytest.fixture
-def tower_profile(veglia_home, platform):
+def tower_profile(request, veglia_home, platform):
+    """A profile reporting to the loopback Platform; on SQLite, or as the test asks."""
     from veglia.engine.runner import set_runner
 
+    database = {}
+    if getattr(request, "param", "sqlite") == "postgresql":
+        database["storage.url"] = request.getfixturevalue("postgres_database")
     profile = make_profile(
+        **database,
         **{
             "tower.enabled": "yes",
             "tower.endpoint": platform.url,
             "tower.access_token": TOKEN,
             "tower.workspace_id": "42",
-        }
+        },
     )
     yield profile
     set_runner(None)
@@ -116,76 +58,189 @@ def _flush(profile, timeout=60.0):
     return sender
 
 
-def test_gpu_metrics_reach_the_platform_exactly(tower_profile, platform):
-    trace = json.loads(json.dumps(EXAMPLE))
-    trace["gpu"]["unknown_new_field"] = "kept"
-    jobs = {
-        "gpu": _job_writing(json.dumps(trace).encode()),
-        "cpu": _job_writing(json.dumps({"proc": EXAMPLE["proc"]}).encode()),
-        "missing": _job_writing(None),
-        "malformed": _job_writing(b"{not json"),
-        "failed": _job_writing(json.dumps(EXAMPLE).encode(), fail=True),
+def _assert_all_taken(platform):
+    """Nothing refused, no key dropped as unknown, no task left unsaved."""
+    assert platform.refusals == []
+    assert platform.ignored == []
+    assert platform.dropped == []
+
+
+def _run(name, builder):
+    builder.metadata.label = name
+    return engine.run_get_node(builder)[1]
+
+
+@pytest.mark.parametrize("tower_profile", ["sqlite", "postgresql"], indirect=True)
+def test_every_kind_of_job_is_taken_as_the_platform_takes_it(tower_profile, platform):
+    gpu_trace = json.loads(json.dumps(EXAMPLE))
+    gpu_trace["gpu"]["unknown_new_field"] = "kept"
+    nodes = {
+        "gpu": _run("gpu", _job_writing(json.dumps(gpu_trace).encode())),
+        "cpu": _run("cpu", _job_writing(json.dumps({"proc": EXAMPLE["proc"]}).encode())),
+        "failed": _run("failed", _job_writing(json.dumps(EXAMPLE).encode(), fail=True)),
     }
-    nodes = {name: engine.run_get_node(builder)[1] for name, builder in jobs.items()}
+    cached = _job_writing(json.dumps(gpu_trace).encode())
+    cached.metadata.cache = True
+    nodes["cached"] = _run("cached", cached)
+    assert nodes["cached"].get_attribute("cached_from")["pk"] == nodes["gpu"].pk
+    for i in range(2):
+        builder = ShellJob.get_builder()
+        builder.command = orm.Str(f"echo {i}")
+        builder.metadata.options.tower_run = "two-jobs"
+        nodes[f"pair{i}"] = _run(f"pair{i}", builder)
     _flush(tower_profile)
+    _assert_all_taken(platform)
 
-    by_id = {task["taskId"]: task for task in platform.tasks()}
-    assert by_id[nodes["gpu"].pk]["gpuMetrics"] == trace["gpu"]
-    assert by_id[nodes["failed"].pk]["gpuMetrics"] == EXAMPLE["gpu"]
-    assert by_id[nodes["failed"].pk]["status"] == "FAILED"
-    for name in ("cpu", "missing", "malformed"):
-        assert "gpuMetrics" not in by_id[nodes[name].pk], name
-    task = by_id[nodes["gpu"].pk]
-    assert task["status"] == "COMPLETED" and task["exit"] == 0
-    assert task["nativeId"] == nodes["gpu"].job_id and task["executor"] == "core.direct"
-    assert task["submit"].endswith("+00:00") and task["workdir"] == nodes["gpu"].remote_workdir
-    assert len(platform.paths("/trace/create")) == 5 == len(platform.paths("/complete"))
-    assert all(r["query"] == {"workspaceId": ["42"]} for r in platform.requests)
-    assert all(r["auth"] == f"Bearer {TOKEN}" for r in platform.requests)
-    creates = [r["body"]["runName"] for r in platform.paths("/trace/create")]
-    gpu_run = "veglia-process-" + str(nodes["gpu"].pk)
-    gpu_workflow = f"wf{creates.index(gpu_run) + 1}"
-    gpu_complete = next(r for r in platform.paths("/complete") if gpu_workflow in r["path"])
-    metrics = gpu_complete["body"]["metrics"][0]
-    assert metrics["gpu"]["pct"]["mean"] == 75 and metrics["gpu"]["peakMemUsed"]["max"] == 11388
+    tasks = platform.tasks()
+    gpu = tasks[nodes["gpu"].pk]
+    assert gpu["gpuMetrics"] == gpu_trace["gpu"]
+    assert gpu["status"] == "COMPLETED" and gpu["exit"] == 0
+    assert gpu["nativeId"] == nodes["gpu"].job_id and gpu["executor"] == "core.direct"
+    assert gpu["workdir"] == nodes["gpu"].remote_workdir and len(gpu["hash"]) <= 34
+    assert gpu["start"] and gpu["submit"] <= gpu["start"] <= gpu["complete"]
+    # Measured, not requested: Fusion's proc block (kB and %cpu x 10 in the file).
+    assert gpu["peakRss"] == EXAMPLE["proc"]["peak_rss"] * 1024
+    assert gpu["pcpu"] == pytest.approx(104.5) and gpu["realtime"] == 660541
+    assert "gpuMetrics" not in tasks[nodes["cpu"].pk]
+    assert tasks[nodes["failed"].pk]["status"] == "FAILED"
+    assert tasks[nodes["failed"].pk]["gpuMetrics"] == EXAMPLE["gpu"]
+    assert tasks[nodes["cached"].pk]["status"] == "CACHED"
+    assert tasks[nodes["cached"].pk]["gpuMetrics"] == gpu_trace["gpu"]
+
+    gpu_run = platform.workflow_named(f"veglia-process-{nodes['gpu'].pk}")
+    assert gpu_run["state"] == "completed" and gpu_run["success"] is True
+    assert gpu_run["projectName"] == "core.shell" and gpu_run["userName"]
+    assert gpu_run["commandLine"] and gpu_run["launchDir"] and gpu_run["scriptName"] == "shell.py"
+    metrics = gpu_run["metrics"][0]
+    assert metrics["gpuUsage"]["mean"] == 75 and metrics["gpuUsage"]["maxLabel"] == "gpu"
+    assert metrics["gpuMemPeak"]["max"] == 11388 and metrics["gpuMemAvg"]["mean"] == 6161
+    assert metrics["mem"]["max"] == EXAMPLE["proc"]["peak_rss"] * 1024
+    assert "gpu" not in metrics and "realtime" not in metrics
+
+    failed_run = platform.workflow_named(f"veglia-process-{nodes['failed'].pk}")
+    assert failed_run["success"] is False and failed_run["exitStatus"] == 1
+    assert failed_run["progress"]["failed"] == 1 and failed_run["progress"]["succeeded"] == 0
+    cached_run = platform.workflow_named(f"veglia-process-{nodes['cached'].pk}")
+    assert cached_run["success"] is True
+    assert cached_run["progress"]["cached"] == 1 and cached_run["progress"]["succeeded"] == 0
+    assert cached_run["metrics"][0]["gpuUsage"]["mean"] == 75
+
+    pair = platform.workflow_named("two-jobs")
+    assert sorted(pair["tasks"]) == sorted([nodes["pair0"].pk, nodes["pair1"].pk])
+    assert pair["progress"]["succeeded"] == 2 and pair["state"] == "completed"
+    assert len(platform.calls("create")) == 5 == len(platform.calls("complete"))
 
 
-def test_platform_outage_loses_nothing_and_slows_no_job(tower_profile, platform):
-    platform.fail_until = time.monotonic() + 4
+@pytest.mark.parametrize("tower_profile", ["sqlite", "postgresql"], indirect=True)
+def test_a_refused_run_is_marked_and_holds_up_no_other(tower_profile, platform, run_cli):
+    first = engine.run_get_node(ShellJob, command=orm.Str("echo first"))[1]
+    platform.refuse_begin[f"veglia-process-{first.pk}"] = "Missing field 'start' for workflow"
+    sender = _flush(tower_profile)
+    second = engine.run_get_node(ShellJob, command=orm.Str("echo second"))[1]
+    for _ in range(5):  # more passes: the refused begin is not sent again
+        sender.send_pending()
+    begins = [r for r in platform.refusals if r["kind"] == "begin"]
+    assert len(begins) == 1 and begins[0]["code"] == 400
+
+    delivered = platform.workflow_named(f"veglia-process-{second.pk}")
+    assert delivered["state"] == "completed" and second.pk in delivered["tasks"]
+    status = run_cli("-p", "test", "tower", "status")
+    assert f"veglia-process-{first.pk}: begin refused (HTTP 400)" in status.stdout
+    assert "Missing field 'start' for workflow" in status.stdout
+    assert "1 refused" in status.stdout and "pending:   0" in status.stdout
+
+    del platform.refuse_begin[f"veglia-process-{first.pk}"]
+    retried = run_cli("-p", "test", "tower", "retry", f"veglia-process-{first.pk}")
+    assert retried.exit_code == 0, retried.output
+    _flush(tower_profile)
+    assert platform.workflow_named(f"veglia-process-{first.pk}")["state"] == "completed"
+    unknown = run_cli("-p", "test", "tower", "retry", "no-such-run")
+    assert unknown.exit_code != 0 and "no refused run 'no-such-run'" in unknown.output
+
+
+def test_a_running_job_shows_as_running_before_it_ends(tower_profile, platform, daemon):
+    daemon(1)
+    node = engine.submit(ShellJob, command=orm.Str("sleep 6; echo done"))
+    deadline = time.monotonic() + 60
+    while platform.tasks().get(node.pk, {}).get("status") != "RUNNING":
+        assert time.monotonic() < deadline, (platform.requests, platform.refusals)
+        time.sleep(0.2)
+    assert not node.refresh().is_terminated
+    seen = platform.workflow_named(f"veglia-process-{node.pk}")
+    assert seen["progress"]["running"] == 1 and seen["state"] == "running"
+    wait_for([node], lambda n: n.is_terminated, timeout=60)
+    while platform.tasks()[node.pk]["status"] != "COMPLETED":
+        assert time.monotonic() < deadline, platform.requests
+        time.sleep(0.2)
+    statuses = [t["status"] for r in platform.calls("progress") for t in r["body"]["tasks"]]
+    # Only a task's latest event goes in a request (SUBMITTED may be overtaken by RUNNING).
+    order = ["SUBMITTED", "RUNNING", "COMPLETED"]
+    assert statuses == sorted(statuses, key=order.index) and statuses[-1] == "COMPLETED"
+    assert "RUNNING" in statuses
+    _assert_all_taken(platform)
+
+
+def test_a_minute_of_503_loses_nothing_and_slows_no_job(tower_profile, platform, daemon):
+    daemon(1)
+    platform.fail_until = time.monotonic() + 60
     start = time.monotonic()
-    nodes = [engine.run_get_node(ShellJob, command=orm.Str(f"echo {i}"))[1] for i in range(4)]
-    job_seconds = time.monotonic() - start
-    sender = TowerSender(tower_profile)
-    report = sender.send_pending()
-    assert report.errors and "HTTP 503" in report.errors[0]
-    _flush(tower_profile)
-    sent = [task["taskId"] for task in platform.tasks()]
-    assert sorted(sent) == sorted(n.pk for n in nodes)  # each exactly once
-    assert job_seconds < 15
-    assert outbox.status_counts() == {
-        "pending": 0,
-        "sent": 8,
-        "failed": 0,
-        "last_error": outbox.status_counts()["last_error"],
-    }
+    nodes = [engine.submit(ShellJob, command=orm.Str(f"echo {i}")) for i in range(4)]
+    wait_for(nodes, lambda n: n.is_terminated, timeout=50)
+    assert time.monotonic() - start < 30  # the jobs did not wait for the Platform
+    deadline = time.monotonic() + 120
+    while not platform.refusals:  # the daemon's sender tries, and is turned away
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    assert not platform.requests
+    while len(platform.calls("complete")) < 4:
+        assert time.monotonic() < deadline, platform.refusals[-3:]
+        time.sleep(0.5)
+    finals = [
+        t["taskId"]
+        for r in platform.calls("progress")
+        for t in r["body"]["tasks"]
+        if t["status"] == "COMPLETED"
+    ]
+    assert sorted(finals) == sorted(n.pk for n in nodes)  # each exactly once
+    assert {r["code"] for r in platform.refusals} == {503}
+    assert len(platform.refusals) < 80  # Retry-After was honoured, not hammered
+    assert outbox.status_counts()["pending"] == 0 and outbox.status_counts()["held"] == 0
 
 
 def test_bad_token_pauses_reporting_until_it_is_fixed(tower_profile, platform, run_cli):
-    platform.unauthorized = True
+    platform.token = "another-token"
     engine.run_get_node(ShellJob, command=orm.Str("true"))
     report = TowerSender(tower_profile).send_pending()
     assert "refused the access token (401" in report.paused
     again = TowerSender(tower_profile).send_pending()
     assert again.paused and not again.errors  # paused: not tried again, not re-reported
+    assert len(platform.refusals) == 1
     status = run_cli("-p", "test", "tower", "status")
-    assert "paused:" in status.stdout and "pending:   2" in status.stdout
+    assert "paused:" in status.stdout and "sent:      0" in status.stdout
+    assert "pending:   0" not in status.stdout
     assert TOKEN not in status.output
 
-    platform.unauthorized = False
-    Config().set_option("test", "tower.access_token", "new-token-value")
-    tower_profile.secrets["tower.access_token"] = "new-token-value"
+    Config().set_option("test", "tower.access_token", "another-token")
+    tower_profile.secrets["tower.access_token"] = "another-token"
     _flush(tower_profile)
-    assert platform.requests[-1]["auth"] == "Bearer new-token-value"
+    assert platform.calls("complete") and len(platform.refusals) == 1
+
+
+def test_a_redirect_is_never_followed_nor_taken_for_delivery(tower_profile, platform):
+    platform.redirect_to = "https://elsewhere.example/api"
+    engine.run_get_node(ShellJob, command=orm.Str("true"))
+    report = TowerSender(tower_profile).send_pending()
+    assert "redirect (301 to https://elsewhere.example/api)" in report.paused
+    assert outbox.status_counts()["sent"] == 0 and outbox.status_counts()["pending"] >= 2
+    assert len(platform.refusals) == 1
+
+
+def test_a_wrong_workspace_is_a_pause_not_a_loop(tower_profile, platform):
+    platform.workspace_id = "43"
+    engine.run_get_node(ShellJob, command=orm.Str("true"))
+    assert "403" in TowerSender(tower_profile).send_pending().paused
+    TowerSender(tower_profile).send_pending()
+    assert len(platform.refusals) == 1
 
 
 def test_the_token_is_never_shown(tower_profile, platform, run_cli):
@@ -204,38 +259,37 @@ def test_the_token_is_never_shown(tower_profile, platform, run_cli):
     assert TOKEN not in repr(TowerSender(tower_profile).settings)
 
 
-def test_jobs_of_one_tower_run_are_one_platform_workflow(tower_profile, platform):
-    nodes = []
-    for i in range(3):
-        builder = ShellJob.get_builder()
-        builder.command = orm.Str(f"echo {i}")
-        builder.metadata.options.tower_run = "batch-7"
-        nodes.append(engine.run_get_node(builder)[1])
+def test_bad_numbers_in_a_record_stop_nothing(tower_profile, platform):
+    weird = json.loads(json.dumps(EXAMPLE))
+    weird["gpu"]["pct"] = float("nan")
+    weird["gpu"]["mem"] = int("9" * 4000)
+    weird["gpu"]["deep"] = {"huge": int("7" * 30), "inf": float("inf"), "ok": 1}
+    weird["proc"]["peak_rss"] = int("8" * 4000)
+    odd = _run("odd", _job_writing(json.dumps(weird).encode()))
+    plain = _run("plain", _plain_job())
     _flush(tower_profile)
-    assert len(platform.paths("/trace/create")) == 1
-    assert platform.paths("/trace/create")[0]["body"]["runName"] == "batch-7"
-    assert len(platform.paths("/complete")) == 1
-    assert sorted(t["taskId"] for t in platform.tasks()) == sorted(n.pk for n in nodes)
-    assert platform.paths("/complete")[0]["body"]["progress"]["succeeded"] == 3
+    _assert_all_taken(platform)
+    task = platform.tasks()[odd.pk]
+    assert "pct" not in task["gpuMetrics"] and "mem" not in task["gpuMetrics"]
+    assert task["gpuMetrics"]["deep"] == {"ok": 1} and task["gpuMetrics"]["name"] == "Tesla T4"
+    assert "peakRss" not in task
+    assert platform.workflow_named(f"veglia-process-{plain.pk}")["state"] == "completed"
 
 
-def test_the_daemon_sends_by_itself(tower_profile, platform, daemon):
-    daemon(1)
-    node = engine.submit(ShellJob, command=orm.Str("echo daemon"))
-    wait_for([node], lambda n: n.is_terminated, timeout=60)
-    deadline = time.monotonic() + 30
-    while not platform.paths("/complete"):
-        assert time.monotonic() < deadline, platform.requests
-        time.sleep(0.2)
-    assert [t["taskId"] for t in platform.tasks()] == [node.pk]
+def test_a_record_that_cannot_be_sent_marks_its_run_only(tower_profile, platform, run_cli):
+    # As a release before this one queued records: a trace record, here a corrupt one.
+    outbox.enqueue("broken-run", "task", 1, 1, {"task_id": "not a number", "status": "X"})
+    outbox.enqueue("broken-run", "complete", 0, 1, {})
+    node = engine.run_get_node(ShellJob, command=orm.Str("echo fine"))[1]
+    report = _flush(tower_profile).send_pending()
+    assert not report.errors
+    assert platform.workflow_named(f"veglia-process-{node.pk}")["state"] == "completed"
+    status = run_cli("-p", "test", "tower", "status").stdout
+    assert "broken-run:" in status and "lacks the required taskId, status" in status
+    assert outbox.status_counts()["held"] == 2
 
 
-def test_a_cached_job_still_reports_its_gpu_block(tower_profile, platform):
-    first = engine.run_get_node(_job_writing(json.dumps(EXAMPLE).encode()))[1]
-    builder = _job_writing(json.dumps(EXAMPLE).encode())
-    builder.metadata.cache = True
-    second = engine.run_get_node(builder)[1]
-    assert second.get_attribute("cached_from")["pk"] == first.pk
-    _flush(tower_profile)
-    by_id = {task["taskId"]: task for task in platform.tasks()}
-    assert by_id[second.pk]["gpuMetrics"] == EXAMPLE["gpu"]
+def _plain_job():
+    builder = ShellJob.get_builder()
+    builder.command = orm.Str("echo plain")
+    return builder

@@ -419,6 +419,7 @@ class CalcJob(Process):
             }
         )
         self.report(f"submitted job {job_id}")
+        self._trace_updated("SUBMITTED")
         return None
 
     def _block(self, reason: str) -> str:
@@ -538,6 +539,8 @@ class CalcJob(Process):
             changes["last_job_info"] = _job_info_attributes(info)
         if any(node.get_attribute(key) != value for key, value in changes.items()):
             node.set_attributes(changes)  # one write, and none while nothing changes
+            if "started_at" in changes:
+                self._trace_updated("RUNNING")
         if not done and node.get_attribute("monitors"):
             return await self._run_monitors()
         return done
@@ -667,6 +670,17 @@ class CalcJob(Process):
         super().on_terminal_state_recorded()
         self._trace_ready()
 
+    def _trace_updated(self, status: str) -> None:
+        from veglia.plugin_manager import call_each, has_implementations
+
+        if not has_implementations("trace_updated"):
+            return  # no reporter listens: build nothing on the hot path
+        node = self.node
+        assert node is not None
+        record = build_record(node, self.computer, status)
+        for plugin, exc in call_each("trace_updated", node=node, record=record):
+            node.add_log("WARNING", f"plugin {plugin} failed to report the trace: {exc}")
+
     def _trace_ready(self) -> None:
         from veglia.plugin_manager import call_each
 
@@ -773,8 +787,9 @@ def _blocked_event(computer: str, reason: str) -> str:
 def _fusion_usage(record: dict[str, Any] | None) -> dict[str, Any] | None:
     """Peak memory and run time from the Fusion trace's ``proc`` block (kB and ms)."""
     proc = (record or {}).get("fusion_proc") or {}
-    if not isinstance(proc.get("peak_rss"), int | float):
-        return None
+    peak = proc.get("peak_rss")
+    if isinstance(peak, bool) or not isinstance(peak, int | float) or not 0 <= peak < 2**53:
+        return None  # no measurement, or not one a machine could make
     realtime = proc.get("realtime")
     return {
         "peak_memory_kb": int(proc["peak_rss"]),

@@ -55,10 +55,11 @@ def build_template(node: CalcJobNode, calcinfo: CalcInfo, code: Any, computer: C
         lines.append(" ".join(parts))
     measure = []
     if computer.get_property("measure_usage") and lines:
-        # Peak memory (kB) and elapsed seconds of each command, for right-sizing requests.
+        # Peak memory (kB), elapsed seconds and %CPU of each command, for right-sizing
+        # requests and the trace record.
         measure = [
             f"VEGLIA_TIME=(); [ -x /usr/bin/time ] && VEGLIA_TIME=(/usr/bin/time -a -o "
-            f"{USAGE_FILE} -f '%M %e')"
+            f"{USAGE_FILE} -f '%M %e %P')"
         ]
         lines = [f'"${{VEGLIA_TIME[@]}}" {line}' for line in lines]
     # The job's own exit status, read back by the engine whatever the scheduler reports.
@@ -194,23 +195,32 @@ def retrieve(
 
 
 def parse_usage(text: str) -> dict[str, Any] | None:
-    """``/usr/bin/time -f '%M %e'`` lines: the largest peak memory, the summed run time."""
-    peaks, seconds = [], []
+    """``/usr/bin/time -f '%M %e %P'`` lines: the largest peak memory, the summed run time,
+    and the CPU use (percent of one core) over the whole run time."""
+    peaks, seconds, cpu_seconds = [], [], []
     for line in text.splitlines():
         parts = line.split()
-        if len(parts) == 2 and parts[0].isdigit():
-            try:
-                seconds.append(float(parts[1]))
-            except ValueError:
-                continue
-            peaks.append(int(parts[0]))
+        if len(parts) not in (2, 3) or not parts[0].isdigit():
+            continue
+        try:
+            elapsed = float(parts[1])
+        except ValueError:
+            continue
+        peaks.append(int(parts[0]))
+        seconds.append(elapsed)
+        percent = parts[2].rstrip("%") if len(parts) == 3 else ""
+        if percent.isdigit():
+            cpu_seconds.append(elapsed * int(percent) / 100)
     if not peaks:
         return None
-    return {
+    usage: dict[str, Any] = {
         "peak_memory_kb": max(peaks),
         "runtime_seconds": round(sum(seconds), 2),
         "source": "time",
     }
+    if cpu_seconds and sum(seconds) > 0:
+        usage["cpu_percent"] = round(100 * sum(cpu_seconds) / sum(seconds), 1)
+    return usage
 
 
 def kill(transport: Transport, computer: Computer, job_id: str) -> bool:

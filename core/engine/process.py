@@ -7,7 +7,9 @@ can load it and carry on (see :mod:`veglia.engine.persistence`).
 
 from __future__ import annotations
 
+import functools
 import logging
+import os
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
@@ -109,6 +111,7 @@ class Process(plumpy.Process):
             description=self.metadata.get("description", ""),
         )
         node.process_state = ProcessState.CREATED.value
+        node.set_attribute("launch", launch_context())
         self.prepare_node(node)
         node.store()
         skip = self.non_db_inputs
@@ -231,3 +234,23 @@ class Process(plumpy.Process):
         if self.node is not None:
             self.node.set_attributes({"paused": False, "paused_reason": ""})
             self.node.add_log("REPORT", "Played")
+
+
+@functools.lru_cache(maxsize=1)
+def launch_context() -> dict[str, str]:
+    """How this Python process was started, recorded on the processes it creates: reporters
+    show it (Seqera Platform's command line, launch dir and user)."""
+    import getpass
+    import shlex
+    import sys
+
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no name for this uid (a container)
+        user = str(os.getuid())
+    try:
+        cwd = os.getcwd()
+    except OSError:
+        cwd = ""
+    argv = [os.path.basename(sys.argv[0]), *sys.argv[1:]] if sys.argv and sys.argv[0] else []
+    return {"command": shlex.join(argv) or "python", "cwd": cwd, "user": user}

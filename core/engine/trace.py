@@ -11,7 +11,7 @@ import time
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-__all__ = ["TRANSIENT_FIELDS", "TraceRecord", "build_record"]
+__all__ = ["TRANSIENT_FIELDS", "TraceRecord", "build_record", "finish_record"]
 
 
 @dataclass
@@ -37,6 +37,22 @@ class TraceRecord:
     memory: int | None = None
     time: int | None = None
     attempt: int = 1
+    # What the job used, when something measured it (/usr/bin/time, Fusion's ``proc``):
+    # %cpu of one core, bytes, counts, as in Nextflow's trace.
+    pcpu: float | None = None
+    pmem: float | None = None
+    rss: int | None = None
+    vmem: int | None = None
+    peak_rss: int | None = None
+    peak_vmem: int | None = None
+    rchar: int | None = None
+    wchar: int | None = None
+    syscr: int | None = None
+    syscw: int | None = None
+    read_bytes: int | None = None
+    write_bytes: int | None = None
+    vol_ctxt: int | None = None
+    inv_ctxt: int | None = None
     # Transient fields, filled by plugins and sent with the record, following the
     # ``resourceAllocation`` pattern of Nextflow's TraceRecord.
     gpu_metrics: dict[str, Any] | None = field(default=None, metadata={"transient": True})
@@ -59,7 +75,7 @@ def _ms(value: float | None) -> int | None:
     return None if value is None else int(value * 1000)
 
 
-def build_record(node: Any, computer: Any) -> TraceRecord:
+def build_record(node: Any, computer: Any, status: str = "RUNNING") -> TraceRecord:
     """The record of a calc job node as far as it has run."""
     from veglia.schedulers import JobResources
 
@@ -69,14 +85,23 @@ def build_record(node: Any, computer: Any) -> TraceRecord:
     memory_kb = options.get("max_memory_kb")
     wallclock = options.get("max_wallclock_seconds")
     submitted = node.get_attribute("submitted_at")
-    realtime = info.get("wallclock_seconds")
+    started = node.get_attribute("started_at")
+    usage = (node.get_attribute("job_outcome") or {}).get("usage") or {}
+    realtime = usage.get("runtime_seconds")
+    if realtime is None:
+        realtime = info.get("wallclock_seconds")
+    peak_kb = usage.get("peak_memory_kb")
     return TraceRecord(
         task_id=node.pk,
+        status=status,
         name=node.label or f"{node.process_type} ({node.pk})",
         process=node.process_type,
         hash=node.get_attribute("cache_hash") or "",
         submit=_ms(submitted) if submitted else _ms(node.ctime.timestamp()) if node.ctime else None,
+        start=_ms(started),
         realtime=None if realtime is None else int(realtime * 1000),
+        pcpu=usage.get("cpu_percent"),
+        peak_rss=None if peak_kb is None else int(peak_kb) * 1024,
         workdir=node.remote_workdir or "",
         executor=computer.scheduler_type,
         native_id=node.job_id,
@@ -92,11 +117,17 @@ def finish_record(record: TraceRecord, node: Any) -> TraceRecord:
     """Status, exit and times once the process has terminated."""
     outcome = node.get_attribute("job_outcome") or {}
     record.exit = outcome.get("exit_status")
-    if node.process_state == "finished":
+    if node.process_state == "finished" and node.get_attribute("cached_from"):
+        record.status = "CACHED"
+    elif node.process_state == "finished":
         record.status = "COMPLETED" if node.exit_status == 0 else "FAILED"
     else:  # killed, excepted
         record.status = "ABORTED"
     record.complete = int(time.time() * 1000)
+    if record.start is None and record.realtime is not None and record.submit is not None:
+        # A job that ran between two polls was never seen running: it started at the
+        # latest when its measured run time says, and not before it was submitted.
+        record.start = max(record.submit, record.complete - record.realtime)
     if record.submit is not None:
         record.duration = record.complete - record.submit
     return record

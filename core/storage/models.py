@@ -210,12 +210,12 @@ class ReportOutbox(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     reporter: Mapped[str] = mapped_column(String(64), index=True)
     run_key: Mapped[str] = mapped_column(String(255), index=True)
-    #: "task" (one trace record) or "complete" (the run has ended)
+    #: a task event ("submitted", "running", "task" for its end) or "complete" (the run ended)
     kind: Mapped[str] = mapped_column(String(16))
     task_id: Mapped[int] = mapped_column(Integer, default=0)
     attempt: Mapped[int] = mapped_column(Integer, default=1)
     payload: Mapped[dict[str, Any]] = mapped_column(JsonType, default=dict)
-    #: pending, sent, failed
+    #: pending, sent ("failed" in rows of 0.x, sent again by ``veglia tower retry``)
     status: Mapped[str] = mapped_column(String(16), default="pending", index=True)
     tries: Mapped[int] = mapped_column(Integer, default=0)
     last_error: Mapped[str | None] = mapped_column(Text, nullable=True)
@@ -233,7 +233,7 @@ class ReportRun(Base):
     reporter: Mapped[str] = mapped_column(String(64))
     run_key: Mapped[str] = mapped_column(String(255))
     remote_id: Mapped[str | None] = mapped_column(String(255), nullable=True)
-    #: new, begun, completed
+    #: new, begun, completed, or refused (``data["refused"]`` says which request and why)
     state: Mapped[str] = mapped_column(String(16), default="new")
     data: Mapped[dict[str, Any]] = mapped_column(JsonType, default=dict)
     last_sent: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)

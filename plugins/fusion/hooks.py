@@ -21,5 +21,41 @@ def collect_trace(node: Any, transport: Any, record: Any) -> None:
     record.gpu_metrics = blocks.get("gpu")
     record.fusion_proc = blocks.get("proc")
     record.fusion_cgroup = blocks.get("cgroup")
+    if isinstance(record.fusion_proc, dict):
+        measured_usage(record, record.fusion_proc)
     if record.gpu_metrics is None:
         node.add_log("DEBUG", "fusion: the trace has no gpu block (a CPU-only task)")
+
+
+#: The ``proc`` block in the units of Nextflow's ``.command.trace``: percentages times ten,
+#: memory in kB. Name on the record, name in the block, factor to the record's unit.
+_PROC_FIELDS = (
+    ("pcpu", "pct_cpu", 0.1),
+    ("pmem", "pct_mem", 0.1),
+    ("rss", "rss", 1024),
+    ("vmem", "vmem", 1024),
+    ("peak_rss", "peak_rss", 1024),
+    ("peak_vmem", "peak_vmem", 1024),
+    ("rchar", "rchar", 1),
+    ("wchar", "wchar", 1),
+    ("syscr", "syscr", 1),
+    ("syscw", "syscw", 1),
+    ("read_bytes", "read_bytes", 1),
+    ("write_bytes", "write_bytes", 1),
+    ("vol_ctxt", "vol_ctxt", 1),
+    ("inv_ctxt", "inv_ctxt", 1),
+    ("realtime", "realtime", 1),
+)
+
+
+def measured_usage(record: Any, proc: dict[str, Any]) -> None:
+    """What Fusion measured replaces what the engine guessed; junk values are skipped."""
+    for ours, theirs, factor in _PROC_FIELDS:
+        value = proc.get(theirs)
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            continue
+        try:
+            scaled = value * factor
+            setattr(record, ours, round(scaled, 1) if isinstance(factor, float) else int(scaled))
+        except (OverflowError, ValueError):  # inf, nan: no measurement
+            continue

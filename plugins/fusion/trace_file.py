@@ -34,7 +34,8 @@ def fusion_enabled(node: Any) -> bool:
 def parse_trace(raw: bytes) -> dict[str, Any]:
     """The blocks of a trace file: ``{"gpu": ..., "proc": ..., "cgroup": ...}`` (dicts only)."""
     try:
-        data = json.loads(raw.decode("utf-8"))
+        # NaN and Infinity are not JSON; Python reads them, no database stores them: null.
+        data = json.loads(raw.decode("utf-8"), parse_constant=lambda _: None)
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise TraceUnusable(f"{TRACE_PATH} is not valid JSON: {exc}") from None
     if not isinstance(data, dict):

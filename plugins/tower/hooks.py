@@ -7,9 +7,10 @@ from typing import Any
 import click
 
 from veglia.hookspecs import hookimpl
+from veglia.plugins.tower.runs import active_jobs, run_key_of, run_meta
 from veglia.plugins.tower.settings import OPTIONS, settings_of
 
-__all__ = ["register_commands", "register_options", "trace_ready"]
+__all__ = ["register_commands", "register_options", "trace_ready", "trace_updated"]
 
 
 @hookimpl
@@ -17,48 +18,30 @@ def register_options() -> list:
     return list(OPTIONS)
 
 
-def run_key_of(node: Any) -> str:
-    """Jobs with the same ``tower_run`` option form one Platform run; others run alone."""
-    return (node.options or {}).get("tower_run") or f"veglia-process-{node.pk}"
+def _queue(node: Any, record: Any, kind: str) -> None:
+    from veglia.manage import get_profile
+    from veglia.plugins.tower import outbox, payload
+
+    if not settings_of(get_profile()).enabled:
+        return
+    run_key = run_key_of(node)
+    # Made into the API's Task now: what cannot be sent is known before it is queued.
+    task = payload.task(record.to_dict())
+    outbox.enqueue(run_key, kind, record.task_id, record.attempt, task, run_meta(node))
+    if kind == "task" and not active_jobs(run_key, node.pk):
+        outbox.enqueue(run_key, "complete", 0, 1, {})
 
 
-def _run_still_active(node: Any, run_key: str) -> bool:
-    import sqlalchemy as sa
-
-    from veglia.manage import get_storage
-    from veglia.storage.models import Node
-
-    if not (node.options or {}).get("tower_run"):
-        return False
-    with get_storage().session() as session:
-        return bool(
-            session.scalar(
-                sa.select(sa.func.count())
-                .select_from(Node)
-                .where(
-                    Node.node_type == "process.calcjob",
-                    Node.id != node.pk,
-                    Node.process_state.in_(("created", "running", "waiting")),
-                    Node.attributes["options"]["tower_run"].as_string() == run_key,
-                )
-            )
-        )
+@hookimpl
+def trace_updated(node: Any, record: Any) -> None:
+    """Queue the task as submitted or running: the Platform shows live tasks."""
+    _queue(node, record, record.status.lower())
 
 
 @hookimpl
 def trace_ready(node: Any, record: Any) -> None:
     """Queue the record durably; the daemon (or `veglia tower flush`) sends it."""
-    from veglia.manage import get_profile
-    from veglia.plugins.tower import outbox
-
-    if not settings_of(get_profile()).enabled:
-        return
-    run_key = run_key_of(node)
-    data = record.to_dict()
-    data["cached"] = bool(node.get_attribute("cached_from"))
-    outbox.enqueue(run_key, "task", record.task_id, record.attempt, data)
-    if not _run_still_active(node, run_key):
-        outbox.enqueue(run_key, "complete", 0, 1, {})
+    _queue(node, record, "task")
 
 
 @hookimpl
@@ -70,7 +53,7 @@ def register_commands(cli: click.Group) -> None:
     @tower.command("status")
     @click.option("-p", "--profile", "profile_name", default=None, help="Profile.")
     def status(profile_name: str | None) -> None:
-        """Show the outbox: pending, sent, failed, and the last error."""
+        """Show the outbox (pending, sent, held), the runs, and why any was refused."""
         from veglia import load_profile
         from veglia.plugins.tower import outbox
         from veglia.plugins.tower.sender import TowerSender
@@ -78,17 +61,31 @@ def register_commands(cli: click.Group) -> None:
         profile = load_profile(profile_name) if profile_name else _profile()
         settings = settings_of(profile)
         counts = outbox.status_counts()
+        runs = counts["runs"]
         click.echo(f"enabled:   {'yes' if settings.enabled else 'no'}")
         click.echo(f"endpoint:  {settings.endpoint}")
         click.echo(f"workspace: {settings.workspace_id or '-'}")
         click.echo(f"token:     {'set' if settings.token else 'missing'}")
         click.echo(f"pending:   {counts['pending']}")
         click.echo(f"sent:      {counts['sent']}")
-        click.echo(f"failed:    {counts['failed']}")
+        click.echo(f"held:      {counts['held']} (records of refused runs)")
+        click.echo(
+            "runs:      " + ", ".join(f"{runs.get(state, 0)} {state}" for state in _RUN_STATES)
+        )
         click.echo(f"last error: {counts['last_error'] or '-'}")
         paused = TowerSender(profile, settings).paused_reason()
         if paused:
             click.echo(f"paused:    {paused}")
+        refused = outbox.refused_runs()
+        if refused:
+            click.echo("refused runs (send them again with `veglia tower retry [RUN]`):")
+        for run in refused:
+            why = run.data.get("refused") or {}
+            code = f"HTTP {why['status']}" if why.get("status") else "not sent"
+            click.echo(
+                f"  {run.run_key}: {why.get('request', '?')} refused ({code}) at "
+                f"{why.get('time', '?')}: {why.get('message', '')}"
+            )
 
     @tower.command("flush")
     def flush() -> None:
@@ -96,11 +93,32 @@ def register_commands(cli: click.Group) -> None:
         from veglia.plugins.tower.sender import TowerSender
 
         report = TowerSender(_profile()).send_pending()
-        click.echo(f"sent {report.sent} record(s)")
+        click.echo(f"sent {report.sent} task record(s)")
         for error in report.errors:
             click.echo(f"not yet: {error}")
+        for refused in report.refused:
+            click.echo(f"refused: {refused}")
         if report.paused:
             raise click.ClickException(f"paused: {report.paused}")
+
+    @tower.command("retry")
+    @click.argument("run", required=False)
+    def retry(run: str | None) -> None:
+        """Send refused runs again (all, or RUN), once what was wrong is fixed."""
+        from veglia.plugins.tower import outbox
+
+        _profile()
+        retried = outbox.retry_runs(run)
+        if run is not None and not retried:
+            known = ", ".join(r.run_key for r in outbox.refused_runs()) or "none"
+            raise click.ClickException(f"no refused run {run!r} (refused runs: {known})")
+        for key in retried:
+            click.echo(f"{key}: queued again")
+        if not retried:
+            click.echo("no refused run")
+
+
+_RUN_STATES = ("new", "begun", "completed", "refused")
 
 
 def _profile() -> Any:

@@ -1,4 +1,11 @@
-"""The durable queue of Tower records, in the profile's database."""
+"""The durable queue of Tower records, in the profile's database.
+
+Rows (``report_outbox``) are task events (``submitted``, ``running``, ``task`` for the end)
+and a run's ``complete``; each is ``pending`` until the Platform took it, then ``sent``.
+Runs (``report_runs``) are ``new``, ``begun``, ``completed`` or ``refused``: a refused run
+keeps its pending rows, sends nothing more, and shows the refused request and the server's
+message until ``veglia tower retry`` puts it back where it was.
+"""
 
 from __future__ import annotations
 
@@ -10,14 +17,48 @@ import sqlalchemy as sa
 from veglia.manage import get_storage
 from veglia.storage.models import ReportOutbox, ReportRun
 
-__all__ = ["REPORTER", "enqueue", "mark", "pending_runs", "status_counts"]
+__all__ = [
+    "REPORTER",
+    "TASK_KINDS",
+    "enqueue",
+    "ensure_run",
+    "get_run",
+    "latest_tasks",
+    "mark",
+    "pending_runs",
+    "refuse_run",
+    "refused_runs",
+    "retry_runs",
+    "save_run",
+    "status_counts",
+]
 
 REPORTER = "tower"
+#: Outbox kinds that carry a task, by the event that queued it.
+TASK_KINDS = ("submitted", "running", "task")
 
 
-def enqueue(run_key: str, kind: str, task_id: int, attempt: int, payload: dict[str, Any]) -> None:
-    """Queue a record once: queueing the same (run, kind, task, attempt) again does nothing."""
-    table = ReportOutbox.__table__
+def _insert() -> Any:
+    if get_storage().engine.dialect.name == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert
+    else:
+        from sqlalchemy.dialects.sqlite import insert
+    return insert
+
+
+def enqueue(
+    run_key: str,
+    kind: str,
+    task_id: int,
+    attempt: int,
+    payload: dict[str, Any],
+    run_meta: dict[str, Any] | None = None,
+) -> None:
+    """Queue a record once: queueing the same (run, kind, task, attempt) again does nothing.
+
+    ``run_meta`` describes the run's launch; the first record of a run creates it with that.
+    """
+    insert = _insert()
     values = {
         "reporter": REPORTER,
         "run_key": run_key,
@@ -29,28 +70,46 @@ def enqueue(run_key: str, kind: str, task_id: int, attempt: int, payload: dict[s
         "tries": 0,
         "created": datetime.now(timezone.utc),
     }
-    storage = get_storage()
-    if storage.engine.dialect.name == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert
-    else:
-        from sqlalchemy.dialects.sqlite import insert
-    with storage.session() as session:
-        session.execute(insert(table).values(values).on_conflict_do_nothing())
+    with get_storage().session() as session:
+        if run_meta is not None:
+            session.execute(_new_run(insert, run_key, run_meta))
+        session.execute(insert(ReportOutbox.__table__).values(values).on_conflict_do_nothing())
+
+
+def _new_run(insert: Any, run_key: str, meta: dict[str, Any]) -> Any:
+    return (
+        insert(ReportRun.__table__)
+        .values(reporter=REPORTER, run_key=run_key, state="new", data={"meta": meta})
+        .on_conflict_do_nothing()
+    )
+
+
+def ensure_run(run_key: str, meta: dict[str, Any]) -> None:
+    with get_storage().session() as session:
+        session.execute(_new_run(_insert(), run_key, meta))
 
 
 def pending_runs() -> list[str]:
+    """Runs with something to send, leaving out refused ones."""
+    refused = sa.select(ReportRun.run_key).where(
+        ReportRun.reporter == REPORTER, ReportRun.state == "refused"
+    )
     with get_storage().session() as session:
         return list(
             session.scalars(
                 sa.select(ReportOutbox.run_key)
-                .where(ReportOutbox.reporter == REPORTER, ReportOutbox.status == "pending")
+                .where(
+                    ReportOutbox.reporter == REPORTER,
+                    ReportOutbox.status == "pending",
+                    ReportOutbox.run_key.not_in(refused),
+                )
                 .distinct()
                 .order_by(ReportOutbox.run_key)
             )
         )
 
 
-def rows(run_key: str, kind: str, status: str = "pending", limit: int = 100) -> list[ReportOutbox]:
+def pending_rows(run_key: str, kinds: tuple[str, ...]) -> list[ReportOutbox]:
     with get_storage().session() as session:
         return list(
             session.scalars(
@@ -58,28 +117,29 @@ def rows(run_key: str, kind: str, status: str = "pending", limit: int = 100) -> 
                 .where(
                     ReportOutbox.reporter == REPORTER,
                     ReportOutbox.run_key == run_key,
-                    ReportOutbox.kind == kind,
-                    ReportOutbox.status == status,
+                    ReportOutbox.kind.in_(kinds),
+                    ReportOutbox.status == "pending",
                 )
                 .order_by(ReportOutbox.id)
-                .limit(limit)
             )
         )
 
 
-def all_task_payloads(run_key: str) -> list[dict[str, Any]]:
+def latest_tasks(run_key: str) -> list[tuple[int, dict[str, Any]]]:
+    """(task id, payload) of every task event of a run, sent or not, oldest first."""
     with get_storage().session() as session:
-        return list(
-            session.scalars(
-                sa.select(ReportOutbox.payload)
+        return [
+            (task_id, payload)
+            for task_id, payload in session.execute(
+                sa.select(ReportOutbox.task_id, ReportOutbox.payload)
                 .where(
                     ReportOutbox.reporter == REPORTER,
                     ReportOutbox.run_key == run_key,
-                    ReportOutbox.kind == "task",
+                    ReportOutbox.kind.in_(TASK_KINDS),
                 )
                 .order_by(ReportOutbox.id)
             )
-        )
+        ]
 
 
 def mark(ids: list[int], status: str, error: str | None = None) -> None:
@@ -98,7 +158,7 @@ def get_run(run_key: str) -> ReportRun:
         run = session.scalar(
             sa.select(ReportRun).where(ReportRun.reporter == REPORTER, ReportRun.run_key == run_key)
         )
-        if run is None:
+        if run is None:  # queued by a release that kept no launch facts
             run = ReportRun(reporter=REPORTER, run_key=run_key, state="new", data={})
             session.add(run)
             session.flush()
@@ -117,13 +177,79 @@ def save_run(run: ReportRun) -> None:
         )
 
 
-def status_counts() -> dict[str, Any]:
+def refuse_run(run: ReportRun, request: str, status: int | None, message: str) -> None:
+    """The Platform will not take this run's ``request``: stop sending it, say why."""
+    refused = {
+        "request": request,
+        "status": status,
+        "message": message,
+        "time": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "state": run.state,
+    }
+    run.data = {**run.data, "refused": refused}
+    run.state = "refused"
+    save_run(run)
+
+
+def refused_runs() -> list[ReportRun]:
     with get_storage().session() as session:
-        counts = dict(
+        runs = list(
+            session.scalars(
+                sa.select(ReportRun)
+                .where(ReportRun.reporter == REPORTER, ReportRun.state == "refused")
+                .order_by(ReportRun.run_key)
+            )
+        )
+        session.expunge_all()
+        return runs
+
+
+def retry_runs(run_key: str | None = None) -> list[str]:
+    """Put refused runs (all, or one) back where they were; their records go out again."""
+    retried = []
+    for run in refused_runs():
+        if run_key is not None and run.run_key != run_key:
+            continue
+        data = dict(run.data)
+        refused = data.pop("refused", {})
+        run.state, run.data = refused.get("state") or "new", data
+        save_run(run)
+        retried.append(run.run_key)
+    # Rows a release before this one marked failed go out again too.
+    failed = sa.and_(ReportOutbox.reporter == REPORTER, ReportOutbox.status == "failed")
+    if run_key is not None:
+        failed = sa.and_(failed, ReportOutbox.run_key == run_key)
+    with get_storage().session() as session:
+        keys = session.scalars(sa.select(ReportOutbox.run_key).where(failed).distinct()).all()
+        session.execute(sa.update(ReportOutbox).where(failed).values(status="pending"))
+    retried += [key for key in keys if key not in retried]
+    return retried
+
+
+def status_counts() -> dict[str, Any]:
+    """Rows by status (``held`` are pending rows of refused runs) and runs by state."""
+    refused = sa.select(ReportRun.run_key).where(
+        ReportRun.reporter == REPORTER, ReportRun.state == "refused"
+    )
+    with get_storage().session() as session:
+        shown = sa.case((ReportOutbox.run_key.in_(refused), "held"), else_=ReportOutbox.status)
+        rows = dict(
             session.execute(
-                sa.select(ReportOutbox.status, sa.func.count())
-                .where(ReportOutbox.reporter == REPORTER)
-                .group_by(ReportOutbox.status)
+                sa.select(shown, sa.func.count())
+                .where(ReportOutbox.reporter == REPORTER, ReportOutbox.status != "sent")
+                .group_by(shown)
+            ).all()
+        )
+        rows["sent"] = session.scalar(
+            sa.select(sa.func.count()).where(
+                ReportOutbox.reporter == REPORTER, ReportOutbox.status == "sent"
+            )
+        )
+        runs = dict(
+            session.execute(
+                sa.select(ReportRun.state, sa.func.count())
+                .where(ReportRun.reporter == REPORTER)
+                .group_by(ReportRun.state)
             ).all()
         )
         last_error = session.scalar(
@@ -133,8 +259,9 @@ def status_counts() -> dict[str, Any]:
             .limit(1)
         )
     return {
-        "pending": counts.get("pending", 0),
-        "sent": counts.get("sent", 0),
-        "failed": counts.get("failed", 0),
+        "pending": rows.get("pending", 0),
+        "sent": rows.get("sent", 0) or 0,
+        "held": rows.get("held", 0) + rows.get("failed", 0),
+        "runs": runs,
         "last_error": last_error,
     }

@@ -1,9 +1,12 @@
-"""Sending the outbox: runs created and begun, tasks in batches of 100, runs completed.
+"""Sending the outbox: each run created, begun, its tasks in batches of 100, completed.
 
-A failed send leaves the records pending: 429, 5xx, timeouts and network errors are tried
-again after a growing delay (or the server's ``Retry-After``); a 401/403 is reported once
-and sending pauses until the access token changes. A record is marked sent only once the
-Platform took it, so a crash or a restart resends at most what was in flight.
+Each run is sent on its own. What concerns every run stops the pass: 429, 5xx, timeouts
+and network errors are tried again after a growing delay (or the server's
+``Retry-After``); a 401/403, a redirect or an insecure endpoint pauses reporting until the
+settings change. What concerns one run marks that run refused, with the request and the
+server's message, and the other runs go on: a 4xx, an answer that is not the API's, or a
+record that cannot be sent. A record is marked sent only once the Platform took it, so a
+crash or a restart resends at most what was in flight.
 """
 
 from __future__ import annotations
@@ -14,17 +17,21 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from veglia.plugins.tower import outbox, payload
-from veglia.plugins.tower.client import AuthFailed, RetryLater, TowerClient, TowerRefused
-from veglia.plugins.tower.settings import TowerSettings, settings_of
+from veglia.plugins.tower.client import TowerClient
+from veglia.plugins.tower.exceptions import RetryLater, SettingsRejected, TowerRefused
+from veglia.plugins.tower.runs import unsubmitted_jobs
+from veglia.plugins.tower.settings import TowerSettings, check_settings, settings_of
 
 __all__ = ["SendReport", "TowerSender"]
 
 LOGGER = logging.getLogger("veglia.tower")
 HEARTBEAT_SECONDS = 60.0
+#: The most tasks one progress request may carry (the Platform refuses more).
 BATCH = 100
 
 
@@ -32,11 +39,13 @@ BATCH = 100
 class SendReport:
     sent: int = 0
     errors: list[str] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)
     paused: str = ""
 
 
-def _token_id(token: str) -> str:
-    return hashlib.sha256(token.encode()).hexdigest()[:16]
+def _settings_id(settings: TowerSettings) -> str:
+    text = "\0".join((settings.endpoint, settings.token, settings.workspace_id))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 class TowerSender:
@@ -48,8 +57,10 @@ class TowerSender:
         self.state_file = Path(profile.folder) / "tower-state.json"
         self.retry_at = 0.0
         self.delay = 1.0
+        #: The call being made for the current run, named when something unexpected fails.
+        self._request = "create"
 
-    # -- the auth pause survives restarts, and ends when the token changes --------------------
+    # -- the pause survives restarts, and ends when the settings change ------------------------
     def _state(self) -> dict[str, Any]:
         try:
             return json.loads(self.state_file.read_text())
@@ -58,13 +69,13 @@ class TowerSender:
 
     def paused_reason(self) -> str:
         state = self._state()
-        if state.get("token") == _token_id(self.settings.token):
+        if state.get("settings") == _settings_id(self.settings):
             return state.get("message", "")
         return ""
 
     def _pause(self, message: str) -> None:
         self.state_file.write_text(
-            json.dumps({"token": _token_id(self.settings.token), "message": message})
+            json.dumps({"settings": _settings_id(self.settings), "message": message})
         )
         LOGGER.error("%s Reporting to Seqera Platform is paused.", message)
 
@@ -74,18 +85,24 @@ class TowerSender:
         if not self.settings.token:
             report.paused = "no access token (tower.access_token or $TOWER_ACCESS_TOKEN)"
             return report
-        reason = self.paused_reason()
-        if reason:
-            report.paused = reason
+        report.paused = self.paused_reason()
+        if report.paused or time.monotonic() < self.retry_at:
             return report
-        if time.monotonic() < self.retry_at:
+        try:
+            check_settings(self.settings)
+            client = TowerClient(
+                self.settings.endpoint,
+                self.settings.token,
+                self.settings.workspace_id,
+                allow_http=self.settings.allow_http,
+            )
+        except SettingsRejected as exc:
+            self._pause(str(exc))
+            report.paused = str(exc)
             return report
-        client = TowerClient(
-            self.settings.endpoint, self.settings.token, self.settings.workspace_id
-        )
         try:
             for run_key in outbox.pending_runs():
-                report.sent += self._send_run(client, run_key)
+                self._send_run_alone(client, run_key, report)
             self._heartbeats(client)
             self.delay = 1.0
         except RetryLater as exc:
@@ -93,83 +110,119 @@ class TowerSender:
             self.retry_at = time.monotonic() + wait
             self.delay = min(self.delay * 2, 300.0)
             report.errors.append(f"{exc}; retrying in {wait:.0f} s")
-        except AuthFailed as exc:
+        except SettingsRejected as exc:
             self._pause(str(exc))
             report.paused = str(exc)
         finally:
             client.close()
         return report
 
-    def _workflow(self, run_key: str, workflow_id: str, tasks: list[dict[str, Any]]) -> dict:
-        return {
-            "id": workflow_id,
-            "runName": run_key,
-            "projectName": "veglia",
-            "processNames": sorted({t.get("process") or "" for t in tasks}),
-            "manifest": {"name": "veglia"},
-        }
+    def _send_run_alone(self, client: TowerClient, run_key: str, report: SendReport) -> None:
+        """One run; whatever goes wrong with it alone marks it, and the pass goes on."""
+        run = outbox.get_run(run_key)
+        try:
+            report.sent += self._send_run(client, run)
+        except (RetryLater, SettingsRejected):
+            raise
+        except TowerRefused as exc:
+            outbox.refuse_run(run, exc.request, exc.status, exc.message)
+            report.refused.append(f"{run_key}: {exc}")
+            LOGGER.error("Seqera Platform refused run %s: %s", run_key, exc)
+        except Exception as exc:  # a bug or a corrupt record must not stop the other runs
+            LOGGER.exception("run %s cannot be reported", run_key)
+            message = f"{type(exc).__name__}: {exc}"
+            outbox.refuse_run(run, self._request, None, message[:500])
+            report.refused.append(f"{run_key}: {message}")
 
-    def _ensure_begun(self, client: TowerClient, run: Any, tasks: list[dict]) -> None:
+    # -- one run -------------------------------------------------------------------------
+    def _tasks(self, run_key: str) -> list[dict[str, Any]]:
+        """The latest state of each task of the run, in the order they first appeared."""
+        latest: dict[int, dict[str, Any]] = {}
+        for task_id, data in outbox.latest_tasks(run_key):
+            task = _task(data)
+            if task_id not in latest or payload.rank(task) >= payload.rank(latest[task_id]):
+                latest[task_id] = task
+        return list(latest.values())
+
+    def _workflow(self, run: Any, tasks: list[dict[str, Any]], completed: bool) -> dict:
+        return payload.workflow(
+            run.data.get("meta") or {},
+            tasks,
+            workflow_id=run.remote_id,
+            run_name=run.run_key,
+            session_id=run.data["session_id"],
+            completed=completed,
+        )
+
+    def _progress(self, run: Any, tasks: list[dict[str, Any]], ended: bool = False) -> dict:
+        peaks = dict(run.data.get("peaks") or {})
+        result = payload.progress(tasks, unsubmitted_jobs(run.run_key), peaks, ended)
+        run.data = {**run.data, "peaks": peaks}
+        return result
+
+    def _send_run(self, client: TowerClient, run: Any) -> int:
+        self._request = "create"
+        tasks = self._tasks(run.run_key)
         if run.remote_id is None:
             session_id = run.data.get("session_id") or str(uuid.uuid4())
             run.data = {**run.data, "session_id": session_id}
-            run.remote_id = client.create(run.run_key, session_id)
+            body = {"sessionId": session_id, "runName": run.run_key[:80]}
+            body["projectName"] = (run.data.get("meta") or {}).get("projectName") or "veglia"
+            run.remote_id = client.create(body)
             outbox.save_run(run)
         if run.state == "new":
+            self._request = "begin"
+            names = list(dict.fromkeys(t.get("process") or "" for t in tasks))
+            workflow = self._workflow(run, tasks, completed=False)
             watch = client.begin(
                 run.remote_id,
-                self._workflow(run.run_key, run.remote_id, tasks),
-                sorted({t.get("process") or "" for t in tasks}),
+                {"workflow": workflow, "processNames": names, "towerLaunch": False},
             )
             run.state, run.data = "begun", {**run.data, "watch_url": watch}
-            run.last_sent = None
-            outbox.save_run(run)
-
-    def _send_run(self, client: TowerClient, run_key: str) -> int:
-        run = outbox.get_run(run_key)
-        records = outbox.all_task_payloads(run_key)
-        self._ensure_begun(client, run, records)
-        sent = 0
-        while True:
-            rows = outbox.rows(run_key, "task", limit=BATCH)
-            if not rows:
-                break
-            tasks = [payload.task_map(row.payload) for row in rows]
-            try:
-                client.progress(run.remote_id, tasks, payload.progress(records))
-            except TowerRefused as exc:
-                outbox.mark([row.id for row in rows], "failed", str(exc))
-                continue
-            except RetryLater as exc:
-                outbox.mark([row.id for row in rows], "pending", str(exc))
-                raise
-            outbox.mark([row.id for row in rows], "sent")
-            sent += len(rows)
             self._touch(run)
-        for row in outbox.rows(run_key, "complete"):
-            try:
-                client.complete(
-                    run.remote_id,
-                    self._workflow(run_key, run.remote_id, records),
-                    payload.metrics(records),
-                    payload.progress(records),
-                )
-            except RetryLater as exc:
-                outbox.mark([row.id], "pending", str(exc))
-                raise
+        sent = self._send_tasks(client, run, tasks)
+        for row in outbox.pending_rows(run.run_key, ("complete",)):
+            self._request = "complete"
+            client.complete(
+                run.remote_id,
+                {
+                    "workflow": self._workflow(run, tasks, completed=True),
+                    "metrics": payload.metrics(tasks),
+                    "progress": self._progress(run, tasks, ended=True),
+                },
+            )
             outbox.mark([row.id], "sent")
             run.state = "completed"
-            outbox.save_run(run)
+            self._touch(run)
+        return sent
+
+    def _send_tasks(self, client: TowerClient, run: Any, tasks: list[dict[str, Any]]) -> int:
+        """Pending task events, the latest per task, at most ``BATCH`` tasks a request."""
+        self._request = "progress"
+        rows = outbox.pending_rows(run.run_key, outbox.TASK_KINDS)
+        by_task: dict[int, list[Any]] = {}
+        for row in rows:
+            by_task.setdefault(row.task_id, []).append(row)
+        task_ids = list(by_task)
+        sent = 0
+        for start in range(0, len(task_ids), BATCH):
+            batch = task_ids[start : start + BATCH]
+            maps = []
+            for task_id in batch:
+                events = [_task(row.payload) for row in by_task[task_id]]
+                maps.append(max(reversed(events), key=payload.rank))
+            client.progress(run.remote_id, {"tasks": maps, "progress": self._progress(run, tasks)})
+            outbox.mark([row.id for task_id in batch for row in by_task[task_id]], "sent")
+            sent += len(batch)
+            self._touch(run)
         return sent
 
     def _touch(self, run: Any) -> None:
-        from datetime import datetime, timezone
-
         run.last_sent = datetime.now(timezone.utc)
         outbox.save_run(run)
 
     def _heartbeats(self, client: TowerClient) -> None:
-        """An idle run that has not ended says it is alive about every minute."""
+        """A begun run that sends nothing says it is alive about every minute."""
         import sqlalchemy as sa
 
         from veglia.manage import get_storage
@@ -183,16 +236,19 @@ class TowerSender:
                     )
                 )
             )
-            for run in runs:
-                session.expunge(run)
+            session.expunge_all()
         now = time.time()
         for run in runs:
             last = run.last_sent.timestamp() if run.last_sent else 0
-            if now - last >= HEARTBEAT_SECONDS:
-                client.heartbeat(
-                    run.remote_id, payload.progress(outbox.all_task_payloads(run.run_key))
-                )
-                self._touch(run)
+            if now - last < HEARTBEAT_SECONDS:
+                continue
+            try:
+                progress = self._progress(run, self._tasks(run.run_key))
+                client.heartbeat(run.remote_id, {"progress": progress})
+            except TowerRefused as exc:  # as Nextflow: a refused heartbeat is only a warning
+                LOGGER.warning("Seqera Platform refused the heartbeat of %s: %s", run.run_key, exc)
+                run.data = {**run.data, "last_error": str(exc)}
+            self._touch(run)
 
     def run_forever(self, stop: Any, interval: float = 1.0) -> None:
         """Send until ``stop`` (a threading.Event) is set (the daemon's sender thread)."""
@@ -202,3 +258,8 @@ class TowerSender:
             except Exception:  # a bug here must not take the daemon down
                 LOGGER.exception("the Tower sender failed; trying again")
             stop.wait(interval)
+
+
+def _task(data: dict[str, Any]) -> dict[str, Any]:
+    """A queued task as the API's Task (records queued by 0.x are trace records)."""
+    return payload.task(data) if "task_id" in data else data

@@ -8,7 +8,7 @@ from typing import Any
 
 from veglia.config.options import Option
 
-__all__ = ["OPTIONS", "TowerSettings", "settings_of"]
+__all__ = ["OPTIONS", "TowerSettings", "check_settings", "settings_of"]
 
 DEFAULT_ENDPOINT = "https://api.cloud.seqera.io"
 
@@ -17,6 +17,16 @@ def _endpoint(text: Any) -> str:
     value = str(text).strip().rstrip("/")
     if value and not value.startswith(("http://", "https://")):
         raise ValueError(f"{value!r} is not an http:// or https:// URL")
+    return value
+
+
+def _workspace(text: Any) -> str:
+    value = str(text).strip()
+    if value and not (value.isdigit() and int(value) < 2**63):
+        raise ValueError(
+            f"{value!r} is not a workspace id: it is the number shown in the Platform's "
+            "workspace settings"
+        )
     return value
 
 
@@ -46,6 +56,14 @@ OPTIONS = [
         "tower.workspace_id",
         "Workspace id sent as ?workspaceId= (else $TOWER_WORKSPACE_ID).",
         default="",
+        parse=_workspace,
+    ),
+    Option(
+        "tower.allow_http",
+        "Allow a plain http:// endpoint on another host (the token then crosses the network "
+        "in clear).",
+        default=False,
+        parse=_boolean,
     ),
 ]
 
@@ -56,6 +74,7 @@ class TowerSettings:
     endpoint: str
     token: str
     workspace_id: str
+    allow_http: bool = False
 
     def __repr__(self) -> str:  # the token never shows, not even in a traceback
         return f"TowerSettings(enabled={self.enabled}, endpoint={self.endpoint!r})"
@@ -71,5 +90,18 @@ def settings_of(profile: Any) -> TowerSettings:
         token=profile.get_option("tower.access_token") or os.environ.get("TOWER_ACCESS_TOKEN", ""),
         workspace_id=str(
             profile.get_option("tower.workspace_id") or os.environ.get("TOWER_WORKSPACE_ID", "")
-        ),
+        ).strip(),
+        allow_http=bool(profile.get_option("tower.allow_http")),
     )
+
+
+def check_settings(settings: TowerSettings) -> None:
+    """Settings no request could pass with (checked before any is sent)."""
+    from veglia.plugins.tower.client import check_endpoint
+    from veglia.plugins.tower.exceptions import SettingsRejected
+
+    check_endpoint(settings.endpoint, settings.allow_http)
+    try:
+        _workspace(settings.workspace_id)
+    except ValueError as exc:
+        raise SettingsRejected(f"tower.workspace_id (or $TOWER_WORKSPACE_ID): {exc}.") from None
