@@ -14,17 +14,9 @@ from veglia.entry_points import CalculationFactory
 from veglia.plugins.tower import outbox
 from veglia.plugins.tower.sender import TowerSender
 from veglia_fixtures.profiles import make_profile, wait_for
-from veglia_fixtures.seqera_platform import SeqeraPlatform
+from veglia_fixtures.seqera_platform import TOKEN
 
-TOKEN = "eyJ0b2tlbi10ZXN0.c2VjcmV0LXBheWxvYWQ.dG93ZXItc2lnbmF0dXJl"
 ShellJob = CalculationFactory("core.shell")
-
-
-@pytest.fixture
-def platform():
-    server = SeqeraPlatform(TOKEN, workspace_id="42")
-    yield server
-    server.close()
 
 
 @pytest.fixture

@@ -16,9 +16,7 @@ import pytest
 from veglia.plugins.tower import payload, schema
 from veglia.plugins.tower.client import TowerClient, check_endpoint
 from veglia.plugins.tower.exceptions import RecordError, SettingsRejected, TowerRefused
-from veglia_fixtures.seqera_platform import BEGIN_REQUIRED, SeqeraPlatform
-
-TOKEN = "test-token"
+from veglia_fixtures.seqera_platform import BEGIN_REQUIRED, TOKEN
 
 TASK_LIMITS = {
     "hash": 34,
@@ -78,13 +76,6 @@ META = {
     "profile": "default",
     "submit": 1_764_000_000_000,
 }
-
-
-@pytest.fixture
-def platform():
-    server = SeqeraPlatform(TOKEN, workspace_id="42")
-    yield server
-    server.close()
 
 
 @pytest.fixture

@@ -34,8 +34,12 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import jsonschema
+import pytest
 
-__all__ = ["SeqeraPlatform"]
+__all__ = ["TOKEN", "SeqeraPlatform", "platform"]
+
+#: The access token the loopback Platform takes (shaped like a JWT, as real ones are).
+TOKEN = "eyJ0b2tlbi10ZXN0.c2VjcmV0LXBheWxvYWQ.dG93ZXItc2lnbmF0dXJl"
 
 INT32, INT64 = 2**31, 2**63
 
@@ -648,3 +652,11 @@ class SeqeraPlatform:
             state[key] = workflow.get(key)
         state.update(state="completed", metrics=body.get("metrics"), progress=body.get("progress"))
         return {"status": "OK", "workflowId": workflow["id"]}
+
+
+@pytest.fixture
+def platform():
+    """A validating loopback Platform for workspace 42, taking :data:`TOKEN`."""
+    server = SeqeraPlatform(TOKEN, workspace_id="42")
+    yield server
+    server.close()
