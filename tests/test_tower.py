@@ -285,3 +285,14 @@ def _plain_job():
     builder = ShellJob.get_builder()
     builder.command = orm.Str("echo plain")
     return builder
+
+
+def test_a_workspace_id_is_a_number(tower_profile, platform, run_cli, monkeypatch):
+    result = run_cli("-p", "test", "config", "set", "tower.workspace_id", "my-team")
+    assert result.exit_code != 0 and "'my-team' is not a workspace id" in result.output
+    Config().set_option("test", "tower.workspace_id", "")
+    tower_profile.options.pop("tower.workspace_id", None)
+    monkeypatch.setenv("TOWER_WORKSPACE_ID", "my team")
+    engine.run_get_node(ShellJob, command=orm.Str("true"))
+    report = TowerSender(tower_profile).send_pending()
+    assert "TOWER_WORKSPACE_ID" in report.paused and not platform.refusals
