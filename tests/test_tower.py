@@ -296,3 +296,22 @@ def test_a_workspace_id_is_a_number(tower_profile, platform, run_cli, monkeypatc
     engine.run_get_node(ShellJob, command=orm.Str("true"))
     report = TowerSender(tower_profile).send_pending()
     assert "TOWER_WORKSPACE_ID" in report.paused and not platform.refusals
+
+
+def test_an_idle_run_sends_heartbeats_and_a_refused_one_is_only_a_warning(
+    tower_profile, platform, monkeypatch
+):
+    from veglia.plugins.tower import payload, sender
+
+    record = {"task_id": 99, "name": "waits", "process": "core.shell", "status": "SUBMITTED"}
+    outbox.enqueue("idle-run", "submitted", 99, 1, payload.task(record), {"userName": "ada"})
+    tower = _flush(tower_profile)
+    assert platform.tasks()[99]["status"] == "SUBMITTED" and not platform.calls("heartbeat")
+    monkeypatch.setattr(sender, "HEARTBEAT_SECONDS", 0.0)
+    tower.send_pending()
+    beats = platform.calls("heartbeat")
+    assert len(beats) == 1 and beats[0]["body"]["progress"]["submitted"] == 1
+    platform.workflow_named("idle-run")["state"] = "completed"  # as if closed on the server
+    tower.send_pending()
+    assert platform.refusals[-1]["kind"] == "heartbeat"
+    assert outbox.refused_runs() == [] and outbox.status_counts()["runs"] == {"begun": 1}
