@@ -130,6 +130,8 @@ def daemon_status(state: CliState, raw: bool) -> int:
     if not raw:
         click.echo(f"Daemon of {state.profile.name!r}: supervisor pid {pid}")
     print_table(("Worker PID", "Started", "Restarts", "Active processes"), rows, raw=raw)
+    if not raw and "repaired" in status:
+        click.echo(f"Stranded processes queued again: {status['repaired']}")
     return 0
 
 
@@ -289,7 +291,46 @@ def process_unblock(
     return 1 if failed else 0
 
 
+@click.command("repair")
+@click.option("-n", "--dry-run", is_flag=True, help="Only list the stranded processes.")
+@pass_state
+def process_repair(state: CliState, dry_run: bool) -> int:
+    """Queue again active processes that no worker holds and whose task was lost.
+
+    The daemon does this by itself every few seconds; this is for when it is not running,
+    or to see what it would do."""
+    from veglia.engine.reconcile import requeue, stranded
+
+    profile = state.profile
+    found = stranded(float(profile.get_option("daemon.lease_timeout")))
+    if not found:
+        click.echo("No stranded process: each active one is held by a live worker.")
+        return 0
+    listed = ", ".join(str(pk) for pk in found)
+    if dry_run:
+        click.echo(f"Held by no live worker: {listed}")
+        if profile.broker_url:
+            from veglia.engine.reconcile import queued_tasks
+
+            waiting = queued_tasks(profile)
+            click.echo(
+                f"{waiting} task(s) wait in the broker for a worker"
+                + (": those processes are not lost." if waiting else ": these are stranded.")
+            )
+        return 0
+    if not profile.broker_url:
+        click.echo(
+            f"Stranded: {listed}. Without a broker the daemon's worker takes them by itself: "
+            "`veglia daemon start`."
+        )
+        return 0
+    requeue(found)
+    echo_success(f"Queued {len(found)} process(es) again for the daemon: {listed}")
+    return 0
+
+
 PROCESS_COMMANDS = [
+    process_repair,
     _control_command("kill", "Kill processes; a calc job's scheduler job is cancelled."),
     _control_command("pause", "Pause processes; they keep their place."),
     _control_command("play", "Play paused processes (after a transport failure, say)."),

@@ -374,6 +374,13 @@ BUILTIN_OPTIONS: tuple[Option, ...] = (
         parse=_positive_int,
     ),
     Option(
+        "daemon.lease_timeout",
+        "Seconds after which a worker that stopped renewing its lease on a process (killed, "
+        "cut off, frozen) loses it, and another worker may take the process over.",
+        default=30.0,
+        parse=_non_negative_float,
+    ),
+    Option(
         "monitors.allow_import_path",
         "Accept monitors given as 'package.module:function' rather than an entry point "
         "(handy in a notebook; the module's source hash is recorded on the job).",

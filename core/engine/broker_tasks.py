@@ -13,12 +13,12 @@ from typing import Any
 from veglia.config.profile import Profile
 from veglia.exceptions import BrokerError
 
-__all__ = ["create_communicator", "get_controller", "send_continue_task"]
+__all__ = ["create_communicator", "get_controller", "queue_names", "send_continue_task"]
 
 _communicators: dict[str, Any] = {}
 
 
-def _names(profile: Profile) -> dict[str, str]:
+def queue_names(profile: Profile) -> dict[str, str]:
     prefix = f"veglia-{profile.id}"
     return {
         "message_exchange": f"{prefix}.messages",
@@ -35,7 +35,7 @@ def create_communicator(profile: Profile, task_prefetch_count: int = 0) -> Any:
         return RmqThreadCommunicator.connect(
             connection_params={"url": profile.broker_url},
             task_prefetch_count=task_prefetch_count,
-            **_names(profile),
+            **queue_names(profile),
         )
     except Exception as exc:
         raise BrokerError(

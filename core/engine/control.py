@@ -71,7 +71,8 @@ def control_process(
         try:
             _unwrap(call(), timeout)
             return f"{action} sent to the worker running process {node.pk}"
-        except Exception:  # no worker holds it: still queued, or its task was lost
+        except Exception as exc:  # no worker answered: the lease says whether one holds it
+            _refuse_if_held(node, action, exc, timeout)
             if action == "play" and not node.paused:
                 from veglia.engine.broker_tasks import send_continue_task
 
@@ -89,6 +90,25 @@ def control_process(
             "`veglia daemon logs`."
         )
     return _control_here(node, action, message)
+
+
+def _refuse_if_held(node: ProcessNode, action: str, exc: BaseException, timeout: float) -> None:
+    """A live lease means a worker runs the process: acting on its checkpoint here would
+    race that worker, so say what happened instead of guessing."""
+    from veglia.engine import leases
+    from veglia.manage import get_profile
+
+    lease = leases.holder(node.pk, float(get_profile().get_option("daemon.lease_timeout")))
+    if lease is None or not lease.live:
+        return
+    if isinstance(exc, TimeoutError | concurrent.futures.TimeoutError):
+        what = f"did not answer within {timeout:.0f} s"
+    else:
+        what = f"could not be reached ({type(exc).__name__}: {exc})"
+    raise ControlError(
+        f"Process {node.pk} is run by worker {lease.pid} on {lease.host}, which {what}; "
+        f"nothing was done. Try again, or see `veglia daemon logs`."
+    )
 
 
 def request_kill(node: ProcessNode, message: str) -> None:
@@ -109,18 +129,29 @@ def request_kill(node: ProcessNode, message: str) -> None:
 
 
 def _control_here(node: ProcessNode, action: str, message: str) -> str:
+    from veglia.engine import leases
     from veglia.engine.persistence import load_process, save_checkpoint
     from veglia.engine.runner import get_runner
+    from veglia.manage import get_profile
 
-    process = load_process(node, loop=get_runner().loop)
-    if action == "kill":
-        process.kill(message or "Killed through the CLI")
-    elif action == "pause":
-        process.pause(message or "Paused through the CLI")
-        save_checkpoint(process)
-    else:
-        process.play()
-        save_checkpoint(process)
+    # Hold the lease while acting, so no worker takes the process up meanwhile.
+    me = leases.this_worker()
+    if not leases.acquire(node.pk, me, float(get_profile().get_option("daemon.lease_timeout"))):
+        raise ControlError(
+            f"Process {node.pk} was just taken up by a daemon worker; run the command again."
+        )
+    try:
+        process = load_process(node, loop=get_runner().loop)
+        if action == "kill":
+            process.kill(message or "Killed through the CLI")
+        elif action == "pause":
+            process.pause(message or "Paused through the CLI")
+            save_checkpoint(process)
+        else:
+            process.play()
+            save_checkpoint(process)
+    finally:
+        leases.release(node.pk, me)
     return f"{action} carried out for process {node.pk} (no daemon holds it)"
 
 

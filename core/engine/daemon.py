@@ -15,7 +15,6 @@ import json
 import logging
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -26,12 +25,15 @@ import sqlalchemy as sa
 from plumpy.communications import LoopCommunicator
 
 from veglia.config.profile import Profile
+from veglia.engine import leases
 from veglia.engine.monitor_runner import CALLS as MONITOR_CALLS
 
 __all__ = ["ACTIVE_STATES", "DaemonFiles", "Worker", "supervise"]
 
 LOGGER = logging.getLogger("veglia.daemon")
 ACTIVE_STATES = ("created", "running", "waiting")
+#: How often the supervisor looks for stranded processes (two looks before it repairs one).
+RECONCILE_SECONDS = 5.0
 
 
 class DaemonFiles:
@@ -95,12 +97,20 @@ def supervise(profile: Profile, workers: int) -> None:
 
     slots = [{"process": spawn(), "restarts": 0, "started": time.time()} for _ in range(workers)]
 
+    reconciler = None
+    if profile.broker_url:
+        from veglia.engine.reconcile import Reconciler
+
+        reconciler = Reconciler(profile)
+    next_look = time.time() + RECONCILE_SECONDS
+
     def write_status() -> None:
         _write_json(
             files.status,
             {
                 "supervisor": os.getpid(),
                 "started": started,
+                "repaired": reconciler.repaired if reconciler else 0,
                 "workers": [
                     {"pid": s["process"].pid, "restarts": s["restarts"], "started": s["started"]}
                     for s in slots
@@ -114,6 +124,13 @@ def supervise(profile: Profile, workers: int) -> None:
     LOGGER.warning("daemon started with %d worker(s)", workers)
     while not stopping:
         time.sleep(0.2)
+        if reconciler is not None and time.time() >= next_look:
+            next_look = time.time() + RECONCILE_SECONDS
+            try:
+                if reconciler.step():
+                    write_status()
+            except Exception:  # the broker or the database is away: look again later
+                LOGGER.exception("could not look for stranded processes")
         for slot in slots:
             code = slot["process"].poll()
             if code is None or stopping or time.time() < slot.get("retry_at", 0):
@@ -172,19 +189,6 @@ def _start_reporters(profile: Profile) -> Any:
 
 
 # -- worker -----------------------------------------------------------------------------------
-def _held_by_another_worker(node: Any) -> bool:
-    """Whether a live daemon worker other than this one runs the process."""
-    holder = node.get_attribute("worker") or {}
-    pid = holder.get("pid")
-    if not pid or pid == os.getpid() or holder.get("host") != socket.gethostname():
-        return False
-    try:
-        command = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return False
-    return b"veglia.engine.daemon" in command and b"worker" in command
-
-
 class QuietCommunicator(LoopCommunicator):
     """plumpy's loop communicator without state-change broadcasts.
 
@@ -217,6 +221,8 @@ class Worker:
         set_runner(self.runner)
         self.active: dict[int, Any] = self.runner.local_processes
         self._stop = asyncio.Event()
+        self.me = leases.this_worker()
+        self.lease_timeout = float(profile.get_option("daemon.lease_timeout"))
 
     def run(self) -> None:
         self.loop.add_signal_handler(signal.SIGTERM, self._stop.set)
@@ -226,6 +232,7 @@ class Worker:
         else:
             self.loop.create_task(self._take_from_database())
         self.loop.create_task(self._write_status())
+        self.loop.create_task(self._renew_leases())
         try:
             self.loop.run_until_complete(self._stop.wait())
         finally:
@@ -245,14 +252,14 @@ class Worker:
         if self.active.get(pk) is not None:  # a duplicate task: the running one will ack
             return True
         node = load_node(pk)
-        # After a broker restart a task is delivered again, possibly to another worker, while
-        # the worker that had it still runs the process: wait for that one to finish or die.
-        while not node.is_terminated and _held_by_another_worker(node):  # type: ignore[attr-defined]
-            await asyncio.sleep(2)
-            node.refresh()  # type: ignore[attr-defined]
         if node.is_terminated:  # type: ignore[attr-defined]
             return True
-        node.set_attribute("worker", {"pid": os.getpid(), "host": socket.gethostname()})
+        # A task delivered again (after a broker restart, or a repair) while another live
+        # worker runs the process: that worker finishes it; if it dies, its lease expires
+        # and the daemon's reconciler queues the process again.
+        if not leases.acquire(pk, self.me, self.lease_timeout):
+            LOGGER.info("process %s is held by another live worker: task dropped", pk)
+            return True
         process = load_process(
             node,
             loop=self.loop,
@@ -267,6 +274,7 @@ class Worker:
             LOGGER.exception("process %s failed in the worker", pk)
         finally:
             self.active.pop(pk, None)
+            leases.release(pk, self.me)
         return True
 
     async def _take_from_database(self) -> None:
@@ -297,6 +305,25 @@ class Worker:
         from veglia.engine.control import apply_database_requests
 
         apply_database_requests(self.active)
+
+    async def _renew_leases(self) -> None:
+        """Say every few seconds that this worker still runs its processes."""
+        interval = max(0.5, self.lease_timeout / 6)
+        while not self._stop.is_set():
+            await asyncio.sleep(interval)
+            running = [pk for pk, process in self.active.items() if process is not None]
+            try:
+                held = leases.renew(self.me, running)
+            except Exception:  # the database is away: try again; the timeout is the margin
+                LOGGER.exception("could not renew the process leases")
+                continue
+            for pk in set(running) - held:
+                LOGGER.error(
+                    "lost the lease on process %s (not renewed within %.0f s): another worker "
+                    "may run it now",
+                    pk,
+                    self.lease_timeout,
+                )
 
     async def _write_status(self) -> None:
         while not self._stop.is_set():

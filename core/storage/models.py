@@ -16,6 +16,7 @@ from sqlalchemy import (
     Boolean,
     CheckConstraint,
     DateTime,
+    Float,
     ForeignKey,
     Index,
     Integer,
@@ -237,3 +238,23 @@ class ReportRun(Base):
     state: Mapped[str] = mapped_column(String(16), default="new")
     data: Mapped[dict[str, Any]] = mapped_column(JsonType, default=dict)
     last_sent: Mapped[datetime | None] = mapped_column(DateTime(timezone=True), nullable=True)
+
+
+class ProcessLease(Base):
+    """Which daemon worker runs an active process, and since when it last said so.
+
+    ``heartbeat`` is seconds since the epoch on the database's clock, so workers on hosts
+    whose clocks differ still agree on which leases have expired.
+    """
+
+    __tablename__ = "process_leases"
+
+    process_id: Mapped[int] = mapped_column(
+        ForeignKey("nodes.id", ondelete="CASCADE"), primary_key=True
+    )
+    #: "host/pid/token": the token tells a restarted worker from one that reused its pid.
+    worker: Mapped[str] = mapped_column(String(255), index=True)
+    host: Mapped[str] = mapped_column(String(255))
+    pid: Mapped[int] = mapped_column(Integer)
+    heartbeat: Mapped[float] = mapped_column(Float)
+    acquired: Mapped[float] = mapped_column(Float)

@@ -1,0 +1,220 @@
+"""Who runs an active process: a lease row per process, renewed by its worker.
+
+A daemon worker takes a process only through :func:`acquire`: one conditional statement
+that succeeds when nobody holds the process, when the holder's heartbeat is older than
+the lease timeout, or when the holder is a worker on this host whose process is gone. A
+live lease is never taken, so a process never runs in two workers, on one host or many.
+Heartbeats are on the database's clock, so hosts need not agree on the time.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import socket
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+
+from veglia.manage import get_storage
+from veglia.storage.models import Node, ProcessLease
+
+__all__ = [
+    "Lease",
+    "WorkerId",
+    "acquire",
+    "holder",
+    "release",
+    "renew",
+    "this_worker",
+    "unleased_active",
+]
+
+ACTIVE_STATES = ("created", "running", "waiting")
+
+
+@dataclass(frozen=True)
+class WorkerId:
+    """A worker: its host, its pid, a token drawn when it started, and where its pid means
+    something (the kernel boot and pid namespace: hosts, containers, may share a name)."""
+
+    host: str
+    pid: int
+    token: str
+    pid_space: str
+
+    def __str__(self) -> str:
+        return f"{self.host}/{self.pid}/{self.token}/{self.pid_space}"
+
+
+@functools.lru_cache(maxsize=1)
+def _pid_space() -> str:
+    import hashlib
+    from pathlib import Path
+
+    parts = []
+    for read in (
+        lambda: Path("/proc/sys/kernel/random/boot_id").read_text(),
+        lambda: os.readlink("/proc/self/ns/pid"),
+    ):
+        try:
+            parts.append(read())
+        except OSError:
+            parts.append(uuid.uuid4().hex)  # unknown: matches no other worker
+    return hashlib.sha256("".join(parts).encode()).hexdigest()[:10]
+
+
+@functools.lru_cache(maxsize=1)
+def _worker_for(pid: int) -> WorkerId:
+    return WorkerId(socket.gethostname(), pid, uuid.uuid4().hex[:12], _pid_space())
+
+
+def this_worker() -> WorkerId:
+    """This process as a lease holder (a forked child gets an id of its own)."""
+    return _worker_for(os.getpid())
+
+
+@dataclass(frozen=True)
+class Lease:
+    process_id: int
+    worker: str
+    host: str
+    pid: int
+    #: Seconds since the holder last renewed it, on the database's clock.
+    age: float
+    live: bool
+
+
+def _now() -> Any:
+    """The database's clock in epoch seconds, as an SQL expression."""
+    if get_storage().engine.dialect.name == "postgresql":
+        return sa.func.extract("epoch", sa.func.clock_timestamp())
+    return (sa.func.julianday("now") - 2440587.5) * 86400.0
+
+
+def _insert() -> Any:
+    if get_storage().engine.dialect.name == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert
+    else:
+        from sqlalchemy.dialects.sqlite import insert
+    return insert
+
+
+def _local_holder_gone(worker: str, pid: int) -> bool:
+    """A worker of this host that no longer runs: no need to wait for its lease to expire."""
+    if not worker.endswith(f"/{_pid_space()}"):
+        return False
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            status = handle.read()
+    except OSError:
+        return True
+    return status.rsplit(b")", 1)[-1].split()[:1] == [b"Z"]  # a zombie runs nothing
+
+
+def acquire(pk: int, worker: WorkerId, timeout: float) -> bool:
+    """Take the lease on process ``pk`` for ``worker``; False when another worker holds it."""
+    now = _now()
+    values = {
+        "process_id": pk,
+        "worker": str(worker),
+        "host": worker.host,
+        "pid": worker.pid,
+    }
+    with get_storage().session() as session:
+        inserted = session.execute(
+            _insert()(ProcessLease.__table__)
+            .values(**values, heartbeat=now, acquired=now)
+            .on_conflict_do_nothing()
+        )
+        if inserted.rowcount == 1:
+            return True
+        row = session.execute(
+            sa.select(
+                ProcessLease.worker,
+                ProcessLease.host,
+                ProcessLease.pid,
+                (ProcessLease.heartbeat < now - timeout).label("expired"),
+            ).where(ProcessLease.process_id == pk)
+        ).first()
+        if row is None:  # released in between: try again from the start
+            return acquire(pk, worker, timeout)
+        mine = row.worker == str(worker)
+        if not (mine or row.expired or _local_holder_gone(row.worker, row.pid)):
+            return False
+        # Compare and swap on the holder seen: of two workers taking over, one wins.
+        taken = session.execute(
+            sa.update(ProcessLease)
+            .where(ProcessLease.process_id == pk, ProcessLease.worker == row.worker)
+            .values(**values, heartbeat=now, acquired=ProcessLease.acquired if mine else now)
+        )
+        return taken.rowcount == 1
+
+
+def renew(worker: WorkerId, pks: Iterable[int]) -> set[int]:
+    """Renew ``worker``'s leases; the processes among ``pks`` it still holds."""
+    pks = list(pks)
+    if not pks:
+        return set()
+    with get_storage().session() as session:
+        session.execute(
+            sa.update(ProcessLease)
+            .where(ProcessLease.worker == str(worker), ProcessLease.process_id.in_(pks))
+            .values(heartbeat=_now())
+        )
+        return set(
+            session.scalars(
+                sa.select(ProcessLease.process_id).where(
+                    ProcessLease.worker == str(worker), ProcessLease.process_id.in_(pks)
+                )
+            )
+        )
+
+
+def release(pk: int, worker: WorkerId) -> None:
+    with get_storage().session() as session:
+        session.execute(
+            sa.delete(ProcessLease).where(
+                ProcessLease.process_id == pk, ProcessLease.worker == str(worker)
+            )
+        )
+
+
+def holder(pk: int, timeout: float) -> Lease | None:
+    """The lease on process ``pk``, if there is one (live or not)."""
+    now = _now()
+    with get_storage().session() as session:
+        row = session.execute(
+            sa.select(
+                ProcessLease.worker,
+                ProcessLease.host,
+                ProcessLease.pid,
+                (now - ProcessLease.heartbeat).label("age"),
+            ).where(ProcessLease.process_id == pk)
+        ).first()
+    if row is None:
+        return None
+    gone = _local_holder_gone(row.worker, row.pid)
+    age = float(row.age)
+    return Lease(pk, row.worker, row.host, row.pid, age, live=age <= timeout and not gone)
+
+
+def unleased_active(timeout: float) -> list[int]:
+    """Active daemon processes that no live worker holds: stranded, unless a task for them
+    waits in the broker."""
+    live = sa.select(ProcessLease.process_id).where(ProcessLease.heartbeat >= _now() - timeout)
+    with get_storage().session() as session:
+        return list(
+            session.scalars(
+                sa.select(Node.id)
+                .where(
+                    Node.process_state.in_(ACTIVE_STATES),
+                    Node.attributes["daemon"].as_boolean().is_(True),
+                    Node.id.not_in(live),
+                )
+                .order_by(Node.id)
+            )
+        )

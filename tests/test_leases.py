@@ -1,0 +1,148 @@
+"""Process leases: one worker per process, on SQLite and PostgreSQL; stranded ones repaired."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from veglia import engine, orm
+from veglia.engine import leases
+from veglia.engine.leases import WorkerId
+from veglia.entry_points import CalculationFactory
+from veglia.orm.nodes import WorkflowNode
+from veglia_fixtures.profiles import make_profile, wait_for
+
+ShellJob = CalculationFactory("core.shell")
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def lease_profile(request, veglia_home):
+    from veglia.engine.runner import set_runner
+
+    options = {}
+    if request.param == "postgresql":
+        options["storage.url"] = request.getfixturevalue("postgres_database")
+    yield make_profile(**options)
+    set_runner(None)
+
+
+def _process() -> int:
+    node = WorkflowNode(process_type="test")
+    node.process_state = "waiting"
+    node.store()
+    return node.pk
+
+
+def _elsewhere(name: str) -> WorkerId:
+    """A worker on another host: its pid means nothing here."""
+    return WorkerId(f"host-{name}", 4242, name, "elsewhere")
+
+
+def test_of_workers_racing_for_a_process_exactly_one_wins(lease_profile):
+    pks = [_process() for _ in range(10)]
+    workers = [_elsewhere(f"w{i}") for i in range(6)]
+    wins: dict[int, list[str]] = {pk: [] for pk in pks}
+    barrier = threading.Barrier(len(workers))
+
+    def race(worker: WorkerId) -> None:
+        barrier.wait()
+        for pk in pks:
+            if leases.acquire(pk, worker, timeout=60):
+                wins[pk].append(worker.token)
+
+    threads = [threading.Thread(target=race, args=(w,)) for w in workers]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert all(len(winners) == 1 for winners in wins.values()), wins
+
+
+def test_a_live_lease_is_never_taken_and_an_expired_one_is(lease_profile):
+    pk = _process()
+    first, second = _elsewhere("first"), _elsewhere("second")
+    assert leases.acquire(pk, first, timeout=1.5)
+    assert not leases.acquire(pk, second, timeout=1.5)
+    time.sleep(1.0)
+    assert leases.renew(first, [pk]) == {pk}  # renewed: alive for another 1.5 s
+    time.sleep(0.8)
+    assert not leases.acquire(pk, second, timeout=1.5)
+    assert leases.holder(pk, timeout=1.5).live
+    time.sleep(1.8)
+    assert not leases.holder(pk, timeout=1.5).live
+    assert leases.acquire(pk, second, timeout=1.5)
+    assert leases.renew(first, [pk]) == set()  # the first worker learns it lost it
+    leases.release(pk, first)  # not its lease any more: nothing happens
+    assert leases.holder(pk, timeout=1.5).worker == str(second)
+    leases.release(pk, second)
+    assert leases.holder(pk, timeout=1.5) is None
+
+
+def test_a_dead_worker_of_this_host_is_replaced_at_once(lease_profile):
+    pk = _process()
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    me = leases.this_worker()
+    dead = WorkerId(me.host, gone.pid, "dead", me.pid_space)
+    assert leases.acquire(pk, dead, timeout=300)
+    assert not leases.holder(pk, timeout=300).live
+    assert leases.acquire(pk, me, timeout=300)
+
+
+def _purge_process_queue(profile) -> None:
+    import aio_pika
+
+    from veglia.engine.broker_tasks import queue_names
+
+    async def purge() -> None:
+        connection = await aio_pika.connect(profile.broker_url)
+        async with connection:
+            channel = await connection.channel()
+            queue = await channel.declare_queue(queue_names(profile)["task_queue"], passive=True)
+            await queue.purge()
+
+    asyncio.run(purge())
+
+
+def test_a_process_whose_task_was_lost_is_repaired_by_the_daemon(broker_profile, daemon, run_cli):
+    daemon(1)
+    run_cli("-p", "test", "daemon", "stop")  # declares the queue, then leaves it unread
+    node = engine.submit(ShellJob, command=orm.Str("echo found again"))
+    _purge_process_queue(broker_profile)
+    listed = run_cli("-p", "test", "process", "repair", "--dry-run")
+    assert f"Held by no live worker: {node.pk}" in listed.stdout
+    assert "0 task(s) wait in the broker for a worker: these are stranded." in listed.stdout
+
+    daemon(1)
+    wait_for([node], lambda n: n.is_terminated, timeout=90)
+    assert node.is_finished_ok
+    status = run_cli("-p", "test", "daemon", "status")
+    assert "Stranded processes queued again: 1" in status.stdout
+    again = run_cli("-p", "test", "process", "repair", "--dry-run")
+    assert "No stranded process" in again.stdout
+
+
+def test_control_never_acts_under_a_live_worker(broker_profile, daemon, run_cli):
+    daemon(1)
+    run_cli("-p", "test", "daemon", "stop")
+    node = engine.submit(ShellJob, command=orm.Str("echo never"))
+    _purge_process_queue(broker_profile)
+    mute = _elsewhere("mute")  # a worker on another host that does not answer
+    assert leases.acquire(node.pk, mute, timeout=3600)
+    daemon(1)
+    refused = run_cli("-p", "test", "process", "kill", str(node.pk), "-t", "5")
+    assert refused.exit_code == 1
+    assert "run by worker 4242 on host-mute" in refused.output
+    assert "nothing was done" in refused.output
+    assert not node.refresh().is_terminated
+
+    leases.release(node.pk, mute)  # its lease is gone: the checkpoint is ours to act on
+    killed = run_cli("-p", "test", "process", "kill", str(node.pk), "-t", "5")
+    assert killed.exit_code == 0, killed.output
+    wait_for([node], lambda n: n.is_terminated, timeout=30)
+    assert node.process_state == "killed"
