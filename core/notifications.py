@@ -44,11 +44,16 @@ def notify_once(key: str, event: str, subject: str, body: str) -> bool:
     return True
 
 
-def clear_event(key: str) -> None:
-    """The condition is over: the next occurrence notifies again."""
+def clear_event(key: str) -> bool:
+    """The condition is over: the next occurrence notifies again. True for the one caller
+    that ended it (of several workers seeing it end at once)."""
     from veglia.manage import get_profile
 
-    _marker(get_profile(), key).unlink(missing_ok=True)
+    try:
+        _marker(get_profile(), key).unlink()
+    except FileNotFoundError:
+        return False
+    return True
 
 
 def event_pending(key: str) -> bool:

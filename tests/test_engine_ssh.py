@@ -117,7 +117,7 @@ def private_sshd(services_env, tmp_path):
         stop()
 
 
-def test_sshd_outage_pauses_jobs_and_play_finishes_them(
+def test_sshd_outage_pauses_jobs_and_they_go_on_by_themselves_when_it_is_back(
     broker_profile, services_env, ssh_params, private_sshd, daemon, run_cli
 ):
     from veglia.config import Config
@@ -133,7 +133,7 @@ def test_sshd_outage_pauses_jobs_and_play_finishes_them(
     ssh_computer("flaky", services_env, params, "core.direct")
     daemon(1)
     nodes = []
-    for i in range(3):
+    for i in range(4):
         builder = ShellJob.get_builder()
         builder.command = orm.Str(f"sleep 6; echo {i}")
         builder.metadata.computer = "flaky"
@@ -147,12 +147,19 @@ def test_sshd_outage_pauses_jobs_and_play_finishes_them(
         assert any("attempt 1/3 failed" in log.message for log in node.logs)
     listing = run_cli("-p", "test", "process", "list", "--raw")
     assert listing.exit_code == 0
+    # A person pauses the last one too: it is theirs now, and stays paused.
+    held = run_cli("-p", "test", "process", "pause", str(nodes[3].pk))
+    assert held.exit_code == 0 and "now waits for `veglia process play`" in held.output
 
-    time.sleep(5)  # the outage goes on; nothing changes while paused
+    time.sleep(7)  # the outage goes on: probes fail, nothing changes
     assert all(n.refresh().paused and not n.is_terminated for n in nodes)
-    private_sshd["start"]()
-    played = run_cli("-p", "test", "process", "play", "--all")
+    shown = run_cli("-p", "test", "process", "show", str(nodes[0].pk)).stdout
+    assert "computer flaky unreachable since" in shown and "next probe at" in shown
+    private_sshd["start"]()  # and no `veglia process play`
+    wait_for(nodes[:3], lambda n: n.is_terminated, timeout=120)
+    assert all(n.is_finished_ok for n in nodes[:3]), [n.exit_message for n in nodes]
+    assert [n.outputs.stdout.get_content() for n in nodes[:3]] == [b"0\n", b"1\n", b"2\n"]
+    assert nodes[3].refresh().paused and not nodes[3].is_terminated
+    played = run_cli("-p", "test", "process", "play", str(nodes[3].pk))
     assert played.exit_code == 0, played.output
-    wait_for(nodes, lambda n: n.is_terminated, timeout=120)
-    assert all(n.is_finished_ok for n in nodes), [n.exit_message for n in nodes]
-    assert [n.outputs.stdout.get_content() for n in nodes] == [b"0\n", b"1\n", b"2\n"]
+    wait_for(nodes[3:], lambda n: n.is_finished_ok, timeout=120)

@@ -390,6 +390,17 @@ def _attempts_table(attempts: list[dict] | None) -> None:
     console.print("")
 
 
+def _outage(mark: dict[str, Any] | None) -> str | None:
+    if not mark:
+        return None
+    since = datetime.fromtimestamp(mark["since"], timezone.utc)
+    text = f"computer {mark['computer']} unreachable since {format_time(since)}"
+    if mark.get("next_probe"):
+        probe = datetime.fromtimestamp(mark["next_probe"], timezone.utc)
+        text += f", next probe at {format_time(probe)}"
+    return text + "; played by the daemon when it answers"
+
+
 def show_process(node: ProcessNode, log_lines: int) -> None:
     attrs = node.attributes
     code = attrs.get("code") or {}
@@ -417,6 +428,7 @@ def show_process(node: ProcessNode, log_lines: int) -> None:
             ("cached from", attrs.get("cached_from") and f"process {attrs['cached_from']['pk']}"),
             ("stopped by monitor", _monitor_stop(attrs.get("stopped_by_monitor"))),
             ("blocked", (attrs.get("blocked") or {}).get("reason")),
+            ("paused", _outage(attrs.get("unreachable")) if node.paused else None),
             ("resubmitted", _restart(attrs.get("restart"))),
             ("used", _usage(attrs.get("usage"))),
             ("right-sized", _right_sized(attrs.get("right_sized"))),

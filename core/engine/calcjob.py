@@ -106,6 +106,7 @@ class JobWaiting(InterruptibleWaiting):
             raise RuntimeError(f"unknown calc job command {command!r}")
         except TransportTaskFailed as exc:
             process.computer_unreachable(f"{command} failed on every attempt: {exc}")
+            process.mark_unreachable()
             raise PauseInterruption(f"{command} failed on every attempt: {exc}") from None
         except KillInterruption:
             await process.do_kill()
@@ -337,11 +338,26 @@ class CalcJob(Process):
         raise AssertionError("unreachable")
 
     def _computer_reached(self) -> None:
-        from veglia.notifications import clear_event, event_pending
+        from veglia.notifications import clear_event, event_pending, notify
 
-        key = f"unreachable-{self.computer.label}"
-        if event_pending(key):  # a stat per task: the outage is over, say so next time
-            clear_event(key)
+        label = self.computer.label
+        key = f"unreachable-{label}"
+        # A stat per task; the one that ends the outage says so, once.
+        if event_pending(key) and clear_event(key):
+            notify(
+                "computer_back",
+                f"computer {label} is back",
+                f"veglia reaches {label} ({self.computer.hostname}) again; the jobs it paused "
+                "for the outage go on by themselves.",
+            )
+
+    def mark_unreachable(self) -> None:
+        """Paused for an outage, not by a person: the daemon plays it when the computer is
+        back (``veglia.engine.outages``)."""
+        node = self.node
+        assert node is not None
+        since = (node.get_attribute("unreachable") or {}).get("since") or time.time()
+        node.set_attribute("unreachable", {"computer": self.computer.label, "since": since})
 
     def computer_unreachable(self, reason: str) -> None:
         """One notification per outage of a computer, not one per job or poll."""
@@ -446,6 +462,8 @@ class CalcJob(Process):
     def on_playing(self) -> None:
         super().on_playing()
         node = self.node
+        if node is not None and node.get_attribute("unreachable"):
+            node.delete_attribute("unreachable")
         if node is not None and node.get_attribute("blocked"):
             from veglia.notifications import clear_event
 

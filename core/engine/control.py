@@ -59,6 +59,13 @@ def control_process(
         raise ControlError(f"Unknown action {action!r}; use one of {', '.join(ACTIONS)}.")
     if node.is_terminated:
         raise ControlError(f"Process {node.pk} has terminated already ({node.process_state}).")
+    if action == "pause" and node.paused and node.get_attribute("unreachable"):
+        # Paused for an outage, which the daemon ends by itself: now a person holds it.
+        node.delete_attribute("unreachable")
+        return (
+            f"process {node.pk} was paused for an unreachable computer; it now waits for "
+            "`veglia process play`"
+        )
     if get_profile().broker_url and _daemon_running():
         from veglia.engine.broker_tasks import get_controller
 

@@ -27,6 +27,7 @@ from plumpy.communications import LoopCommunicator
 from veglia.config.profile import Profile
 from veglia.engine import leases
 from veglia.engine.monitor_runner import CALLS as MONITOR_CALLS
+from veglia.engine.outages import OutageWatcher
 
 __all__ = ["ACTIVE_STATES", "DaemonFiles", "Worker", "supervise"]
 
@@ -233,6 +234,7 @@ class Worker:
             self.loop.create_task(self._take_from_database())
         self.loop.create_task(self._write_status())
         self.loop.create_task(self._renew_leases())
+        self.loop.create_task(OutageWatcher(self.active).run(self._stop))
         try:
             self.loop.run_until_complete(self._stop.wait())
         finally:

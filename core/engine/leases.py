@@ -203,18 +203,20 @@ def holder(pk: int, timeout: float) -> Lease | None:
 
 
 def unleased_active(timeout: float) -> list[int]:
-    """Active daemon processes that no live worker holds: stranded, unless a task for them
-    waits in the broker."""
-    live = sa.select(ProcessLease.process_id).where(ProcessLease.heartbeat >= _now() - timeout)
+    """Active daemon processes that no live worker holds (a lease expired, or held by a
+    worker of this host that is gone): stranded, unless a task for them waits in the
+    broker."""
+    now = _now()
+    live = sa.select(ProcessLease.process_id).where(ProcessLease.heartbeat >= now - timeout)
+    active = sa.and_(
+        Node.process_state.in_(ACTIVE_STATES), Node.attributes["daemon"].as_boolean().is_(True)
+    )
     with get_storage().session() as session:
-        return list(
-            session.scalars(
-                sa.select(Node.id)
-                .where(
-                    Node.process_state.in_(ACTIVE_STATES),
-                    Node.attributes["daemon"].as_boolean().is_(True),
-                    Node.id.not_in(live),
-                )
-                .order_by(Node.id)
-            )
-        )
+        unleased = session.scalars(sa.select(Node.id).where(active, Node.id.not_in(live))).all()
+        held = session.execute(
+            sa.select(ProcessLease.process_id, ProcessLease.worker, ProcessLease.pid)
+            .join(Node, Node.id == ProcessLease.process_id)
+            .where(active, ProcessLease.heartbeat >= now - timeout)
+        ).all()
+    orphans = [pk for pk, worker, pid in held if _local_holder_gone(worker, pid)]
+    return sorted([*unleased, *orphans])
