@@ -10,7 +10,6 @@ import uuid
 from pathlib import Path
 
 from test_broker_restart import _rabbitmqctl, restartable_rabbitmq  # noqa: F401 - fixture
-from test_engine_ssh import private_sshd  # noqa: F401 - fixture
 
 from veglia import engine, orm
 from veglia.config import Config
@@ -35,7 +34,7 @@ def test_worker_kills_a_broker_restart_and_an_outage_strand_no_job(
     services_env,
     ssh_params,
     slurm,
-    private_sshd,  # noqa: F811
+    private_sshd,
     restartable_rabbitmq,  # noqa: F811
     daemon,
 ):

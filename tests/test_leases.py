@@ -146,3 +146,39 @@ def test_control_never_acts_under_a_live_worker(broker_profile, daemon, run_cli)
     assert killed.exit_code == 0, killed.output
     wait_for([node], lambda n: n.is_terminated, timeout=30)
     assert node.process_state == "killed"
+
+
+def test_a_worker_that_lost_a_lease_stops_and_the_job_still_ends_once(
+    broker_profile, daemon, run_cli
+):
+    import sqlalchemy as sa
+
+    from veglia.config import Config
+    from veglia.engine.daemon import DaemonFiles
+    from veglia.manage import get_storage
+    from veglia.storage.models import ProcessLease
+
+    Config().set_option("test", "daemon.lease_timeout", "6")
+    daemon(1)
+    node = engine.submit(ShellJob, command=orm.Str("sleep 8; echo still once"))
+    wait_for([node], lambda n: n.job_id is not None, timeout=60)
+    worker = DaemonFiles(broker_profile).read_status()["workers"][0]["pid"]
+    assert leases.holder(node.pk, timeout=6).pid == worker
+    # As if the worker had been cut off long enough for another to take the process over.
+    with get_storage().session() as session:
+        session.execute(
+            sa.update(ProcessLease)
+            .where(ProcessLease.process_id == node.pk)
+            .values(worker=str(_elsewhere("thief")), host="host-thief", pid=4242)
+        )
+    deadline = time.monotonic() + 30
+    while DaemonFiles(broker_profile).read_status()["workers"][0]["pid"] == worker:
+        assert time.monotonic() < deadline, "the worker went on without its lease"
+        time.sleep(0.2)
+    logs = run_cli("-p", "test", "daemon", "logs", "-n", "200").stdout
+    assert f"lost the lease on process(es) [{node.pk}]" in logs
+    # The thief never renews: its lease expires, the process is repaired and ends, once.
+    wait_for([node], lambda n: n.is_terminated, timeout=120)
+    assert node.is_finished_ok, node.exit_message
+    assert node.outputs.stdout.get_content() == b"still once\n"
+    assert sum(log.message.startswith("submitted job") for log in node.logs) == 1

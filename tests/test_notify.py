@@ -79,6 +79,39 @@ def test_an_unreachable_computer_is_reported_once_for_all_its_jobs(
     assert "computer gone is unreachable" in smtp_server.messages[0][1]["Subject"]
 
 
+def test_a_computer_that_comes_back_is_reported_once_and_its_jobs_go_on(
+    notified_profile, smtp_server, daemon, services_env, ssh_params, private_sshd
+):
+    from veglia.config import Config
+    from veglia_fixtures.services import ssh_computer
+
+    config = Config()
+    config.set_option("test", "transport.retry_initial_interval", "0.3")
+    config.set_option("test", "transport.retry_attempts", "2")
+    params = {
+        **ssh_params,
+        "port": private_sshd["port"],
+        "known_hosts": private_sshd["known_hosts"],
+    }
+    ssh_computer("wobbly", services_env, params, "core.direct")
+    daemon(1)
+    nodes = []
+    for i in range(2):
+        builder = ShellJob.get_builder()
+        builder.command = orm.Str(f"sleep 4; echo {i}")
+        builder.metadata.computer = "wobbly"
+        nodes.append(engine.submit(builder))
+    wait_for(nodes, lambda n: n.job_id is not None, timeout=60)
+    private_sshd["stop"]()
+    wait_for(nodes, lambda n: n.paused, timeout=60)
+    private_sshd["start"]()
+    wait_for(nodes, lambda n: n.is_finished_ok, timeout=120)
+    time.sleep(1)
+    events = [m["X-Veglia-Event"] for _, m in smtp_server.messages]
+    assert events == ["computer_unreachable", "computer_back"]
+    assert "computer wobbly is back" in smtp_server.messages[1][1]["Subject"]
+
+
 def test_notify_channel_failures_do_not_break_the_engine(veglia_home):
     from veglia.engine.runner import set_runner
 

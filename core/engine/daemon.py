@@ -309,23 +309,35 @@ class Worker:
         apply_database_requests(self.active)
 
     async def _renew_leases(self) -> None:
-        """Say every few seconds that this worker still runs its processes."""
+        """Say every few seconds that this worker still runs its processes; stop at once when
+        it may no longer (a lease lost, or none renewed for the whole lease timeout)."""
         interval = max(0.5, self.lease_timeout / 6)
+        renewed = time.monotonic()
         while not self._stop.is_set():
             await asyncio.sleep(interval)
             running = [pk for pk, process in self.active.items() if process is not None]
             try:
-                held = leases.renew(self.me, running)
-            except Exception:  # the database is away: try again; the timeout is the margin
+                lost = set(running) - leases.renew(self.me, running)
+                renewed = time.monotonic()
+            except Exception:  # the database is away: the timeout is the margin
                 LOGGER.exception("could not renew the process leases")
-                continue
-            for pk in set(running) - held:
-                LOGGER.error(
-                    "lost the lease on process %s (not renewed within %.0f s): another worker "
-                    "may run it now",
-                    pk,
-                    self.lease_timeout,
-                )
+                lost = set() if time.monotonic() - renewed < self.lease_timeout else set(running)
+            if lost:
+                self._fence(sorted(lost))
+
+    def _fence(self, lost: list[int]) -> None:
+        """Another worker may run these processes now. Going on would race it; stopping a
+        process cleanly would write its state. So this worker ends here, touching neither
+        its processes nor their jobs: the supervisor starts another, and the processes it
+        still held go to whichever worker takes their tasks or their expired leases."""
+        LOGGER.error(
+            "lost the lease on process(es) %s (not renewed within %.0f s): another worker may "
+            "run them; this worker stops now",
+            lost,
+            self.lease_timeout,
+        )
+        logging.shutdown()
+        os._exit(3)
 
     async def _write_status(self) -> None:
         while not self._stop.is_set():

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -140,3 +142,46 @@ def ssh_computer(label, services_env, ssh_params, scheduler, **properties):
     ).store()
     computer.configure(**ssh_params)
     return computer
+
+
+# -- an sshd of our own, to stop and start ------------------------------------------------
+@pytest.fixture
+def private_sshd(services_env, tmp_path):
+    """A second sshd on 127.0.0.1:2223 (same keys and user) that a test may stop."""
+    state = Path(services_env["SSH_KEY"]).parent
+    port = 2223
+    pid_file = tmp_path / "sshd.pid"
+    host_key = state / "ssh_host_ed25519_key"
+    known_hosts = tmp_path / "known_hosts"
+    known_hosts.write_text(f"[127.0.0.1]:{port} {(state / 'ssh_host_ed25519_key.pub').read_text()}")
+
+    def start():
+        subprocess.run(
+            [
+                "/usr/sbin/sshd",
+                "-f",
+                str(state / "sshd_config"),
+                "-o",
+                f"Port={port}",
+                "-o",
+                f"PidFile={pid_file}",
+                "-o",
+                f"HostKey={host_key}",
+            ],
+            check=True,
+        )
+        deadline = time.monotonic() + 10
+        while not pid_file.exists():
+            assert time.monotonic() < deadline, "the private sshd did not start"
+            time.sleep(0.05)
+
+    def stop():
+        pid = int(pid_file.read_text())
+        subprocess.run(["pkill", "-KILL", "-P", str(pid)])  # its open sessions
+        os.kill(pid, signal.SIGTERM)
+        pid_file.unlink(missing_ok=True)
+
+    start()
+    yield {"port": port, "known_hosts": str(known_hosts), "start": start, "stop": stop}
+    if pid_file.exists():
+        stop()
