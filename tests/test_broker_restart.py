@@ -2,28 +2,13 @@
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 import time
-
-import pytest
 
 from veglia import engine, orm
 from veglia.entry_points import CalculationFactory
+from veglia_fixtures.services import rabbitmqctl
 
 ShellJob = CalculationFactory("core.shell")
-
-
-def _rabbitmqctl(*args: str) -> None:
-    subprocess.run(["rabbitmqctl", *args], check=True, capture_output=True, timeout=120)
-
-
-@pytest.fixture
-def restartable_rabbitmq(rabbitmq_url):
-    if shutil.which("rabbitmqctl") is None:
-        pytest.skip("rabbitmqctl is not installed here")
-    yield
-    _rabbitmqctl("start_app")  # whatever happened, leave it running
 
 
 def test_broker_restart_under_load(broker_profile, daemon, restartable_rabbitmq):
@@ -33,9 +18,9 @@ def test_broker_restart_under_load(broker_profile, daemon, restartable_rabbitmq)
     while sum(n.refresh().job_id is not None for n in nodes) < 5:
         assert time.monotonic() < deadline
         time.sleep(0.2)
-    _rabbitmqctl("stop_app")
+    rabbitmqctl("stop_app")
     time.sleep(5)
-    _rabbitmqctl("start_app")
+    rabbitmqctl("start_app")
     later = [engine.submit(ShellJob, command=orm.Str(f"echo late {i}")) for i in range(3)]
     deadline = time.monotonic() + 240
     everything = nodes + later

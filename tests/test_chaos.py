@@ -9,14 +9,12 @@ import time
 import uuid
 from pathlib import Path
 
-from test_broker_restart import _rabbitmqctl, restartable_rabbitmq  # noqa: F401 - fixture
-
 from veglia import engine, orm
 from veglia.config import Config
 from veglia.engine.daemon import DaemonFiles
 from veglia.entry_points import CalculationFactory
 from veglia_fixtures.profiles import wait_for
-from veglia_fixtures.services import ssh_computer
+from veglia_fixtures.services import rabbitmqctl
 
 ShellJob = CalculationFactory("core.shell")
 JOBS = 40
@@ -31,26 +29,13 @@ def _kill_a_worker(profile, which: int) -> int:
 
 def test_worker_kills_a_broker_restart_and_an_outage_strand_no_job(
     broker_profile,
-    services_env,
-    ssh_params,
     slurm,
     private_sshd,
-    restartable_rabbitmq,  # noqa: F811
+    restartable_rabbitmq,
     daemon,
 ):
-    config = Config()
-    for name, value in {
-        "transport.retry_initial_interval": "0.5",
-        "transport.retry_attempts": "3",
-        "daemon.lease_timeout": "10",
-    }.items():
-        config.set_option("test", name, value)
-    params = {
-        **ssh_params,
-        "port": private_sshd["port"],
-        "known_hosts": private_sshd["known_hosts"],
-    }
-    ssh_computer("chaos", services_env, params, "core.slurm")
+    Config().set_option("test", "daemon.lease_timeout", "10")
+    private_sshd["computer"]("chaos", "core.slurm")
     ledger = Path(f"/home/vegliatest/chaos-{uuid.uuid4().hex[:8]}.log")
     daemon(2)
     nodes = []
@@ -66,8 +51,8 @@ def test_worker_kills_a_broker_restart_and_an_outage_strand_no_job(
         (5, lambda: _kill_a_worker(broker_profile, 0)),
         (10, private_sshd["stop"]),
         (15, lambda: _kill_a_worker(broker_profile, 1)),
-        (20, lambda: _rabbitmqctl("stop_app")),
-        (23, lambda: _rabbitmqctl("start_app")),
+        (20, lambda: rabbitmqctl("stop_app")),
+        (23, lambda: rabbitmqctl("start_app")),
         (28, lambda: _kill_a_worker(broker_profile, 0)),
         (40, private_sshd["start"]),
     ]

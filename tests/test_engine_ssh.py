@@ -72,19 +72,9 @@ def test_rejected_submission_fails_the_job_with_sbatch_s_reason(slurm_computer):
 
 
 def test_sshd_outage_pauses_jobs_and_they_go_on_by_themselves_when_it_is_back(
-    broker_profile, services_env, ssh_params, private_sshd, daemon, run_cli
+    broker_profile, private_sshd, daemon, run_cli
 ):
-    from veglia.config import Config
-
-    config = Config()
-    config.set_option("test", "transport.retry_initial_interval", "0.5")
-    config.set_option("test", "transport.retry_attempts", "3")
-    params = {
-        **ssh_params,
-        "port": private_sshd["port"],
-        "known_hosts": private_sshd["known_hosts"],
-    }
-    ssh_computer("flaky", services_env, params, "core.direct")
+    private_sshd["computer"]("flaky")
     daemon(1)
     nodes = []
     for i in range(4):

@@ -80,20 +80,9 @@ def test_an_unreachable_computer_is_reported_once_for_all_its_jobs(
 
 
 def test_a_computer_that_comes_back_is_reported_once_and_its_jobs_go_on(
-    notified_profile, smtp_server, daemon, services_env, ssh_params, private_sshd
+    notified_profile, smtp_server, daemon, private_sshd
 ):
-    from veglia.config import Config
-    from veglia_fixtures.services import ssh_computer
-
-    config = Config()
-    config.set_option("test", "transport.retry_initial_interval", "0.3")
-    config.set_option("test", "transport.retry_attempts", "2")
-    params = {
-        **ssh_params,
-        "port": private_sshd["port"],
-        "known_hosts": private_sshd["known_hosts"],
-    }
-    ssh_computer("wobbly", services_env, params, "core.direct")
+    private_sshd["computer"]("wobbly")
     daemon(1)
     nodes = []
     for i in range(2):

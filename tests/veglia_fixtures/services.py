@@ -146,8 +146,10 @@ def ssh_computer(label, services_env, ssh_params, scheduler, **properties):
 
 # -- an sshd of our own, to stop and start ------------------------------------------------
 @pytest.fixture
-def private_sshd(services_env, tmp_path):
-    """A second sshd on 127.0.0.1:2223 (same keys and user) that a test may stop."""
+def private_sshd(services_env, ssh_params, tmp_path):
+    """A second sshd on 127.0.0.1:2223 (same keys and user) that a test may stop; its
+    ``computer(label, scheduler)`` stores a computer behind it, in a profile ``test`` whose
+    transport gives up quickly (3 tries from 0.5 s)."""
     state = Path(services_env["SSH_KEY"]).parent
     port = 2223
     pid_file = tmp_path / "sshd.pid"
@@ -181,7 +183,37 @@ def private_sshd(services_env, tmp_path):
         os.kill(pid, signal.SIGTERM)
         pid_file.unlink(missing_ok=True)
 
+    def computer(label: str, scheduler: str = "core.direct"):
+        from veglia.config import Config
+
+        config = Config()
+        config.set_option("test", "transport.retry_initial_interval", "0.5")
+        config.set_option("test", "transport.retry_attempts", "3")
+        params = {**ssh_params, "port": port, "known_hosts": str(known_hosts)}
+        return ssh_computer(label, services_env, params, scheduler)
+
     start()
-    yield {"port": port, "known_hosts": str(known_hosts), "start": start, "stop": stop}
+    yield {
+        "port": port,
+        "known_hosts": str(known_hosts),
+        "start": start,
+        "stop": stop,
+        "computer": computer,
+    }
     if pid_file.exists():
         stop()
+
+
+# -- a RabbitMQ a test may restart -------------------------------------------------------
+def rabbitmqctl(*args: str) -> None:
+    """Run rabbitmqctl (stop_app, start_app, ...) on the local RabbitMQ."""
+    subprocess.run(["rabbitmqctl", *args], check=True, capture_output=True, timeout=120)
+
+
+@pytest.fixture
+def restartable_rabbitmq(rabbitmq_url):
+    """The local RabbitMQ, which the test may stop; started again afterwards."""
+    if shutil.which("rabbitmqctl") is None:
+        service_missing("rabbitmqctl is not installed here")
+    yield
+    rabbitmqctl("start_app")  # whatever happened, leave it running
