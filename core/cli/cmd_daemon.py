@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -128,7 +129,9 @@ def daemon_status(state: CliState, raw: bool) -> int:
         started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(worker["started"]))
         rows.append((worker["pid"], started, worker["restarts"], load))
     if not raw:
-        click.echo(f"Daemon of {state.profile.name!r}: supervisor pid {pid}")
+        click.echo(
+            f"Daemon of {state.profile.name!r} on {socket.gethostname()}: supervisor pid {pid}"
+        )
     print_table(("Worker PID", "Started", "Restarts", "Active processes"), rows, raw=raw)
     if not raw and "repaired" in status:
         click.echo(f"Stranded processes queued again: {status['repaired']}")

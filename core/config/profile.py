@@ -59,8 +59,11 @@ class Profile:
 
     @property
     def daemon_folder(self) -> Path:
-        """Pid, status and log files of the profile's daemon."""
-        return self.folder / "daemon"
+        """Pid, status and log files of this host's daemon of the profile: on a home shared
+        by several machines each runs its own daemon, all on one database and broker."""
+        import socket
+
+        return self.folder / "daemon" / socket.gethostname()
 
     @property
     def repository_path(self) -> Path:

@@ -1,0 +1,172 @@
+"""Daemons on two hosts sharing one PostgreSQL and one RabbitMQ; one host is cut off.
+
+Each host is a network namespace with a UTS namespace of its own (its hostname), sharing
+this machine's files, as machines sharing a home over NFS do. A host reaches PostgreSQL,
+RabbitMQ and the cluster's sshd through relays on its own loopback that lead, over unix
+sockets, to this machine's loopback: no traffic leaves loopback. Cutting a host's link is
+killing its relays.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from veglia import engine, orm
+from veglia.entry_points import CalculationFactory
+from veglia_fixtures.profiles import make_profile, wait_for
+from veglia_fixtures.services import service_missing, ssh_computer
+
+ShellJob = CalculationFactory("core.shell")
+VEGLIA = str(Path(sys.executable).with_name("veglia"))
+PORTS = {"postgres": 5432, "rabbitmq": 5672, "ssh": 2222}
+
+
+class Host:
+    """A network namespace with a hostname, relays to this machine's services, a daemon."""
+
+    def __init__(self, name: str, sockets: Path) -> None:
+        self.name, self.netns, self.sockets = name, f"veglia-{name}-{os.getpid()}", sockets
+        self.relays: list[subprocess.Popen] = []
+        subprocess.run(["ip", "netns", "add", self.netns], check=True)
+        self._in_netns("ip", "link", "set", "lo", "up")
+        self.connect()
+
+    def _in_netns(self, *command: str) -> None:
+        subprocess.run(["ip", "netns", "exec", self.netns, *command], check=True)
+
+    def connect(self) -> None:
+        for service, port in PORTS.items():
+            relay = subprocess.Popen(
+                [
+                    "ip", "netns", "exec", self.netns, "socat",
+                    f"TCP-LISTEN:{port},bind=127.0.0.1,reuseaddr,fork",
+                    f"UNIX-CONNECT:{self.sockets / service}.sock",
+                ],
+                start_new_session=True,  # its forked children die with it: killpg
+            )  # fmt: skip
+            self.relays.append(relay)
+        time.sleep(0.5)
+
+    def cut(self) -> None:
+        for relay in self.relays:
+            os.killpg(relay.pid, signal.SIGKILL)
+            relay.wait()
+        self.relays = []
+
+    def veglia(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+        """A veglia command run on this host."""
+        script = f"hostname {self.name} && exec {VEGLIA} {' '.join(args)}"
+        return subprocess.run(
+            ["ip", "netns", "exec", self.netns, "unshare", "--uts", "sh", "-c", script],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+
+    def close(self) -> None:
+        self.veglia("-p", "test", "daemon", "stop", timeout=120)
+        self.cut()
+        subprocess.run(["ip", "netns", "delete", self.netns], check=False)
+
+
+@pytest.fixture
+def two_hosts(postgres_database, rabbitmq_url, services_env, ssh_params, slurm, tmp_path):
+    for tool in ("ip", "socat", "unshare"):
+        if shutil.which(tool) is None:
+            service_missing(f"{tool} is not installed (scripts/services installs it)")
+    sockets = tmp_path / "relays"
+    sockets.mkdir()
+    exits = [
+        subprocess.Popen(
+            [
+                "socat",
+                f"UNIX-LISTEN:{sockets / service}.sock,fork,mode=600",
+                f"TCP:127.0.0.1:{port}",
+            ],
+            start_new_session=True,
+        )
+        for service, port in PORTS.items()
+    ]
+    profile = make_profile(
+        **{
+            "storage.url": postgres_database,
+            "broker.url": rabbitmq_url,
+            "daemon.lease_timeout": "8",
+        }
+    )
+    ssh_computer("cluster", services_env, ssh_params, "core.slurm")
+    hosts = []
+    try:
+        hosts = [Host("host-a", sockets), Host("host-b", sockets)]
+        yield profile, hosts
+    finally:
+        for host in hosts:
+            host.close()
+        for relay in exits:
+            os.killpg(relay.pid, signal.SIGKILL)
+            relay.wait()
+
+
+def _holders(nodes) -> dict[int, str]:
+    from veglia.engine import leases
+
+    found = {}
+    for node in nodes:
+        lease = leases.holder(node.pk, timeout=8)
+        if lease is not None:
+            found[node.pk] = lease.host
+    return found
+
+
+def test_a_host_cut_off_hands_its_processes_over_without_a_double_submission(two_hosts):
+    _, (host_a, host_b) = two_hosts
+    ledger = Path(f"/home/vegliatest/two-hosts-{uuid.uuid4().hex[:8]}.log")
+    started = host_a.veglia("-p", "test", "daemon", "start", "1")
+    assert started.returncode == 0, started.stderr
+    nodes = []
+    for i in range(6):
+        builder = ShellJob.get_builder()
+        builder.command = orm.Str(f"echo token-{i} >> {ledger}; sleep 25")
+        builder.metadata.computer = "cluster"
+        builder.metadata.options.max_wallclock_seconds = 60
+        nodes.append(engine.submit(builder))
+    wait_for(nodes, lambda n: n.job_id is not None, timeout=120)
+    assert set(_holders(nodes).values()) == {"host-a"}
+    started = host_b.veglia("-p", "test", "daemon", "start", "1")
+    assert started.returncode == 0, started.stderr
+
+    host_a.cut()
+    try:
+        deadline = time.monotonic() + 120
+        while set(_holders(nodes).values()) != {"host-b"}:
+            assert time.monotonic() < deadline, _holders(nodes)
+            time.sleep(1)
+        wait_for(nodes, lambda n: n.is_terminated, timeout=240)
+        assert all(n.is_finished_ok for n in nodes), [(n.pk, n.exit_message) for n in nodes]
+        assert sorted(ledger.read_text().split()) == [f"token-{i}" for i in range(6)]
+        for node in nodes:
+            assert sum(log.message.startswith("submitted job") for log in node.logs) == 1
+    finally:
+        ledger.unlink(missing_ok=True)
+
+    # The link comes back. Host A's worker dropped what it held when it lost the database
+    # and the broker (it could write nothing meanwhile); back, it touches none of it.
+    before = {n.pk: (n.process_state, n.exit_status, n.attributes) for n in nodes}
+    host_a.connect()
+    deadline = time.monotonic() + 60
+    while "host-a" not in (host_a.veglia("-p", "test", "daemon", "status").stdout or ""):
+        assert time.monotonic() < deadline, "host A's daemon did not come back"
+        time.sleep(1)
+    time.sleep(5)
+    after = {n.pk: (n.process_state, n.exit_status, n.refresh().attributes) for n in nodes}
+    assert after == before
+    assert "host-a" not in _holders(nodes).values()
