@@ -95,14 +95,6 @@ def _now() -> Any:
     return (sa.func.julianday("now") - 2440587.5) * 86400.0
 
 
-def _insert() -> Any:
-    if get_storage().engine.dialect.name == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert
-    else:
-        from sqlalchemy.dialects.sqlite import insert
-    return insert
-
-
 def _local_holder_gone(worker: str, pid: int) -> bool:
     """A worker of this host that no longer runs: no need to wait for its lease to expire."""
     if not worker.endswith(f"/{_pid_space()}"):
@@ -126,7 +118,8 @@ def acquire(pk: int, worker: WorkerId, timeout: float) -> bool:
     }
     with get_storage().session() as session:
         inserted = session.execute(
-            _insert()(ProcessLease.__table__)
+            get_storage()
+            .insert(ProcessLease.__table__)
             .values(**values, heartbeat=now, acquired=now)
             .on_conflict_do_nothing()
         )

@@ -160,5 +160,13 @@ class StorageBackend:
         finally:
             session.close()
 
+    def insert(self, table: Any) -> Any:
+        """An INSERT for this database's dialect, which has ``on_conflict_do_nothing``."""
+        if self.engine.dialect.name == "postgresql":
+            from sqlalchemy.dialects.postgresql import insert
+        else:
+            from sqlalchemy.dialects.sqlite import insert
+        return insert(table)
+
     def close(self) -> None:
         self.engine.dispose()

@@ -21,7 +21,6 @@ __all__ = [
     "REPORTER",
     "TASK_KINDS",
     "enqueue",
-    "ensure_run",
     "get_run",
     "latest_tasks",
     "mark",
@@ -38,14 +37,6 @@ REPORTER = "tower"
 TASK_KINDS = ("submitted", "running", "task")
 
 
-def _insert() -> Any:
-    if get_storage().engine.dialect.name == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert
-    else:
-        from sqlalchemy.dialects.sqlite import insert
-    return insert
-
-
 def enqueue(
     run_key: str,
     kind: str,
@@ -58,7 +49,7 @@ def enqueue(
 
     ``run_meta`` describes the run's launch; the first record of a run creates it with that.
     """
-    insert = _insert()
+    storage = get_storage()
     values = {
         "reporter": REPORTER,
         "run_key": run_key,
@@ -70,23 +61,16 @@ def enqueue(
         "tries": 0,
         "created": datetime.now(timezone.utc),
     }
-    with get_storage().session() as session:
+    with storage.session() as session:
         if run_meta is not None:
-            session.execute(_new_run(insert, run_key, run_meta))
-        session.execute(insert(ReportOutbox.__table__).values(values).on_conflict_do_nothing())
-
-
-def _new_run(insert: Any, run_key: str, meta: dict[str, Any]) -> Any:
-    return (
-        insert(ReportRun.__table__)
-        .values(reporter=REPORTER, run_key=run_key, state="new", data={"meta": meta})
-        .on_conflict_do_nothing()
-    )
-
-
-def ensure_run(run_key: str, meta: dict[str, Any]) -> None:
-    with get_storage().session() as session:
-        session.execute(_new_run(_insert(), run_key, meta))
+            session.execute(
+                storage.insert(ReportRun.__table__)
+                .values(reporter=REPORTER, run_key=run_key, state="new", data={"meta": run_meta})
+                .on_conflict_do_nothing()
+            )
+        session.execute(
+            storage.insert(ReportOutbox.__table__).values(values).on_conflict_do_nothing()
+        )
 
 
 def pending_runs() -> list[str]:
