@@ -55,8 +55,6 @@ def _instantiate(
     assert instance.node is not None
     if caller is not None:
         instance.node.add_incoming(caller, "call", "CALL")
-        if caller.get_attribute("launch"):  # a step was launched by what launched its workflow
-            instance.node.set_attribute("launch", caller.get_attribute("launch"))
     return instance
 
 
