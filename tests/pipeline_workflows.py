@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import signal
+from pathlib import Path
 from typing import Any
 
 from veglia import orm
@@ -48,6 +51,30 @@ class CountedShell(WorkChain):
             return self.exit_codes.ERROR_CHILD_FAILED
         self.out("last", self.ctx.jobs[-1].outputs.stdout)
         return None
+
+
+class DiesAfterSubmit(WorkChain):
+    """Submits one job and, the first time only (no ``marker`` file yet), kills its own
+    worker before the workflow is checkpointed: the unlucky order, made to happen."""
+
+    @classmethod
+    def define(cls, spec: Any) -> None:
+        super().define(spec)
+        spec.input("command", valid_type=orm.Str)
+        spec.input("marker", valid_type=orm.Str)
+        spec.outline(cls.launch, cls.results)
+        spec.exit_code(401, "ERROR_CHILD_FAILED", "The job failed.")
+
+    def launch(self) -> ToContext:
+        job = self.submit(ShellJob, command=self.inputs["command"])
+        marker = Path(self.inputs["marker"].value)
+        if not marker.exists():
+            marker.touch()
+            os.kill(os.getpid(), signal.SIGKILL)
+        return ToContext(job=job)
+
+    def results(self) -> Any:
+        return None if self.ctx.job.is_finished_ok else self.exit_codes.ERROR_CHILD_FAILED
 
 
 class ThreeSteps(WorkChain):

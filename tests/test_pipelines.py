@@ -80,6 +80,25 @@ def test_a_workflow_survives_a_killed_worker(profile, workflows, daemon):
     assert len(children) == 3 and all(c.is_finished_ok for c in children)
 
 
+@pytest.mark.parametrize("with_broker", [False, True], ids=["database", "broker"])
+def test_a_step_repeated_after_its_worker_died_reuses_the_job_it_submitted(
+    with_broker, request, workflows, daemon, tmp_path
+):
+    request.getfixturevalue("broker_profile" if with_broker else "profile")
+    daemon(1)
+    tokens, died = tmp_path / "tokens", tmp_path / "died"
+    node = engine.submit(
+        workflows.DiesAfterSubmit,
+        command=orm.Str(f"echo ran >> {tokens}"),
+        marker=orm.Str(str(died)),
+    )
+    wait_for([node], lambda n: n.is_terminated, timeout=120)
+    assert died.exists(), "the worker was to die in the step"
+    assert node.is_finished_ok, node.exit_message
+    assert len(node.called) == 1
+    assert tokens.read_text() == "ran\n"
+
+
 def test_workers_share_pipelines_and_a_kill_reaches_the_steps(
     broker_profile, workflows, daemon, run_cli
 ):

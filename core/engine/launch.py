@@ -45,43 +45,94 @@ def submit(process: type[Process] | ProcessBuilder, /, **inputs: Any) -> Process
 
 
 def _instantiate(
-    process: type[Process] | ProcessBuilder, inputs: dict[str, Any], caller: ProcessNode | None
+    process: type[Process] | ProcessBuilder,
+    inputs: dict[str, Any],
+    caller: ProcessNode | None,
+    call_key: str | None = None,
 ) -> Process:
     """The process, stored, with its ``call`` link from the caller when there is one."""
+    from veglia.engine.process import CALLED_BY
     from veglia.engine.runner import get_runner
 
     process_class, all_inputs = _split(process, inputs)
-    instance = get_runner().instantiate(process_class, all_inputs)
+    token = CALLED_BY.set((caller, call_key) if caller is not None else None)
+    try:
+        instance = get_runner().instantiate(process_class, all_inputs)
+    finally:
+        CALLED_BY.reset(token)
     assert instance.node is not None
-    if caller is not None:
-        instance.node.add_incoming(caller, "call", "CALL")
     return instance
 
 
 def _to_daemon(
-    process: type[Process] | ProcessBuilder, inputs: dict[str, Any], caller: ProcessNode | None
+    process: type[Process] | ProcessBuilder,
+    inputs: dict[str, Any],
+    caller: ProcessNode | None,
+    call_key: str | None = None,
 ) -> ProcessNode:
-    from veglia.engine.submission import notify_daemon
-
-    instance = _instantiate(process, inputs, caller)
+    instance = _instantiate(process, inputs, caller, call_key)
     node = instance.node
     assert node is not None
-    node.set_attribute("daemon", True)
     instance.close()
-    notify_daemon(node)
+    _hand_to_daemon(node)
     return node
 
 
+def _hand_to_daemon(node: ProcessNode) -> None:
+    from veglia.engine.submission import notify_daemon
+
+    node.set_attribute("daemon", True)
+    notify_daemon(node)
+
+
 def launch_child(
-    caller: ProcessNode, process: type[Process] | ProcessBuilder, inputs: dict[str, Any]
+    caller: ProcessNode,
+    process: type[Process] | ProcessBuilder,
+    inputs: dict[str, Any],
+    call_key: str | None = None,
+    resumed: bool = False,
 ) -> ProcessNode:
     """A process called by a workflow, linked to it: run in the daemon when the caller is,
-    else beside the caller on this runner's loop."""
+    else beside the caller on this runner's loop.
+
+    A ``resumed`` caller (continued from its checkpoint after its worker died) may be
+    repeating a step that already launched this child: the child with the same
+    ``call_key`` is then returned, and handed to the daemon again in case the first hand-over
+    was lost (a duplicate task is dropped by the worker that gets it).
+    """
     from veglia.engine.runner import get_runner
 
+    if resumed and call_key is not None:
+        existing = find_called(caller, call_key)
+        if existing is not None:
+            if caller.get_attribute("daemon") and not existing.is_terminated:
+                _hand_to_daemon(existing)
+            return existing
     if caller.get_attribute("daemon"):
-        return _to_daemon(process, inputs, caller)
-    instance = _instantiate(process, inputs, caller)
+        return _to_daemon(process, inputs, caller, call_key)
+    instance = _instantiate(process, inputs, caller, call_key)
     get_runner().start_local(instance)
     assert instance.node is not None
     return instance.node
+
+
+def find_called(caller: ProcessNode, call_key: str) -> ProcessNode | None:
+    """The process ``caller`` launched under ``call_key``, if it did."""
+    import sqlalchemy as sa
+
+    from veglia.manage import get_storage
+    from veglia.orm.nodes import load_node
+    from veglia.storage import models
+
+    with get_storage().session() as session:
+        pk = session.scalars(
+            sa.select(models.Link.output_id)
+            .join(models.Node, models.Node.id == models.Link.output_id)
+            .where(
+                models.Link.input_id == caller.pk,
+                models.Link.link_type == "call",
+                models.Node.attributes["call_key"].as_string() == call_key,
+            )
+            .limit(1)
+        ).first()
+    return None if pk is None else load_node(pk)  # type: ignore[return-value]

@@ -7,6 +7,7 @@ can load it and carry on (see :mod:`veglia.engine.persistence`).
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import logging
 import os
@@ -20,7 +21,12 @@ from veglia.engine.exit_codes import ExitCode, ExitCodes
 from veglia.engine.process_spec import ProcessSpec
 from veglia.orm.nodes import TERMINAL_STATES, Node, ProcessNode, to_node
 
-__all__ = ["Process"]
+__all__ = ["CALLED_BY", "Process"]
+
+#: The workflow node creating processes here, and the call key of the one being created.
+CALLED_BY: contextvars.ContextVar[tuple[ProcessNode, str | None] | None] = contextvars.ContextVar(
+    "veglia_called_by", default=None
+)
 
 LOGGER = logging.getLogger("veglia.engine")
 
@@ -113,12 +119,20 @@ class Process(plumpy.Process):
         node.process_state = ProcessState.CREATED.value
         node.set_attribute("launch", launch_context())
         self.prepare_node(node)
-        node.store()
+        incoming: list[tuple[Node, str, str]] = []
         skip = self.non_db_inputs
         for label, value in flatten_inputs({k: v for k, v in self.inputs.items() if k not in skip}):
             if isinstance(value, Node):
-                value.store()
-                node.add_incoming(value, "input", label)
+                incoming.append((value.store(), "input", label))
+        call = CALLED_BY.get()
+        if call is not None:
+            caller, call_key = call
+            incoming.append((caller, "call", "CALL"))
+            if call_key is not None:
+                node.set_attribute("call_key", call_key)
+        # One transaction: a worker that dies here leaves either no node or a whole one,
+        # which a resumed caller finds by its call key.
+        node.store(incoming)
         return node
 
     def prepare_node(self, node: ProcessNode) -> None:

@@ -134,6 +134,11 @@ class WorkChain(Process):
         self.ctx = Context()
         self._stepper: Any = None
         self._awaiting: list[dict[str, Any]] = []
+        # Children are keyed "<step>.<n>": the step count is checkpointed before each step
+        # runs, so a step repeated after a worker died gives its children the same keys.
+        self._steps_done = 0
+        self._children_in_step = 0
+        self._resumed = False
 
     def on_create(self) -> None:
         super().on_create()
@@ -145,6 +150,7 @@ class WorkChain(Process):
 
         super().save_instance_state(out_state, save_context)
         out_state["ctx"] = encode_value(dict(self.ctx))
+        out_state["steps_done"] = self._steps_done
         if self._stepper is not None:
             out_state["stepper_state"] = self._stepper.save()
 
@@ -154,6 +160,9 @@ class WorkChain(Process):
         super().load_instance_state(saved_state, load_context)
         self.ctx = Context(decode_value(saved_state.get("ctx") or {}))
         self._awaiting = []
+        self._steps_done = int(saved_state.get("steps_done", 0))
+        self._children_in_step = 0
+        self._resumed = True
         self._stepper = None
         if saved_state.get("stepper_state") is not None:
             self._stepper = (
@@ -167,10 +176,14 @@ class WorkChain(Process):
     def do_step(self) -> Any:
         """One step of the outline; then wait for what it submitted, go on, or finish."""
         self._awaiting = []
+        self._children_in_step = 0
         try:
             finished, value = self._stepper.step()
         except _PropagateReturn as exc:
             finished, value = True, exc.exit_code
+        finally:
+            self._steps_done += 1
+            self._resumed = False  # later steps are new: none of their children exist yet
         if isinstance(value, ToContext):
             self.to_context(**value)
             value = None
@@ -217,7 +230,9 @@ class WorkChain(Process):
         from veglia.engine.launch import launch_child
 
         assert self.node is not None
-        return launch_child(self.node, process, inputs)
+        call_key = f"{self._steps_done}.{self._children_in_step}"
+        self._children_in_step += 1
+        return launch_child(self.node, process, inputs, call_key, resumed=self._resumed)
 
     def kill_children(self, message: str) -> None:
         """Kill the children still running, wherever they run (without waiting)."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 import io
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, ClassVar
@@ -259,8 +259,12 @@ class Node:
     def _row_values(self) -> dict[str, Any]:
         return {}
 
-    def store(self) -> Node:
-        """Write the node once; storing again is a no-op."""
+    def store(self, incoming: Iterable[tuple[Node, str, str]] = ()) -> Node:
+        """Write the node once; storing again is a no-op.
+
+        ``incoming`` links (source, link type, label) of stored nodes are written in the same
+        transaction, so no reader (and no worker that dies) ever sees the node without them.
+        """
         if self.is_stored:
             return self
         from veglia.orm.users import get_default_user
@@ -277,7 +281,15 @@ class Node:
         with get_storage().session() as session:
             session.add(row)
             session.flush()
-            self._pk, self._uuid, self._ctime = row.id, row.uuid, row.ctime
+            stored = row.id, row.uuid, row.ctime
+            for source, link_type, label in incoming:
+                session.add(
+                    models.Link(
+                        input_id=source.pk, output_id=row.id, label=label, link_type=link_type
+                    )
+                )
+        # Only once committed: a failed commit leaves the node unstored, to be stored again.
+        self._pk, self._uuid, self._ctime = stored
         if self._pending_files:
             self._store_files(self._pending_files, new=True)
             self._pending_files = {}
