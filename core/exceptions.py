@@ -22,6 +22,8 @@ went wrong and what to do about it.
         ├── TransportConnectionError could not open or keep a connection
         ├── TransportTimeoutError   a remote command ran past its timeout
         └── HostKeyError            the remote host key is unknown or has changed
+
+    StepAbandoned (a BaseException)  the database went away during a process step
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ __all__ = [
     "RepositoryIntegrityError",
     "SchemaNewerError",
     "SchemaOutdatedError",
+    "StepAbandoned",
     "StorageError",
     "TransportConnectionError",
     "TransportError",
@@ -131,3 +134,20 @@ class TransportTimeoutError(TransportError):
 
 class HostKeyError(TransportConnectionError):
     """The remote host's key is unknown or does not match the known one."""
+
+
+class StepAbandoned(BaseException):
+    """The database did not answer during a step of a process.
+
+    Not an error of the process, so it must not end it: plumpy turns every ``Exception`` a
+    step raises into the EXCEPTED state, and this is a ``BaseException`` to pass by that.
+    The daemon worker drops the process as it stands and continues it from its last
+    checkpoint once the database answers, as if its worker had been killed.
+    """
+
+    def __init__(self, pk: int | None) -> None:
+        super().__init__(
+            f"The database did not answer during a step of process {pk}; it goes on from its "
+            "last checkpoint once the database answers."
+        )
+        self.pk = pk

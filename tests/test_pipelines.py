@@ -21,16 +21,6 @@ RestartWorkChain = WorkflowFactory("core.restart")
 TESTS = Path(__file__).parent
 
 
-@pytest.fixture
-def workflows(monkeypatch):
-    """tests/pipeline_workflows importable here and in daemon workers."""
-    monkeypatch.syspath_prepend(str(TESTS))
-    monkeypatch.setenv("PYTHONPATH", str(TESTS))
-    import pipeline_workflows
-
-    return pipeline_workflows
-
-
 def test_a_workflow_runs_its_outline_and_links_its_steps(profile, workflows, run_cli):
     outputs, node = engine.run_get_node(
         workflows.CountedShell,

@@ -9,10 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 
 import sqlalchemy as sa
 
+from veglia.storage.outage import is_storage_outage, wait_for_storage
+
 __all__ = ["ChildWatcher"]
+
+LOGGER = logging.getLogger("veglia.engine")
 
 
 class ChildWatcher:
@@ -67,7 +72,15 @@ class ChildWatcher:
 
     async def _watch(self) -> None:
         while self._waiters:
-            for pk in self._terminated(list(self._waiters)):
+            try:
+                terminated = self._terminated(list(self._waiters))
+            except Exception as exc:
+                if not is_storage_outage(exc):
+                    raise
+                LOGGER.warning("cannot see whether child processes ended: %s", exc)
+                await wait_for_storage()
+                continue
+            for pk in terminated:
                 for future in self._waiters.pop(pk, []):
                     if not future.done():
                         future.set_result(None)

@@ -28,6 +28,8 @@ from veglia.config.profile import Profile
 from veglia.engine import leases
 from veglia.engine.monitor_runner import CALLS as MONITOR_CALLS
 from veglia.engine.outages import OutageWatcher
+from veglia.exceptions import StepAbandoned
+from veglia.storage.outage import is_storage_outage, wait_for_storage
 
 __all__ = ["ACTIVE_STATES", "DaemonFiles", "Worker", "supervise"]
 
@@ -247,21 +249,64 @@ class Worker:
         return await self.continue_process(int(task["pid"]))
 
     async def continue_process(self, pk: int) -> bool:
-        """Load the process from its checkpoint and step it until it terminates."""
-        from veglia.engine.persistence import load_process
-        from veglia.orm.nodes import load_node
+        """Load the process from its checkpoint and step it until it terminates.
 
+        When the database goes away under a step, the process is dropped as it stands and
+        loaded again from its checkpoint once the database answers, still under this
+        worker's lease (which its renewals keep, or this worker stops: see ``_fence``).
+        """
         if self.active.get(pk) is not None:  # a duplicate task: the running one will ack
             return True
-        node = load_node(pk)
-        if node.is_terminated:  # type: ignore[attr-defined]
-            return True
+        held = False
+        try:
+            while True:
+                try:
+                    held = held or await self._take(pk)
+                    if not held:
+                        return True
+                    await self._step(pk)
+                    return True
+                except StepAbandoned as exc:
+                    LOGGER.warning("%s", exc)
+                except Exception as exc:
+                    if not is_storage_outage(exc):
+                        LOGGER.exception("process %s failed in the worker", pk)
+                        return True
+                    LOGGER.warning("process %s: the database did not answer (%s)", pk, exc)
+                stale = self.active.get(pk)
+                if stale is not None:
+                    stale.close()  # its RPC subscription must not outlive it
+                await wait_for_storage()
+        finally:
+            self.active.pop(pk, None)
+            if held:
+                try:
+                    leases.release(pk, self.me)
+                except Exception:  # it expires by itself
+                    LOGGER.exception("could not release the lease on process %s", pk)
+
+    async def _take(self, pk: int) -> bool:
+        """Whether this worker now holds the process (it is unfinished and no other live
+        worker runs it)."""
+        from veglia.orm.nodes import load_node
+
+        if load_node(pk).is_terminated:  # type: ignore[attr-defined]
+            return False
         # A task delivered again (after a broker restart, or a repair) while another live
         # worker runs the process: that worker finishes it; if it dies, its lease expires
         # and the daemon's reconciler queues the process again.
         if not leases.acquire(pk, self.me, self.lease_timeout):
             LOGGER.info("process %s is held by another live worker: task dropped", pk)
-            return True
+            return False
+        return True
+
+    async def _step(self, pk: int) -> None:
+        from veglia.engine.persistence import load_process
+        from veglia.orm.nodes import load_node
+
+        node = load_node(pk)
+        if node.is_terminated:  # type: ignore[attr-defined]
+            return
         process = load_process(
             node,
             loop=self.loop,
@@ -270,14 +315,7 @@ class Worker:
         if node.paused:  # type: ignore[attr-defined]
             process.pause(node.get_attribute("paused_reason") or None)
         self.active[pk] = process
-        try:
-            await process.step_until_terminated()
-        except Exception:
-            LOGGER.exception("process %s failed in the worker", pk)
-        finally:
-            self.active.pop(pk, None)
-            leases.release(pk, self.me)
-        return True
+        await process.step_until_terminated()
 
     async def _take_from_database(self) -> None:
         """Without a broker: every unfinished submitted process is ours."""
@@ -285,18 +323,24 @@ class Worker:
         from veglia.storage.models import Node
 
         while not self._stop.is_set():
-            with get_storage().session() as session:
-                pks = session.scalars(
-                    sa.select(Node.id).where(
-                        Node.process_state.in_(ACTIVE_STATES),
-                        Node.attributes["daemon"].as_boolean().is_(True),
-                    )
-                ).all()
-            for pk in pks:
-                if pk not in self.active:
-                    self.active[pk] = None
-                    self.loop.create_task(self._continue_claimed(pk))
-            self._apply_control_requests()
+            try:
+                with get_storage().session() as session:
+                    pks = session.scalars(
+                        sa.select(Node.id).where(
+                            Node.process_state.in_(ACTIVE_STATES),
+                            Node.attributes["daemon"].as_boolean().is_(True),
+                        )
+                    ).all()
+                for pk in pks:
+                    if pk not in self.active:
+                        self.active[pk] = None
+                        self.loop.create_task(self._continue_claimed(pk))
+                self._apply_control_requests()
+            except Exception as exc:
+                if not is_storage_outage(exc):
+                    raise
+                LOGGER.warning("cannot look for submitted processes: %s", exc)
+                await wait_for_storage()
             await asyncio.sleep(0.5)
 
     async def _continue_claimed(self, pk: int) -> None:

@@ -19,7 +19,9 @@ from plumpy.process_states import ProcessState
 
 from veglia.engine.exit_codes import ExitCode, ExitCodes
 from veglia.engine.process_spec import ProcessSpec
+from veglia.exceptions import StepAbandoned
 from veglia.orm.nodes import TERMINAL_STATES, Node, ProcessNode, to_node
+from veglia.storage.outage import is_storage_outage
 
 __all__ = ["CALLED_BY", "Process"]
 
@@ -171,6 +173,21 @@ class Process(plumpy.Process):
 
         super().load_instance_state(saved_state, load_context)
         self.node = load_node(saved_state["node_pk"])  # type: ignore[assignment]
+
+    # -- a database that went away ---------------------------------------------------------
+    def create_state(self, state_label: Any, *args: Any, **kwargs: Any) -> Any:
+        # plumpy makes EXCEPTED of whatever a step raised; a database outage says nothing
+        # about the process, so it leaves the step instead (see StepAbandoned).
+        if state_label == ProcessState.EXCEPTED and args and is_storage_outage(args[0]):
+            raise StepAbandoned(self.node.pk if self.node else None) from args[0]
+        return super().create_state(state_label, *args, **kwargs)
+
+    def transition_failed(
+        self, initial_state: Any, final_state: Any, exception: Exception, trace: Any
+    ) -> None:
+        if is_storage_outage(exception) and final_state != ProcessState.CREATED:
+            raise StepAbandoned(self.node.pk if self.node else None) from exception
+        super().transition_failed(initial_state, final_state, exception, trace)
 
     def on_entered(self, from_state: Any) -> None:
         super().on_entered(from_state)

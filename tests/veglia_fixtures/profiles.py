@@ -134,6 +134,17 @@ def daemon(run_cli):
         run_cli("-p", "test", "daemon", "stop")
 
 
+@pytest.fixture
+def workflows(monkeypatch: pytest.MonkeyPatch):
+    """tests/pipeline_workflows importable here and in daemon workers."""
+    tests = Path(__file__).parent.parent
+    monkeypatch.syspath_prepend(str(tests))
+    monkeypatch.setenv("PYTHONPATH", str(tests))
+    import pipeline_workflows
+
+    return pipeline_workflows
+
+
 def wait_for(nodes, condition, timeout: float = 120.0) -> None:
     """Until ``condition(node)`` holds for every node (refreshed), or fail with their states."""
     import time

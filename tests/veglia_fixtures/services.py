@@ -217,3 +217,51 @@ def restartable_rabbitmq(rabbitmq_url):
         service_missing("rabbitmqctl is not installed here")
     yield
     rabbitmqctl("start_app")  # whatever happened, leave it running
+
+
+# -- a PostgreSQL a test may cut off ------------------------------------------------------
+@pytest.fixture
+def relayed_postgres(postgres_database: str) -> Iterator[dict[str, object]]:
+    """A fresh PostgreSQL database reached through a TCP relay (socat) on loopback, which the
+    test may ``stop`` (every open connection is reset, new ones are refused, as when the
+    server restarts) and ``start`` again; ``url`` goes through the relay."""
+    import socket
+
+    if shutil.which("socat") is None:
+        service_missing("socat is not installed (scripts/services installs it)")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    target = postgres_database.split("@", 1)[1].split("/", 1)[0]  # host:port
+    relay: list[subprocess.Popen] = []
+
+    def start() -> None:
+        relay.append(
+            subprocess.Popen(
+                ["socat", f"TCP-LISTEN:{port},bind=127.0.0.1,fork,reuseaddr", f"TCP:{target}"],
+                start_new_session=True,  # its forks (one per connection) die with it
+            )
+        )
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                return
+            except OSError:
+                assert time.monotonic() < deadline, "the PostgreSQL relay did not start"
+                time.sleep(0.05)
+
+    def stop() -> None:
+        process = relay.pop()
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+
+    start()
+    user_part, rest = postgres_database.split("@", 1)
+    yield {
+        "url": f"{user_part}@127.0.0.1:{port}/{rest.split('/', 1)[1]}",
+        "start": start,
+        "stop": stop,
+    }
+    while relay:
+        stop()
