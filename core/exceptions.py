@@ -9,6 +9,7 @@ went wrong and what to do about it.
     │   ├── InvalidOptionError      an option name or value is not allowed
     │   └── ProfileNotFoundError    no profile of that name (or none at all)
     ├── StorageError                the database or the file repository failed
+    │   ├── StorageUnavailable      the database does not answer (it is down or unreachable)
     │   ├── SchemaOutdatedError     the database schema is older than this release
     │   ├── SchemaNewerError        the database was migrated by a newer release
     │   ├── NotExistent             no row/node/blob for the given identifier
@@ -44,6 +45,7 @@ __all__ = [
     "SchemaOutdatedError",
     "StepAbandoned",
     "StorageError",
+    "StorageUnavailable",
     "TransportConnectionError",
     "TransportError",
     "TransportTimeoutError",
@@ -76,6 +78,10 @@ class StorageError(VegliaError):
     """The database or the file repository failed."""
 
     exit_code = 4
+
+
+class StorageUnavailable(StorageError):
+    """The database does not answer: it is down, restarting, or unreachable from here."""
 
 
 class SchemaOutdatedError(StorageError):

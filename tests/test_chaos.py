@@ -1,5 +1,5 @@
-"""Faults together: worker kills, a broker restart and an sshd outage in one run of 40 SLURM
-jobs. Every job must end by itself, and each must have run exactly once."""
+"""Faults together: worker kills, a broker restart, an sshd outage and a database outage in
+one run of 40 SLURM jobs. Every job must end by itself, and each must have run exactly once."""
 
 from __future__ import annotations
 
@@ -10,10 +10,9 @@ import uuid
 from pathlib import Path
 
 from veglia import engine, orm
-from veglia.config import Config
 from veglia.engine.daemon import DaemonFiles
 from veglia.entry_points import CalculationFactory
-from veglia_fixtures.profiles import wait_for
+from veglia_fixtures.profiles import make_profile, wait_for
 from veglia_fixtures.services import rabbitmqctl
 
 ShellJob = CalculationFactory("core.shell")
@@ -27,14 +26,21 @@ def _kill_a_worker(profile, which: int) -> int:
     return pid
 
 
-def test_worker_kills_a_broker_restart_and_an_outage_strand_no_job(
-    broker_profile,
+def test_worker_kills_a_broker_restart_and_outages_strand_no_job(
+    rabbitmq_url,
+    relayed_postgres,
     slurm,
     private_sshd,
     restartable_rabbitmq,
     daemon,
 ):
-    Config().set_option("test", "daemon.lease_timeout", "10")
+    profile = make_profile(
+        **{
+            "storage.url": relayed_postgres["url"],
+            "broker.url": rabbitmq_url,
+            "daemon.lease_timeout": "10",
+        }
+    )
     private_sshd["computer"]("chaos", "core.slurm")
     ledger = Path(f"/home/vegliatest/chaos-{uuid.uuid4().hex[:8]}.log")
     daemon(2)
@@ -48,13 +54,16 @@ def test_worker_kills_a_broker_restart_and_an_outage_strand_no_job(
 
     start = time.monotonic()
     events = [
-        (5, lambda: _kill_a_worker(broker_profile, 0)),
+        (5, lambda: _kill_a_worker(profile, 0)),
         (10, private_sshd["stop"]),
-        (15, lambda: _kill_a_worker(broker_profile, 1)),
+        (15, lambda: _kill_a_worker(profile, 1)),
         (20, lambda: rabbitmqctl("stop_app")),
         (23, lambda: rabbitmqctl("start_app")),
-        (28, lambda: _kill_a_worker(broker_profile, 0)),
+        (28, lambda: _kill_a_worker(profile, 0)),
+        # Longer than the lease timeout: the workers fence themselves and are restarted.
+        (32, relayed_postgres["stop"]),
         (40, private_sshd["start"]),
+        (46, relayed_postgres["start"]),
     ]
     for at, event in events:
         time.sleep(max(0.0, at - (time.monotonic() - start)))

@@ -132,8 +132,8 @@ def supervise(profile: Profile, workers: int) -> None:
             try:
                 if reconciler.step():
                     write_status()
-            except Exception:  # the broker or the database is away: look again later
-                LOGGER.exception("could not look for stranded processes")
+            except Exception as exc:  # the broker or the database is away: look again later
+                _log_failure("could not look for stranded processes", exc)
         for slot in slots:
             code = slot["process"].poll()
             if code is None or stopping or time.time() < slot.get("retry_at", 0):
@@ -170,6 +170,15 @@ def supervise(profile: Profile, workers: int) -> None:
     files.status.unlink(missing_ok=True)
     files.pid.unlink(missing_ok=True)
     LOGGER.warning("daemon stopped")
+
+
+def _log_failure(what: str, exc: Exception) -> None:
+    """One line for a database that is away (it is expected, and said often); the whole
+    traceback for anything else."""
+    if is_storage_outage(exc):
+        LOGGER.warning("%s: the database does not answer (%s)", what, str(exc).splitlines()[0])
+    else:
+        LOGGER.error("%s", what, exc_info=exc)
 
 
 def _start_reporters(profile: Profile) -> Any:
@@ -268,14 +277,16 @@ class Worker:
                     return True
                 except StepAbandoned as exc:
                     LOGGER.warning("%s", exc)
+                except asyncio.CancelledError:
+                    # The task's broker channel closed: the broker delivers the task again.
+                    self._drop(pk)
+                    raise
                 except Exception as exc:
                     if not is_storage_outage(exc):
                         LOGGER.exception("process %s failed in the worker", pk)
                         return True
                     LOGGER.warning("process %s: the database did not answer (%s)", pk, exc)
-                stale = self.active.get(pk)
-                if stale is not None:
-                    stale.close()  # its RPC subscription must not outlive it
+                self._drop(pk)
                 await wait_for_storage()
         finally:
             self.active.pop(pk, None)
@@ -284,6 +295,12 @@ class Worker:
                     leases.release(pk, self.me)
                 except Exception:  # it expires by itself
                     LOGGER.exception("could not release the lease on process %s", pk)
+
+    def _drop(self, pk: int) -> None:
+        """Stop stepping the process here as it stands (its checkpoint is its state)."""
+        stale = self.active.get(pk)
+        if stale is not None:
+            stale.close()  # its RPC subscription must not outlive it
 
     async def _take(self, pk: int) -> bool:
         """Whether this worker now holds the process (it is unfinished and no other live
@@ -363,8 +380,8 @@ class Worker:
             try:
                 lost = set(running) - leases.renew(self.me, running)
                 renewed = time.monotonic()
-            except Exception:  # the database is away: the timeout is the margin
-                LOGGER.exception("could not renew the process leases")
+            except Exception as exc:  # the database is away: the timeout is the margin
+                _log_failure("could not renew the process leases", exc)
                 lost = set() if time.monotonic() - renewed < self.lease_timeout else set(running)
             if lost:
                 self._fence(sorted(lost))

@@ -12,7 +12,12 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from veglia.config.profile import mask_url
-from veglia.exceptions import SchemaNewerError, SchemaOutdatedError, StorageError
+from veglia.exceptions import (
+    SchemaNewerError,
+    SchemaOutdatedError,
+    StorageError,
+    StorageUnavailable,
+)
 from veglia.storage.repository import FileRepository
 
 __all__ = ["SchemaStatus", "StorageBackend", "create_db_engine"]
@@ -111,7 +116,7 @@ class StorageBackend:
             with self.engine.connect() as connection:
                 current = MigrationContext.configure(connection).get_current_revision()
         except sa.exc.OperationalError as exc:
-            raise StorageError(
+            raise StorageUnavailable(
                 f"Cannot reach the database at {mask_url(self.url)}: {exc.orig}. Check that "
                 "it runs and that storage.url is right (`veglia config get storage.url`)."
             ) from None

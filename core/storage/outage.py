@@ -4,6 +4,8 @@ A worker meets an unreachable database as SQLAlchemy's ``OperationalError`` (con
 refused or reset, SQLite's "database is locked"), ``InterfaceError`` or a pool timeout. Such
 an error says nothing about the process it interrupted, so the process must not end on it:
 the worker continues the process from its last checkpoint once the database answers.
+Opening the storage when the database is away raises
+:class:`~veglia.exceptions.StorageUnavailable`, which counts the same.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ import asyncio
 import logging
 
 import sqlalchemy as sa
+
+from veglia.exceptions import StorageUnavailable
 
 __all__ = ["is_storage_outage", "wait_for_storage"]
 
@@ -32,6 +36,8 @@ def is_storage_outage(exc: BaseException | None) -> bool:
     seen: set[int] = set()
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
+        if isinstance(exc, StorageUnavailable):
+            return True
         if isinstance(exc, sa.exc.DBAPIError) and exc.connection_invalidated:
             return True
         if isinstance(exc, _OUTAGE_ERRORS):
