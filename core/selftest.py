@@ -72,12 +72,12 @@ def check_storage(profile: Profile) -> CheckResult:
         return CheckResult("storage", False, f"database error: {exc}", "check storage.url")
     except OSError as exc:
         return CheckResult(
-            "storage", False, f"repository error: {exc}", f"check {profile.repository_path}"
+            "storage", False, f"repository error: {exc}", f"check {profile.repository_location}"
         )
     finally:
         storage.close()
     return CheckResult(
-        "storage", True, f"{profile.storage_url_masked}, repository {profile.repository_path}"
+        "storage", True, f"{profile.storage_url_masked}, repository {profile.repository_location}"
     )
 
 

@@ -127,6 +127,32 @@ def test_a_process_whose_task_was_lost_is_repaired_by_the_daemon(broker_profile,
     assert "No stranded process" in again.stdout
 
 
+def test_a_lost_task_behind_a_backlog_is_repaired_after_the_backlog_patience(
+    broker_profile, daemon, run_cli
+):
+    from veglia.engine.reconcile import Reconciler, queued_tasks
+
+    daemon(1)
+    run_cli("-p", "test", "daemon", "stop")  # declares the queue, then leaves it unread
+    lost = engine.submit(ShellJob, command=orm.Str("echo lost"))
+    _purge_process_queue(broker_profile)
+    waiting = engine.submit(ShellJob, command=orm.Str("echo waiting its turn"))
+    assert queued_tasks(broker_profile) == 1
+
+    reconciler = Reconciler(broker_profile, backlog_patience=30)
+    assert reconciler.step(now=0) == []  # a first look
+    assert reconciler.step(now=5) == []  # a backlog: either may be waiting its turn
+    assert reconciler.step(now=31) == [lost.pk, waiting.pk]  # the patience is over
+    assert queued_tasks(broker_profile) == 3
+    assert reconciler.repaired == 2
+
+    daemon(1)  # the duplicate of the waiting one is dropped: each runs once
+    wait_for([lost, waiting], lambda n: n.is_terminated, timeout=90)
+    assert lost.is_finished_ok and waiting.is_finished_ok
+    for node in (lost, waiting):
+        assert sum(log.message.startswith("submitted job") for log in node.logs) == 1
+
+
 def test_control_never_acts_under_a_live_worker(broker_profile, daemon, run_cli):
     daemon(1)
     run_cli("-p", "test", "daemon", "stop")

@@ -16,6 +16,7 @@ from veglia.exceptions import (
 )
 from veglia.storage import FileRepository, StorageBackend
 from veglia.storage.models import Base, Computer, Link, Log, Node, RepositoryFile, User
+from veglia_fixtures.profiles import make_profile
 
 
 def test_empty_database_asks_for_migration(storage_url, tmp_path):
@@ -142,6 +143,51 @@ def test_repository_stores_each_content_once_and_detects_tampering(tmp_path):
     with pytest.raises(NotExistent, match="missing"):
         repository.get_bytes(sha_a)
     assert not list((tmp_path / "repo" / "tmp").iterdir())
+
+
+def test_database_repository_stores_once_detects_tampering_and_reads_older_folder_blobs(
+    storage_url, tmp_path
+):
+    folder = FileRepository(tmp_path / "repo")
+    old_sha, _ = folder.put_bytes(b"written before the switch")
+    backend = StorageBackend(storage_url, tmp_path / "repo", repository="database")
+    backend.migrate()
+    repository = backend.repository
+    sha_a, size = repository.put_bytes(b"hello")
+    assert repository.put_bytes(b"hello") == (sha_a, size) and size == 5
+    assert not folder.has(sha_a), "a database blob must not need the folder"
+    assert repository.get_bytes(sha_a) == b"hello"
+    assert repository.get_bytes(old_sha) == b"written before the switch"
+    assert sorted(repository) == sorted([sha_a, old_sha])
+    repository.verify(sha_a)
+
+    with backend.session() as session:
+        session.execute(sa.text("UPDATE repository_blobs SET content = :c"), {"c": b"HELLO"})
+    with pytest.raises(RepositoryIntegrityError, match=sha_a):
+        repository.verify(sha_a)
+    moved = repository.quarantine(sha_a)
+    assert moved is not None and moved.read_bytes() == b"HELLO"
+    with pytest.raises(NotExistent, match="storage.repository"):
+        repository.get_bytes(sha_a)
+    repository.put_bytes(b"hello")  # the true content again restores it
+    repository.verify(sha_a)
+    backend.close()
+
+
+def test_a_job_stored_in_the_database_repository_needs_no_folder(postgres_database):
+    import shutil
+
+    from veglia import engine, orm
+    from veglia.entry_points import CalculationFactory
+    from veglia.orm.nodes import load_node
+
+    profile = make_profile(**{"storage.url": postgres_database, "storage.repository": "database"})
+    _, node = engine.run_get_node(
+        CalculationFactory("core.shell"), command=orm.Str("echo from the database")
+    )
+    assert node.is_finished_ok, node.exit_message
+    shutil.rmtree(profile.repository_path, ignore_errors=True)  # another host has no folder
+    assert load_node(node.pk).outputs.stdout.get_content() == b"from the database\n"
 
 
 def test_process_attributes_from_two_writers_are_both_kept(storage_url, tmp_path, monkeypatch):

@@ -1,7 +1,8 @@
 """Daemons on two hosts sharing one PostgreSQL and one RabbitMQ; one host is cut off.
 
-Each host is a network namespace with a UTS namespace of its own (its hostname), sharing
-this machine's files, as machines sharing a home over NFS do. A host reaches PostgreSQL,
+Each host is a network namespace with a UTS namespace of its own (its hostname) and a veglia
+home of its own (a copy of the configuration, no shared folder: file contents are kept in
+the database, ``storage.repository = database``). A host reaches PostgreSQL,
 RabbitMQ and the cluster's sshd through relays on its own loopback that lead, over unix
 sockets, to this machine's loopback: no traffic leaves loopback. Cutting a host's link is
 killing its relays.
@@ -33,8 +34,10 @@ PORTS = {"postgres": 5432, "rabbitmq": 5672, "ssh": 2222}
 class Host:
     """A network namespace with a hostname, relays to this machine's services, a daemon."""
 
-    def __init__(self, name: str, sockets: Path) -> None:
+    def __init__(self, name: str, sockets: Path, home: Path) -> None:
         self.name, self.netns, self.sockets = name, f"veglia-{name}-{os.getpid()}", sockets
+        self.home = home.with_name(f"home-{name}")
+        shutil.copytree(home, self.home)
         self.relays: list[subprocess.Popen] = []
         subprocess.run(["ip", "netns", "add", self.netns], check=True)
         self._in_netns("ip", "link", "set", "lo", "up")
@@ -70,6 +73,7 @@ class Host:
             capture_output=True,
             text=True,
             timeout=timeout,
+            env={**os.environ, "VEGLIA_HOME": str(self.home)},
         )
 
     def close(self) -> None:
@@ -79,7 +83,9 @@ class Host:
 
 
 @pytest.fixture
-def two_hosts(postgres_database, rabbitmq_url, services_env, ssh_params, slurm, tmp_path):
+def two_hosts(
+    postgres_database, rabbitmq_url, services_env, ssh_params, slurm, tmp_path, veglia_home
+):
     for tool in ("ip", "socat", "unshare"):
         if shutil.which(tool) is None:
             service_missing(f"{tool} is not installed (scripts/services installs it)")
@@ -101,12 +107,13 @@ def two_hosts(postgres_database, rabbitmq_url, services_env, ssh_params, slurm, 
             "storage.url": postgres_database,
             "broker.url": rabbitmq_url,
             "daemon.lease_timeout": "8",
+            "storage.repository": "database",
         }
     )
     ssh_computer("cluster", services_env, ssh_params, "core.slurm")
     hosts = []
     try:
-        hosts = [Host("host-a", sockets), Host("host-b", sockets)]
+        hosts = [Host("host-a", sockets, veglia_home), Host("host-b", sockets, veglia_home)]
         yield profile, hosts
     finally:
         for host in hosts:
@@ -155,6 +162,8 @@ def test_a_host_cut_off_hands_its_processes_over_without_a_double_submission(two
         assert sorted(ledger.read_text().split()) == [f"token-{i}" for i in range(6)]
         for node in nodes:
             assert sum(log.message.startswith("submitted job") for log in node.logs) == 1
+            # Retrieved on host B, read here: through the database, not a shared folder.
+            assert node.outputs.stdout.get_content() == b""
     finally:
         ledger.unlink(missing_ok=True)
 

@@ -38,7 +38,7 @@ def profile_show(state: CliState, name: str | None, raw: bool) -> None:
         ("name", profile.name),
         ("folder", profile.folder),
         ("storage", profile.storage_url_masked),
-        ("repository", profile.repository_path),
+        ("repository", profile.repository_location),
         ("broker", profile.broker_url_masked or "none"),
         ("default", profile.name == state.config.default_profile),
     ]

@@ -45,7 +45,7 @@ def storage_info(state: CliState, raw: bool) -> None:
         storage.close()
     rows = [
         ("database", profile.storage_url_masked),
-        ("repository", profile.repository_path),
+        ("repository", profile.repository_location),
         ("schema", status.current or "empty"),
         ("needed", status.head),
         ("up to date", status.up_to_date),

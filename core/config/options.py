@@ -266,6 +266,15 @@ BUILTIN_OPTIONS: tuple[Option, ...] = (
         hint="empty when the database needs none",
     ),
     Option(
+        "storage.repository",
+        "Where file contents are kept: 'folder' (the profile's repository folder) or "
+        "'database' (in the database, for daemons on several hosts that share the database "
+        "but not a folder). Blobs written before a switch to 'database' are still read from "
+        "the folder.",
+        default="folder",
+        choices=("folder", "database"),
+    ),
+    Option(
         "broker.url",
         "RabbitMQ URL for multi-worker daemons, amqp://user@host:5672/vhost. Empty: no "
         "broker; jobs still run, with a single-process daemon.",

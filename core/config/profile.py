@@ -71,6 +71,13 @@ class Profile:
         return self.folder / "repository"
 
     @property
+    def repository_location(self) -> str:
+        """Where file contents are kept, for people: the folder, or the database."""
+        if self.get_option("storage.repository") == "database":
+            return f"in the database (and, written before, {self.repository_path})"
+        return str(self.repository_path)
+
+    @property
     def storage_url(self) -> str:
         """The database URL to connect with, password included: never print it."""
         url = self.get_option("storage.url")

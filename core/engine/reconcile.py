@@ -4,13 +4,16 @@ A process is stranded when it is active, no live worker holds its lease, and no 
 waits in the broker: its task was lost (a broker restart at the wrong moment, a worker
 killed while acknowledging, a purge). The daemon's supervisor looks every few seconds; a
 process stranded in two looks in a row while the broker's process queue holds no waiting
-task is queued again. A duplicate task is harmless: the lease lets one worker run it.
+task is queued again, and behind a backlog of tasks once it has waited longer than any
+task in the queue should (see :class:`Reconciler`). A duplicate task is harmless: the lease
+lets one worker run it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Any
 
 from veglia.engine import leases
@@ -55,22 +58,40 @@ def requeue(pks: list[int]) -> None:
 
 
 class Reconciler:
-    """The supervisor's repair loop; ``repaired`` counts the processes it queued again."""
+    """The supervisor's repair loop; ``repaired`` counts the processes it queued again.
 
-    def __init__(self, profile: Any) -> None:
+    While tasks wait in the broker (the workers are full), an unheld process may simply be
+    waiting its turn, so it is queued again only once it has been unheld for
+    ``backlog_patience`` seconds (ten lease timeouts, at least a minute): a lost task then
+    costs that long at most, and a duplicate is dropped by whichever worker gets it.
+    """
+
+    def __init__(self, profile: Any, backlog_patience: float | None = None) -> None:
         self.profile = profile
         self.timeout = float(profile.get_option("daemon.lease_timeout"))
+        self.backlog_patience = (
+            max(60.0, 10 * self.timeout) if backlog_patience is None else backlog_patience
+        )
         self.repaired = 0
-        self._seen: set[int] = set()
+        self._since: dict[int, float] = {}  # unheld process -> when first seen unheld
 
-    def step(self) -> list[int]:
+    def step(self, now: float | None = None) -> list[int]:
         """One look; the processes queued again."""
-        now = set(stranded(self.timeout))
-        twice, self._seen = sorted(now & self._seen), now
-        if not twice or queued_tasks(self.profile):
+        now = time.monotonic() if now is None else now
+        unheld = set(stranded(self.timeout))
+        self._since = {pk: self._since.get(pk, now) for pk in unheld}
+        seen_before = sorted(pk for pk, since in self._since.items() if since < now)
+        if not seen_before:
             return []
-        requeue(twice)
-        self.repaired += len(twice)
-        self._seen -= set(twice)
-        LOGGER.warning("repaired %d stranded process(es): %s", len(twice), twice)
-        return twice
+        if queued_tasks(self.profile):
+            seen_before = [
+                pk for pk in seen_before if now - self._since[pk] >= self.backlog_patience
+            ]
+        if not seen_before:
+            return []
+        requeue(seen_before)
+        self.repaired += len(seen_before)
+        for pk in seen_before:
+            self._since.pop(pk)
+        LOGGER.warning("repaired %d stranded process(es): %s", len(seen_before), seen_before)
+        return seen_before

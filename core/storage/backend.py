@@ -19,6 +19,7 @@ from veglia.exceptions import (
     StorageUnavailable,
 )
 from veglia.storage.repository import FileRepository
+from veglia.storage.repository_db import DatabaseRepository
 
 __all__ = ["SchemaStatus", "StorageBackend", "create_db_engine"]
 
@@ -83,15 +84,22 @@ class SchemaStatus:
 class StorageBackend:
     """The database and file repository of one profile."""
 
-    def __init__(self, url: str, repository_path: Path | str) -> None:
+    def __init__(self, url: str, repository_path: Path | str, repository: str = "folder") -> None:
         self.url = url
         self.engine = create_db_engine(url)
-        self.repository = FileRepository(repository_path)
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+        folder = FileRepository(repository_path)
+        self.repository: FileRepository | DatabaseRepository = (
+            DatabaseRepository(self, fallback=folder) if repository == "database" else folder
+        )
 
     @classmethod
     def from_profile(cls, profile: Any) -> StorageBackend:
-        return cls(profile.storage_url, profile.repository_path)
+        return cls(
+            profile.storage_url,
+            profile.repository_path,
+            profile.get_option("storage.repository"),
+        )
 
     def __repr__(self) -> str:
         return f"StorageBackend({mask_url(self.url)!r})"

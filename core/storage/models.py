@@ -20,6 +20,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Text,
@@ -197,6 +198,17 @@ class RepositoryFile(Base):
     path: Mapped[str] = mapped_column(Text)
     sha256: Mapped[str] = mapped_column(String(64), index=True)
     size: Mapped[int] = mapped_column(BigInteger)
+
+
+class RepositoryBlob(Base):
+    """A blob of the repository kept in the database (``storage.repository = database``),
+    so hosts that share the database need no shared folder."""
+
+    __tablename__ = "repository_blobs"
+
+    sha256: Mapped[str] = mapped_column(String(64), primary_key=True)
+    size: Mapped[int] = mapped_column(BigInteger)
+    content: Mapped[bytes] = mapped_column(LargeBinary)
 
 
 class ReportOutbox(Base):
