@@ -9,6 +9,7 @@ command lines and parsers; :meth:`Scheduler.submit`, :meth:`Scheduler.get_jobs` 
 from __future__ import annotations
 
 import enum
+import re
 import shlex
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
@@ -165,6 +166,28 @@ class QueueInfo:
         return all(want is None or limit is None or want <= limit for want, limit in checks)
 
 
+_ENVIRONMENT_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def environment_problem(variables: Any) -> str | None:
+    """Why ``variables`` cannot be exported by a submit script, or None when they can.
+
+    Names go into the script as they are, so only shell names are allowed; values are
+    quoted, and must be text or numbers.
+    """
+    if not isinstance(variables, dict):
+        return f"must be a dict of NAME: value, not {type(variables).__name__}"
+    for name, value in variables.items():
+        if not isinstance(name, str) or not _ENVIRONMENT_NAME.fullmatch(name):
+            return (
+                f"{name!r} is not an environment variable name: use letters, digits and "
+                "underscores, not starting with a digit"
+            )
+        if isinstance(value, bool) or not isinstance(value, str | int | float):
+            return f"the value of {name} must be text or a number, not {type(value).__name__}"
+    return None
+
+
 class Scheduler(ABC):
     """One batch system. Subclasses write command lines and parse what they print."""
 
@@ -182,8 +205,11 @@ class Scheduler(ABC):
         if template.custom_scheduler_commands:
             lines.append(template.custom_scheduler_commands.rstrip("\n"))
         lines.append("")
+        problem = environment_problem(template.environment)
+        if problem:
+            raise SchedulerError(f"Environment variables: {problem}.")
         for key, value in template.environment.items():
-            lines.append(f"export {key}={shlex.quote(value)}")
+            lines.append(f"export {key}={shlex.quote(str(value))}")
         if template.prepend_text:
             lines.append(template.prepend_text.rstrip("\n"))
         lines.extend(template.commands)

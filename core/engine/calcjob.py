@@ -59,6 +59,12 @@ def _positive_int(value: Any, _: Any = None) -> str | None:
     return None
 
 
+def _environment(value: Any, _: Any = None) -> str | None:
+    from veglia.schedulers import environment_problem
+
+    return None if value is None else environment_problem(value)
+
+
 def _resources(value: Any, _: Any = None) -> str | None:
     from veglia.schedulers import JobResources
 
@@ -159,7 +165,7 @@ class CalcJob(Process):
             ("custom_scheduler_commands", str, None, "Extra directive lines."),
             ("prepend_text", str, None, "Shell lines before the command."),
             ("append_text", str, None, "Shell lines after the command."),
-            ("environment_variables", dict, None, "Variables exported in the job."),
+            ("environment_variables", dict, _environment, "Variables exported in the job."),
             ("additional_retrieve_list", list, None, "More file patterns to retrieve."),
             ("parser_name", str, None, "Entry point of the parser (veglia.parsers)."),
             ("fusion", bool, None, "Read the Fusion trace (defaults to the computer's)."),
