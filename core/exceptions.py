@@ -18,6 +18,7 @@ went wrong and what to do about it.
     │   ├── MissingEntryPointError  no plugin of that name in a group
     │   ├── EntryPointLoadError     the plugin is registered but fails to import
     │   └── InvalidPluginError      it imports but is not the kind of object expected
+    ├── UnsafePathError             a file name or pattern would reach outside its folder
     ├── BrokerError                 the message broker is unreachable or refused us
     └── TransportError              a transport operation failed
         ├── TransportConnectionError could not open or keep a connection
@@ -49,6 +50,7 @@ __all__ = [
     "TransportConnectionError",
     "TransportError",
     "TransportTimeoutError",
+    "UnsafePathError",
     "VegliaError",
 ]
 
@@ -116,6 +118,10 @@ class EntryPointLoadError(PluginError):
 
 class InvalidPluginError(PluginError):
     """A plugin imports, but is not the kind of object its group expects."""
+
+
+class UnsafePathError(VegliaError, ValueError):
+    """A file name or pattern from a job or its inputs is absolute or climbs out (``..``)."""
 
 
 class BrokerError(VegliaError):

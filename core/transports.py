@@ -36,6 +36,10 @@ class FileStat:
     def is_file(self) -> bool:
         return stat_module.S_ISREG(self.mode)
 
+    @property
+    def is_symlink(self) -> bool:
+        return stat_module.S_ISLNK(self.mode)
+
 
 @dataclass(frozen=True)
 class AuthOption:
@@ -177,8 +181,43 @@ class Transport(ABC):
             return False
         return True
 
+    def lstat(self, path: str) -> FileStat:
+        """Like :meth:`stat`, but of a symlink itself rather than what it points to.
+
+        Plugins override it (the default follows links); veglia reads from a job's work dir
+        only what ``lstat`` calls a regular file.
+        """
+        return self.stat(path)
+
     def isdir(self, path: str) -> bool:
         return self.exists(path) and self.stat(path).is_dir
+
+    def is_real_dir(self, path: str) -> bool:
+        """A folder, and not a symlink to one."""
+        from veglia.exceptions import TransportError
+
+        try:
+            return self.lstat(path).is_dir
+        except TransportError:
+            return False
+
+    def get_regular(self, remotepath: str, localpath: str | Path, name: str = "") -> list[str]:
+        """Copy a regular file, or a folder's regular files recursively; return the names
+        (under ``name``) of what was not copied: symlinks, FIFOs, devices, sockets."""
+        name = name or posixpath.basename(remotepath)
+        info = self.lstat(remotepath)
+        if info.is_file:
+            self.getfile(remotepath, localpath)
+            return []
+        if not info.is_dir:
+            return [name]
+        local = Path(localpath)
+        local.mkdir(parents=True, exist_ok=True)
+        skipped = []
+        for entry in self.listdir(remotepath):
+            source = posixpath.join(self.path(remotepath), entry)
+            skipped += self.get_regular(source, local / entry, posixpath.join(name, entry))
+        return skipped
 
     def isfile(self, path: str) -> bool:
         return self.exists(path) and self.stat(path).is_file
@@ -195,15 +234,9 @@ class Transport(ABC):
                 self.putfile(item, target)
 
     def gettree(self, remotepath: str, localpath: str | Path) -> None:
-        """Copy a remote folder's content into ``localpath``, recursively."""
-        local = Path(localpath)
-        local.mkdir(parents=True, exist_ok=True)
-        for name in self.listdir(remotepath):
-            source = posixpath.join(self.path(remotepath), name)
-            if self.isdir(source):
-                self.gettree(source, local / name)
-            else:
-                self.getfile(source, local / name)
+        """Copy a remote folder's regular files into ``localpath``, recursively (links and
+        special files are left out)."""
+        self.get_regular(remotepath, localpath)
 
     def put(self, localpath: str | Path, remotepath: str) -> None:
         """Copy a file or a folder."""

@@ -17,9 +17,12 @@ _MAX_READ = 4 * 1024 * 1024
 def _new_bytes(transport: Any, path: str, state: dict[str, Any]) -> str:
     """What was appended to ``path`` since the last call (at most 4 MiB at a time)."""
     try:
-        size = transport.stat(path).size
+        info = transport.lstat(path)
     except TransportError:
         return ""  # not written yet
+    if not info.is_file:
+        return ""  # a link or a FIFO the job made: never followed, never waited on
+    size = info.size
     offset = state.get("offset", 0)
     if size < offset:  # truncated or rewritten: read it again from the start
         offset = 0

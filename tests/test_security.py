@@ -10,6 +10,7 @@ import pytest
 
 from veglia import engine, orm
 from veglia.entry_points import CalculationFactory
+from veglia.exceptions import UnsafePathError
 from veglia.schedulers import JobTemplate, SchedulerError
 
 ShellJob = CalculationFactory("core.shell")
@@ -48,3 +49,86 @@ def test_a_scheduler_plugin_never_writes_a_bad_name_into_a_script():
     template = JobTemplate(commands=["true"], environment={"$(id)": "x"})
     with pytest.raises(SchedulerError, match="not an environment variable name"):
         SlurmScheduler().get_submit_script(template)
+
+
+# -- names and patterns stay inside their folder --------------------------------------------
+@pytest.mark.parametrize("pattern", ["../veglia-escape.txt", "/etc/hostname", "a/../../b"])
+def test_a_retrieve_pattern_cannot_leave_the_work_dir(profile, tmp_path, pattern):
+    with pytest.raises(ValueError, match="absolute|climbs out"):
+        engine.run(
+            ShellJob,
+            command=orm.Str(f"echo x > {tmp_path}/ran"),
+            outputs=orm.List([pattern]),
+        )
+    with pytest.raises(ValueError, match="absolute|climbs out"):
+        engine.run(
+            ShellJob,
+            command=orm.Str(f"echo x > {tmp_path}/ran"),
+            metadata={"options": {"additional_retrieve_list": [pattern]}},
+        )
+    assert not (tmp_path / "ran").exists(), "refused before anything ran"
+
+
+@pytest.mark.parametrize("name", ["../../escape.txt", "/tmp/escape.txt", "a/../../escape.txt"])
+def test_an_input_file_name_cannot_leave_the_work_dir(profile, name):
+    folder = orm.FolderData()
+    with pytest.raises(UnsafePathError, match="absolute|climbs out"):
+        folder.put_object_from_bytes(name, b"x")
+    with pytest.raises(UnsafePathError):
+        orm.SinglefileData(b"x", name)
+    with pytest.raises(ValueError, match="absolute|climbs out"):
+        engine.run(ShellJob, command=orm.Str("true"), files={"x": folder}, outputs=orm.List([name]))
+
+
+# -- links and special files a job leaves are never followed ---------------------------------
+@pytest.fixture(params=["local", "ssh"])
+def job_computer(request, profile):
+    """The label of a computer to run on: localhost, or the loopback sshd (direct)."""
+    if request.param == "local":
+        return "localhost"
+    from veglia_fixtures.services import ssh_computer
+
+    services_env = request.getfixturevalue("services_env")
+    ssh_computer("sshbox", services_env, request.getfixturevalue("ssh_params"), "core.direct")
+    return "sshbox"
+
+
+def _run_on(computer: str, command: str, **inputs):
+    return engine.run_get_node(
+        ShellJob, command=orm.Str(command), metadata={"computer": computer}, **inputs
+    )
+
+
+def test_a_link_to_dev_zero_as_the_exit_status_file_is_not_read(job_computer):
+    # The script's last line writes through the link (into /dev/zero): the status is unknown.
+    _, node = _run_on(job_computer, "ln -sf /dev/zero _veglia_exit_status; echo done")
+    assert node.is_terminated
+    assert node.get_attribute("job_outcome").get("exit_status") is None
+    sizes = [record.size for record in node.outputs.retrieved.list_objects()]
+    assert sum(sizes) < 1_000_000
+
+
+def test_links_and_fifos_a_job_leaves_are_not_retrieved(job_computer):
+    _, node = _run_on(
+        job_computer,
+        "ln -s /etc/passwd leak.txt; mkfifo pipe.txt; mkdir d; ln -s /etc d/etc; "
+        "echo mine > ok.txt",
+        outputs=orm.List(["*.txt", "d"]),
+    )
+    assert node.is_finished_ok, node.exit_message
+    names = node.outputs.retrieved.list_object_names()
+    assert "ok.txt" in names
+    assert not {"leak.txt", "pipe.txt", "d/etc"} & set(names)
+    report = "\n".join(log.message for log in node.logs)
+    assert "not retrieved, as not regular files" in report and "leak.txt" in report
+
+
+def test_a_fusion_trace_linked_to_dev_zero_is_not_read(job_computer):
+    builder = ShellJob.get_builder()
+    builder.command = orm.Str("mkdir -p .fusion && ln -s /dev/zero .fusion/trace.json; echo ok")
+    builder.metadata.computer = job_computer
+    builder.metadata.options.fusion = True
+    _, node = engine.run_get_node(builder)
+    assert node.is_finished_ok
+    assert node.get_attribute("trace_record")["gpu_metrics"] is None
+    assert any("not a regular file" in log.message for log in node.logs)

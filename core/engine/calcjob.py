@@ -59,6 +59,17 @@ def _positive_int(value: Any, _: Any = None) -> str | None:
     return None
 
 
+def _patterns(value: Any, _: Any = None) -> str | None:
+    from veglia.relative_paths import checked_relative
+
+    for pattern in value or []:
+        try:
+            checked_relative(pattern, "retrieve pattern")
+        except ValueError as exc:
+            return str(exc)
+    return None
+
+
 def _environment(value: Any, _: Any = None) -> str | None:
     from veglia.schedulers import environment_problem
 
@@ -166,7 +177,7 @@ class CalcJob(Process):
             ("prepend_text", str, None, "Shell lines before the command."),
             ("append_text", str, None, "Shell lines after the command."),
             ("environment_variables", dict, _environment, "Variables exported in the job."),
-            ("additional_retrieve_list", list, None, "More file patterns to retrieve."),
+            ("additional_retrieve_list", list, _patterns, "More file patterns to retrieve."),
             ("parser_name", str, None, "Entry point of the parser (veglia.parsers)."),
             ("fusion", bool, None, "Read the Fusion trace (defaults to the computer's)."),
             ("withmpi", bool, None, "Run the code through the computer's mpirun."),
@@ -391,7 +402,13 @@ class CalcJob(Process):
         try:
             calcinfo = self.prepare_for_submission(sandbox)
             script = tasks.build_template(node, calcinfo, self.code, self.computer)
-            retrieve = [*calcinfo.retrieve_list, *self.options.get("additional_retrieve_list", [])]
+            retrieve = [
+                tasks.checked_retrieve_pattern(pattern)
+                for pattern in [
+                    *calcinfo.retrieve_list,
+                    *self.options.get("additional_retrieve_list", []),
+                ]
+            ]
             files = {
                 str(path.relative_to(sandbox)): path.read_bytes()
                 for path in sorted(p for p in sandbox.rglob("*") if p.is_file())
@@ -639,6 +656,11 @@ class CalcJob(Process):
             "retrieve", tasks.retrieve, self.computer, node.remote_workdir, patterns, last_info
         )
         node.set_attributes({"job_outcome": outcome})
+        if outcome.get("skipped"):
+            self.report(
+                "not retrieved, as not regular files (links, FIFOs, devices): "
+                + ", ".join(outcome["skipped"][:20])
+            )
         await self._collect_trace()
         usage = _fusion_usage(node.get_attribute("trace_record")) or outcome.get("usage")
         if usage:

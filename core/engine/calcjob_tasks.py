@@ -14,7 +14,9 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from veglia.exceptions import TransportError
 from veglia.orm.nodes import load_node
+from veglia.relative_paths import checked_relative, inside, remote_join
 from veglia.schedulers import JobFailure, JobInfo, JobResources, JobTemplate, SchedulerError
 from veglia.transports import Transport
 
@@ -120,16 +122,16 @@ def upload(
         transport.put(item, posixpath.join(workdir, item.name))
     for uuid, source, target in calcinfo.local_copy_list:
         content = load_node(uuid).get_object_content(source)
-        transport.makedirs(posixpath.dirname(posixpath.join(workdir, target)) or workdir)
-        transport.write_bytes(posixpath.join(workdir, target), content)
+        path = remote_join(workdir, target, "input file name")
+        transport.makedirs(posixpath.dirname(path))
+        transport.write_bytes(path, content)
     for source, target in calcinfo.remote_copy_list:
-        code, _, err = transport.exec_command(
-            f"cp -r {shlex.quote(source)} {shlex.quote(posixpath.join(workdir, target))}"
-        )
+        path = remote_join(workdir, target, "copy target")
+        code, _, err = transport.exec_command(f"cp -r {shlex.quote(source)} {shlex.quote(path)}")
         if code != 0:
             raise SchedulerError(f"Copying {source} on the computer failed: {err.strip()}")
     for source, target in calcinfo.remote_symlink_list:
-        transport.symlink(source, posixpath.join(workdir, target))
+        transport.symlink(source, remote_join(workdir, target, "symlink name"))
     transport.write_bytes(posixpath.join(workdir, SCRIPT_NAME), script.encode())
 
 
@@ -161,37 +163,54 @@ def retrieve(
     """Copy the files matching ``patterns`` into a new local folder; read the job's outcome."""
     target = Path(tempfile.mkdtemp(prefix="veglia-retrieved-"))
     names = transport.listdir(workdir)
-    wanted = list(patterns)
-    for pattern in wanted:
+    skipped: list[str] = []
+    for pattern in map(checked_retrieve_pattern, patterns):
         directory, _, name_pattern = pattern.rpartition("/")
         folder = posixpath.join(workdir, directory) if directory else workdir
         candidates = (
             names
             if not directory
-            else (transport.listdir(folder) if transport.isdir(folder) else [])
+            else (transport.listdir(folder) if transport.is_real_dir(folder) else [])
         )
         for name in fnmatch.filter(candidates, name_pattern):
             relative = posixpath.join(directory, name) if directory else name
-            (target / relative).parent.mkdir(parents=True, exist_ok=True)
-            transport.get(posixpath.join(folder, name), target / relative)
-    outcome: dict[str, Any] = {}
-    status_path = posixpath.join(workdir, EXIT_STATUS_FILE)
-    if transport.isfile(status_path):
-        text = transport.read_bytes(status_path).decode(errors="replace").strip()
+            local = inside(target, relative)
+            local.parent.mkdir(parents=True, exist_ok=True)
+            # Only regular files and folders: a link or a device the job made could point
+            # anywhere on the computer (or be /dev/zero), a FIFO would block the connection.
+            skipped += transport.get_regular(posixpath.join(folder, name), local, relative)
+    outcome: dict[str, Any] = {"skipped": skipped} if skipped else {}
+    status = _read_small(transport, posixpath.join(workdir, EXIT_STATUS_FILE), 64)
+    if status is not None:
+        text = status.decode(errors="replace").strip()
         outcome["exit_status"] = int(text) if text.lstrip("-").isdigit() else None
-    usage_path = posixpath.join(workdir, USAGE_FILE)
-    if transport.isfile(usage_path):
-        outcome["usage"] = parse_usage(transport.read_bytes(usage_path).decode(errors="replace"))
+    usage = _read_small(transport, posixpath.join(workdir, USAGE_FILE), 65536)
+    if usage is not None:
+        outcome["usage"] = parse_usage(usage.decode(errors="replace"))
     stderr = ""
     for name in ("_scheduler-stderr.txt", "_scheduler-stdout.txt"):
-        path = posixpath.join(workdir, name)
-        if transport.isfile(path):
-            stderr += transport.read_bytes(
-                path, offset=max(0, transport.stat(path).size - 65536)
-            ).decode(errors="replace")
+        tail = _read_small(transport, posixpath.join(workdir, name), 65536, tail=True)
+        stderr += (tail or b"").decode(errors="replace")
     failure = computer.get_scheduler().classify_failure(last_info, stderr)
     outcome["failure"] = failure.value if isinstance(failure, JobFailure) else None
     return target, outcome
+
+
+def checked_retrieve_pattern(pattern: str) -> str:
+    return checked_relative(pattern, "retrieve pattern")
+
+
+def _read_small(transport: Transport, path: str, limit: int, *, tail: bool = False) -> bytes | None:
+    """At most ``limit`` bytes (the last ones with ``tail``) of a file veglia itself reads
+    from the work dir; None when it is missing or is not a regular file."""
+    try:
+        info = transport.lstat(path)
+    except TransportError:
+        return None
+    if not info.is_file:
+        return None
+    offset = max(0, info.size - limit) if tail else 0
+    return transport.read_bytes(path, offset=offset, size=limit)
 
 
 def parse_usage(text: str) -> dict[str, Any] | None:

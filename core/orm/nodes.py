@@ -21,6 +21,7 @@ from sqlalchemy.dialects.postgresql import JSONB
 
 from veglia.exceptions import NotExistent, StorageError
 from veglia.manage import get_storage
+from veglia.relative_paths import checked_relative
 from veglia.storage import models
 
 __all__ = [
@@ -204,6 +205,8 @@ class Node:
         """Add several files at once (one database transaction)."""
         if self.is_stored and not self._mutable_when_stored:
             raise ModificationNotAllowed(f"{self!r} is stored; its files cannot change.")
+        # The names become paths in work directories and retrieved folders.
+        files = {checked_relative(path): content for path, content in files.items()}
         if self.is_stored:
             self._store_files(files)
         else:
@@ -469,6 +472,7 @@ class SinglefileData(Data):
             filename = Path(file).name if filename == "file.txt" else filename
             content = Path(file).read_bytes()
         data = content.encode() if isinstance(content, str) else (content or b"")
+        filename = checked_relative(filename)
         self._attributes["filename"] = filename
         self._pending_files[filename] = data
 

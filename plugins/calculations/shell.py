@@ -7,7 +7,9 @@ from pathlib import Path
 from typing import Any
 
 from veglia.engine import CalcInfo, CalcJob, CodeInfo, ExitCode
+from veglia.exceptions import UnsafePathError
 from veglia.orm import FolderData, List, SinglefileData, Str
+from veglia.relative_paths import checked_relative
 
 __all__ = ["ShellJob"]
 
@@ -102,4 +104,12 @@ class ShellJob(CalcJob):
 def _validate(inputs: Any, _: Any) -> str | None:
     if "code" not in inputs and "command" not in inputs:
         return "give a `command` (a bash command line) or a `code`."
+    patterns = inputs["outputs"].get_list() if "outputs" in inputs else []
+    try:
+        for name in inputs.get("files") or {}:
+            checked_relative(name, "file name")
+        for pattern in patterns:
+            checked_relative(pattern, "output pattern")
+    except UnsafePathError as exc:
+        return str(exc)
     return None

@@ -63,13 +63,18 @@ def _depth(value: Any, level: int = 0) -> int:
 def read_trace(transport: Any, path: str = TRACE_PATH) -> dict[str, Any]:
     """Read and parse the trace file in the transport's cwd (the job's work directory)."""
     try:
-        size = transport.stat(path).size
+        info = transport.lstat(path)
     except TransportError:
         raise TraceUnusable(f"{path} does not exist (Fusion did not write it)") from None
-    if size > MAX_TRACE_BYTES:
-        raise TraceUnusable(f"{path} is {size} bytes, over the {MAX_TRACE_BYTES} byte cap")
+    if not info.is_file:
+        raise TraceUnusable(f"{path} is not a regular file (a link, FIFO or device): not read")
+    if info.size > MAX_TRACE_BYTES:
+        raise TraceUnusable(f"{path} is {info.size} bytes, over the {MAX_TRACE_BYTES} byte cap")
     try:
-        raw = transport.read_bytes(path)
+        # The cap again on the read itself: the file may grow, or be swapped, after lstat.
+        raw = transport.read_bytes(path, size=MAX_TRACE_BYTES + 1)
     except TransportError as exc:
         raise TraceUnusable(f"{path} could not be read: {exc}") from None
+    if len(raw) > MAX_TRACE_BYTES:
+        raise TraceUnusable(f"{path} grew over the {MAX_TRACE_BYTES} byte cap while read")
     return parse_trace(raw)

@@ -6,8 +6,10 @@ import os
 import shlex
 import shutil
 import signal
+import stat as stat_module
 import subprocess
 from pathlib import Path
+from typing import BinaryIO
 
 from veglia.exceptions import TransportError, TransportTimeoutError
 from veglia.transports import FileStat, Transport
@@ -42,17 +44,31 @@ class LocalTransport(Transport):
         except OSError as exc:
             raise self._os_error("copy a file to", target, exc) from None
 
+    def _open_regular(self, source: str) -> BinaryIO:
+        """The file opened for reading, refused unless it is a regular file: checked on the
+        open descriptor (no symlink followed, a FIFO not waited on), so a job cannot swap in
+        something else between a check and the read."""
+        fd = os.open(source, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        if not stat_module.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise TransportError(
+                f"{source} on localhost is not a regular file (a link, FIFO or device): "
+                "veglia reads only regular files from a job's folder."
+            )
+        return os.fdopen(fd, "rb")
+
     def getfile(self, remotepath: str, localpath: str | Path) -> None:
         source = self.path(remotepath)
         try:
-            shutil.copyfile(source, localpath)
+            with self._open_regular(source) as handle, open(localpath, "wb") as target:
+                shutil.copyfileobj(handle, target, 1024 * 1024)
         except OSError as exc:
             raise self._os_error("copy a file from", source, exc) from None
 
     def read_bytes(self, remotepath: str, offset: int = 0, size: int | None = None) -> bytes:
         source = self.path(remotepath)
         try:
-            with open(source, "rb") as handle:
+            with self._open_regular(source) as handle:
                 handle.seek(offset)
                 return handle.read() if size is None else handle.read(size)
         except OSError as exc:
@@ -76,6 +92,14 @@ class LocalTransport(Transport):
         target = self.path(path)
         try:
             result = os.stat(target)
+        except OSError as exc:
+            raise self._os_error("stat", target, exc) from None
+        return FileStat(size=result.st_size, mtime=result.st_mtime, mode=result.st_mode)
+
+    def lstat(self, path: str) -> FileStat:
+        target = self.path(path)
+        try:
+            result = os.lstat(target)
         except OSError as exc:
             raise self._os_error("stat", target, exc) from None
         return FileStat(size=result.st_size, mtime=result.st_mtime, mode=result.st_mode)

@@ -25,6 +25,9 @@ from veglia.exceptions import (
 )
 from veglia.transports import AuthOption, FileStat, Transport
 
+#: Seconds an SFTP request may wait for the server's answer.
+SFTP_TIMEOUT = 120.0
+
 __all__ = ["SshTransport"]
 
 
@@ -134,6 +137,9 @@ class SshTransport(Transport):
         self._client = client
         try:
             self._sftp = client.open_sftp()
+            # A read the server never answers (a FIFO a job left behind, a hung file system)
+            # must fail rather than hold the connection's only thread for ever.
+            self._sftp.get_channel().settimeout(SFTP_TIMEOUT)
         except paramiko.SSHException as exc:
             self.close()
             raise TransportConnectionError(
@@ -180,9 +186,18 @@ class SshTransport(Transport):
         except (OSError, paramiko.SSHException, EOFError) as exc:
             raise self._error("copy a file to", target, exc) from None
 
+    def _check_regular(self, source: str) -> None:
+        info = self.sftp.lstat(source)
+        if not stat_module.S_ISREG(info.st_mode or 0):
+            raise TransportError(
+                f"{source} on {self.hostname} is not a regular file (a link, FIFO or device): "
+                "veglia reads only regular files from a job's folder."
+            )
+
     def getfile(self, remotepath: str, localpath: str | Path) -> None:
         source = self.path(remotepath)
         try:
+            self._check_regular(source)
             self.sftp.get(source, str(localpath))
         except (OSError, paramiko.SSHException, EOFError) as exc:
             Path(localpath).unlink(missing_ok=True)
@@ -191,6 +206,7 @@ class SshTransport(Transport):
     def read_bytes(self, remotepath: str, offset: int = 0, size: int | None = None) -> bytes:
         source = self.path(remotepath)
         try:
+            self._check_regular(source)
             with self.sftp.open(source, "rb") as handle:
                 handle.seek(offset)
                 if size is None:
@@ -219,6 +235,16 @@ class SshTransport(Transport):
         target = self.path(path)
         try:
             result = self.sftp.stat(target)
+        except (OSError, paramiko.SSHException, EOFError) as exc:
+            raise self._error("stat", target, exc) from None
+        return FileStat(
+            size=result.st_size or 0, mtime=float(result.st_mtime or 0), mode=result.st_mode or 0
+        )
+
+    def lstat(self, path: str) -> FileStat:
+        target = self.path(path)
+        try:
+            result = self.sftp.lstat(target)
         except (OSError, paramiko.SSHException, EOFError) as exc:
             raise self._error("stat", target, exc) from None
         return FileStat(
