@@ -132,3 +132,42 @@ def test_a_fusion_trace_linked_to_dev_zero_is_not_read(job_computer):
     assert node.is_finished_ok
     assert node.get_attribute("trace_record")["gpu_metrics"] is None
     assert any("not a regular file" in log.message for log in node.logs)
+
+
+# -- numbers a job writes where measurements go ---------------------------------------------
+def test_insane_usage_numbers_are_dropped_and_the_job_ends_normally(profile):
+    big = "9" * 400
+    usage = f"nan nan nan%\n{big} 1.5 100%\n2048 inf 50%\n1024 2.0 1e999%\n"
+    _, node = engine.run_get_node(
+        ShellJob,
+        command=orm.Str("cat written >> _veglia_usage; echo ok"),
+        files={"written": orm.SinglefileData(usage.encode(), "written")},
+    )
+    assert node.is_finished_ok, node.exit_message
+    recorded = node.get_attribute("usage")
+    assert recorded["peak_memory_kb"] < 2**53  # the sane lines only
+    assert all(isinstance(v, str) or (v == v and abs(v) < 2**53) for v in recorded.values())
+    assert any("were not sane numbers: dropped" in log.message for log in node.logs)
+
+
+def test_a_fusion_trace_with_nan_and_400_digit_numbers_never_excepts_the_job(profile):
+    trace = (
+        '{"proc": {"peak_rss": NaN, "realtime": ' + "9" * 400 + ', "pcpu": Infinity},'
+        ' "gpu": {"name": "Tesla", "mem": NaN}}'
+    )
+    builder = ShellJob.get_builder()
+    builder.files = {"trace.json": orm.SinglefileData(trace.encode(), "trace.json")}
+    builder.command = orm.Str("mkdir -p .fusion && mv trace.json .fusion/trace.json; echo ok")
+    builder.metadata.options.fusion = True
+    _, node = engine.run_get_node(builder)
+    assert node.is_finished_ok, node.exit_message
+    record = node.get_attribute("trace_record")
+    assert record["gpu_metrics"] == {"name": "Tesla", "mem": None}
+    assert node.get_attribute("usage") is None or node.get_attribute("usage")["source"] != "fusion"
+
+
+def test_nan_never_reaches_the_database_as_malformed_json(profile):
+    node = orm.Dict({"x": 1}).store()
+    with pytest.raises(ValueError, match="not JSON compliant"):
+        orm.Dict({"x": float("nan")}).store()
+    assert orm.load_node(node.pk).get_dict() == {"x": 1}

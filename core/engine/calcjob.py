@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import math
 import shutil
 import tempfile
 import time
@@ -663,7 +664,10 @@ class CalcJob(Process):
             )
         await self._collect_trace()
         usage = _fusion_usage(node.get_attribute("trace_record")) or outcome.get("usage")
-        if usage:
+        dropped = (outcome.get("usage") or {}).pop("dropped", 0)
+        if dropped:
+            self.report(f"{dropped} line(s) of {tasks.USAGE_FILE} were not sane numbers: dropped")
+        if usage and usage.get("peak_memory_kb") is not None:
             node.set_attribute("usage", usage)
         if outcome.get("failure") in (
             JobFailure.OUT_OF_MEMORY.value,
@@ -837,9 +841,15 @@ def _fusion_usage(record: dict[str, Any] | None) -> dict[str, Any] | None:
     if isinstance(peak, bool) or not isinstance(peak, int | float) or not 0 <= peak < 2**53:
         return None  # no measurement, or not one a machine could make
     realtime = proc.get("realtime")
+    sane = (
+        not isinstance(realtime, bool)
+        and isinstance(realtime, int | float)
+        and math.isfinite(realtime)
+        and 0 <= realtime < 2**53
+    )
     return {
         "peak_memory_kb": int(proc["peak_rss"]),
-        "runtime_seconds": realtime / 1000 if isinstance(realtime, int | float) else None,
+        "runtime_seconds": realtime / 1000 if sane else None,
         "source": "fusion",
     }
 

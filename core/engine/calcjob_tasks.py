@@ -8,6 +8,7 @@ after a crash never uploads over a running job and is never submitted twice.
 from __future__ import annotations
 
 import fnmatch
+import math
 import posixpath
 import shlex
 import tempfile
@@ -213,25 +214,44 @@ def _read_small(transport: Transport, path: str, limit: int, *, tail: bool = Fal
     return transport.read_bytes(path, offset=offset, size=limit)
 
 
+#: The largest measurement taken as one: beyond it a float loses whole units.
+MAX_MEASURE = 2**53
+
+
+def measurement(text: str) -> float | None:
+    """A finite, non-negative number below :data:`MAX_MEASURE`, or None (``nan``, ``inf``,
+    ``1e999``, a 400-digit count, a negative time: what a job may write, no machine measured)."""
+    try:
+        value = float(text)
+    except (ValueError, OverflowError):
+        return None
+    return value if math.isfinite(value) and 0 <= value < MAX_MEASURE else None
+
+
 def parse_usage(text: str) -> dict[str, Any] | None:
     """``/usr/bin/time -f '%M %e %P'`` lines: the largest peak memory, the summed run time,
-    and the CPU use (percent of one core) over the whole run time."""
+    and the CPU use (percent of one core) over the whole run time.
+
+    The job can write this file too: a line that is not three sane numbers is dropped, and
+    counted in ``dropped``."""
     peaks, seconds, cpu_seconds = [], [], []
+    dropped = 0
     for line in text.splitlines():
         parts = line.split()
-        if len(parts) not in (2, 3) or not parts[0].isdigit():
+        if not parts:
             continue
-        try:
-            elapsed = float(parts[1])
-        except ValueError:
+        peak = measurement(parts[0]) if parts[0].isdigit() else None
+        elapsed = measurement(parts[1]) if len(parts) in (2, 3) else None
+        if peak is None or elapsed is None:
+            dropped += 1
             continue
-        peaks.append(int(parts[0]))
+        peaks.append(int(peak))
         seconds.append(elapsed)
-        percent = parts[2].rstrip("%") if len(parts) == 3 else ""
-        if percent.isdigit():
-            cpu_seconds.append(elapsed * int(percent) / 100)
+        percent = measurement(parts[2].rstrip("%")) if len(parts) == 3 else None
+        if percent is not None:
+            cpu_seconds.append(elapsed * percent / 100)
     if not peaks:
-        return None
+        return {"dropped": dropped} if dropped else None
     usage: dict[str, Any] = {
         "peak_memory_kb": max(peaks),
         "runtime_seconds": round(sum(seconds), 2),
@@ -239,6 +259,8 @@ def parse_usage(text: str) -> dict[str, Any] | None:
     }
     if cpu_seconds and sum(seconds) > 0:
         usage["cpu_percent"] = round(100 * sum(cpu_seconds) / sum(seconds), 1)
+    if dropped:
+        usage["dropped"] = dropped
     return usage
 
 

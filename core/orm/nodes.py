@@ -160,7 +160,7 @@ class Node:
             expression: Any = target
             for key in removed:
                 expression = expression.op("-")(sa.literal(key))
-            patch = sa.cast(sa.literal(json.dumps(values)), JSONB)
+            patch = sa.cast(sa.literal(json.dumps(values, allow_nan=False)), JSONB)
             expression = expression.op("||")(patch)
         else:
             expression = target
@@ -168,7 +168,7 @@ class Node:
                 expression = sa.func.json_remove(expression, *[_json_path(k) for k in removed])
             for key, value in values.items():
                 expression = sa.func.json_set(
-                    expression, _json_path(key), sa.func.json(json.dumps(value))
+                    expression, _json_path(key), sa.func.json(json.dumps(value, allow_nan=False))
                 )
         with storage.session() as session:
             result = session.execute(
@@ -283,7 +283,12 @@ class Node:
         )
         with get_storage().session() as session:
             session.add(row)
-            session.flush()
+            try:
+                session.flush()
+            except sa.exc.StatementError as exc:
+                if isinstance(exc.orig, ValueError):  # NaN or Infinity in the attributes
+                    raise ValueError(f"{self!r} cannot be stored: {exc.orig}.") from None
+                raise
             stored = row.id, row.uuid, row.ctime
             for source, link_type, label in incoming:
                 session.add(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -43,6 +44,12 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor.close()
 
 
+def _strict_json(value: Any) -> str:
+    # NaN and Infinity are not JSON: SQLite then fails the whole write as "malformed JSON",
+    # PostgreSQL refuses it. Refused here, the error names the value.
+    return json.dumps(value, allow_nan=False)
+
+
 def create_db_engine(url: str) -> Engine:
     """An SQLAlchemy engine for a storage URL, with veglia's connection settings."""
     url = _driver_url(url)
@@ -51,10 +58,12 @@ def create_db_engine(url: str) -> Engine:
             path = sa.engine.make_url(url).database
             if path and path != ":memory:":
                 Path(path).parent.mkdir(parents=True, exist_ok=True)
-            engine = sa.create_engine(url, connect_args={"timeout": 30})
+            engine = sa.create_engine(
+                url, connect_args={"timeout": 30}, json_serializer=_strict_json
+            )
             sa.event.listen(engine, "connect", _sqlite_pragmas)
         else:
-            engine = sa.create_engine(url, pool_pre_ping=True)
+            engine = sa.create_engine(url, pool_pre_ping=True, json_serializer=_strict_json)
     except (sa.exc.ArgumentError, ImportError) as exc:
         raise StorageError(f"Cannot use storage URL {mask_url(url)}: {exc}") from None
     return engine

@@ -28,7 +28,13 @@ _OUTAGE_ERRORS = (
     sa.exc.TimeoutError,
 )
 #: SQLite reports mistakes in a query as OperationalError too: those are not outages.
-_QUERY_MISTAKES = ("no such table", "no such column", "syntax error", "has no column")
+_QUERY_MISTAKES = (
+    "no such table",
+    "no such column",
+    "syntax error",
+    "has no column",
+    "malformed JSON",
+)
 
 
 def is_storage_outage(exc: BaseException | None) -> bool:
