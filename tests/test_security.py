@@ -171,3 +171,22 @@ def test_nan_never_reaches_the_database_as_malformed_json(profile):
     with pytest.raises(ValueError, match="not JSON compliant"):
         orm.Dict({"x": float("nan")}).store()
     assert orm.load_node(node.pk).get_dict() == {"x": 1}
+
+
+# -- passwords in URLs --------------------------------------------------------------------
+def test_a_password_in_a_refused_url_is_never_echoed(profile, run_cli):
+    result = run_cli("-p", "test", "config", "set", "storage.url", "mysql://alice:S3cretPw@db/x")
+    assert result.exit_code != 0
+    assert "S3cretPw" not in result.output and "alice:****@db" in result.output
+
+
+def test_a_percent_encoded_password_is_encoded_once(profile, run_cli):
+    from veglia.config import Config
+
+    url = "postgres://alice:p%40ss@127.0.0.1:5432/veglia"
+    result = run_cli("-p", "test", "config", "set", "storage.url", url)
+    assert result.exit_code == 0, result.output
+    assert "p%40ss" not in result.output and "p@ss" not in result.output
+    stored = Config().get_profile("test")
+    assert stored.get_option("storage.password") == "p@ss"
+    assert stored.storage_url == "postgresql://alice:p%40ss@127.0.0.1:5432/veglia"

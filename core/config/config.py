@@ -15,7 +15,7 @@ import tempfile
 import uuid
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 import platformdirs
 
@@ -164,7 +164,8 @@ class Config:
             url = values.get(url_key)
             if url and urlsplit(url).password is not None:
                 parts = urlsplit(url)
-                values[password_key] = parts.password
+                # Kept decoded: it is percent-encoded once, when the URL is built again.
+                values[password_key] = unquote(parts.password)
                 netloc = parts.netloc.replace(f":{parts.password}@", "@", 1)
                 values[url_key] = urlunsplit(parts._replace(netloc=netloc))
         return values

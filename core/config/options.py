@@ -170,10 +170,15 @@ def _url_with_schemes(*schemes: str, allow_empty: bool = False) -> Callable[[Any
         if not value and allow_empty:
             return ""
         scheme = urlsplit(value).scheme.split("+")[0]
+        if scheme == "postgres" and "postgresql" in schemes:  # libpq's short form
+            value, scheme = "postgresql" + value[len("postgres") :], "postgresql"
         if scheme not in schemes:
+            from veglia.config.profile import mask_url
+
             allowed = ", ".join(f"{s}://..." for s in schemes)
             extra = " (or empty for none)" if allow_empty else ""
-            raise ValueError(f"{value!r} is not a URL of the form {allowed}{extra}")
+            # Masked: a password in a mistyped URL must not end up on screen or in a log.
+            raise ValueError(f"{mask_url(value)!r} is not a URL of the form {allowed}{extra}")
         return value
 
     return parse
