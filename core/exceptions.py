@@ -19,6 +19,7 @@ went wrong and what to do about it.
     │   ├── EntryPointLoadError     the plugin is registered but fails to import
     │   └── InvalidPluginError      it imports but is not the kind of object expected
     ├── UnsafePathError             a file name or pattern would reach outside its folder
+    ├── UnsafeWorkdirError          another user controls a computer's work dir
     ├── BrokerError                 the message broker is unreachable or refused us
     └── TransportError              a transport operation failed
         ├── TransportConnectionError could not open or keep a connection
@@ -51,6 +52,7 @@ __all__ = [
     "TransportError",
     "TransportTimeoutError",
     "UnsafePathError",
+    "UnsafeWorkdirError",
     "VegliaError",
 ]
 
@@ -122,6 +124,10 @@ class InvalidPluginError(PluginError):
 
 class UnsafePathError(VegliaError, ValueError):
     """A file name or pattern from a job or its inputs is absolute or climbs out (``..``)."""
+
+
+class UnsafeWorkdirError(VegliaError):
+    """Another user owns, or may write to, a computer's work dir or a folder above it."""
 
 
 class BrokerError(VegliaError):

@@ -20,6 +20,7 @@ _storage: StorageBackend | None = None
 def load_profile(name: str | None = None, *, allow_switch: bool = True) -> Profile:
     """Make a profile the active one (the default profile when ``name`` is None)."""
     global _profile
+    from veglia.config.private_paths import tighten
     from veglia.plugin_manager import get_plugin_manager
 
     profile = Config().get_profile(name)
@@ -28,6 +29,7 @@ def load_profile(name: str | None = None, *, allow_switch: bool = True) -> Profi
             f"Profile {_profile.name!r} is already loaded; cannot switch to {profile.name!r}."
         )
     unload_profile()
+    tighten(profile.folder)  # made by an older release, perhaps 0755
     get_plugin_manager().hook.profile_loaded(profile=profile)
     _profile = profile
     return profile

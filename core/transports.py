@@ -252,6 +252,19 @@ class Transport(ABC):
         else:
             self.getfile(remotepath, localpath)
 
+    def home(self) -> str:
+        """The home folder of the user commands run as (asked once)."""
+        from veglia.exceptions import TransportError
+
+        if "_home" not in self.__dict__:
+            code, out, err = self.exec_command('printf "%s" "$HOME"', timeout=30)
+            if code != 0 or not out.startswith("/"):
+                raise TransportError(
+                    f"Could not learn the home folder on {self.hostname}: {err.strip() or out}"
+                )
+            self.__dict__["_home"] = out
+        return self.__dict__["_home"]
+
     def whoami(self) -> str:
         """The user name the transport runs commands as."""
         from veglia.exceptions import TransportError

@@ -66,7 +66,8 @@ def test_job_interrupted_while_uploading_uploads_again(profile):
 def test_submitting_twice_returns_the_first_job(profile):
     computer = orm.load_computer("localhost")
     with computer.get_transport() as transport:
-        workdir = computer.job_workdir(transport.whoami(), "0123456789abcdef")
+        root = computer.get_workdir(transport.whoami(), transport.home())
+        workdir = computer.job_workdir(root, "0123456789abcdef")
         transport.makedirs(workdir)
         transport.write_bytes(f"{workdir}/{calcjob_tasks.SCRIPT_NAME}", b"sleep 0.1\n")
         first = calcjob_tasks.submit(transport, computer, workdir)

@@ -6,11 +6,13 @@ outcome that replaced it.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from veglia import engine, orm
 from veglia.entry_points import CalculationFactory
-from veglia.exceptions import UnsafePathError
+from veglia.exceptions import UnsafePathError, UnsafeWorkdirError
 from veglia.schedulers import JobTemplate, SchedulerError
 
 ShellJob = CalculationFactory("core.shell")
@@ -190,3 +192,159 @@ def test_a_percent_encoded_password_is_encoded_once(profile, run_cli):
     stored = Config().get_profile("test")
     assert stored.get_option("storage.password") == "p@ss"
     assert stored.storage_url == "postgresql://alice:p%40ss@127.0.0.1:5432/veglia"
+
+
+# -- gotocomputer --------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("hostname", "username"), [("h; touch {marker}", "u"), ("-oProxyCommand=touch {marker}", "")]
+)
+def test_gotocomputer_passes_the_destination_to_ssh_as_one_quoted_argument(
+    tmp_path, hostname, username
+):
+    import os
+    import subprocess
+
+    from veglia.plugins.transports.ssh import SshTransport
+
+    marker = tmp_path / "pwned"
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    # Stands in for ssh: records the arguments it was given, one per line.
+    (bin_dir / "ssh").write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > {tmp_path}/args\n')
+    (bin_dir / "ssh").chmod(0o755)
+    host = hostname.format(marker=marker)
+    transport = SshTransport(host, username=username, port=22)
+    command = transport.gotocomputer_command("/work/dir")
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    subprocess.run(["bash", "-c", command], env=env, check=True, timeout=30)
+    assert not marker.exists()
+    args = (tmp_path / "args").read_text().splitlines()
+    destination = f"{username}@{host}" if username else host
+    assert args[-3:] == ["--", destination, "cd /work/dir && exec bash -l"]
+
+
+# -- file modes of the profile -----------------------------------------------------------
+def _mode(path) -> int:
+    return path.stat().st_mode & 0o777
+
+
+def test_the_profile_tree_is_readable_by_its_owner_only(veglia_home, run_cli, daemon):
+    assert run_cli("presto", "--no-broker").exit_code == 0
+    folder = veglia_home / "profiles" / "presto"
+    assert _mode(veglia_home) == 0o700 and _mode(folder) == 0o700
+    assert _mode(folder / "storage.sqlite") == 0o600
+    assert _mode(veglia_home / "config.json") == 0o600
+    assert run_cli("shell", "echo private").exit_code == 0
+    assert _mode(folder / "scratch") == 0o700  # the job folders are inside it
+    for path in folder.rglob("*"):
+        if "scratch" in path.relative_to(folder).parts:
+            continue
+        if path.is_dir():
+            assert _mode(path) == 0o700, path
+        elif path.suffix in (".sqlite", ".log") or "objects" in path.parts:
+            assert _mode(path) == 0o600, path
+
+    run_cli("-p", "presto", "daemon", "start", "1")
+    try:
+        logs = list(folder.glob("daemon/*/daemon.log"))
+        assert logs and all(_mode(log) == 0o600 for log in logs)
+    finally:
+        run_cli("-p", "presto", "daemon", "stop")
+
+
+def test_a_profile_made_open_by_an_older_release_is_tightened_when_used(profile):
+    from veglia import load_profile
+
+    profile.folder.chmod(0o755)
+    load_profile("test")
+    assert _mode(profile.folder) == 0o700
+
+
+# -- the work dir root ---------------------------------------------------------------------
+NOBODY = 65534
+
+
+@pytest.fixture
+def shared_tmp_root():
+    """A folder in /tmp as the old default put work dirs there; removed afterwards."""
+    import os
+    import shutil
+    import uuid
+
+    if os.getuid() != 0:
+        pytest.skip("making a folder another user owns needs root")
+    root = Path(f"/tmp/veglia-sec-{uuid.uuid4().hex[:8]}")
+    yield root
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def _local_computer(label: str, workdir: str):
+    return orm.Computer(
+        label=label,
+        hostname="localhost",
+        transport_type="core.local",
+        scheduler_type="core.direct",
+        properties={"workdir": workdir, "safe_interval": 0.0, "minimum_poll_interval": 0.1},
+    ).store()
+
+
+def test_a_work_dir_another_user_made_first_is_refused(profile, shared_tmp_root, run_cli):
+    import os
+
+    (shared_tmp_root / "work").mkdir(parents=True)
+    os.chown(shared_tmp_root, NOBODY, NOBODY)
+    os.chown(shared_tmp_root / "work", NOBODY, NOBODY)
+    _local_computer("tmpdefault", f"{shared_tmp_root}/work").configure()
+    marker = shared_tmp_root / "ran"
+    with pytest.raises(UnsafeWorkdirError, match="is owned by user 65534"):
+        engine.run(
+            ShellJob, command=orm.Str(f"touch {marker}"), metadata={"computer": "tmpdefault"}
+        )
+    assert not marker.exists() and not list((shared_tmp_root / "work").iterdir())
+    tested = run_cli("-p", "test", "computer", "test", "tmpdefault")
+    assert tested.exit_code != 0 and "not safe" in tested.output
+
+
+def test_a_work_dir_others_can_write_is_refused_and_a_new_one_is_private(profile, shared_tmp_root):
+    _local_computer("open", f"{shared_tmp_root}/open").configure()
+    (shared_tmp_root / "open").mkdir(parents=True, mode=0o777)
+    (shared_tmp_root / "open").chmod(0o777)
+    with pytest.raises(UnsafeWorkdirError, match="can be written by group and others"):
+        engine.run(ShellJob, command=orm.Str("true"), metadata={"computer": "open"})
+
+    _local_computer("fresh", f"{shared_tmp_root}/fresh/work").configure()
+    _, node = engine.run_get_node(ShellJob, command=orm.Str("true"), metadata={"computer": "fresh"})
+    assert node.is_finished_ok
+    assert (shared_tmp_root / "fresh" / "work").stat().st_mode & 0o777 == 0o700
+
+
+def test_over_ssh_a_work_dir_root_owned_by_another_user_is_refused(
+    profile, services_env, ssh_params, shared_tmp_root
+):
+    from veglia_fixtures.services import ssh_computer
+
+    (shared_tmp_root / "work").mkdir(parents=True)  # owned by root, not the ssh user
+    shared_tmp_root.chmod(0o755)
+    ssh_computer(
+        "remote", services_env, ssh_params, "core.direct", workdir=f"{shared_tmp_root}/work"
+    )
+    with pytest.raises(UnsafeWorkdirError, match="is owned by user 0"):
+        engine.run(ShellJob, command=orm.Str("true"), metadata={"computer": "remote"})
+
+
+def test_the_default_work_dir_is_under_the_home(profile, services_env, ssh_params):
+    from veglia_fixtures.services import ssh_computer
+
+    computer = ssh_computer("homed", services_env, ssh_params, "core.direct")
+    computer.properties.pop("workdir")
+    orm.Computer(
+        label="homed2",
+        hostname=computer.hostname,
+        transport_type="core.ssh",
+        scheduler_type="core.direct",
+    ).store().configure(**ssh_params)
+    _, node = engine.run_get_node(
+        ShellJob, command=orm.Str("true"), metadata={"computer": "homed2"}
+    )
+    assert node.is_finished_ok
+    assert node.remote_workdir.startswith(f"{services_env['SSH_USER_HOME']}/veglia-work/")

@@ -72,8 +72,8 @@ def _formats(value: str) -> bool:
 _text = _rule(lambda value: True, "")
 _required = _rule(bool, "A value is required.")
 _workdir = _rule(
-    lambda value: value.startswith("/"),
-    "Work dir VALUE must be an absolute path (it may contain {username}).",
+    lambda value: value.startswith(("/", "{home}")),
+    "Work dir VALUE must be an absolute path or start with {home} (it may contain {username}).",
 )
 _mpirun = _rule(_formats, "mpirun command VALUE may only use the placeholder {tot_num_mpiprocs}.")
 
@@ -353,7 +353,9 @@ def _check(results: list[CheckResult], name: str, hint: str, step: Callable[[], 
 
 
 def _workdir_check(transport: Any, workdir: str) -> str:
-    transport.makedirs(workdir)
+    from veglia.workdir_root import private_root
+
+    private_root(transport, workdir)
     probe = posixpath.join(workdir, f".veglia-test-{secrets.token_hex(4)}")
     data = secrets.token_bytes(64)
     transport.write_bytes(probe, data)
@@ -399,8 +401,8 @@ def computer_test(state: CliState, label: str) -> int:
         if _check(checks, "connect", fix, connect):
             _check(checks, "whoami", fix, lambda: f"commands run as {whoami()}")
             user = whoami() if checks[-1].ok else "unknown"
-            workdir = computer.get_workdir(user)
-            hint = "pick a work dir you can write to (`veglia computer setup -w`)"
+            workdir = computer.get_workdir(user, transport.home() if checks[-1].ok else "")
+            hint = "pick a work dir under your home (`veglia computer setup -w`)"
             _check(checks, "work dir", hint, lambda: _workdir_check(transport, workdir))
             hint = f"is {computer.scheduler_type} installed there, and on the PATH?"
             _check(checks, "scheduler", hint, lambda: _list_jobs(transport, scheduler, user))

@@ -14,6 +14,7 @@ import click
 
 from veglia.cli.output import echo_success, echo_warning, print_table, raw_option
 from veglia.cli.state import CliState, pass_state
+from veglia.config.private_paths import private_file, private_folder
 from veglia.exceptions import VegliaError
 
 
@@ -43,8 +44,8 @@ def start_daemon(state: CliState, workers: int) -> None:
     if not state.profile.broker_url and workers > 1:
         echo_warning("Without a broker the daemon runs one worker; set broker.url for more.")
         workers = 1
-    files.folder.mkdir(parents=True, exist_ok=True)
-    with open(files.log, "ab") as log:
+    private_folder(files.folder)
+    with open(private_file(files.log), "ab") as log:
         subprocess.Popen(
             [sys.executable, "-m", "veglia.engine.daemon", "supervise", str(workers)],
             stdout=log,

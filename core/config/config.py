@@ -20,6 +20,7 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 import platformdirs
 
 from veglia.config.options import get_option
+from veglia.config.private_paths import private_folder
 from veglia.config.profile import Profile
 from veglia.exceptions import ConfigurationError, InvalidOptionError, ProfileNotFoundError
 
@@ -37,7 +38,7 @@ def veglia_home() -> Path:
 
 
 def _write_atomic(path: Path, data: dict[str, Any], mode: int) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
+    private_folder(path.parent)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         os.fchmod(fd, mode)
@@ -134,7 +135,7 @@ class Config:
             self._store(name, key, value)
         if self.default_profile is None:
             self.default_profile = name
-        self.profile_folder(name).mkdir(parents=True, exist_ok=True)
+        private_folder(self.profile_folder(name))
         self.save()
         return self.get_profile(name)
 
@@ -204,5 +205,5 @@ class Config:
             "default_profile": self.default_profile,
             "profiles": self._profiles,
         }
-        _write_atomic(self.path, data, 0o644)
+        _write_atomic(self.path, data, 0o600)
         _write_atomic(self.secrets_path, self._secrets, 0o600)

@@ -329,9 +329,10 @@ BUILTIN_OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "workdir.root",
-        "Root folder of job working directories on computers, '{username}' is replaced "
-        "by the remote user name.",
-        default="/tmp/veglia-{username}/work",
+        "Root folder of job working directories on computers: '{home}' is replaced by the "
+        "remote home folder and '{username}' by the remote user name. It must belong to "
+        "you and be writable by nobody else (veglia checks).",
+        default="{home}/veglia-work",
         setup=True,
     ),
     Option(

@@ -32,7 +32,7 @@ from veglia.engine.monitors import (
 from veglia.engine.process import Process, plain_data
 from veglia.engine.trace import TraceRecord, build_record, finish_record
 from veglia.engine.waiting import InterruptibleWaiting
-from veglia.exceptions import TransportError
+from veglia.exceptions import TransportError, UnsafeWorkdirError
 from veglia.orm.computers import Code, Computer, load_computer
 from veglia.orm.nodes import CalcJobNode, FolderData, RemoteData
 from veglia.schedulers import (
@@ -95,7 +95,9 @@ class JobWaiting(InterruptibleWaiting):
         command = self.data
         try:
             if command == UPLOAD:
-                await self._interruptible(process.do_upload(), finish_first=True)
+                result = await self._interruptible(process.do_upload(), finish_first=True)
+                if result == BLOCKED:
+                    return self._next(BLOCKED, "Blocked until `veglia process unblock`")
                 return self._next(SUBMIT, "Waiting to submit")
             if command == SUBMIT:
                 result = await self._interruptible(process.do_submit(), finish_first=True)
@@ -391,11 +393,27 @@ class CalcJob(Process):
             "--all`.",
         )
 
-    def _workdir(self, username: str) -> str:
-        assert self.node is not None
-        return self.computer.job_workdir(username, self.node.uuid)
+    def _workdir(self, transport: Any) -> str:
+        """The job's folder; its root is made private and checked first (once per
+        connection): a root another user controls is refused."""
+        from veglia.workdir_root import private_root
 
-    async def do_upload(self) -> None:
+        assert self.node is not None
+        root = self.computer.get_workdir(transport.whoami(), transport.home())
+        return self.computer.job_workdir(private_root(transport, root), self.node.uuid)
+
+    async def do_upload(self) -> str | None:
+        node = self.node
+        assert node is not None
+        try:
+            await self._upload()
+        except UnsafeWorkdirError as exc:
+            if not node.get_attribute("daemon"):
+                raise  # a foreground run ends with the reason; nobody would unblock it
+            return self._block(str(exc), f"veglia refused the work dir of {self.computer.label}")
+        return None
+
+    async def _upload(self) -> None:
         node = self.node
         assert node is not None
         self._right_size()
@@ -417,7 +435,7 @@ class CalcJob(Process):
             node.put_objects({**files, tasks.SCRIPT_NAME: script.encode()})
 
             def upload(transport: Any) -> str:
-                workdir = self._workdir(transport.whoami())
+                workdir = self._workdir(transport)
                 tasks.upload(transport, node, workdir, sandbox, calcinfo, script)
                 return workdir
 
@@ -462,7 +480,7 @@ class CalcJob(Process):
         self._trace_updated("SUBMITTED")
         return None
 
-    def _block(self, reason: str) -> str:
+    def _block(self, reason: str, cause: str = "") -> str:
         """A submission no retry can fix: hold the job, tell the user once per cause."""
         from veglia.notifications import notify_once
 
@@ -476,9 +494,13 @@ class CalcJob(Process):
             _blocked_event(label, reason),
             "jobs_blocked",
             f"jobs on {label} are blocked: {first_line[:120]}",
-            f"The scheduler of {label} refused process {node.pk} (and will refuse any job "
-            f"asking the same):\n\n{reason}\n\nThe jobs wait. Fix the cause (the account, "
-            "queue or option), then resume them with `veglia process unblock --all`, or "
+            (
+                cause
+                or f"The scheduler of {label} refused process {node.pk} (and will refuse "
+                "any job asking the same)"
+            )
+            + f":\n\n{reason}\n\nThe jobs wait. Fix the cause (the account, queue, option "
+            "or work dir), then resume them with `veglia process unblock --all`, or "
             "`veglia process unblock PK --option NAME=VALUE` to change a job's option.",
         )
         return BLOCKED

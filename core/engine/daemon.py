@@ -24,6 +24,7 @@ from typing import Any
 import sqlalchemy as sa
 from plumpy.communications import LoopCommunicator
 
+from veglia.config.private_paths import private_file, private_folder
 from veglia.config.profile import Profile
 from veglia.engine import leases
 from veglia.engine.monitor_runner import CALLS as MONITOR_CALLS
@@ -77,7 +78,7 @@ def _write_json(path: Path, data: dict[str, Any]) -> None:
 def supervise(profile: Profile, workers: int) -> None:
     """Start ``workers`` workers and restart any that dies, until SIGTERM."""
     files = DaemonFiles(profile)
-    files.folder.mkdir(parents=True, exist_ok=True)
+    private_folder(files.folder)
     files.pid.write_text(str(os.getpid()))
     stopping = False
 
@@ -89,7 +90,7 @@ def supervise(profile: Profile, workers: int) -> None:
     signal.signal(signal.SIGINT, stop)
 
     def spawn() -> subprocess.Popen:
-        log = open(files.log, "ab")  # noqa: SIM115 - the child keeps it open
+        log = open(private_file(files.log), "ab")  # noqa: SIM115 - the child keeps it open
         return subprocess.Popen(
             [sys.executable, "-m", "veglia.engine.daemon", "worker"],
             stdout=log,

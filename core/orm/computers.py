@@ -18,7 +18,8 @@ __all__ = ["Code", "Computer", "load_code", "load_computer"]
 
 #: Computer properties and their defaults.
 COMPUTER_PROPERTIES: dict[str, Any] = {
-    "workdir": "/tmp/veglia-{username}/work",
+    # Under the home: a folder in a shared /tmp can be made by another user first.
+    "workdir": "{home}/veglia-work",
     "safe_interval": 1.0,
     "minimum_poll_interval": 5.0,
     "mpirun_command": "mpirun -np {tot_num_mpiprocs}",
@@ -139,12 +140,16 @@ class Computer:
     def get_scheduler(self) -> Any:
         return SchedulerFactory(self.scheduler_type)()
 
-    def get_workdir(self, username: str) -> str:
-        return self.get_property("workdir").replace("{username}", username)
+    def get_workdir(self, username: str, home: str = "") -> str:
+        """The root of this computer's job folders for that user (``{username}`` and
+        ``{home}`` replaced)."""
+        from veglia.workdir_root import expand_root
 
-    def job_workdir(self, username: str, uuid: str) -> str:
-        """Where a job's files go: sharded by UUID so no folder gets huge."""
-        return posixpath.join(self.get_workdir(username), uuid[:2], uuid[2:4], uuid[4:])
+        return expand_root(self.get_property("workdir"), username, home)
+
+    def job_workdir(self, root: str, uuid: str) -> str:
+        """Where a job's files go under ``root``: sharded by UUID so no folder gets huge."""
+        return posixpath.join(root, uuid[:2], uuid[2:4], uuid[4:])
 
 
 def load_computer(label: str | int) -> Computer:

@@ -12,6 +12,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
+from veglia.config.private_paths import private_file, private_folder
 from veglia.config.profile import mask_url
 from veglia.exceptions import (
     SchemaNewerError,
@@ -57,7 +58,8 @@ def create_db_engine(url: str) -> Engine:
         if url.startswith("sqlite"):
             path = sa.engine.make_url(url).database
             if path and path != ":memory:":
-                Path(path).parent.mkdir(parents=True, exist_ok=True)
+                # 0600 before SQLite opens it: its -wal and -shm files take the same mode.
+                private_file(private_folder(Path(path).parent) / Path(path).name)
             engine = sa.create_engine(
                 url, connect_args={"timeout": 30}, json_serializer=_strict_json
             )

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
+from veglia.config.private_paths import private_folder
 from veglia.exceptions import NotExistent, RepositoryIntegrityError
 
 __all__ = ["FileRepository"]
@@ -40,7 +41,7 @@ class FileRepository:
 
     def put_stream(self, stream: BinaryIO) -> tuple[str, int]:
         """Store the stream's bytes; return ``(sha256, size)``."""
-        self._tmp.mkdir(parents=True, exist_ok=True)
+        private_folder(self._tmp)
         digest = hashlib.sha256()
         size = 0
         fd, tmp_name = tempfile.mkstemp(dir=self._tmp)
@@ -55,7 +56,7 @@ class FileRepository:
             if target.exists():
                 os.unlink(tmp_name)
             else:
-                target.parent.mkdir(parents=True, exist_ok=True)
+                private_folder(target.parent)
                 os.replace(tmp_name, target)
             return sha256, size
         except BaseException:

@@ -173,5 +173,8 @@ class LocalTransport(Transport):
 
         return getpass.getuser()
 
+    def home(self) -> str:
+        return os.path.expanduser("~")
+
     def gotocomputer_command(self, workdir: str) -> str:
         return f"cd {shlex.quote(self.path(workdir))} && exec bash -l"

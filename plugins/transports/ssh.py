@@ -350,4 +350,5 @@ class SshTransport(Transport):
             f"{params['username']}@{self.hostname}" if params["username"] else self.hostname
         )
         remote = f"cd {shlex.quote(self.path(workdir))} && exec bash -l"
-        return " ".join([*map(shlex.quote, parts), destination, shlex.quote(remote)])
+        # "--": a host name starting with "-" must not be read as an ssh option.
+        return " ".join([*map(shlex.quote, [*parts, "--", destination, remote])])
