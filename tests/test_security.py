@@ -348,3 +348,24 @@ def test_the_default_work_dir_is_under_the_home(profile, services_env, ssh_param
     )
     assert node.is_finished_ok
     assert node.remote_workdir.startswith(f"{services_env['SSH_USER_HOME']}/veglia-work/")
+
+
+def test_in_the_daemon_a_job_with_an_unsafe_work_dir_waits_blocked(
+    profile, shared_tmp_root, daemon, run_cli
+):
+    import os
+
+    from veglia_fixtures.profiles import wait_for
+
+    (shared_tmp_root / "work").mkdir(parents=True)
+    os.chown(shared_tmp_root / "work", NOBODY, NOBODY)
+    _local_computer("tmpdefault", f"{shared_tmp_root}/work").configure()
+    daemon(1)
+    node = engine.submit(ShellJob, command=orm.Str("echo ok"), metadata={"computer": "tmpdefault"})
+    wait_for([node], lambda n: bool(n.get_attribute("blocked")) and n.paused, timeout=60)
+    assert "owned by user 65534" in node.get_attribute("blocked")["reason"]
+
+    os.chown(shared_tmp_root / "work", 0, 0)  # the fix
+    assert run_cli("-p", "test", "process", "unblock", str(node.pk)).exit_code == 0
+    wait_for([node], lambda n: n.is_terminated, timeout=60)
+    assert node.is_finished_ok, node.exit_message
