@@ -112,6 +112,9 @@ def notify(event: str, subject: str, body: str, recipients: list[str], profile: 
     ``notify.email`` option (possibly empty: a channel of your own may not need them).
     Implement it to add a channel (chat, pager); the built-in ``core.email`` plugin sends
     e-mail over SMTP. An exception is logged and does not stop the other channels.
+    Called from a running event loop (a daemon worker), the hook runs on a background
+    thread, one notification after another, so blocking is allowed but should end: give
+    network calls a timeout.
     """
 
 

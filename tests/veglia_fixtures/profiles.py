@@ -26,6 +26,11 @@ def veglia_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pat
     unload_profile()
     reset_plugin_manager()
     yield home
+    from veglia.notifications import flush
+
+    # A notification a test made on an event loop is sent by a background thread: done
+    # here, with this test's profile and plugins, not during the next test.
+    flush(timeout=30)
     unload_profile()
     reset_plugin_manager()
 
