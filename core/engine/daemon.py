@@ -228,7 +228,9 @@ class Worker:
             from veglia.engine.broker_tasks import create_communicator
 
             slots = int(profile.get_option("daemon.worker_process_slots"))
-            self._thread_communicator = create_communicator(profile, task_prefetch_count=slots)
+            self._thread_communicator = create_communicator(
+                profile, task_prefetch_count=slots, takes_tasks=True
+            )
             self.communicator = QuietCommunicator(self._thread_communicator, self.loop)
         self.runner = Runner(loop=self.loop, communicator=self.communicator)
         set_runner(self.runner)
@@ -306,9 +308,17 @@ class Worker:
     async def _take(self, pk: int) -> bool:
         """Whether this worker now holds the process (it is unfinished and no other live
         worker runs it)."""
-        from veglia.orm.nodes import load_node
+        from veglia.exceptions import NotExistent
+        from veglia.orm.nodes import ProcessNode, load_node
 
-        if load_node(pk).is_terminated:  # type: ignore[attr-defined]
+        try:
+            node = load_node(pk)
+        except NotExistent:
+            node = None
+        if not isinstance(node, ProcessNode):  # deleted since it was queued, or a forged task
+            LOGGER.warning("task dropped: there is no process %s (deleted?)", pk)
+            return False
+        if node.is_terminated:
             return False
         # A task delivered again (after a broker restart, or a repair) while another live
         # worker runs the process: that worker finishes it; if it dies, its lease expires
