@@ -451,6 +451,9 @@ class CalcJob(Process):
         node = self.node
         assert node is not None
         if node.job_id:  # submitted before a restart: never twice
+            if not any(log.message.startswith("submitted job") for log in node.logs):
+                # The worker died between recording the job id and saying so.
+                self.report(f"submitted job {node.job_id}")
             return None
         try:
             job_id = await self._with_retries(
