@@ -13,7 +13,7 @@ import re
 import shlex
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from veglia.exceptions import VegliaError
 
@@ -194,6 +194,11 @@ class Scheduler(ABC):
     #: Whether ``get_jobs`` learns how a finished job ended (exit code, OOM, timeout).
     reports_finished_jobs: bool = False
 
+    #: ``(exit code, stdout, stderr)`` of the list command when it lists no job (for ids
+    #: the batch system does not know): the scheduler contract test checks that it parses
+    #: to no job, while garbage and a failed command raise :class:`SchedulerError`.
+    example_empty_listing: ClassVar[tuple[int, str, str] | None] = None
+
     # -- script -----------------------------------------------------------------------
     @abstractmethod
     def script_header(self, template: JobTemplate) -> list[str]:
@@ -232,7 +237,11 @@ class Scheduler(ABC):
 
     @abstractmethod
     def parse_joblist_output(self, retval: int, stdout: str, stderr: str) -> list[JobInfo]:
-        """Jobs from the list command's output."""
+        """Jobs from the list command's output.
+
+        A job missing from the result counts as finished, so output that cannot be parsed,
+        or a command that failed, must raise :class:`SchedulerError` (the poll is then
+        retried and backed off), never give an empty or partial list."""
 
     @abstractmethod
     def kill_command(self, job_id: str) -> str:

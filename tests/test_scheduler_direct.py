@@ -72,3 +72,59 @@ def test_finished_jobs_are_not_listed(workdir):
 def test_queues_are_refused_with_a_reason():
     with pytest.raises(SchedulerError, match="no queues"):
         DirectScheduler().get_submit_script(JobTemplate(commands=["true"], queue_name="short"))
+
+
+def test_threads_per_process_reach_the_job_as_omp_num_threads(profile):
+    from veglia import engine, orm
+    from veglia.entry_points import CalculationFactory
+
+    shell = CalculationFactory("core.shell")
+    outputs = engine.run(
+        shell,
+        command=orm.Str('echo "threads=$OMP_NUM_THREADS"'),
+        metadata={"options": {"resources": {"num_machines": 1, "num_cores_per_mpiproc": 3}}},
+    )
+    assert outputs["stdout"].get_content() == b"threads=3\n"
+    mine = engine.run(
+        shell,
+        command=orm.Str('echo "threads=$OMP_NUM_THREADS"'),
+        metadata={
+            "options": {
+                "resources": {"num_machines": 1, "num_cores_per_mpiproc": 3},
+                "environment_variables": {"OMP_NUM_THREADS": 1},
+            }
+        },
+    )
+    assert mine["stdout"].get_content() == b"threads=1\n"  # the job's own value wins
+
+
+def test_a_ps_printing_garbage_keeps_jobs_waiting_and_never_ends_them(profile, run_cli, tmp_path):
+    """The acceptance run: a wrapper earlier on PATH makes `ps` print garbage."""
+    import os
+    import shutil
+
+    from veglia import engine, orm
+    from veglia.entry_points import CalculationFactory
+    from veglia_fixtures.profiles import wait_for
+
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    ps = fake / "ps"
+    ps.write_text("#!/bin/sh\necho aaa\n")
+    ps.chmod(0o755)
+    env = {"PATH": f"{fake}:{os.environ['PATH']}"}
+    assert run_cli("-p", "test", "daemon", "start", "1", env=env).exit_code == 0
+    try:
+        node = engine.submit(CalculationFactory("core.shell"), command=orm.Str("sleep 1; echo ok"))
+        wait_for(
+            [node],
+            lambda n: any("ps printed a line" in log.message for log in n.logs),
+            timeout=60,
+        )
+        time.sleep(4)  # well past the job's own end
+        assert not node.refresh().is_terminated, "garbage from ps ended the job"
+        ps.write_text(f'#!/bin/sh\nexec {shutil.which("ps")} "$@"\n')  # the fix
+        wait_for([node], lambda n: n.is_terminated, timeout=90)
+        assert node.is_finished_ok, node.exit_message
+    finally:
+        run_cli("-p", "test", "daemon", "stop")

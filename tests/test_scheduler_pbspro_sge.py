@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from veglia.plugins.schedulers.pbspro import PbsProScheduler, parse_qstat_full
+from veglia.plugins.schedulers.pbspro import PbsProScheduler, TorqueScheduler, parse_qstat_full
 from veglia.plugins.schedulers.sge import SgeScheduler
 from veglia.schedulers import JobFailure, JobResources, JobState, JobTemplate, SchedulerError
 
@@ -226,3 +226,58 @@ def test_sge_submit_kill_and_failures():
     assert scheduler.classify_failure(None, "MemoryError\n") is JobFailure.OUT_OF_MEMORY
     assert scheduler.classify_failure(None, "all fine\n") is None
     assert SgeScheduler.reports_finished_jobs is False
+
+
+# -- continuation lines, Torque, malformed output --------------------------------------------
+def test_qstat_continuation_lines_indented_with_spaces_or_not_at_all_are_kept():
+    text = (
+        "Job Id: 12.server\n"
+        "    job_state = Q\n"
+        "    Variable_List = PBS_O_HOME=/home/u,PBS_O_LANG=C,\n"
+        "        PBS_O_LOGNAME=u,PBS_O_PATH=/usr/bin\n"
+        "    comment = first line\n"
+        "second line of the comment\n"
+        "    queue = workq\n"
+    )
+    (record,) = parse_qstat_full(text)
+    assert record["Variable_List"].endswith("PBS_O_LANG=C,PBS_O_LOGNAME=u,PBS_O_PATH=/usr/bin")
+    assert record["comment"] == "first line\nsecond line of the comment"
+    assert record["queue"] == "workq"
+
+
+def test_torques_completed_jobs_keep_their_exit_code():
+    text = (
+        "Job Id: 40.torque.example.org\n"
+        "    Job_Name = relax\n"
+        "    job_state = C\n"
+        "    queue = batch\n"
+        "    exit_status = 3\n"
+        "\n"
+        "Job Id: 41.torque.example.org\n"
+        "    job_state = C\n"
+        "    exit_status = 0\n"
+    )
+    infos = {i.job_id: i for i in TorqueScheduler().parse_joblist_output(0, text, "")}
+    assert infos["40.torque.example.org"].state == JobState.DONE
+    assert infos["40.torque.example.org"].exit_code == 3
+    assert infos["40.torque.example.org"].failure == JobFailure.FAILED
+    assert infos["41.torque.example.org"].exit_code == 0
+    assert infos["41.torque.example.org"].failure is None
+
+
+def test_torque_asks_for_nodes_and_ppn_and_the_whole_jobs_memory():
+    header = TorqueScheduler().script_header(JobTemplate(**TEMPLATE))
+    assert "#PBS -l nodes=2:ppn=8" in header
+    assert "#PBS -l mem=8192mb" in header  # 4 GB per machine, two machines
+    assert "#PBS -l walltime=25:01:01" in header
+
+
+def test_sge_xml_without_queue_info_is_an_error():
+    with pytest.raises(SchedulerError, match="queue_info"):
+        SgeScheduler().parse_joblist_output(0, "<job_info><job_info/></job_info>", "")
+
+
+@pytest.mark.parametrize("scheduler", [PbsProScheduler(), SgeScheduler()])
+def test_mem_0_is_refused_where_there_is_no_such_request(scheduler):
+    with pytest.raises(SchedulerError, match="leave it unset"):
+        scheduler.script_header(JobTemplate(commands=["true"], max_memory_kb=0))

@@ -24,6 +24,7 @@ from veglia.plugins.schedulers.slurm import (
     memory_mb,
     parse_duration,
     parse_scontrol_record,
+    parse_slurm_time_input,
     safe_job_name,
 )
 from veglia.schedulers import JobFailure, JobResources, JobState, JobTemplate, SchedulerError
@@ -83,7 +84,7 @@ def test_optional_requests_are_left_out_and_the_script_is_complete():
     [
         ("queue_name", "long queue", "queue_name 'long queue' must be one word"),
         ("stdout_name", "out file.txt", "stdout_name"),
-        ("max_memory_kb", 0, "max_memory_kb must be a whole number >= 1"),
+        ("max_memory_kb", -1, "max_memory_kb must be a whole number >= 1"),
         ("max_wallclock_seconds", -5, "max_wallclock_seconds must be a whole number"),
     ],
 )
@@ -165,8 +166,33 @@ def test_sinfo_lines_of_one_partition_are_merged():
     assert queues["debug"].max_wallclock_seconds == 1800 and not queues["debug"].available
 
 
+def test_mem_0_asks_for_all_of_each_nodes_memory():
+    header = SlurmScheduler().script_header(JobTemplate(commands=["true"], max_memory_kb=0))
+    assert "#SBATCH --mem=0" in header
+
+
+def test_times_written_for_slurm_follow_sbatchs_rules():
+    cases = {"30": 1800, "30:15": 1815, "1:02:03": 3723, "2-3": 2 * 86400 + 3 * 3600}
+    cases |= {"2-3:04": 2 * 86400 + 3 * 3600 + 240, "2-03:04:05": 2 * 86400 + 11045}
+    assert {text: parse_slurm_time_input(text) for text in cases} == cases
+    assert parse_slurm_time_input("soon") is None
+    assert parse_duration("30") == 30  # as printed (squeue's MM:SS has a colon)
+
+
+def test_configuring_is_queued_not_running():
+    line = "77|N/A|77|N/A|CONFIGURING|None|short|0:00|10:00|1|boot"
+    infos = _parse(f"#veglia squeue rc=0\n{line}\n")
+    assert infos["77"].state == JobState.QUEUED and infos["77"].raw_state == "CONFIGURING"
+
+
+def test_a_listing_line_that_is_not_squeues_is_an_error():
+    with pytest.raises(SchedulerError, match="does not understand"):
+        _parse("#veglia squeue rc=0\n<html>proxy error</html>\n")
+
+
 def test_pending_reasons_that_can_never_clear_are_known():
     scheduler = SlurmScheduler()
+    assert scheduler.unsatisfiable_reason("DependencyNeverSatisfied")
     assert scheduler.unsatisfiable_reason("PartitionTimeLimit")
     assert scheduler.unsatisfiable_reason("(PartitionDown)")
     assert not scheduler.unsatisfiable_reason("Priority")

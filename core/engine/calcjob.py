@@ -54,6 +54,12 @@ class TransportTaskFailed(Exception):
     """A transport task failed on every attempt."""
 
 
+def _non_negative_int(value: Any, _: Any = None) -> str | None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+        return f"must be a whole number >= 0, not {value!r}"
+    return None
+
+
 def _positive_int(value: Any, _: Any = None) -> str | None:
     if value is not None and (not isinstance(value, int) or value <= 0):
         return f"must be a whole number > 0, not {value!r}"
@@ -171,7 +177,13 @@ class CalcJob(Process):
         spec.input_namespace("metadata.options", required=False)
         options = [
             ("resources", dict, _resources, "num_machines, num_mpiprocs_per_machine, ..."),
-            ("max_memory_kb", int, _positive_int, "Memory the job may use, in kB."),
+            (
+                "max_memory_kb",
+                int,
+                _non_negative_int,
+                "Memory the job may use, in kB (0: all of a node's, where the scheduler has "
+                "such a request, as SLURM's --mem=0).",
+            ),
             ("max_wallclock_seconds", int, _positive_int, "Wall time the job may run."),
             ("queue_name", str, None, "Queue (partition) to submit to."),
             ("account", str, None, "Account to charge."),

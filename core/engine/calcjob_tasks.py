@@ -90,6 +90,13 @@ def build_template(node: CalcJobNode, calcinfo: CalcInfo, code: Any, computer: C
         )
         if t
     )
+    environment = dict(options.get("environment_variables", {}))
+    cores = options.get("resources", {}).get("num_cores_per_mpiproc")
+    if cores:
+        # Threads per process as asked (PBS sets it from ompthreads; the others do not): a
+        # threaded code otherwise starts one thread per core of the node, oversubscribing
+        # its allocation. A value the job sets itself wins.
+        environment.setdefault("OMP_NUM_THREADS", str(cores))
     template = JobTemplate(
         commands=commands,
         job_name=f"veglia-{node.uuid[:8]}",
@@ -102,7 +109,7 @@ def build_template(node: CalcJobNode, calcinfo: CalcInfo, code: Any, computer: C
         custom_scheduler_commands=options.get("custom_scheduler_commands", ""),
         prepend_text=prepend,
         append_text=append,
-        environment=options.get("environment_variables", {}),
+        environment=environment,
     )
     return computer.get_scheduler().get_submit_script(template)
 

@@ -29,6 +29,8 @@ class DirectScheduler(Scheduler):
     kills a job that runs past it). Queues and accounts do not exist and are refused.
     """
 
+    example_empty_listing = (1, "", "")
+
     def script_header(self, template: JobTemplate) -> list[str]:
         if template.queue_name or template.account:
             raise SchedulerError(
@@ -64,14 +66,23 @@ class DirectScheduler(Scheduler):
         return f"ps -o pid=,stat=,etimes=,comm= -u {who}"
 
     def parse_joblist_output(self, retval: int, stdout: str, stderr: str) -> list[JobInfo]:
-        # ps exits 1 when none of the PIDs exists: that is an empty list, not an error.
-        if retval not in (0, 1) or stderr.strip():
-            raise SchedulerError(f"ps failed (exit {retval}): {stderr.strip()}")
+        # ps exits 1 when none of the PIDs exists (and prints nothing): an empty list.
+        if retval not in (0, 1) or stderr.strip() or (retval == 1 and stdout.strip()):
+            raise SchedulerError(
+                f"ps failed (exit {retval}): {(stderr.strip() or stdout.strip())[:500]}"
+            )
         jobs = []
         for line in stdout.splitlines():
             match = re.match(r"\s*(\d+)\s+(\S+)\s+(\d+)\s*(.*)", line)
             if not match:
-                continue
+                if not line.strip():
+                    continue
+                # A job missing from the list counts as finished: one garbled listing must
+                # be a failed poll, or it would end every job on the computer.
+                raise SchedulerError(
+                    f"ps printed a line veglia does not understand: {line[:200]!r}. Is `ps` "
+                    "on the computer's PATH the procps one?"
+                )
             pid, stat, elapsed, command = match.groups()
             state = _STATES.get(stat[0], JobState.UNDETERMINED)
             jobs.append(

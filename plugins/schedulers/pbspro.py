@@ -23,11 +23,13 @@ from veglia.plugins.schedulers.slurm import (
 )
 from veglia.schedulers import JobFailure, JobInfo, JobState, JobTemplate, Scheduler, SchedulerError
 
-__all__ = ["PbsProScheduler", "parse_qstat_full"]
+__all__ = ["PbsProScheduler", "TorqueScheduler", "parse_qstat_full"]
 
 LOGGER = logging.getLogger(__name__)
 
 _JOB_ID = re.compile(r"\d+(\[\d*\])?(\.[A-Za-z0-9][A-Za-z0-9.-]*)?")
+#: ``    key = value``: an attribute line of ``qstat -f`` (four spaces, a name, " = ").
+_ATTRIBUTE = re.compile(r" {4}([A-Za-z_][A-Za-z0-9_.]*) = (.*)")
 _STATES = {
     "Q": JobState.QUEUED,
     "W": JobState.QUEUED,  # waiting for its -a start time or a stage-in
@@ -40,6 +42,7 @@ _STATES = {
     "U": JobState.SUSPENDED,  # suspended because its workstation is busy
     "F": JobState.DONE,
     "X": JobState.DONE,  # a finished array task
+    "C": JobState.DONE,  # Torque: completed (kept for keep_completed seconds)
 }
 # PBS's own exit statuses (JOB_EXEC_* in OpenPBS's job.h) for a job it killed.
 _KILLED = {
@@ -74,20 +77,32 @@ def _size_kb(text: str) -> int | None:
 
 
 def parse_qstat_full(text: str) -> list[dict[str, str]]:
-    """The records of ``qstat -f``: ``Job Id: <id>`` then ``    key = value`` lines; qstat
-    wraps long values (``Variable_List``, ``exec_vnode``) onto tab-indented lines, which
-    continue the value without a separator."""
+    """The records of ``qstat -f``: ``Job Id: <id>`` then ``    key = value`` lines.
+
+    Any other line continues the value before it: qstat wraps long values (``Variable_List``,
+    ``exec_vnode``) onto lines indented with a tab (PBS Pro) or spaces (Torque), which go on
+    without a separator; a line not indented at all is a newline inside the value (a
+    multi-line ``comment``). Text before the first record is not qstat's: an error.
+    """
     records: list[dict[str, str]] = []
     key = None
     for line in text.splitlines():
+        attribute = _ATTRIBUTE.fullmatch(line)
         if line.startswith("Job Id:"):
             records.append({"Job_Id": line.partition(":")[2].strip()})
             key = None
-        elif line.startswith("\t") and records and key:
-            records[-1][key] += line.strip()
-        elif " = " in line and records:
-            key, _, value = line.strip().partition(" = ")
-            records[-1][key] = value.strip()
+        elif not line.strip():
+            continue
+        elif not records:
+            raise SchedulerError(f"qstat printed a line veglia does not understand: {line!r}")
+        elif attribute:
+            key = attribute.group(1)
+            records[-1][key] = attribute.group(2).strip()
+        elif key is not None:
+            wrapped = line[:1].isspace()
+            records[-1][key] += line.strip() if wrapped else "\n" + line.rstrip()
+        else:
+            raise SchedulerError(f"qstat printed a line veglia does not understand: {line!r}")
     return records
 
 
@@ -136,7 +151,7 @@ def _job_info(fields: dict[str, str]) -> JobInfo:
         details=fields,
     )
     if state is JobState.DONE:
-        text = fields.get("Exit_status", "")
+        text = fields.get("Exit_status") or fields.get("exit_status", "")  # PBS Pro, Torque
         status = int(text) if re.fullmatch(r"-?\d+", text) else None
         # 256 + signal (PBS's "killed by a signal") as a shell reports it: 128 + signal.
         info.exit_code = status - 128 if status is not None and status > 256 else status
@@ -155,6 +170,7 @@ class PbsProScheduler(Scheduler):
     """
 
     reports_finished_jobs = True
+    example_empty_listing = (35, "", "qstat: Unknown Job Id 999.server\n")
 
     def script_header(self, template: JobTemplate) -> list[str]:
         if template.qos:
@@ -167,6 +183,11 @@ class PbsProScheduler(Scheduler):
             f"{res.num_machines}:ncpus={res.num_mpiprocs_per_machine * res.num_cores_per_mpiproc}"
             f":mpiprocs={res.num_mpiprocs_per_machine}:ompthreads={res.num_cores_per_mpiproc}"
         )
+        if template.max_memory_kb == 0:
+            raise SchedulerError(
+                "max_memory_kb = 0 asks for all of a node's memory, which PBS has no request "
+                "for: leave it unset, or give the memory in kB."
+            )
         if template.max_memory_kb is not None:
             kb = positive_int("max_memory_kb", template.max_memory_kb)
             chunk += f":mem={memory_mb(kb)}mb"
@@ -252,3 +273,42 @@ class PbsProScheduler(Scheduler):
         if _TIMEOUT_MESSAGES.search(scheduler_stderr or ""):
             return JobFailure.OUT_OF_WALLTIME
         return info.failure if info is not None else None
+
+
+class TorqueScheduler(PbsProScheduler):
+    """Torque (and the PBS it grew from): PBS Pro's commands and ``qstat -f``, whose
+    finished jobs show as state ``C`` with a lowercase ``exit_status``, but resources as
+    ``nodes=N:ppn=P`` and one ``mem`` for the whole job (max_memory_kb is per machine, as
+    for the other schedulers, so it is multiplied by the machines)."""
+
+    def script_header(self, template: JobTemplate) -> list[str]:
+        if template.qos:
+            raise SchedulerError(
+                "Torque has no QOS; remove qos, or use queue_name or "
+                "custom_scheduler_commands for what it meant."
+            )
+        if template.max_memory_kb == 0:
+            raise SchedulerError(
+                "max_memory_kb = 0 asks for all of a node's memory, which Torque has no "
+                "request for: leave it unset, or give the memory in kB."
+            )
+        res = template.resources
+        ppn = res.num_mpiprocs_per_machine * res.num_cores_per_mpiproc
+        lines = [
+            f"#PBS -N {safe_job_name(template.job_name, max_length=236, letter_first=True)}",
+            f"#PBS -o {check_directive_value('stdout_name', template.stdout_name)}",
+            f"#PBS -e {check_directive_value('stderr_name', template.stderr_name)}",
+            "#PBS -r n",
+            f"#PBS -l nodes={res.num_machines}:ppn={ppn}",
+        ]
+        if template.max_memory_kb is not None:
+            kb = positive_int("max_memory_kb", template.max_memory_kb)
+            lines.append(f"#PBS -l mem={memory_mb(kb) * res.num_machines}mb")
+        if template.max_wallclock_seconds is not None:
+            seconds = positive_int("max_wallclock_seconds", template.max_wallclock_seconds)
+            lines.append(f"#PBS -l walltime={format_hms(seconds)}")
+        if template.queue_name:
+            lines.append(f"#PBS -q {check_directive_value('queue_name', template.queue_name)}")
+        if template.account:
+            lines.append(f"#PBS -A {check_directive_value('account', template.account)}")
+        return lines

@@ -106,6 +106,12 @@ class SgeScheduler(Scheduler):
     """
 
     reports_finished_jobs = False
+    example_empty_listing = (
+        0,
+        '<?xml version="1.0"?>\n<job_info xmlns:xsd="http://www.w3.org/2001/XMLSchema">\n'
+        "  <queue_info>\n  </queue_info>\n  <job_info>\n  </job_info>\n</job_info>\n",
+        "",
+    )
     parallel_environment: str = "smp"
 
     def __init__(self, parallel_environment: str | None = None) -> None:
@@ -137,6 +143,11 @@ class SgeScheduler(Scheduler):
         if template.max_wallclock_seconds is not None:
             seconds = positive_int("max_wallclock_seconds", template.max_wallclock_seconds)
             lines.append(f"#$ -l h_rt={format_hms(seconds)}")
+        if template.max_memory_kb == 0:
+            raise SchedulerError(
+                "max_memory_kb = 0 asks for all of a node's memory, which SGE has no request "
+                "for: leave it unset, or give the memory in kB."
+            )
         if template.max_memory_kb is not None:
             kb = positive_int("max_memory_kb", template.max_memory_kb)
             slots_per_machine = res.num_mpiprocs_per_machine * res.num_cores_per_mpiproc
@@ -183,6 +194,12 @@ class SgeScheduler(Scheduler):
             raise SchedulerError(
                 f"qstat -xml printed what is not XML ({exc}): {stdout.strip()[:500]!r}"
             ) from None
+        if root.tag != "job_info" or root.find("queue_info") is None:
+            # Every real listing has <queue_info> (empty when nothing runs); without it this
+            # is not qstat's answer, and an empty list would end every job.
+            raise SchedulerError(
+                f"qstat -xml printed XML without <queue_info>: {stdout.strip()[:500]!r}"
+            )
         infos = [_job_info(element) for element in root.iter("job_list")]
         return infos + array_summaries(infos)
 

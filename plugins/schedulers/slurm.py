@@ -27,7 +27,8 @@ from veglia.schedulers import (
 
 __all__ = ["SlurmScheduler", "SlurmSubmitError", "array_summaries", "check_directive_value"]
 __all__ += ["format_hms"]
-__all__ += ["memory_mb", "parse_duration", "parse_scontrol_record", "positive_int"]
+__all__ += ["memory_mb", "parse_duration", "parse_scontrol_record", "parse_slurm_time_input"]
+__all__ += ["positive_int"]
 __all__ += ["safe_job_name"]
 
 LOGGER = logging.getLogger(__name__)
@@ -48,7 +49,11 @@ def format_hms(seconds: int) -> str:
 
 
 def parse_duration(text: str) -> int | None:
-    """Seconds in ``[D-]HH:MM:SS``, ``MM:SS`` or ``SS`` (SLURM and PBS times); None if not one."""
+    """Seconds in a time as SLURM and PBS *print* it (``squeue``, ``scontrol``, ``sinfo``,
+    ``qstat``): ``[D-]HH:MM:SS``, ``MM:SS`` or a bare number of seconds; None if not one.
+
+    Not for times a person writes for SLURM: there ``--time=30`` means 30 *minutes*
+    (:func:`parse_slurm_time_input`)."""
     match = re.fullmatch(r"\s*(?:(\d+)-)?(\d+(?::\d+){0,2})\s*", text or "")
     if not match:
         return None
@@ -56,6 +61,24 @@ def parse_duration(text: str) -> int | None:
     for part in match.group(2).split(":"):
         seconds = seconds * 60 + int(part)
     return seconds + int(match.group(1) or 0) * 86400
+
+
+def parse_slurm_time_input(text: str) -> int | None:
+    """Seconds in a time written for SLURM (``--time``, a partition's ``MaxTime``), by the
+    sbatch manual's rules: ``M``, ``M:S``, ``H:M:S``, ``D-H``, ``D-H:M``, ``D-H:M:S``;
+    None if not one."""
+    match = re.fullmatch(r"\s*(?:(\d+)-)?(\d+(?::\d+){0,2})\s*", text or "")
+    if not match:
+        return None
+    days, clock = match.group(1), [int(part) for part in match.group(2).split(":")]
+    if days is not None:  # D-H, D-H:M, D-H:M:S
+        hours, minutes, seconds = [*clock, 0, 0][:3]
+        return int(days) * 86400 + hours * 3600 + minutes * 60 + seconds
+    if len(clock) == 3:
+        return clock[0] * 3600 + clock[1] * 60 + clock[2]
+    if len(clock) == 2:
+        return clock[0] * 60 + clock[1]
+    return clock[0] * 60
 
 
 def memory_mb(kb: int) -> int:
@@ -98,11 +121,12 @@ _INVALID_ID = "Invalid job id specified"
 _KEY = re.compile(r"(?:^|\s)([A-Za-z_][A-Za-z0-9_/:.]*)=")
 
 _ACTIVE = {
-    **dict.fromkeys(["PENDING", "REQUEUED", "REQUEUE_FED"], JobState.QUEUED),
+    # CONFIGURING: nodes allocated (booting, perhaps) but the script has not started.
+    **dict.fromkeys(["PENDING", "REQUEUED", "REQUEUE_FED", "CONFIGURING"], JobState.QUEUED),
     **dict.fromkeys(["REQUEUE_HOLD", "RESV_DEL_HOLD"], JobState.QUEUED_HELD),
     **dict.fromkeys(["SUSPENDED", "STOPPED"], JobState.SUSPENDED),
     **dict.fromkeys(
-        ["RUNNING", "COMPLETING", "CONFIGURING", "RESIZING", "SIGNALING", "STAGE_OUT"],
+        ["RUNNING", "COMPLETING", "RESIZING", "SIGNALING", "STAGE_OUT"],
         JobState.RUNNING,
     ),
 }
@@ -146,7 +170,7 @@ _RESOURCE_REQUEST = re.compile(
 # Pending reasons that mean the job cannot start in its partition as it is.
 _UNSATISFIABLE = {
     "PartitionTimeLimit", "PartitionNodeLimit", "PartitionDown", "PartitionInactive",
-    "PartitionConfig", "BadConstraints", "ReqNodeNotAvail",
+    "PartitionConfig", "BadConstraints", "ReqNodeNotAvail", "DependencyNeverSatisfied",
 }  # fmt: skip
 _OOM_MESSAGES = re.compile(
     r"exceeded (job |step )?memory limit|oom[-_ ]kill|out_of_memory", re.IGNORECASE
@@ -292,6 +316,12 @@ class SlurmScheduler(Scheduler):
     """
 
     reports_finished_jobs = True
+    example_empty_listing = (
+        0,
+        f"{_MARKER}squeue rc=1\nslurm_load_jobs error: {_INVALID_ID}\n"
+        f"{_MARKER}scontrol 999 rc=1\nslurm_load_jobs error: {_INVALID_ID}\n",
+        "",
+    )
 
     def script_header(self, template: JobTemplate) -> list[str]:
         resources = template.resources
@@ -309,7 +339,9 @@ class SlurmScheduler(Scheduler):
             days, rest = divmod(seconds, 86400)
             # SLURM counts in minutes and rounds seconds up; D-HH:MM:SS passes them exactly.
             lines.append(f"#SBATCH --time={f'{days}-' if days else ''}{format_hms(rest)}")
-        if template.max_memory_kb is not None:
+        if template.max_memory_kb == 0:  # the sbatch manual: all the memory of each node
+            lines.append("#SBATCH --mem=0")
+        elif template.max_memory_kb is not None:
             kb = positive_int("max_memory_kb", template.max_memory_kb)
             lines.append(f"#SBATCH --mem={memory_mb(kb)}")
         for option, what, value in (
@@ -415,7 +447,10 @@ class SlurmScheduler(Scheduler):
             if len(values) == len(_SQUEUE_FIELDS) and _JOB_ID.fullmatch(values[0]):
                 infos.append(_job_info(dict(zip(_SQUEUE_FIELDS, values, strict=True))))
             elif line.strip():
-                LOGGER.warning("squeue printed a line veglia does not understand: %s", line)
+                # Not skipped: a job missing from the list counts as finished.
+                raise SchedulerError(
+                    f"squeue printed a line veglia does not understand: {line[:200]!r}"
+                )
         return infos
 
     @staticmethod
@@ -426,6 +461,10 @@ class SlurmScheduler(Scheduler):
                 records.append(line)
             elif records and line[:1].isspace() and line.strip():  # multi-line form
                 records[-1] += "\n" + line
+            elif line.strip():
+                raise SchedulerError(
+                    f"scontrol printed a line veglia does not understand: {line[:200]!r}"
+                )
         return [_job_info(parse_scontrol_record(record)) for record in records]
 
     # -- queues -------------------------------------------------------------------------

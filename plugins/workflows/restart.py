@@ -252,6 +252,10 @@ class RestartWorkChain(WorkChain):
         from veglia.engine.history import memory_needed_after_oom
 
         self.ctx.oom = True
+        if options.get("max_memory_kb") == 0:  # all of a node's memory (--mem=0) already
+            need = "more memory than a whole node has"
+            self.ctx.exit = self.exit_codes.ERROR_NO_QUEUE_FITS.format(need=need)
+            return "stop", "was killed for memory with all of a node's memory (0)", options
         current = options.get("max_memory_kb") or (job.get_attribute("usage") or {}).get(
             "peak_memory_kb"
         )
