@@ -65,10 +65,15 @@ def test_trees_round_trip(transport, tmp_path):
     transport.rmtree("copy")  # gone already: no error
 
 
-def test_symlink(transport):
+def test_symlink_is_made_but_never_read_through(transport, tmp_path):
     transport.write_bytes("target.txt", b"t")
     transport.symlink("target.txt", "link.txt")
-    assert transport.read_bytes("link.txt") == b"t"
+    assert transport.lstat("link.txt").is_symlink and transport.stat("link.txt").is_file
+    # A job's folder is not trusted: a link there may lead anywhere (or to /dev/zero).
+    with pytest.raises(TransportError, match="not a regular file"):
+        transport.read_bytes("link.txt")
+    with pytest.raises(TransportError, match="not a regular file"):
+        transport.getfile("link.txt", tmp_path / "copy")
 
 
 def test_commands(transport):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import shlex
 import shutil
@@ -48,9 +49,15 @@ class LocalTransport(Transport):
         """The file opened for reading, refused unless it is a regular file: checked on the
         open descriptor (no symlink followed, a FIFO not waited on), so a job cannot swap in
         something else between a check and the read."""
-        fd = os.open(source, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-        if not stat_module.S_ISREG(os.fstat(fd).st_mode):
-            os.close(fd)
+        try:
+            fd = os.open(source, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError as exc:
+            if exc.errno != errno.ELOOP:  # ELOOP: the last part is a symlink
+                raise
+            fd = None
+        if fd is None or not stat_module.S_ISREG(os.fstat(fd).st_mode):
+            if fd is not None:
+                os.close(fd)
             raise TransportError(
                 f"{source} on localhost is not a regular file (a link, FIFO or device): "
                 "veglia reads only regular files from a job's folder."
