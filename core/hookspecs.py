@@ -61,6 +61,28 @@ def profile_loaded(profile: Profile) -> None:
 
 
 @hookspec
+def daemon_started(profile: Profile) -> None:
+    """Start what a plugin runs beside the daemon's workers, once per daemon.
+
+    Called by the daemon's supervisor process after it started its workers (as datasette's
+    ``startup``). Start a background thread here (a sender of queued reports, say), as a
+    daemon thread; ``daemon_stopping`` is called when the daemon stops. Return at once: the
+    supervisor restarts dead workers in the same thread. An exception is logged and does not
+    stop the daemon.
+    """
+
+
+@hookspec
+def daemon_stopping(profile: Profile) -> None:
+    """Stop what ``daemon_started`` started: the daemon is stopping.
+
+    Called by the supervisor before it stops its workers. Ask your threads to end and
+    return quickly: the process exits soon after, and daemon threads with it. An exception
+    is logged.
+    """
+
+
+@hookspec
 def collect_trace(node: Any, transport: Any, record: Any) -> None:
     """Add to the trace record of a calc job that has just ended.
 

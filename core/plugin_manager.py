@@ -94,11 +94,14 @@ def call_each(hook_name: str, **kwargs: object) -> list[tuple[str, BaseException
     For hooks where one broken plugin must not keep the others (or the engine) from their
     work; returns (plugin name, exception) for those that raised.
     """
-    hook = getattr(get_plugin_manager().hook, hook_name)
+    manager = get_plugin_manager()
+    impls = getattr(manager.hook, hook_name).get_hookimpls()
     errors: list[tuple[str, BaseException]] = []
-    for impl in reversed(hook.get_hookimpls()):
+    for impl in reversed(impls):  # pluggy's order: the last registered first
+        # Through pluggy (a caller that leaves out the others), so tracing sees every call.
+        others = [other.plugin for other in impls if other is not impl]
         try:
-            impl.function(**{name: kwargs[name] for name in impl.argnames})
+            manager.subset_hook_caller(hook_name, remove_plugins=others)(**kwargs)
         except Exception as exc:
             errors.append((impl.plugin_name, exc))
     return errors

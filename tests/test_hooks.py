@@ -172,3 +172,41 @@ def test_trace_updated_sees_a_job_submitted_then_running(manager_with, profile):
     assert seen[1][2] == int(node.get_attribute("started_at") * 1000)
     warnings = [log.message for log in node.logs if log.levelname == "WARNING"]
     assert sum("failed to report the trace: live reporter bug" in m for m in warnings) == 2
+
+
+class _DaemonPlugin:
+    def __init__(self, fail: bool = False):
+        self.fail = fail
+        self.calls: list[str] = []
+
+    @hookspecs.hookimpl
+    def daemon_started(self, profile):
+        self.calls.append(f"started {profile.name}")
+        if self.fail:
+            raise RuntimeError("cannot start my thread")
+
+    @hookspecs.hookimpl
+    def daemon_stopping(self, profile):
+        self.calls.append(f"stopping {profile.name}")
+
+
+def test_daemon_started_and_daemon_stopping_reach_every_plugin_even_past_a_broken_one(
+    manager_with, profile, caplog
+):
+    from veglia.engine.daemon import _call_daemon_hook
+
+    broken, working = _DaemonPlugin(fail=True), _DaemonPlugin()
+    manager_with(broken, working)
+    _call_daemon_hook("daemon_started", profile)
+    _call_daemon_hook("daemon_stopping", profile)
+    assert working.calls == ["started test", "stopping test"]
+    assert broken.calls == ["started test", "stopping test"]
+    assert "failed in daemon_started: cannot start my thread" in caplog.text
+
+
+def test_the_tower_sender_starts_through_daemon_started_and_no_core_module_names_it():
+    core = ROOT / "core" / "engine" / "daemon.py"
+    assert "tower" not in core.read_text().lower()
+    from veglia.plugins.tower import hooks
+
+    assert hasattr(hooks, "daemon_started") and hasattr(hooks, "daemon_stopping")

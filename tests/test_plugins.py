@@ -134,6 +134,14 @@ def test_hook_calls_can_be_traced(example_plugin, run_cli):
     assert "register_commands" in result.stderr
 
 
+def test_hooks_each_plugin_is_shielded_in_are_traced_too(run_cli):
+    assert run_cli("presto", "--no-broker").exit_code == 0
+    result = run_cli("shell", "echo traced", env={"VEGLIA_TRACE_PLUGINS": "1"})
+    assert result.exit_code == 0, result.output
+    for hook in ("collect_trace", "trace_updated", "trace_ready"):
+        assert hook in result.stderr, hook
+
+
 def test_external_monitor_stops_a_real_job(example_plugin, profile):
     from veglia import engine, orm
     from veglia.entry_points import CalculationFactory, clear_cache

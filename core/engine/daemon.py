@@ -124,7 +124,7 @@ def supervise(profile: Profile, workers: int) -> None:
 
     started = time.time()
     write_status()
-    sender_stop = _start_reporters(profile)
+    _call_daemon_hook("daemon_started", profile)
     LOGGER.warning("daemon started with %d worker(s)", workers)
     while not stopping:
         time.sleep(0.2)
@@ -158,7 +158,7 @@ def supervise(profile: Profile, workers: int) -> None:
             LOGGER.warning("worker %d exited with %s; starting another", slot["process"].pid, code)
             slot.update(process=spawn(), restarts=slot["restarts"] + 1, started=time.time())
             write_status()
-    sender_stop.set()
+    _call_daemon_hook("daemon_stopping", profile)
     for slot in slots:
         slot["process"].terminate()
     deadline = time.time() + 30
@@ -182,23 +182,13 @@ def _log_failure(what: str, exc: Exception) -> None:
         LOGGER.error("%s", what, exc_info=exc)
 
 
-def _start_reporters(profile: Profile) -> Any:
-    """The Tower sender thread, when Tower is on: one per daemon, beside the workers."""
-    import threading
+def _call_daemon_hook(name: str, profile: Profile) -> None:
+    """A daemon hook, each implementation on its own: a failing plugin never keeps the
+    daemon from running jobs, nor the other plugins from starting."""
+    from veglia.plugin_manager import call_each
 
-    stop = threading.Event()
-    try:
-        from veglia.plugins.tower.sender import TowerSender
-        from veglia.plugins.tower.settings import settings_of
-
-        if settings_of(profile).enabled:
-            sender = TowerSender(profile)
-            threading.Thread(
-                target=sender.run_forever, args=(stop,), daemon=True, name="veglia-tower"
-            ).start()
-    except Exception:  # reporting must never keep the daemon from running jobs
-        LOGGER.exception("could not start the Tower sender")
-    return stop
+    for plugin, exc in call_each(name, profile=profile):
+        LOGGER.error("plugin %s failed in %s: %s", plugin, name, exc)
 
 
 # -- worker -----------------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import click
@@ -10,7 +11,17 @@ from veglia.hookspecs import hookimpl
 from veglia.plugins.tower.runs import active_jobs, run_key_of, run_meta
 from veglia.plugins.tower.settings import OPTIONS, settings_of
 
-__all__ = ["register_commands", "register_options", "trace_ready", "trace_updated"]
+__all__ = [
+    "daemon_started",
+    "daemon_stopping",
+    "register_commands",
+    "register_options",
+    "trace_ready",
+    "trace_updated",
+]
+
+#: Set to stop the sender thread of this daemon (one per daemon, beside the workers).
+_SENDER_STOP = threading.Event()
 
 
 @hookimpl
@@ -30,6 +41,25 @@ def _queue(node: Any, record: Any, kind: str) -> None:
     outbox.enqueue(run_key, kind, record.task_id, record.attempt, task, run_meta(node))
     if kind == "task" and not active_jobs(run_key, node.pk):
         outbox.enqueue(run_key, "complete", 0, 1, {})
+
+
+@hookimpl
+def daemon_started(profile: Any) -> None:
+    """When Tower is on, send the outbox from a thread of the daemon's supervisor."""
+    from veglia.plugins.tower.sender import TowerSender
+
+    if not settings_of(profile).enabled:
+        return
+    _SENDER_STOP.clear()
+    sender = TowerSender(profile)
+    threading.Thread(
+        target=sender.run_forever, args=(_SENDER_STOP,), daemon=True, name="veglia-tower"
+    ).start()
+
+
+@hookimpl
+def daemon_stopping(profile: Any) -> None:
+    _SENDER_STOP.set()
 
 
 @hookimpl
