@@ -89,8 +89,9 @@ def collect_trace(node: Any, transport: Any, record: Any) -> None:
     Called once per job, whatever its outcome (finished, failed, killed), after its files
     were retrieved, with ``transport`` open on the job's computer and its ``cwd`` set to the
     job's work directory (``None`` when the job excepted and the computer may not be
-    reachable). Set ``record``'s transient fields (``gpu_metrics``, ``fusion_proc``,
-    ``fusion_cgroup``) or plain ones. Runs on the connection's thread: keep it short, read
+    reachable). Set ``record``'s fields (``gpu_metrics``, the measured ``peak_rss``,
+    ``realtime``, ... with ``measured_by`` naming your plugin), and put anything else under
+    ``record.extras["<your plugin>"]``. Runs on the connection's thread: keep it short, read
     only what you need. An exception is logged on the node and does not stop the job or
     the other plugins.
     """

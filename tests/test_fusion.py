@@ -40,7 +40,7 @@ def test_gpu_block_is_carried_verbatim_with_unknown_fields(profile):
     assert node.is_finished_ok
     record = node.get_attribute("trace_record")
     assert record["gpu_metrics"] == trace["gpu"]
-    assert record["fusion_proc"] == trace["proc"] and record["fusion_cgroup"] == trace["cgroup"]
+    assert record["extras"]["fusion"] == {"proc": trace["proc"], "cgroup": trace["cgroup"]}
     assert node.get_attribute("gpu_metrics") == trace["gpu"]
     assert record["status"] == "COMPLETED" and record["exit"] == 0
 

@@ -122,11 +122,13 @@ def test_collect_trace_and_trace_ready_see_every_job(manager_with, profile):
         @hookspecs.hookimpl
         def collect_trace(self, node, transport, record):
             record.queue = "from-plugin"
+            record.extras["reporter"] = {"a field": [1, 2]}  # one the core has never heard of
             seen.append(("collect", transport.cwd == node.remote_workdir))
 
         @hookspecs.hookimpl
         def trace_ready(self, record):
             seen.append(("ready", record.status, record.queue, record.exit))
+            seen.append(("extras", record.extras.get("reporter")))
 
     class Broken:
         @hookspecs.hookimpl
@@ -141,7 +143,12 @@ def test_collect_trace_and_trace_ready_see_every_job(manager_with, profile):
     shell = CalculationFactory("core.shell")
     _, node = engine.run_get_node(shell, command=orm.Str("exit 2"))
     assert node.exit_status == 400
-    assert seen == [("collect", True), ("ready", "FAILED", "from-plugin", 2)]
+    assert seen == [
+        ("collect", True),
+        ("ready", "FAILED", "from-plugin", 2),
+        ("extras", {"a field": [1, 2]}),
+    ]
+    assert node.get_attribute("trace_record")["extras"] == {"reporter": {"a field": [1, 2]}}
     warnings = [log.message for log in node.logs if log.levelname == "WARNING"]
     assert any("failed to collect the trace: plugin bug" in m for m in warnings)
     assert any("failed to report the trace: reporter bug" in m for m in warnings)

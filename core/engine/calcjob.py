@@ -700,7 +700,7 @@ class CalcJob(Process):
                 + ", ".join(outcome["skipped"][:20])
             )
         await self._collect_trace()
-        usage = _fusion_usage(node.get_attribute("trace_record")) or outcome.get("usage")
+        usage = _measured_usage(node.get_attribute("trace_record")) or outcome.get("usage")
         dropped = (outcome.get("usage") or {}).pop("dropped", 0)
         if dropped:
             self.report(f"{dropped} line(s) of {tasks.USAGE_FILE} were not sane numbers: dropped")
@@ -871,23 +871,25 @@ def _blocked_event(computer: str, reason: str) -> str:
     return f"blocked-{computer}-{digest}"
 
 
-def _fusion_usage(record: dict[str, Any] | None) -> dict[str, Any] | None:
-    """Peak memory and run time from the Fusion trace's ``proc`` block (kB and ms)."""
-    proc = (record or {}).get("fusion_proc") or {}
-    peak = proc.get("peak_rss")
-    if isinstance(peak, bool) or not isinstance(peak, int | float) or not 0 <= peak < 2**53:
-        return None  # no measurement, or not one a machine could make
-    realtime = proc.get("realtime")
-    sane = (
-        not isinstance(realtime, bool)
-        and isinstance(realtime, int | float)
-        and math.isfinite(realtime)
-        and 0 <= realtime < 2**53
-    )
+def _measured_usage(record: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Peak memory and run time a plugin measured and put on the trace record (bytes and
+    ms there); None when none did, or its numbers are not ones a machine could make."""
+    record = record or {}
+    source, peak, realtime = (record.get(k) for k in ("measured_by", "peak_rss", "realtime"))
+
+    def sane(value: Any, limit: float) -> bool:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return False
+        if isinstance(value, float) and not math.isfinite(value):
+            return False
+        return 0 <= value < limit  # a 400-digit int compares; it cannot become a float
+
+    if not source or not sane(peak, 2**63):
+        return None
     return {
-        "peak_memory_kb": int(proc["peak_rss"]),
-        "runtime_seconds": realtime / 1000 if sane else None,
-        "source": "fusion",
+        "peak_memory_kb": int(peak) // 1024,
+        "runtime_seconds": realtime / 1000 if sane(realtime, 2**53) else None,
+        "source": source,
     }
 
 

@@ -53,11 +53,14 @@ class TraceRecord:
     write_bytes: int | None = None
     vol_ctxt: int | None = None
     inv_ctxt: int | None = None
+    #: Who measured the fields above (a plugin's name; None: the engine's own estimate).
+    measured_by: str | None = None
     # Transient fields, filled by plugins and sent with the record, following the
     # ``resourceAllocation`` pattern of Nextflow's TraceRecord.
     gpu_metrics: dict[str, Any] | None = field(default=None, metadata={"transient": True})
-    fusion_proc: dict[str, Any] | None = field(default=None, metadata={"transient": True})
-    fusion_cgroup: dict[str, Any] | None = field(default=None, metadata={"transient": True})
+    #: What each plugin adds that the record has no field for, under the plugin's name: it
+    #: travels with the record (stored, handed to reporters) without the core naming it.
+    extras: dict[str, Any] = field(default_factory=dict, metadata={"transient": True})
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

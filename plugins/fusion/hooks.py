@@ -19,10 +19,11 @@ def collect_trace(node: Any, transport: Any, record: Any) -> None:
         node.add_log("DEBUG", f"fusion: no GPU metrics: {exc}")
         return
     record.gpu_metrics = blocks.get("gpu")
-    record.fusion_proc = blocks.get("proc")
-    record.fusion_cgroup = blocks.get("cgroup")
-    if isinstance(record.fusion_proc, dict):
-        measured_usage(record, record.fusion_proc)
+    record.extras["fusion"] = {key: blocks.get(key) for key in ("proc", "cgroup")}
+    if isinstance(blocks.get("proc"), dict) and "peak_rss" in measured_usage(
+        record, blocks["proc"]
+    ):
+        record.measured_by = "fusion"
     if record.gpu_metrics is None:
         node.add_log("DEBUG", "fusion: the trace has no gpu block (a CPU-only task)")
 
@@ -48,8 +49,10 @@ _PROC_FIELDS = (
 )
 
 
-def measured_usage(record: Any, proc: dict[str, Any]) -> None:
-    """What Fusion measured replaces what the engine guessed; junk values are skipped."""
+def measured_usage(record: Any, proc: dict[str, Any]) -> set[str]:
+    """What Fusion measured replaces what the engine guessed; junk values are skipped.
+    Returns the names of the record's fields it set."""
+    taken = set()
     for ours, theirs, factor in _PROC_FIELDS:
         value = proc.get(theirs)
         if isinstance(value, bool) or not isinstance(value, int | float):
@@ -59,3 +62,5 @@ def measured_usage(record: Any, proc: dict[str, Any]) -> None:
             setattr(record, ours, round(scaled, 1) if isinstance(factor, float) else int(scaled))
         except (OverflowError, ValueError):  # inf, nan: no measurement
             continue
+        taken.add(ours)
+    return taken
