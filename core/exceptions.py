@@ -13,7 +13,16 @@ went wrong and what to do about it.
     │   ├── SchemaOutdatedError     the database schema is older than this release
     │   ├── SchemaNewerError        the database was migrated by a newer release
     │   ├── NotExistent             no row/node/blob for the given identifier
+    │   ├── ModificationNotAllowed  a stored node's content cannot change
     │   └── RepositoryIntegrityError a stored blob does not match its recorded hash
+    ├── InputValidationError        an input does not fit its port
+    ├── MonitorError                a monitor attached to a job is wrong
+    ├── ControlError                a kill, pause or play request could not be carried out
+    ├── DaemonError                 the daemon could not be started or stopped
+    ├── WatchTimeout                `process watch --timeout` ran out
+    ├── SchedulerError              a scheduler command failed or printed garbage
+    │   └── SchedulerSubmitError    the batch system refused a submission
+    ├── TransportTaskFailed         a job's transport task failed on every attempt
     ├── PluginError                 entry points and plugins
     │   ├── MissingEntryPointError  no plugin of that name in a group
     │   ├── EntryPointLoadError     the plugin is registered but fails to import
@@ -34,15 +43,22 @@ from __future__ import annotations
 __all__ = [
     "BrokerError",
     "ConfigurationError",
+    "ControlError",
+    "DaemonError",
     "EntryPointLoadError",
     "HostKeyError",
+    "InputValidationError",
     "InvalidOptionError",
     "InvalidPluginError",
     "MissingEntryPointError",
+    "ModificationNotAllowed",
+    "MonitorError",
     "NotExistent",
     "PluginError",
     "ProfileNotFoundError",
     "RepositoryIntegrityError",
+    "SchedulerError",
+    "SchedulerSubmitError",
     "SchemaNewerError",
     "SchemaOutdatedError",
     "StepAbandoned",
@@ -50,10 +66,12 @@ __all__ = [
     "StorageUnavailable",
     "TransportConnectionError",
     "TransportError",
+    "TransportTaskFailed",
     "TransportTimeoutError",
     "UnsafePathError",
     "UnsafeWorkdirError",
     "VegliaError",
+    "WatchTimeout",
 ]
 
 
@@ -100,6 +118,10 @@ class NotExistent(StorageError):
     """No row, node or blob exists for the identifier that was asked for."""
 
 
+class ModificationNotAllowed(StorageError):
+    """A stored node's content cannot change: it is part of the provenance."""
+
+
 class RepositoryIntegrityError(StorageError):
     """A blob in the file repository does not match the hash recorded for it."""
 
@@ -120,6 +142,61 @@ class EntryPointLoadError(PluginError):
 
 class InvalidPluginError(PluginError):
     """A plugin imports, but is not the kind of object its group expects."""
+
+
+class InputValidationError(VegliaError):
+    """An input does not fit the port it is given to."""
+
+    exit_code = 9
+
+
+class MonitorError(VegliaError):
+    """A monitor attached to a job is wrong (unknown, wrong arguments, bad interval)."""
+
+    exit_code = 9
+
+
+class ControlError(VegliaError):
+    """A kill, pause or play request could not be carried out."""
+
+
+class DaemonError(VegliaError):
+    """The daemon could not be started or stopped."""
+
+    exit_code = 10
+
+
+class WatchTimeout(VegliaError):
+    """``veglia process watch --timeout`` ran out before the process ended."""
+
+    exit_code = 124
+
+
+class SchedulerError(VegliaError):
+    """A scheduler command failed or printed what we cannot parse."""
+
+    exit_code = 8
+
+
+class SchedulerSubmitError(SchedulerError):
+    """The batch system refused a submission.
+
+    ``permanent`` is True when submitting the same script again cannot work (an unknown
+    queue or account, a request the queue does not allow): the engine then fails the job
+    at once instead of retrying.
+    """
+
+    def __init__(self, message: str, *, permanent: bool, resource_request: bool = False) -> None:
+        super().__init__(message)
+        self.permanent = permanent
+        #: The queue cannot give what the job asks for (time, memory, nodes): another queue
+        #: or a smaller request may work, which a restart policy can choose.
+        self.resource_request = resource_request
+
+
+class TransportTaskFailed(VegliaError):
+    """A job's transport task (upload, submit, update, retrieve) failed on every attempt:
+    the engine pauses the job for the outage rather than ending it."""
 
 
 class UnsafePathError(VegliaError, ValueError):

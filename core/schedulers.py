@@ -15,7 +15,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from veglia.exceptions import VegliaError
+from veglia.exceptions import SchedulerError, SchedulerSubmitError
 
 if TYPE_CHECKING:
     from veglia.transports import Transport
@@ -31,28 +31,6 @@ __all__ = [
     "SchedulerError",
     "SchedulerSubmitError",
 ]
-
-
-class SchedulerError(VegliaError):
-    """A scheduler command failed or printed what we cannot parse."""
-
-    exit_code = 8
-
-
-class SchedulerSubmitError(SchedulerError):
-    """The batch system refused a submission.
-
-    ``permanent`` is True when submitting the same script again cannot work (an unknown
-    queue or account, a request the queue does not allow): the engine then fails the job
-    at once instead of retrying.
-    """
-
-    def __init__(self, message: str, *, permanent: bool, resource_request: bool = False) -> None:
-        super().__init__(message)
-        self.permanent = permanent
-        #: The queue cannot give what the job asks for (time, memory, nodes): another queue
-        #: or a smaller request may work, which a restart policy can choose.
-        self.resource_request = resource_request
 
 
 class JobState(str, enum.Enum):

@@ -217,3 +217,23 @@ def test_the_tower_sender_starts_through_daemon_started_and_no_core_module_names
     from veglia.plugins.tower import hooks
 
     assert hasattr(hooks, "daemon_started") and hasattr(hooks, "daemon_stopping")
+
+
+def test_every_error_the_core_raises_on_purpose_is_in_the_one_tree():
+    """Exceptions are declared in veglia.exceptions only, each a VegliaError."""
+    import ast
+
+    from veglia import exceptions
+
+    for path in (ROOT / "core").rglob("*.py"):
+        if path.name == "exceptions.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef) and any(
+                getattr(base, "id", "").endswith(("Error", "Exception")) for base in node.bases
+            ):
+                raise AssertionError(f"{path.relative_to(ROOT)} declares {node.name}")
+    documented = exceptions.__doc__ or ""
+    for name in exceptions.__all__:
+        if issubclass(getattr(exceptions, name), exceptions.VegliaError):
+            assert name in documented, f"{name} is missing from the tree in the docstring"

@@ -15,13 +15,7 @@ import click
 from veglia.cli.output import echo_success, echo_warning, print_table, raw_option
 from veglia.cli.state import CliState, pass_state
 from veglia.config.private_paths import private_file, private_folder
-from veglia.exceptions import VegliaError
-
-
-class DaemonError(VegliaError):
-    """The daemon could not be started or stopped."""
-
-    exit_code = 10
+from veglia.exceptions import DaemonError, VegliaError
 
 
 def _files(state: CliState):

@@ -13,19 +13,13 @@ import sqlalchemy as sa
 
 from veglia.cli.output import console, print_table, raw_option
 from veglia.cli.state import CliState, pass_state
-from veglia.exceptions import InvalidOptionError, NotExistent, VegliaError
+from veglia.exceptions import InvalidOptionError, NotExistent, WatchTimeout
 from veglia.orm.nodes import ProcessNode, load_node
 from veglia.orm.nodes import as_utc as aware
 from veglia.storage import models
 
 PROCESS_STATES = ("created", "running", "waiting", "finished", "excepted", "killed")
 ACTIVE_STATES = ("created", "running", "waiting")
-
-
-class WatchTimeout(VegliaError):
-    """``veglia process watch --timeout`` ran out before the process ended."""
-
-    exit_code = 124
 
 
 # -- shared by the process, node and calcjob commands ------------------------------------------

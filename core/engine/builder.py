@@ -7,15 +7,9 @@ from typing import Any
 
 from plumpy.ports import Port, PortNamespace
 
-from veglia.exceptions import VegliaError
+from veglia.exceptions import InputValidationError
 
 __all__ = ["InputValidationError", "ProcessBuilder"]
-
-
-class InputValidationError(VegliaError):
-    """An input does not fit the port it is given to."""
-
-    exit_code = 9
 
 
 class ProcessBuilderNamespace(MutableMapping):

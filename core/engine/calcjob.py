@@ -32,7 +32,7 @@ from veglia.engine.monitors import (
 from veglia.engine.process import Process, plain_data
 from veglia.engine.trace import TraceRecord, build_record, finish_record
 from veglia.engine.waiting import InterruptibleWaiting
-from veglia.exceptions import TransportError, UnsafeWorkdirError
+from veglia.exceptions import TransportError, TransportTaskFailed, UnsafeWorkdirError
 from veglia.orm.computers import Code, Computer, load_computer
 from veglia.orm.nodes import CalcJobNode, FolderData, RemoteData
 from veglia.schedulers import (
@@ -48,10 +48,6 @@ __all__ = ["CalcJob", "TransportTaskFailed"]
 UPLOAD, SUBMIT, UPDATE, RETRIEVE = "upload", "submit", "update", "retrieve"
 BLOCKED = "blocked"
 _ALWAYS_RETRIEVED = ["_scheduler-stdout.txt", "_scheduler-stderr.txt", tasks.EXIT_STATUS_FILE]
-
-
-class TransportTaskFailed(Exception):
-    """A transport task failed on every attempt."""
 
 
 def _non_negative_int(value: Any, _: Any = None) -> str | None:

@@ -12,16 +12,12 @@ import concurrent.futures
 import time
 from typing import Any
 
-from veglia.exceptions import VegliaError
+from veglia.exceptions import ControlError
 from veglia.orm.nodes import ProcessNode
 
 __all__ = ["ControlError", "apply_database_requests", "control_process", "request_kill"]
 
 ACTIONS = ("kill", "pause", "play")
-
-
-class ControlError(VegliaError):
-    """A kill, pause or play request could not be carried out."""
 
 
 def _daemon_running() -> bool:

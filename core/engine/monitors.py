@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from veglia.exceptions import VegliaError
+from veglia.exceptions import MonitorError, VegliaError
 
 __all__ = [
     "MONITOR_ACTIONS",
@@ -33,12 +33,6 @@ __all__ = [
 ]
 
 MONITOR_ACTIONS = ("kill", "disable-self", "disable-all")
-
-
-class MonitorError(VegliaError):
-    """A monitor attached to a job is wrong (unknown, wrong arguments, bad interval)."""
-
-    exit_code = 9
 
 
 @dataclass

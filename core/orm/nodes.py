@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import JSONB
 
-from veglia.exceptions import NotExistent, StorageError
+from veglia.exceptions import ModificationNotAllowed, NotExistent, StorageError
 from veglia.manage import get_storage
 from veglia.relative_paths import checked_relative
 from veglia.storage import models
@@ -53,10 +53,6 @@ def _json_path(key: str) -> str:
     if '"' in key or "\\" in key or not key:
         raise ValueError(f"Attribute names may not be empty or hold quotes or backslashes: {key!r}")
     return f'$."{key}"'
-
-
-class ModificationNotAllowed(StorageError):
-    """A stored node's content cannot change: it is part of the provenance."""
 
 
 class Node:
