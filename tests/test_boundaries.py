@@ -1,0 +1,96 @@
+"""Which package may import which: the map in docs/development.md, kept honest.
+
+Every import is checked, those inside functions too (a lazy import crosses a boundary as
+surely as one at the top).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = {"core": "veglia", "monitors": "veglia.monitors", "plugins": "veglia.plugins"}
+
+#: (importing package prefix, forbidden imported prefix, why)
+RULES = [
+    ("veglia", "veglia.plugins", "the core reaches plugins only through hooks and entry points"),
+    ("veglia", "veglia.monitors", "monitors are plugins: entry points, not imports"),
+    ("veglia.orm", "veglia.engine", "nodes are data; the engine uses them, not the reverse"),
+    ("veglia.storage", "veglia.engine", "storage knows nothing of processes"),
+    ("veglia.storage", "veglia.orm", "storage is below the ORM"),
+    ("veglia.cli", "veglia.storage.models", "the CLI asks the ORM, not the tables"),
+]
+#: Modules that still cross a boundary, each to be moved behind the ORM (issue 13); the list
+#: may only shrink: a module that no longer needs its entry fails the test until removed.
+KNOWN = {
+    ("veglia.cli.cmd_computer", "veglia.storage.models"),
+    ("veglia.cli.cmd_daemon", "veglia.storage.models"),
+    ("veglia.cli.cmd_node", "veglia.storage.models"),
+    ("veglia.cli.cmd_process", "veglia.storage.models"),
+    ("veglia.cli.cmd_verify", "veglia.storage.models"),
+}
+
+
+def module_name(path: Path) -> str:
+    folder = path.relative_to(ROOT).parts[0]
+    parts = path.relative_to(ROOT / folder).with_suffix("").parts
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join([PACKAGES[folder], *parts])
+
+
+def imported(source: str, module: str) -> set[str]:
+    """Every module ``source`` imports (``from veglia.storage import models`` counts as
+    ``veglia.storage.models``)."""
+    names = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:  # relative: resolve against this module's package
+                package = module.rsplit(".", node.level)[0]
+                base = f"{package}.{base}" if base else package
+            names.add(base)
+            names.update(f"{base}.{alias.name}" for alias in node.names)
+    return names
+
+
+def crossings(module: str, source: str) -> set[tuple[str, str, str]]:
+    found = set()
+    for name in imported(source, module):
+        for importer, forbidden, why in RULES:
+            inside = module == importer or module.startswith(importer + ".")
+            # The core package "veglia" contains the others by name: not a crossing.
+            if importer == "veglia" and module.startswith(("veglia.plugins", "veglia.monitors")):
+                inside = False
+            if inside and (name == forbidden or name.startswith(forbidden + ".")):
+                found.add((module, forbidden, why))
+    return found
+
+
+def _all_crossings() -> set[tuple[str, str, str]]:
+    found = set()
+    for folder in PACKAGES:
+        for path in (ROOT / folder).rglob("*.py"):
+            found |= crossings(module_name(path), path.read_text())
+    return found
+
+
+def test_no_import_crosses_a_boundary():
+    found = _all_crossings()
+    new = sorted((m, f, why) for m, f, why in found if (m, f) not in KNOWN)
+    assert not new, "\n".join(f"{m} imports {f}: {why}" for m, f, why in new)
+    stale = KNOWN - {(m, f) for m, f, _ in found}
+    assert not stale, f"no longer crossing, remove from KNOWN: {sorted(stale)}"
+
+
+def test_the_check_catches_a_forbidden_import_even_inside_a_function():
+    source = "def f():\n    from veglia.plugins.tower import sender\n"
+    assert crossings("veglia.engine.daemon", source) == {
+        ("veglia.engine.daemon", "veglia.plugins", RULES[0][2])
+    }
+    assert crossings("veglia.orm.nodes", "import veglia.engine.calcjob\n")
+    assert crossings("veglia.cli.cmd_new", "from veglia.storage import models\n")
+    assert not crossings("veglia.plugins.tower.hooks", "from veglia.engine import trace\n")
