@@ -51,6 +51,7 @@ def _register_commands() -> None:
         cmd_node,
         cmd_plugin,
         cmd_process,
+        cmd_process_control,
         cmd_profile,
         cmd_setup,
         cmd_shell,
@@ -81,7 +82,7 @@ def _register_commands() -> None:
     if not isinstance(process_group, click.Group):
         process_group = click.Group("process", help="Inspect and control processes.")
         cli.add_command(process_group)
-    for command in cmd_daemon.PROCESS_COMMANDS:
+    for command in cmd_process_control.PROCESS_COMMANDS:
         process_group.add_command(command)
 
 

@@ -30,12 +30,12 @@ from veglia.engine import leases
 from veglia.engine.monitor_runner import CALLS as MONITOR_CALLS
 from veglia.engine.outages import OutageWatcher
 from veglia.exceptions import StepAbandoned
+from veglia.orm.queries import ACTIVE_STATES
 from veglia.storage.outage import is_storage_outage, wait_for_storage
 
 __all__ = ["ACTIVE_STATES", "DaemonFiles", "Worker", "supervise"]
 
 LOGGER = logging.getLogger("veglia.daemon")
-ACTIVE_STATES = ("created", "running", "waiting")
 #: How often the supervisor looks for stranded processes (two looks before it repairs one).
 RECONCILE_SECONDS = 5.0
 
