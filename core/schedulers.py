@@ -115,6 +115,9 @@ class JobInfo:
     queue: str | None = None
     title: str = ""
     wallclock_seconds: int | None = None
+    #: The batch system's own fields. A finished job's ``details["usage"]``, where the batch
+    #: system measured it (SLURM's sacct), is recorded as the job's usage: ``peak_memory_kb``,
+    #: ``runtime_seconds``, ``cpu_percent`` (of one core) and ``source``.
     details: dict[str, Any] = field(default_factory=dict)
 
 

@@ -137,6 +137,8 @@ def code_stats(state: CliState, identifier: str, raw: bool) -> None:
     The recommendation is mean + 1 standard deviation over similar jobs (same calculation
     and computer); with the profile option resources.right_size the engine uses it.
     """
+    from collections import Counter
+
     from veglia.engine.history import MIN_SAMPLES, Distribution, code_usage
     from veglia.orm.computers import load_code
 
@@ -147,7 +149,8 @@ def code_stats(state: CliState, identifier: str, raw: bool) -> None:
     if not grouped:
         raise InvalidOptionError(
             f"No finished job of code {code.full_label} recorded its usage yet. Jobs record "
-            "it when the computer has /usr/bin/time (property measure_usage) or a Fusion trace."
+            "it from SLURM's accounting (sacct), a Fusion trace, or /usr/bin/time where the "
+            "computer has it (property measure_usage)."
         )
     rows = []
     for key, usages in sorted(grouped.items()):
@@ -156,9 +159,16 @@ def code_stats(state: CliState, identifier: str, raw: bool) -> None:
             ("peak memory", "peak_memory_kb", "MB", 1024),
             ("run time", "runtime_seconds", "s", 1),
         ):
-            dist = Distribution.of([u[field] / scale for u in usages if u.get(field) is not None])
+            measured = [u for u in usages if u.get(field) is not None]
+            dist = Distribution.of([u[field] / scale for u in measured])
             if dist is None:
                 continue
+            # Who measured it: sacct, fusion or time, with how many jobs each when they mix.
+            sources = Counter(str(u.get("source") or "?") for u in measured)
+            source = ", ".join(
+                name if len(sources) == 1 else f"{name} ({count})"
+                for name, count in sorted(sources.items())
+            )
             recommended = (
                 f"{dist.recommended:.1f}" if dist.count >= MIN_SAMPLES else "(too few jobs)"
             )
@@ -173,10 +183,22 @@ def code_stats(state: CliState, identifier: str, raw: bool) -> None:
                     f"{dist.median:.1f}",
                     f"{dist.maximum:.1f}",
                     recommended,
+                    source,
                 )
             )
     print_table(
-        ("Calculation", "Measure", "Jobs", "Mean", "SD", "Min", "Median", "Max", "Recommended"),
+        (
+            "Calculation",
+            "Measure",
+            "Jobs",
+            "Mean",
+            "SD",
+            "Min",
+            "Median",
+            "Max",
+            "Recommended",
+            "Measured by",
+        ),
         rows,
         raw=raw,
     )

@@ -696,7 +696,17 @@ class CalcJob(Process):
                 + ", ".join(outcome["skipped"][:20])
             )
         await self._collect_trace()
-        usage = _measured_usage(node.get_attribute("trace_record")) or outcome.get("usage")
+        # A plugin's measurement first (Fusion's trace, turned on for this very job). Then
+        # what the batch system measured (SLURM's sacct) over /usr/bin/time: the scheduler
+        # counts every process of the job, the prepend and append text too, as it does
+        # against the job's memory request, which right-sizing sets; time's %M is the
+        # largest single process of each command (an MPI run or a pipe counts once), and a
+        # job killed for memory never writes it. time's figure stays in job_outcome.
+        usage = (
+            _measured_usage(node.get_attribute("trace_record"))
+            or (last or {}).get("usage")
+            or outcome.get("usage")
+        )
         dropped = (outcome.get("usage") or {}).pop("dropped", 0)
         if dropped:
             self.report(f"{dropped} line(s) of {tasks.USAGE_FILE} were not sane numbers: dropped")
@@ -890,7 +900,7 @@ def _measured_usage(record: dict[str, Any] | None) -> dict[str, Any] | None:
 
 
 def _job_info_attributes(info: JobInfo) -> dict[str, Any]:
-    return {
+    attributes: dict[str, Any] = {
         "job_id": info.job_id,
         "state": info.state.value,
         "raw_state": info.raw_state,
@@ -900,6 +910,9 @@ def _job_info_attributes(info: JobInfo) -> dict[str, Any]:
         "queue": info.queue,
         "wallclock_seconds": info.wallclock_seconds,
     }
+    if info.details.get("usage"):  # what the batch system measured (SLURM's sacct)
+        attributes["usage"] = info.details["usage"]
+    return attributes
 
 
 def _job_info_from_attributes(data: dict[str, Any]) -> JobInfo:
@@ -912,4 +925,5 @@ def _job_info_from_attributes(data: dict[str, Any]) -> JobInfo:
         exit_code=data.get("exit_code"),
         queue=data.get("queue"),
         wallclock_seconds=data.get("wallclock_seconds"),
+        details={"usage": data["usage"]} if data.get("usage") else {},
     )

@@ -89,7 +89,8 @@ def build_record(node: Any, computer: Any, status: str = "RUNNING") -> TraceReco
     wallclock = options.get("max_wallclock_seconds")
     submitted = node.get_attribute("submitted_at")
     started = node.get_attribute("started_at")
-    usage = (node.get_attribute("job_outcome") or {}).get("usage") or {}
+    # The same precedence as the job's recorded usage: the scheduler's measure, then time's.
+    usage = info.get("usage") or (node.get_attribute("job_outcome") or {}).get("usage") or {}
     realtime = usage.get("runtime_seconds")
     if realtime is None:
         realtime = info.get("wallclock_seconds")

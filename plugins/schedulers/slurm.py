@@ -1,10 +1,15 @@
-"""``core.slurm``: submit with ``sbatch``, list with ``squeue`` and ``scontrol``, kill with
-``scancel``.
+"""``core.slurm``: submit with ``sbatch``, list with ``squeue``, ``scontrol`` and ``sacct``,
+kill with ``scancel``.
 
 SLURM forgets a finished job ``MinJobAge`` seconds (default 300) after it ends; until then
 ``scontrol show job`` still reports its state and exit code, which is how this scheduler
-learns that a job ran out of memory or wall time. The helpers at the top (time and memory
-formatting, job names) are shared with ``core.pbspro`` and ``core.sge``.
+learns that a job ran out of memory or wall time. Where the cluster keeps accounting
+(slurmdbd), ``sacct`` still knows the job after that, so a job that ended while nobody
+polled keeps its state and exit code; ``sacct`` also gives what every finished job used
+(peak memory, elapsed and CPU time), recorded as its measured usage. Without accounting
+(``sacct`` missing or failing), a forgotten job is simply gone, as without this. The
+helpers at the top (time and memory formatting, job names) are shared with ``core.pbspro``
+and ``core.sge``.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import logging
 import math
 import re
 import shlex
+from typing import Any
 
 from veglia.schedulers import (
     JobFailure,
@@ -28,6 +34,7 @@ from veglia.schedulers import (
 __all__ = ["SlurmScheduler", "SlurmSubmitError", "array_summaries", "check_directive_value"]
 __all__ += ["format_hms"]
 __all__ += ["memory_mb", "parse_duration", "parse_scontrol_record", "parse_slurm_time_input"]
+__all__ += ["parse_sacct_memory_kb", "parse_sacct_seconds"]
 __all__ += ["positive_int"]
 __all__ += ["safe_job_name"]
 
@@ -118,6 +125,16 @@ _SQUEUE_FIELDS |= {"TimeLimit": "%l", "NumNodes": "%D", "JobName": "%j"}
 _SQUEUE_FORMAT = "|".join(_SQUEUE_FIELDS.values())
 _MARKER = "#veglia "
 _INVALID_ID = "Invalid job id specified"
+# sacct: the job's allocation line and one line per step (``12.batch``, ``12.extern``,
+# ``12.0``); memory (MaxRSS) is measured on steps only. The name comes last, as in squeue.
+_SACCT_FIELDS = ["JobID", "State", "ExitCode", "ElapsedRaw", "TotalCPU", "MaxRSS"]
+_SACCT_FIELDS += ["Partition", "JobName"]
+_SACCT_COMMAND = f"timeout 30 sacct --noheader --parsable2 --format={','.join(_SACCT_FIELDS)}"
+# JobID as sacct prints it: 12, 14_2 (an array task), 14_[3-5] (tasks that never ran), each
+# with an optional .step.
+_SACCT_JOB_ID = re.compile(r"(\d+)(?:_(\d+|\[[^\]]*\]))?(?:\.(\S+))?")
+# What sacct says when the cluster keeps no accounting: then it is as if there were no sacct.
+_NO_ACCOUNTING = "accounting storage is disabled"
 _KEY = re.compile(r"(?:^|\s)([A-Za-z_][A-Za-z0-9_/:.]*)=")
 
 _ACTIVE = {
@@ -241,6 +258,31 @@ def _exit_code(text: str) -> int | None:
     return 128 + signal if signal else code
 
 
+_UNITS = {"": 1, "K": 1, "M": 1024, "G": 1024**2, "T": 1024**3, "P": 1024**4}
+
+
+def parse_sacct_memory_kb(text: str) -> int | None:
+    """kB in a memory figure as sacct prints it (``MaxRSS``): ``72488K`` by default, or
+    ``70.79M``, ``1.01G`` with ``--units``; a bare number is kB, sacct's own unit. None
+    when empty (the step was never sampled) or not a figure."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)([KMGTP]?)\s*", text or "")
+    if not match:
+        return None
+    return round(float(match.group(1)) * _UNITS[match.group(2)])
+
+
+def parse_sacct_seconds(text: str) -> float | None:
+    """Seconds in a time as sacct prints it: ``[D-][HH:]MM:SS[.mmm]`` (``TotalCPU`` has
+    milliseconds: ``00:01.234``); None if not one."""
+    match = re.fullmatch(r"\s*(?:(\d+)-)?((?:\d+:){0,2}\d+(?:\.\d+)?)\s*", text or "")
+    if not match:
+        return None
+    seconds = 0.0
+    for part in match.group(2).split(":"):
+        seconds = seconds * 60 + float(part)
+    return seconds + int(match.group(1) or 0) * 86400
+
+
 def _job_info(fields: dict[str, str]) -> JobInfo:
     """A JobInfo from scontrol's (or squeue's, under scontrol's names) fields."""
     raw_state = fields.get("JobState", "").split(" ")[0].rstrip("+")
@@ -305,8 +347,83 @@ def array_summaries(infos: list[JobInfo]) -> list[JobInfo]:
     return summaries
 
 
+def _sacct_usage(fields: dict[str, str], steps: list[dict[str, str]]) -> dict[str, Any] | None:
+    """What a finished job used, as SLURM's accounting measured it: the largest MaxRSS of
+    its steps (the batch script, srun steps), its elapsed time, and its CPU time as a
+    percentage of one core over that time (as ``/usr/bin/time``'s ``%P``). None when no
+    step has a MaxRSS: a job too short to be sampled (``JobAcctGatherFrequency``), or whose
+    step records have not reached the database yet."""
+    peaks = [parse_sacct_memory_kb(step["MaxRSS"]) for step in steps]
+    known = [peak for peak in peaks if peak is not None]
+    if not known:
+        return None
+    elapsed = int(fields["ElapsedRaw"]) if fields["ElapsedRaw"].isdigit() else None
+    usage: dict[str, Any] = {
+        "peak_memory_kb": max(known),
+        "runtime_seconds": elapsed,
+        "source": "sacct",
+    }
+    cpu = parse_sacct_seconds(fields["TotalCPU"])
+    if cpu is not None and elapsed:
+        usage["cpu_percent"] = round(100 * cpu / elapsed, 1)
+    return usage
+
+
+def _sacct_job_info(fields: dict[str, str], steps: list[dict[str, str]]) -> JobInfo:
+    """A JobInfo from sacct's line of a job (and its steps' lines), named as scontrol's."""
+    match = _SACCT_JOB_ID.fullmatch(fields["JobID"])
+    assert match is not None  # checked by the caller
+    raw_state = fields["State"].split(" ")[0].rstrip("+")  # "CANCELLED by 1001"
+    info = JobInfo(
+        job_id=fields["JobID"],
+        state=JobState.DONE
+        if raw_state in _FINISHED
+        else _ACTIVE.get(raw_state, JobState.UNDETERMINED),
+        raw_state=raw_state,
+        queue=fields["Partition"] or None,
+        title=fields["JobName"],
+        wallclock_seconds=int(fields["ElapsedRaw"]) if fields["ElapsedRaw"].isdigit() else None,
+        details={**fields, "source": "sacct"},
+    )
+    if match.group(2) is not None:  # an array task: as scontrol's, it names its array
+        info.details["ArrayJobId"] = match.group(1)
+    if info.state is JobState.DONE:
+        info.failure = _FINISHED[raw_state]
+        # A job whose srun step the kernel killed for memory (cgroups) often ends FAILED, as
+        # its script goes on and exits nonzero; the step says why.
+        if any(step["State"].split(" ")[0] == "OUT_OF_MEMORY" for step in steps):
+            info.failure = JobFailure.OUT_OF_MEMORY
+        # scontrol's ExitCode is the batch script's; sacct's job line says 0:0 for a job
+        # killed at its time limit or cancelled, whose batch step says 0:15.
+        batch = next((step for step in steps if step["JobID"].endswith(".batch")), fields)
+        info.exit_code = _exit_code(batch["ExitCode"])
+        usage = _sacct_usage(fields, steps)
+        if usage is not None:
+            info.details["usage"] = usage
+    return info
+
+
+def _with_accounting(infos: list[JobInfo], accounted: list[JobInfo]) -> list[JobInfo]:
+    """squeue's and scontrol's jobs, with sacct's usage on those that finished, and the
+    finished jobs that only sacct still knows.
+
+    The controller's word wins where it has one: it is current, while the database hears of
+    a job's end a moment later. A job the controller no longer knows cannot be queued or
+    running, whatever the database says (a record left open when slurmctld lost its state):
+    only sacct's finished jobs are added."""
+    known = {info.job_id: info for info in infos}
+    for record in accounted:
+        info = known.get(record.job_id)
+        if info is None:
+            if record.state is JobState.DONE:
+                infos.append(record)
+        elif info.state is JobState.DONE and "usage" in record.details:
+            info.details["usage"] = record.details["usage"]
+    return infos
+
+
 class SlurmScheduler(Scheduler):
-    """SLURM through ``sbatch``, ``squeue``, ``scontrol`` and ``scancel``.
+    """SLURM through ``sbatch``, ``squeue``, ``scontrol``, ``sacct`` and ``scancel``.
 
     Resource mapping: ``--nodes`` = num_machines, ``--ntasks-per-node`` =
     num_mpiprocs_per_machine, ``--cpus-per-task`` = num_cores_per_mpiproc, ``--mem`` (per
@@ -319,7 +436,8 @@ class SlurmScheduler(Scheduler):
     example_empty_listing = (
         0,
         f"{_MARKER}squeue rc=1\nslurm_load_jobs error: {_INVALID_ID}\n"
-        f"{_MARKER}scontrol 999 rc=1\nslurm_load_jobs error: {_INVALID_ID}\n",
+        f"{_MARKER}scontrol 999 rc=1\nslurm_load_jobs error: {_INVALID_ID}\n"
+        f"{_MARKER}sacct rc=0\n\n",  # with accounting; sacct knows no such job either
         "",
     )
 
@@ -386,9 +504,12 @@ class SlurmScheduler(Scheduler):
     # -- list -----------------------------------------------------------------------------
     def joblist_command(self, job_ids: list[str] | None = None, user: str | None = None) -> str:
         """One bash line: ``squeue`` for every id at once, then ``scontrol show job`` for
-        each id squeue did not list (finished jobs, which squeue leaves out), each section
-        led by a ``#veglia`` marker line for the parser. scontrol is skipped when squeue
-        itself failed: with the controller down, N more timeouts would help nobody.
+        each id squeue did not list (finished jobs, which squeue leaves out), then one
+        ``sacct`` for the ids scontrol reported finished or no longer knew (their usage, and
+        the state of jobs SLURM forgot), each section led by a ``#veglia`` marker line for
+        the parser. scontrol and sacct are skipped when squeue itself failed: with the
+        controller down, more timeouts would help nobody. While every job is queued or
+        running, nothing runs but squeue.
         """
         squeue = f"squeue --noheader --array --format={shlex.quote(_SQUEUE_FORMAT)}"
         if not job_ids:
@@ -398,21 +519,26 @@ class SlurmScheduler(Scheduler):
                 'printf "%s\\n" "$q"'
             )
         ids = [_check_job_id(job_id) for job_id in job_ids]
+        finished = "|".join(sorted(_FINISHED))
         return (
             f"q=$({squeue} --jobs={','.join(ids)} 2>&1); rc=$?; "
             f'echo "{_MARKER}squeue rc=$rc"; printf "%s\\n" "$q"; '
-            f'if [ $rc -eq 0 ] || [[ $q == *"{_INVALID_ID}"* ]]; then '
+            f'if [ $rc -eq 0 ] || [[ $q == *"{_INVALID_ID}"* ]]; then a=; '
+            f"f='JobState=({finished})( |$)'; "
             f"for id in {' '.join(ids)}; do "
             f'printf "%s\\n" "$q" | grep -qE "^([^|]*[|])?$id[|]" || {{ '
-            f's=$(scontrol --oneliner --details show job "$id" 2>&1); '
-            f'echo "{_MARKER}scontrol $id rc=$?"; printf "%s\\n" "$s"; }}; '
-            "done; fi"
+            f's=$(scontrol --oneliner --details show job "$id" 2>&1); c=$?; '
+            f'echo "{_MARKER}scontrol $id rc=$c"; printf "%s\\n" "$s"; '
+            f'if [[ $s =~ $f || ( $c -ne 0 && $s == *"{_INVALID_ID}"* ) ]]; then a=$a,$id; fi; }}; '
+            "done; "
+            f'if [ -n "$a" ]; then t=$({_SACCT_COMMAND} --jobs=${{a#,}} 2>&1); '
+            f'echo "{_MARKER}sacct rc=$?"; printf "%s\\n" "$t"; fi; fi'
         )
 
     def parse_joblist_output(self, retval: int, stdout: str, stderr: str) -> list[JobInfo]:
         sections: list[tuple[str, int, list[str]]] = []
         for line in stdout.splitlines():
-            marker = re.fullmatch(rf"{_MARKER}(squeue|scontrol \S+) rc=(\d+)", line.strip())
+            marker = re.fullmatch(rf"{_MARKER}(squeue|sacct|scontrol \S+) rc=(\d+)", line.strip())
             if marker:
                 sections.append((marker.group(1), int(marker.group(2)), []))
             elif sections:
@@ -424,8 +550,12 @@ class SlurmScheduler(Scheduler):
                 "Are squeue and scontrol installed and on the PATH of a non-interactive shell?"
             )
         infos: list[JobInfo] = []
+        accounted: list[JobInfo] | None = None
         for name, code, lines in sections:
             text = "\n".join(lines).strip()
+            if name == "sacct":
+                accounted = self._parse_sacct(code, lines)
+                continue
             if code != 0:
                 if _INVALID_ID in text:  # unknown or long-forgotten ids: absent, not an error
                     continue
@@ -437,6 +567,8 @@ class SlurmScheduler(Scheduler):
                 infos.extend(self._parse_squeue(lines))
             else:
                 infos.extend(self._parse_scontrol(lines))
+        if accounted:
+            infos = _with_accounting(infos, accounted)
         return infos + array_summaries(infos)
 
     @staticmethod
@@ -466,6 +598,46 @@ class SlurmScheduler(Scheduler):
                     f"scontrol printed a line veglia does not understand: {line[:200]!r}"
                 )
         return [_job_info(parse_scontrol_record(record)) for record in records]
+
+    @staticmethod
+    def _parse_sacct(code: int, lines: list[str]) -> list[JobInfo] | None:
+        """The finished jobs sacct reports, or None when it cannot say (no accounting)."""
+        text = "\n".join(lines).strip()
+        if code != 0 or _NO_ACCOUNTING in text:
+            # No accounting here, or its daemon is down: as before sacct, a job that
+            # scontrol forgot counts as finished, with no state of its own; not an error.
+            if code in (126, 127) or _NO_ACCOUNTING in text:
+                LOGGER.debug("no SLURM accounting (sacct exit %s): %s", code, text[:500])
+            else:
+                LOGGER.warning(
+                    "sacct failed (exit %s): %s. Jobs SLURM forgot count as finished without "
+                    "their state, and no usage is recorded from SLURM's accounting.",
+                    code,
+                    text[:500],
+                )
+            return None
+        jobs: dict[str, dict[str, str]] = {}
+        steps: dict[str, list[dict[str, str]]] = {}
+        for line in lines:
+            if line.startswith("sacct: "):  # a warning on stderr, beside the records
+                LOGGER.warning("%s", line)
+                continue
+            values = line.split("|", len(_SACCT_FIELDS) - 1)
+            match = _SACCT_JOB_ID.fullmatch(values[0]) if values[0] else None
+            if len(values) != len(_SACCT_FIELDS) or not match:
+                if not line.strip():
+                    continue
+                # Not skipped: a job missing from the list counts as finished.
+                raise SchedulerError(
+                    f"sacct printed a line veglia does not understand: {line[:200]!r}"
+                )
+            fields = dict(zip(_SACCT_FIELDS, values, strict=True))
+            job_id = values[0].split(".", 1)[0]
+            if match.group(3) is None:
+                jobs[job_id] = fields
+            else:
+                steps.setdefault(job_id, []).append(fields)
+        return [_sacct_job_info(fields, steps.get(job_id, [])) for job_id, fields in jobs.items()]
 
     # -- queues -------------------------------------------------------------------------
     def queues_command(self) -> str:

@@ -1,6 +1,6 @@
-"""Fixtures for the real services that `scripts/services` starts: sshd, SLURM, PostgreSQL,
-RabbitMQ. A test that needs an absent service is skipped with the reason, except under
-CI=true, where it fails: CI proves the real path."""
+"""Fixtures for the real services that `scripts/services` starts: sshd, SLURM (with its
+accounting, slurmdbd), PostgreSQL, RabbitMQ. A test that needs an absent service is skipped
+with the reason, except under CI=true, where it fails: CI proves the real path."""
 
 from __future__ import annotations
 
@@ -122,6 +122,26 @@ def slurm(services_env: dict[str, str]) -> dict[str, str]:
     if result.returncode != 0:
         service_missing(f"sinfo failed: {result.stderr.strip()}")
     return services_env
+
+
+@pytest.fixture(scope="session")
+def slurm_accounting(slurm: dict[str, str]) -> dict[str, str]:
+    """SLURM keeps accounting (slurmdbd), so `sacct` answers; the services env."""
+    if slurm.get("SLURM_ACCOUNTING") != "slurmdbd":
+        service_missing(
+            f"SLURM runs without accounting (SLURM_ACCOUNTING={slurm.get('SLURM_ACCOUNTING')!r} "
+            f"in {SERVICES_ENV}: scripts/services found no MariaDB, slurmdbd failed, or "
+            "VEGLIA_SLURM_ACCOUNTING=none)"
+        )
+    result = subprocess.run(
+        ["sacct", "--noheader", "--parsable2", "--jobs=1", "--format=JobID"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    if result.returncode != 0:
+        service_missing(f"sacct failed: {(result.stderr or result.stdout).strip()}")
+    return slurm
 
 
 def ssh_computer(label, services_env, ssh_params, scheduler, **properties):
