@@ -283,7 +283,9 @@ def test_node_show(run_cli, jobs):
     assert re.search(r"retrieved\s+create\s+\d+\s+FolderData", shown)
 
     command = good.inputs["command"]
-    data = ok(run_cli("node", "show", command.uuid[:8])).stdout
+    # A prefix of digits only would be read as a pk: take one with a letter (or the dash).
+    prefix = next(command.uuid[:n] for n in range(8, 37) if not command.uuid[:n].isdigit())
+    data = ok(run_cli("node", "show", prefix)).stdout
     assert "Str (data.str)" in data and '"value": "echo hello;' in data
     assert re.search(rf"command\s+input\s+{good.pk}\s+CalcJobNode", data)
 
