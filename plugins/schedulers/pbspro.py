@@ -172,31 +172,26 @@ class PbsProScheduler(Scheduler):
     reports_finished_jobs = True
     example_empty_listing = (35, "", "qstat: Unknown Job Id 999.server\n")
 
+    #: The batch system's name in messages.
+    system = "PBS Pro"
+
     def script_header(self, template: JobTemplate) -> list[str]:
         if template.qos:
             raise SchedulerError(
-                "PBS Pro has no QOS; remove qos, or use queue_name or "
+                f"{self.system} has no QOS; remove qos, or use queue_name or "
                 "custom_scheduler_commands for what it meant."
             )
-        res = template.resources
-        chunk = (
-            f"{res.num_machines}:ncpus={res.num_mpiprocs_per_machine * res.num_cores_per_mpiproc}"
-            f":mpiprocs={res.num_mpiprocs_per_machine}:ompthreads={res.num_cores_per_mpiproc}"
-        )
         if template.max_memory_kb == 0:
             raise SchedulerError(
-                "max_memory_kb = 0 asks for all of a node's memory, which PBS has no request "
-                "for: leave it unset, or give the memory in kB."
+                f"max_memory_kb = 0 asks for all of a node's memory, which {self.system} has "
+                "no request for: leave it unset, or give the memory in kB."
             )
-        if template.max_memory_kb is not None:
-            kb = positive_int("max_memory_kb", template.max_memory_kb)
-            chunk += f":mem={memory_mb(kb)}mb"
         lines = [
             f"#PBS -N {safe_job_name(template.job_name, max_length=236, letter_first=True)}",
             f"#PBS -o {check_directive_value('stdout_name', template.stdout_name)}",
             f"#PBS -e {check_directive_value('stderr_name', template.stderr_name)}",
             "#PBS -r n",
-            f"#PBS -l select={chunk}",
+            *self.resource_lines(template),
         ]
         if template.max_wallclock_seconds is not None:
             seconds = positive_int("max_wallclock_seconds", template.max_wallclock_seconds)
@@ -206,6 +201,18 @@ class PbsProScheduler(Scheduler):
         if template.account:
             lines.append(f"#PBS -A {check_directive_value('account', template.account)}")
         return lines
+
+    def resource_lines(self, template: JobTemplate) -> list[str]:
+        """Machines, cores and memory: one ``select`` chunk per machine."""
+        res = template.resources
+        chunk = (
+            f"{res.num_machines}:ncpus={res.num_mpiprocs_per_machine * res.num_cores_per_mpiproc}"
+            f":mpiprocs={res.num_mpiprocs_per_machine}:ompthreads={res.num_cores_per_mpiproc}"
+        )
+        if template.max_memory_kb is not None:
+            kb = positive_int("max_memory_kb", template.max_memory_kb)
+            chunk += f":mem={memory_mb(kb)}mb"
+        return [f"#PBS -l select={chunk}"]
 
     def get_submit_script(self, template: JobTemplate) -> str:
         """The base script with ``cd "$PBS_O_WORKDIR"`` before its first command: after
@@ -281,34 +288,13 @@ class TorqueScheduler(PbsProScheduler):
     ``nodes=N:ppn=P`` and one ``mem`` for the whole job (max_memory_kb is per machine, as
     for the other schedulers, so it is multiplied by the machines)."""
 
-    def script_header(self, template: JobTemplate) -> list[str]:
-        if template.qos:
-            raise SchedulerError(
-                "Torque has no QOS; remove qos, or use queue_name or "
-                "custom_scheduler_commands for what it meant."
-            )
-        if template.max_memory_kb == 0:
-            raise SchedulerError(
-                "max_memory_kb = 0 asks for all of a node's memory, which Torque has no "
-                "request for: leave it unset, or give the memory in kB."
-            )
+    system = "Torque"
+
+    def resource_lines(self, template: JobTemplate) -> list[str]:
         res = template.resources
         ppn = res.num_mpiprocs_per_machine * res.num_cores_per_mpiproc
-        lines = [
-            f"#PBS -N {safe_job_name(template.job_name, max_length=236, letter_first=True)}",
-            f"#PBS -o {check_directive_value('stdout_name', template.stdout_name)}",
-            f"#PBS -e {check_directive_value('stderr_name', template.stderr_name)}",
-            "#PBS -r n",
-            f"#PBS -l nodes={res.num_machines}:ppn={ppn}",
-        ]
+        lines = [f"#PBS -l nodes={res.num_machines}:ppn={ppn}"]
         if template.max_memory_kb is not None:
             kb = positive_int("max_memory_kb", template.max_memory_kb)
             lines.append(f"#PBS -l mem={memory_mb(kb) * res.num_machines}mb")
-        if template.max_wallclock_seconds is not None:
-            seconds = positive_int("max_wallclock_seconds", template.max_wallclock_seconds)
-            lines.append(f"#PBS -l walltime={format_hms(seconds)}")
-        if template.queue_name:
-            lines.append(f"#PBS -q {check_directive_value('queue_name', template.queue_name)}")
-        if template.account:
-            lines.append(f"#PBS -A {check_directive_value('account', template.account)}")
         return lines

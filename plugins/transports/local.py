@@ -10,7 +10,7 @@ import signal
 import stat as stat_module
 import subprocess
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from veglia.exceptions import TransportError, TransportTimeoutError
 from veglia.transports import FileStat, Transport
@@ -96,17 +96,15 @@ class LocalTransport(Transport):
             raise self._os_error("list", folder, exc) from None
 
     def stat(self, path: str) -> FileStat:
-        target = self.path(path)
-        try:
-            result = os.stat(target)
-        except OSError as exc:
-            raise self._os_error("stat", target, exc) from None
-        return FileStat(size=result.st_size, mtime=result.st_mtime, mode=result.st_mode)
+        return self._stat(path, os.stat)
 
     def lstat(self, path: str) -> FileStat:
+        return self._stat(path, os.lstat)
+
+    def _stat(self, path: str, how: Any) -> FileStat:
         target = self.path(path)
         try:
-            result = os.lstat(target)
+            result = how(target)
         except OSError as exc:
             raise self._os_error("stat", target, exc) from None
         return FileStat(size=result.st_size, mtime=result.st_mtime, mode=result.st_mode)
