@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from veglia import orm
-from veglia.engine.workchain import ToContext, WorkChain, append_, while_
+from veglia.engine.workflow.workchain import ToContext, WorkChain, append_, while_
 from veglia.entry_points import CalculationFactory
 
 AddJob = CalculationFactory("core.arithmetic.add")

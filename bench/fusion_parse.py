@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from veglia.engine.trace import TraceRecord
+from veglia.engine.calcjob.trace import TraceRecord
 from veglia.plugins.fusion.hooks import collect_trace
 from veglia.plugins.transports.local import LocalTransport
 

@@ -36,7 +36,7 @@ def main() -> None:
         )
         import veglia
         from veglia import orm
-        from veglia.engine.monitor_runner import MonitorRunner
+        from veglia.engine.calcjob.monitor_runner import MonitorRunner
         from veglia.engine.runner import get_runner
         from veglia.entry_points import CalculationFactory
 

@@ -145,7 +145,7 @@ MonitorFactory = _factory("monitors", callable, "a monitor function")
 SchedulerFactory = _factory("schedulers", inspect.isclass, "a Scheduler class")
 CalculationFactory = _factory("calculations", inspect.isclass, "a Calculation class")
 WorkflowFactory = _factory(
-    "workflows", _subclass_of("veglia.engine.workchain.WorkChain"), "a WorkChain subclass"
+    "workflows", _subclass_of("veglia.engine.workflow.workchain.WorkChain"), "a WorkChain subclass"
 )
 ParserFactory = _factory("parsers", inspect.isclass, "a Parser class")
 DataFactory = _factory("data", inspect.isclass, "a Data class")

@@ -120,6 +120,36 @@ class JobInfo:
     #: ``runtime_seconds``, ``cpu_percent`` (of one core) and ``source``.
     details: dict[str, Any] = field(default_factory=dict)
 
+    def to_attributes(self) -> dict[str, Any]:
+        """What a node keeps of the job's last poll (JSON; ``details`` only its usage)."""
+        attributes: dict[str, Any] = {
+            "job_id": self.job_id,
+            "state": self.state.value,
+            "raw_state": self.raw_state,
+            "reason": self.reason,
+            "failure": self.failure.value if self.failure else None,
+            "exit_code": self.exit_code,
+            "queue": self.queue,
+            "wallclock_seconds": self.wallclock_seconds,
+        }
+        if self.details.get("usage"):
+            attributes["usage"] = self.details["usage"]
+        return attributes
+
+    @classmethod
+    def from_attributes(cls, data: dict[str, Any]) -> JobInfo:
+        return cls(
+            job_id=data["job_id"],
+            state=JobState(data["state"]),
+            raw_state=data.get("raw_state", ""),
+            reason=data.get("reason", ""),
+            failure=JobFailure(data["failure"]) if data.get("failure") else None,
+            exit_code=data.get("exit_code"),
+            queue=data.get("queue"),
+            wallclock_seconds=data.get("wallclock_seconds"),
+            details={"usage": data["usage"]} if data.get("usage") else {},
+        )
+
 
 @dataclass
 class QueueInfo:

@@ -6,7 +6,7 @@ import re
 import time
 from typing import Any
 
-from veglia.engine.monitors import MonitorResult
+from veglia.engine.calcjob.monitors import MonitorResult
 from veglia.exceptions import TransportError
 
 __all__ = ["convergence", "file_pattern", "stalled_output"]

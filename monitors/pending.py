@@ -6,7 +6,7 @@ import functools
 import time
 from typing import Any
 
-from veglia.engine.monitors import MonitorResult
+from veglia.engine.calcjob.monitors import MonitorResult
 
 __all__ = ["pending_too_long"]
 
@@ -32,7 +32,7 @@ def pending_too_long(
     :param min_wait: seconds a job may be queued before it counts as waiting long.
     :param spread: standard deviations above similar jobs' mean wait that count as long.
     """
-    from veglia.engine.history import similar_waits
+    from veglia.engine.calcjob.history import similar_waits
     from veglia.manage import get_profile
 
     info = node.get_attribute("last_job_info") or {}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from veglia.engine.monitors import MonitorResult
+from veglia.engine.calcjob.monitors import MonitorResult
 
 __all__ = ["walltime_guard"]
 

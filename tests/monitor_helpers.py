@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from veglia.engine.monitors import MonitorResult
+from veglia.engine.calcjob.monitors import MonitorResult
 
 
 def raising(node, transport):

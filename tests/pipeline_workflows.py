@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from veglia import orm
-from veglia.engine.workchain import ToContext, WorkChain, append_, if_, while_
+from veglia.engine.workflow.workchain import ToContext, WorkChain, append_, if_, while_
 from veglia.entry_points import CalculationFactory
 
 ShellJob = CalculationFactory("core.shell")

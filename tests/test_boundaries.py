@@ -92,4 +92,4 @@ def test_the_check_catches_a_forbidden_import_even_inside_a_function():
     }
     assert crossings("veglia.orm.nodes", "import veglia.engine.calcjob\n")
     assert crossings("veglia.cli.cmd_new", "from veglia.storage import models\n")
-    assert not crossings("veglia.plugins.tower.hooks", "from veglia.engine import trace\n")
+    assert not crossings("veglia.plugins.tower.hooks", "from veglia.engine.calcjob import trace\n")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from veglia import engine, orm
-from veglia.engine import calcjob_tasks
+from veglia.engine.calcjob import tasks as calcjob_tasks
 from veglia.engine.persistence import load_process
 from veglia.engine.runner import Runner, set_runner
 from veglia.entry_points import CalculationFactory
@@ -47,6 +47,28 @@ def test_job_killed_after_submission_resumes_without_resubmitting(profile):
     assert node.is_finished_ok, node.exit_message
     assert node.job_id == job_id
     assert sum(log.message.startswith("submitted job") for log in node.logs) == 1
+    assert node.outputs.stdout.get_content() == b"done\n"
+
+
+def test_a_checkpoint_naming_a_class_from_before_the_engine_moved_still_loads(profile):
+    """A job waiting through an upgrade: its checkpoint names the state class where it was."""
+    runner = Runner()
+    set_runner(runner)
+    process = runner.instantiate(ShellJob, {"command": orm.Str("sleep 1; echo done")})
+    _crash_when(process, runner, lambda node: node.job_id is not None)
+    node = process.node.refresh()
+    checkpoint = node.get_checkpoint()
+    assert "veglia.engine.calcjob.commands:JobWaiting" in checkpoint
+    node.set_checkpoint(
+        checkpoint.replace(
+            "veglia.engine.calcjob.commands:JobWaiting", "veglia.engine.calcjob:JobWaiting"
+        )
+    )
+
+    fresh = Runner()
+    set_runner(fresh)
+    fresh.run_until_terminated(load_process(node, loop=fresh.loop))
+    assert node.refresh().is_finished_ok, node.exit_message
     assert node.outputs.stdout.get_content() == b"done\n"
 
 

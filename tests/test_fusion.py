@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from veglia import engine, orm
-from veglia.engine.trace import TraceRecord
+from veglia.engine.calcjob.trace import TraceRecord
 from veglia.entry_points import CalculationFactory
 from veglia.plugins.fusion.hooks import collect_trace
 from veglia.plugins.transports.local import LocalTransport

@@ -11,8 +11,8 @@ import time
 import pytest
 
 from veglia import engine, orm
-from veglia.engine import leases
-from veglia.engine.leases import WorkerId
+from veglia.engine.daemon import leases
+from veglia.engine.daemon.leases import WorkerId
 from veglia.entry_points import CalculationFactory
 from veglia.orm.nodes import WorkflowNode
 from veglia_fixtures.profiles import make_profile, wait_for
@@ -97,7 +97,7 @@ def test_a_dead_worker_of_this_host_is_replaced_at_once(lease_profile):
 def _purge_process_queue(profile) -> None:
     import aio_pika
 
-    from veglia.engine.broker_tasks import queue_names
+    from veglia.engine.daemon.broker_tasks import queue_names
 
     async def purge() -> None:
         connection = await aio_pika.connect(profile.broker_url)
@@ -130,7 +130,7 @@ def test_a_process_whose_task_was_lost_is_repaired_by_the_daemon(broker_profile,
 def test_a_lost_task_behind_a_backlog_is_repaired_after_the_backlog_patience(
     broker_profile, daemon, run_cli
 ):
-    from veglia.engine.reconcile import Reconciler, queued_tasks
+    from veglia.engine.daemon.reconcile import Reconciler, queued_tasks
 
     daemon(1)
     run_cli("-p", "test", "daemon", "stop")  # declares the queue, then leaves it unread

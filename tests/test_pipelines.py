@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from veglia import engine, orm
-from veglia.engine.workchain import WorkChain
+from veglia.engine.workflow.workchain import WorkChain
 from veglia.entry_points import CalculationFactory, WorkflowFactory
 from veglia.manage import get_storage
 from veglia_fixtures.profiles import wait_for

@@ -200,7 +200,7 @@ def test_pending_reasons_that_can_never_clear_are_known():
 
 
 def test_choose_queue_moves_no_further_than_it_must():
-    from veglia.engine.queues import choose_queue
+    from veglia.engine.calcjob.queues import choose_queue
     from veglia.schedulers import QueueInfo
 
     queues = [

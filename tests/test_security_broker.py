@@ -35,7 +35,7 @@ def _task_queue(profile, work):
     import aio_pika
     from kiwipy.rmq.tasks import RmqTaskSubscriber
 
-    from veglia.engine.broker_tasks import queue_names
+    from veglia.engine.daemon.broker_tasks import queue_names
 
     async def run():
         connection = await aio_pika.connect(profile.broker_url)

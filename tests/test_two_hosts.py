@@ -124,7 +124,7 @@ def two_hosts(
 
 
 def _holders(nodes) -> dict[int, str]:
-    from veglia.engine import leases
+    from veglia.engine.daemon import leases
 
     found = {}
     for node in nodes:

@@ -139,7 +139,7 @@ def code_stats(state: CliState, identifier: str, raw: bool) -> None:
     """
     from collections import Counter
 
-    from veglia.engine.history import MIN_SAMPLES, Distribution, code_usage
+    from veglia.engine.calcjob.history import MIN_SAMPLES, Distribution, code_usage
     from veglia.orm.computers import load_code
 
     state.profile  # noqa: B018 - loads the profile

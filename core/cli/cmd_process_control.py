@@ -19,7 +19,7 @@ def _control(
     message: str,
     timeout: float,
 ) -> int:
-    from veglia.engine.control import control_process
+    from veglia.engine.daemon.control import control_process
     from veglia.orm.nodes import ProcessNode, load_node
     from veglia.orm.queries import active_process_pks
 
@@ -100,7 +100,7 @@ def process_unblock(
 ) -> int:
     """Resume jobs blocked by a submission error, after its cause is fixed: each is
     uploaded and submitted again."""
-    from veglia.engine.control import control_process
+    from veglia.engine.daemon.control import control_process
     from veglia.orm.nodes import CalcJobNode, load_node
     from veglia.orm.queries import active_process_pks
 
@@ -139,7 +139,7 @@ def process_repair(state: CliState, dry_run: bool) -> int:
 
     The daemon does this by itself every few seconds; this is for when it is not running,
     or to see what it would do."""
-    from veglia.engine.reconcile import requeue, stranded
+    from veglia.engine.daemon.reconcile import requeue, stranded
 
     profile = state.profile
     found = stranded(float(profile.get_option("daemon.lease_timeout")))
@@ -150,7 +150,7 @@ def process_repair(state: CliState, dry_run: bool) -> int:
     if dry_run:
         click.echo(f"Held by no live worker: {listed}")
         if profile.broker_url:
-            from veglia.engine.reconcile import queued_tasks
+            from veglia.engine.daemon.reconcile import queued_tasks
 
             waiting = queued_tasks(profile)
             click.echo(

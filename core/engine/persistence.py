@@ -30,6 +30,12 @@ __all__ = [
 ]
 
 CHECKPOINT_VERSION = 1
+#: Classes a checkpoint names that have since moved: checkpoints written before the move
+#: (a job waiting through an upgrade) still load.
+MOVED_CLASSES = {
+    "veglia.engine.calcjob:JobWaiting": "veglia.engine.calcjob.commands:JobWaiting",
+    "veglia.engine.workchain:ChildrenWaiting": "veglia.engine.workflow.workchain:ChildrenWaiting",
+}
 
 
 def encode_value(value: Any) -> Any:
@@ -105,6 +111,21 @@ def _from_json(value: dict[str, Any]) -> Any:
     return value
 
 
+def _moved_classes_renamed(value: Any) -> Any:
+    if isinstance(value, dict):
+        meta = value.get(plumpy.persistence.META)
+        if isinstance(meta, dict):
+            name = meta.get(plumpy.persistence.META__CLASS_NAME)
+            if name in MOVED_CLASSES:
+                meta[plumpy.persistence.META__CLASS_NAME] = MOVED_CLASSES[name]
+        for item in value.values():
+            _moved_classes_renamed(item)
+    elif isinstance(value, list):
+        for item in value:
+            _moved_classes_renamed(item)
+    return value
+
+
 def checkpoint_of(process: Process) -> str:
     """The process's checkpoint as JSON text."""
     bundle = plumpy.persistence.Bundle(process)
@@ -130,7 +151,7 @@ def load_process(node: ProcessNode, **context: Any) -> Process:
             f"The checkpoint of process {node.pk} was written by a newer veglia; upgrade."
         )
     bundle = plumpy.persistence.Bundle.__new__(plumpy.persistence.Bundle)
-    bundle.update(data["bundle"])
+    bundle.update(_moved_classes_renamed(data["bundle"]))
     if context.get("loop") is not None:
         # plumpy makes futures for the loaded process on the current loop: make it ours.
         asyncio.set_event_loop(context["loop"])

@@ -55,7 +55,7 @@ def workflow_progress(node: ProcessNode) -> Progress:
     the time this one has run, and, for each running step, the mean duration of processes
     like it minus the time it has run.
     """
-    from veglia.engine.history import similar_durations
+    from veglia.engine.calcjob.history import similar_durations
 
     now = datetime.now(timezone.utc)
     children = node.called

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 from plumpy import run_until_complete
 
-from veglia.engine.child_watcher import ChildWatcher
-from veglia.engine.job_poller import JobPoller
+from veglia.engine.calcjob.job_poller import JobPoller
+from veglia.engine.daemon.child_watcher import ChildWatcher
 from veglia.engine.transport_queue import TransportLease, TransportQueue
 from veglia.manage import get_profile
 from veglia.orm.users import get_default_user

@@ -19,6 +19,6 @@ def notify_daemon(node: ProcessNode) -> None:
     url = get_profile().broker_url
     if not url:
         return
-    from veglia.engine.broker_tasks import send_continue_task
+    from veglia.engine.daemon.broker_tasks import send_continue_task
 
     send_continue_task(url, node.pk)

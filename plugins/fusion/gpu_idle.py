@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from veglia.engine.monitors import MonitorResult
+from veglia.engine.calcjob.monitors import MonitorResult
 
 __all__ = ["gpu_idle"]
 

@@ -20,10 +20,10 @@ import math
 from typing import Any
 
 from veglia import orm
+from veglia.engine.calcjob.queues import choose_queue, queues_from_attribute
 from veglia.engine.exit_codes import ExitCode
 from veglia.engine.process import plain_data
-from veglia.engine.queues import choose_queue, queues_from_attribute
-from veglia.engine.workchain import ToContext, WorkChain, append_, while_
+from veglia.engine.workflow.workchain import ToContext, WorkChain, append_, while_
 from veglia.entry_points import load_process_class
 from veglia.schedulers import QueueInfo
 
@@ -249,7 +249,7 @@ class RestartWorkChain(WorkChain):
         return queues_from_attribute(job.get_attribute("queues"))
 
     def _more_memory(self, job: Any, options: dict[str, Any]) -> tuple[str, str, dict]:
-        from veglia.engine.history import memory_needed_after_oom
+        from veglia.engine.calcjob.history import memory_needed_after_oom
 
         self.ctx.oom = True
         if options.get("max_memory_kb") == 0:  # all of a node's memory (--mem=0) already

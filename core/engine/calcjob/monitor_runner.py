@@ -10,17 +10,20 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
+import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
-from veglia.engine.monitors import MonitorResult, MonitorSpec, load_monitor, now
+from veglia.engine.calcjob import kill
+from veglia.engine.calcjob.monitors import MonitorResult, MonitorSpec, load_monitor, now
+from veglia.engine.runner import get_runner
 from veglia.exceptions import TransportError
 
 if TYPE_CHECKING:
     from veglia.engine.calcjob import CalcJob
     from veglia.engine.transport_queue import TransportLease
 
-__all__ = ["MonitorRunner"]
+__all__ = ["CALLS", "MonitorRunner", "run_monitors"]
 
 # Synchronous monitors run here, so a slow one never stalls the event loop or the
 # connection's thread; their transport calls are passed to the connection's thread.
@@ -186,3 +189,29 @@ class MonitorRunner:
     def _attach_outputs(self, name: str, outputs: dict[str, Any]) -> None:
         for key, value in outputs.items():
             self.process.out(f"monitor_outputs.{name}_{key}", value)
+
+
+async def run_monitors(process: CalcJob) -> bool:
+    """After a poll: the job's monitors; True when one of them stopped the job, which is
+    then cancelled and gone from the scheduler."""
+    async with get_runner().lease_transport(process.computer) as lease:
+        outcome = await MonitorRunner(process).run_cycle(lease)
+    if outcome is None:
+        return False
+    name, result = outcome
+    assert process.node is not None
+    process.node.set_attribute(
+        "stopped_by_monitor",
+        {
+            "name": name,
+            "message": result.message,
+            "time": time.time(),
+            "retrieve": result.retrieve or result.parse,
+            "parse": result.parse,
+            "override_exit_code": result.override_exit_code,
+        },
+    )
+    process.report(f"monitor {name} stops the job: {result.message}")
+    await kill.cancel(process)
+    await kill.wait_until_gone(process)
+    return True

@@ -236,7 +236,7 @@ class WorkChain(Process):
 
     def kill_children(self, message: str) -> None:
         """Kill the children still running, wherever they run (without waiting)."""
-        from veglia.engine.control import request_kill
+        from veglia.engine.daemon.control import request_kill
 
         if self.node is None:
             return

@@ -63,7 +63,7 @@ def control_process(
             "`veglia process play`"
         )
     if get_profile().broker_url and _daemon_running():
-        from veglia.engine.broker_tasks import get_controller
+        from veglia.engine.daemon.broker_tasks import get_controller
 
         controller = get_controller()
         call = {
@@ -77,7 +77,7 @@ def control_process(
         except Exception as exc:  # no worker answered: the lease says whether one holds it
             _refuse_if_held(node, action, exc, timeout)
             if action == "play" and not node.paused:
-                from veglia.engine.broker_tasks import send_continue_task
+                from veglia.engine.daemon.broker_tasks import send_continue_task
 
                 send_continue_task(get_profile().broker_url, node.pk)
                 return f"process {node.pk} was held by no worker: queued it for the daemon"
@@ -98,7 +98,7 @@ def control_process(
 def _refuse_if_held(node: ProcessNode, action: str, exc: BaseException, timeout: float) -> None:
     """A live lease means a worker runs the process: acting on its checkpoint here would
     race that worker, so say what happened instead of guessing."""
-    from veglia.engine import leases
+    from veglia.engine.daemon import leases
     from veglia.manage import get_profile
 
     lease = leases.holder(node.pk, float(get_profile().get_option("daemon.lease_timeout")))
@@ -124,7 +124,7 @@ def request_kill(node: ProcessNode, message: str) -> None:
     if local is not None:
         local.kill(message)
     elif get_profile().broker_url:
-        from veglia.engine.broker_tasks import get_controller
+        from veglia.engine.daemon.broker_tasks import get_controller
 
         get_controller().kill_process(node.pk, message)
     else:
@@ -132,7 +132,7 @@ def request_kill(node: ProcessNode, message: str) -> None:
 
 
 def _control_here(node: ProcessNode, action: str, message: str) -> str:
-    from veglia.engine import leases
+    from veglia.engine.daemon import leases
     from veglia.engine.persistence import load_process, save_checkpoint
     from veglia.engine.runner import get_runner
     from veglia.manage import get_profile

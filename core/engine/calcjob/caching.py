@@ -13,14 +13,16 @@ from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
-from veglia.manage import get_storage
+from veglia.engine.exit_codes import ExitCode
+from veglia.engine.process import flatten_inputs
+from veglia.manage import get_profile, get_storage
 from veglia.orm.nodes import Node, load_node
 from veglia.storage import models
 
 if TYPE_CHECKING:
     from veglia.engine.calcjob import CalcJob
 
-__all__ = ["calcjob_hash", "find_cached", "node_hash"]
+__all__ = ["calcjob_hash", "find_cached", "from_cache", "node_hash"]
 
 
 def node_hash(node: Node) -> str:
@@ -72,3 +74,35 @@ def clone(node: Node) -> Node:
     copy._attributes = node.attributes
     copy._pending_files = {name: node.get_object_content(name) for name in node.list_object_names()}
     return copy
+
+
+def from_cache(process: CalcJob) -> ExitCode | None:
+    """With caching on: the outputs of an identical finished job, copied, or None. The
+    job's hash is always recorded, so a later job with caching on can reuse this one."""
+    node = process.node
+    if node is None:
+        return None
+    inputs = flatten_inputs(
+        {k: v for k, v in process.inputs.items() if k not in process.non_db_inputs}
+    )
+    digest = calcjob_hash(process, inputs)
+    node.set_attribute("cache_hash", digest)
+    if not _caching_enabled(process):
+        return None
+    source = find_cached(digest, node.pk)
+    if source is None:
+        return None
+    for label, output in source.outputs.items():
+        process.out(label.replace("__", "."), clone(output))
+    # The GPU block travels with the outputs: a cached job still reports it.
+    copied = {
+        k: source.get_attribute(k) for k in ("gpu_metrics",) if source.get_attribute(k) is not None
+    }
+    node.set_attributes({"cached_from": {"pk": source.pk, "uuid": source.uuid}, **copied})
+    process.report(f"cached from process {source.pk}: not run again")
+    return ExitCode(source.exit_status or 0, source.exit_message)
+
+
+def _caching_enabled(process: CalcJob) -> bool:
+    explicit = process.metadata.get("cache")
+    return bool(get_profile().get_option("caching.enabled") if explicit is None else explicit)

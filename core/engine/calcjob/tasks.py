@@ -22,11 +22,11 @@ from veglia.schedulers import JobFailure, JobInfo, JobResources, JobTemplate, Sc
 from veglia.transports import Transport
 
 if TYPE_CHECKING:
-    from veglia.engine.calcinfo import CalcInfo
+    from veglia.engine.calcjob.calcinfo import CalcInfo
     from veglia.orm.computers import Computer
     from veglia.orm.nodes import CalcJobNode
 
-__all__ = ["SCRIPT_NAME", "build_template", "kill", "retrieve", "submit", "upload"]
+__all__ = ["SCRIPT_NAME", "build_template", "retrieve", "submit", "upload"]
 
 SCRIPT_NAME = "_veglia_submit.sh"
 EXIT_STATUS_FILE = "_veglia_exit_status"
@@ -269,7 +269,3 @@ def parse_usage(text: str) -> dict[str, Any] | None:
     if dropped:
         usage["dropped"] = dropped
     return usage
-
-
-def kill(transport: Transport, computer: Computer, job_id: str) -> bool:
-    return computer.get_scheduler().kill(transport, job_id)

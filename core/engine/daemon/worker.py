@@ -1,194 +1,36 @@
-"""The daemon: a supervisor that keeps N worker processes alive, and the workers.
+"""A daemon worker: runs processes until they terminate, each under its lease.
 
-With a broker each worker takes process tasks from the profile's RabbitMQ queue; a task is
+With a broker the worker takes process tasks from the profile's RabbitMQ queue; a task is
 acknowledged only when its process terminates, so the processes of a worker that dies are
 delivered to another. Without a broker there is a single worker, which takes every
 unfinished submitted process from the database, at start and as they are submitted.
-
-Run as ``python -m veglia.engine.daemon supervise N`` / ``worker`` (``veglia daemon`` does).
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import signal
-import subprocess
-import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
 from plumpy.communications import LoopCommunicator
 
-from veglia.config.private_paths import private_file, private_folder
 from veglia.config.profile import Profile
-from veglia.engine import leases
-from veglia.engine.monitor_runner import CALLS as MONITOR_CALLS
-from veglia.engine.outages import OutageWatcher
+from veglia.engine.calcjob.monitor_runner import CALLS as MONITOR_CALLS
+from veglia.engine.daemon import leases
+from veglia.engine.daemon.files import DaemonFiles, write_json
+from veglia.engine.daemon.outages import OutageWatcher
+from veglia.engine.daemon.supervisor import log_failure
 from veglia.exceptions import StepAbandoned
 from veglia.orm.queries import ACTIVE_STATES
 from veglia.storage.outage import is_storage_outage, wait_for_storage
 
-__all__ = ["ACTIVE_STATES", "DaemonFiles", "Worker", "supervise"]
+__all__ = ["QuietCommunicator", "Worker"]
 
 LOGGER = logging.getLogger("veglia.daemon")
-#: How often the supervisor looks for stranded processes (two looks before it repairs one).
-RECONCILE_SECONDS = 5.0
-
-
-class DaemonFiles:
-    """Where a profile's daemon keeps its pid, status and log."""
-
-    def __init__(self, profile: Profile) -> None:
-        self.folder = profile.daemon_folder
-        self.pid = self.folder / "supervisor.pid"
-        self.status = self.folder / "status.json"
-        self.log = self.folder / "daemon.log"
-
-    def worker_status(self, pid: int) -> Path:
-        return self.folder / f"worker-{pid}.json"
-
-    def supervisor_pid(self) -> int | None:
-        """The supervisor's pid when it is alive."""
-        try:
-            pid = int(self.pid.read_text().strip())
-            os.kill(pid, 0)
-        except (OSError, ValueError):
-            return None
-        return pid
-
-    def read_status(self) -> dict[str, Any]:
-        try:
-            return json.loads(self.status.read_text())
-        except (OSError, json.JSONDecodeError):
-            return {}
-
-
-def _write_json(path: Path, data: dict[str, Any]) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data))
-    os.replace(tmp, path)
-
-
-# -- supervisor -----------------------------------------------------------------------------
-def supervise(profile: Profile, workers: int) -> None:
-    """Start ``workers`` workers and restart any that dies, until SIGTERM."""
-    files = DaemonFiles(profile)
-    private_folder(files.folder)
-    files.pid.write_text(str(os.getpid()))
-    stopping = False
-
-    def stop(*_: Any) -> None:
-        nonlocal stopping
-        stopping = True
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
-
-    def spawn() -> subprocess.Popen:
-        log = open(private_file(files.log), "ab")  # noqa: SIM115 - the child keeps it open
-        return subprocess.Popen(
-            [sys.executable, "-m", "veglia.engine.daemon", "worker"],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            env={**os.environ, "VEGLIA_PROFILE": profile.name},
-        )
-
-    slots = [{"process": spawn(), "restarts": 0, "started": time.time()} for _ in range(workers)]
-
-    reconciler = None
-    if profile.broker_url:
-        from veglia.engine.reconcile import Reconciler
-
-        reconciler = Reconciler(profile)
-    next_look = time.time() + RECONCILE_SECONDS
-
-    def write_status() -> None:
-        _write_json(
-            files.status,
-            {
-                "supervisor": os.getpid(),
-                "started": started,
-                "repaired": reconciler.repaired if reconciler else 0,
-                "workers": [
-                    {"pid": s["process"].pid, "restarts": s["restarts"], "started": s["started"]}
-                    for s in slots
-                ],
-            },
-        )
-
-    started = time.time()
-    write_status()
-    _call_daemon_hook("daemon_started", profile)
-    LOGGER.warning("daemon started with %d worker(s)", workers)
-    while not stopping:
-        time.sleep(0.2)
-        if reconciler is not None and time.time() >= next_look:
-            next_look = time.time() + RECONCILE_SECONDS
-            try:
-                if reconciler.step():
-                    write_status()
-            except Exception as exc:  # the broker or the database is away: look again later
-                _log_failure("could not look for stranded processes", exc)
-        for slot in slots:
-            code = slot["process"].poll()
-            if code is None or stopping or time.time() < slot.get("retry_at", 0):
-                continue
-            if "retry_at" not in slot:
-                files.worker_status(slot["process"].pid).unlink(missing_ok=True)
-                # A worker that dies at start (a broken setting) is retried ever more slowly.
-                quick = time.time() - slot["started"] < 10
-                slot["quick_deaths"] = slot.get("quick_deaths", 0) + 1 if quick else 0
-                if quick:
-                    delay = min(2 ** slot["quick_deaths"], 60)
-                    LOGGER.warning(
-                        "worker %d exited with %s at start; retrying in %d s",
-                        slot["process"].pid,
-                        code,
-                        delay,
-                    )
-                    slot["retry_at"] = time.time() + delay
-                    continue
-            slot.pop("retry_at", None)
-            LOGGER.warning("worker %d exited with %s; starting another", slot["process"].pid, code)
-            slot.update(process=spawn(), restarts=slot["restarts"] + 1, started=time.time())
-            write_status()
-    _call_daemon_hook("daemon_stopping", profile)
-    for slot in slots:
-        slot["process"].terminate()
-    deadline = time.time() + 30
-    for slot in slots:
-        try:
-            slot["process"].wait(max(0.1, deadline - time.time()))
-        except subprocess.TimeoutExpired:
-            slot["process"].kill()
-        files.worker_status(slot["process"].pid).unlink(missing_ok=True)
-    files.status.unlink(missing_ok=True)
-    files.pid.unlink(missing_ok=True)
-    LOGGER.warning("daemon stopped")
-
-
-def _log_failure(what: str, exc: Exception) -> None:
-    """One line for a database that is away (it is expected, and said often); the whole
-    traceback for anything else."""
-    if is_storage_outage(exc):
-        LOGGER.warning("%s: the database does not answer (%s)", what, str(exc).splitlines()[0])
-    else:
-        LOGGER.error("%s", what, exc_info=exc)
-
-
-def _call_daemon_hook(name: str, profile: Profile) -> None:
-    """A daemon hook, each implementation on its own: a failing plugin never keeps the
-    daemon from running jobs, nor the other plugins from starting."""
-    from veglia.plugin_manager import call_each
-
-    for plugin, exc in call_each(name, profile=profile):
-        LOGGER.error("plugin %s failed in %s: %s", plugin, name, exc)
 
 
 # -- worker -----------------------------------------------------------------------------------
@@ -215,7 +57,7 @@ class Worker:
         asyncio.set_event_loop(self.loop)
         self.communicator: Any = None
         if profile.broker_url:
-            from veglia.engine.broker_tasks import create_communicator
+            from veglia.engine.daemon.broker_tasks import create_communicator
 
             slots = int(profile.get_option("daemon.worker_process_slots"))
             self._thread_communicator = create_communicator(
@@ -366,7 +208,7 @@ class Worker:
         await self.continue_process(pk)
 
     def _apply_control_requests(self) -> None:
-        from veglia.engine.control import apply_database_requests
+        from veglia.engine.daemon.control import apply_database_requests
 
         apply_database_requests(self.active)
 
@@ -382,7 +224,7 @@ class Worker:
                 lost = set(running) - leases.renew(self.me, running)
                 renewed = time.monotonic()
             except Exception as exc:  # the database is away: the timeout is the margin
-                _log_failure("could not renew the process leases", exc)
+                log_failure("could not renew the process leases", exc)
                 lost = set() if time.monotonic() - renewed < self.lease_timeout else set(running)
             if lost:
                 self._fence(sorted(lost))
@@ -403,7 +245,7 @@ class Worker:
 
     async def _write_status(self) -> None:
         while not self._stop.is_set():
-            _write_json(
+            write_json(
                 self.files.worker_status(os.getpid()),
                 {
                     "pid": os.getpid(),
@@ -416,22 +258,3 @@ class Worker:
                 },
             )
             await asyncio.sleep(1)
-
-
-def main(argv: list[str]) -> None:
-    from veglia.manage import load_profile
-
-    logging.basicConfig(
-        level=logging.WARNING, format="%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s"
-    )
-    profile = load_profile(os.environ.get("VEGLIA_PROFILE"))
-    if argv[:1] == ["supervise"]:
-        supervise(profile, int(argv[1]) if len(argv) > 1 else 1)
-    elif argv[:1] == ["worker"]:
-        Worker(profile).run()
-    else:
-        raise SystemExit("usage: python -m veglia.engine.daemon supervise N | worker")
-
-
-if __name__ == "__main__":
-    main(sys.argv[1:])

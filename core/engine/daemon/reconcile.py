@@ -16,7 +16,7 @@ import logging
 import time
 from typing import Any
 
-from veglia.engine import leases
+from veglia.engine.daemon import leases
 
 __all__ = ["Reconciler", "queued_tasks", "requeue", "stranded"]
 
@@ -33,7 +33,7 @@ def queued_tasks(profile: Any) -> int:
     import aio_pika
     from aio_pika.exceptions import ChannelNotFoundEntity
 
-    from veglia.engine.broker_tasks import queue_names
+    from veglia.engine.daemon.broker_tasks import queue_names
 
     async def count() -> int:
         connection = await aio_pika.connect(profile.broker_url, timeout=10)
@@ -50,7 +50,7 @@ def queued_tasks(profile: Any) -> int:
 
 
 def requeue(pks: list[int]) -> None:
-    from veglia.engine.broker_tasks import send_continue_task
+    from veglia.engine.daemon.broker_tasks import send_continue_task
     from veglia.manage import get_profile
 
     for pk in pks:

@@ -1,0 +1,73 @@
+"""The commands a calc job waits in, one checkpointed WAITING state each.
+
+``upload``, ``submit``, ``update`` (poll until the job is gone) and ``retrieve`` do the
+transport work of a step and end in the next command's WAITING state, so every step is
+checkpointed before the next begins; ``blocked`` holds a job that needs a person.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from plumpy.process_states import KillInterruption, PauseInterruption, ProcessState
+
+from veglia.engine.calcjob.holds import BLOCKED, first_line
+from veglia.engine.exit_codes import ExitCode
+from veglia.engine.waiting import InterruptibleWaiting
+from veglia.exceptions import TransportTaskFailed
+
+if TYPE_CHECKING:
+    from veglia.engine.calcjob.process import CalcJob
+
+__all__ = ["BLOCKED", "RETRIEVE", "SUBMIT", "UPDATE", "UPLOAD", "JobWaiting"]
+
+UPLOAD, SUBMIT, UPDATE, RETRIEVE = "upload", "submit", "update", "retrieve"
+_BLOCKED_MESSAGE = "Blocked until `veglia process unblock`"
+
+
+class JobWaiting(InterruptibleWaiting):
+    """WAITING with the transport work of the current command; interruptible by kill/pause."""
+
+    async def execute(self) -> Any:
+        process: CalcJob = self.process  # type: ignore[assignment]
+        command = self.data
+        try:
+            if command == UPLOAD:
+                result = await self._interruptible(process.do_upload(), finish_first=True)
+                if result == BLOCKED:
+                    return self._next(BLOCKED, _BLOCKED_MESSAGE)
+                return self._next(SUBMIT, "Waiting to submit")
+            if command == SUBMIT:
+                result = await self._interruptible(process.do_submit(), finish_first=True)
+                if isinstance(result, ExitCode):
+                    return self.create_state(ProcessState.RUNNING, process.finish_with, result)
+                if result == BLOCKED:
+                    return self._next(BLOCKED, _BLOCKED_MESSAGE)
+                return self._next(UPDATE, "Waiting for the scheduler")
+            if command == BLOCKED:
+                blocked = process.node.get_attribute("blocked") if process.node else None
+                if blocked:  # paused here until unblocked (or played), then uploaded anew
+                    raise PauseInterruption(f"blocked: {first_line(blocked['reason'])}")
+                return self._next(UPLOAD, "Waiting to upload")
+            if command == UPDATE:
+                while not await self._interruptible(process.do_update(), finish_first=False):
+                    pass
+                stop = process.node.get_attribute("stopped_by_monitor") if process.node else None
+                if stop and not stop.get("retrieve"):
+                    return self.create_state(
+                        ProcessState.RUNNING, process.finish_with, process.monitor_exit_code()
+                    )
+                return self._next(RETRIEVE, "Waiting to retrieve")
+            if command == RETRIEVE:
+                folder = await self._interruptible(process.do_retrieve(), finish_first=True)
+                return self.create_state(ProcessState.RUNNING, process.parse, str(folder))
+            raise RuntimeError(f"unknown calc job command {command!r}")
+        except TransportTaskFailed as exc:
+            process.computer_unreachable(f"{command} failed on every attempt: {exc}")
+            raise PauseInterruption(f"{command} failed on every attempt: {exc}") from None
+        except KillInterruption:
+            await process.cancel_job()
+            raise
+
+    def _next(self, command: str, message: str) -> Any:
+        return self.create_state(ProcessState.WAITING, None, msg=message, data=command)

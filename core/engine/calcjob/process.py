@@ -1,0 +1,465 @@
+"""The calc job: upload, submit, poll, retrieve and parse one job on a computer.
+
+The transport work happens in the WAITING state, one command at a time (see
+:mod:`~veglia.engine.calcjob.commands`). Each command ends in a new WAITING state, so every
+step is checkpointed before the next begins; a process loaded from its checkpoint re-runs
+only the step it was in, and the steps are idempotent (see :mod:`~veglia.engine.calcjob.tasks`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import plumpy
+from plumpy.process_states import ProcessState
+
+from veglia.engine.calcjob import holds, kill, tasks, tracing
+from veglia.engine.calcjob.caching import from_cache
+from veglia.engine.calcjob.calcinfo import CalcInfo
+from veglia.engine.calcjob.commands import RETRIEVE, UPLOAD, JobWaiting
+from veglia.engine.calcjob.monitor_runner import run_monitors
+from veglia.engine.calcjob.monitors import (
+    load_monitor,
+    parse_monitors,
+    provenance_of,
+    validate_monitors_port,
+)
+from veglia.engine.calcjob.options import define_options
+from veglia.engine.calcjob.queues import queues_of
+from veglia.engine.calcjob.right_sizing import right_size
+from veglia.engine.exit_codes import ExitCode
+from veglia.engine.process import Process, plain_data
+from veglia.engine.runner import get_runner
+from veglia.entry_points import ParserFactory
+from veglia.exceptions import TransportError, TransportTaskFailed, UnsafeWorkdirError
+from veglia.manage import get_profile
+from veglia.orm.computers import Code, Computer, load_computer
+from veglia.orm.nodes import CalcJobNode, FolderData, RemoteData
+from veglia.schedulers import JobFailure, JobInfo, JobState, SchedulerError, SchedulerSubmitError
+from veglia.workdir_root import private_root
+
+__all__ = ["CalcJob", "TransportTaskFailed"]
+
+_ALWAYS_RETRIEVED = ["_scheduler-stdout.txt", "_scheduler-stderr.txt", tasks.EXIT_STATUS_FILE]
+
+
+class CalcJob(Process):
+    """Base class of calculations that run a job on a computer through its scheduler."""
+
+    _node_class = CalcJobNode
+
+    @classmethod
+    def get_state_classes(cls) -> dict[Any, Any]:
+        states = dict(super().get_state_classes())
+        states[ProcessState.WAITING] = JobWaiting
+        return states
+
+    @classmethod
+    def define(cls, spec: Any) -> None:
+        super().define(spec)
+        spec.input(
+            "code",
+            valid_type=Code,
+            required=False,
+            help="The code to run (its computer is the job's computer).",
+        )
+        spec.input(
+            "metadata.cache",
+            valid_type=bool,
+            required=False,
+            help="Reuse an identical finished job (default: the caching.enabled option).",
+        )
+        spec.input(
+            "metadata.computer",
+            valid_type=str,
+            required=False,
+            help="Label of the computer, when there is no code.",
+        )
+        define_options(spec)
+        spec.input(
+            "monitors",
+            required=False,
+            valid_type=dict,
+            validator=validate_monitors_port,
+            help="Monitors called at each scheduler poll: name -> {entry_point, kwargs, ...}.",
+        )
+        spec.output_namespace("monitor_outputs", dynamic=True, required=False)
+        spec.output("remote_folder", valid_type=RemoteData, required=False)
+        spec.output("retrieved", valid_type=FolderData, required=False)
+        spec.exit_code(100, "ERROR_NO_RETRIEVED_FILES", "No file was retrieved from the job.")
+        spec.exit_code(
+            110,
+            "ERROR_SCHEDULER_OUT_OF_MEMORY",
+            "The scheduler killed the job: it used more memory than it asked for.",
+        )
+        spec.exit_code(
+            120,
+            "ERROR_SCHEDULER_OUT_OF_WALLTIME",
+            "The scheduler killed the job: it ran past its wall time.",
+        )
+        spec.exit_code(130, "ERROR_SCHEDULER_NODE_FAILURE", "The job's node failed.")
+        spec.exit_code(131, "ERROR_SCHEDULER_CANCELLED", "The job was cancelled outside veglia.")
+        spec.exit_code(
+            140, "ERROR_SUBMISSION_REJECTED", "The scheduler rejected the job: {message}"
+        )
+        spec.exit_code(150, "STOPPED_BY_MONITOR", "Monitor {name} stopped the job: {message}")
+        spec.exit_code(300, "ERROR_PARSER_FAILED", "The parser failed: {message}")
+
+    # -- to be written by subclasses ------------------------------------------------------------
+    def prepare_for_submission(self, folder: Path) -> CalcInfo:
+        """Write the job's input files into ``folder`` and say how to run it."""
+        raise NotImplementedError(f"{type(self).__name__} must implement prepare_for_submission")
+
+    def parse_retrieved(self, retrieved: FolderData, outcome: dict[str, Any]) -> ExitCode | None:
+        """Attach outputs from the retrieved files; by default the ``parser_name`` parser."""
+        parser_name = self.options.get("parser_name")
+        if not parser_name:
+            return None
+        parser = ParserFactory(parser_name)(self)
+        return parser.parse(retrieved, outcome)
+
+    # -- the node --------------------------------------------------------------------------
+    @property
+    def options(self) -> dict[str, Any]:
+        return dict(self.inputs.get("metadata", {}).get("options", {})) if self.inputs else {}
+
+    @property
+    def code(self) -> Code | None:
+        return self.inputs.get("code") if self.inputs else None
+
+    @property
+    def computer(self) -> Computer:
+        computer = self.__dict__.get("_computer")
+        if computer is None:
+            if self.code is not None:
+                computer = self.code.computer
+            else:
+                label = self.metadata.get("computer") or get_profile().get_option(
+                    "computer.default"
+                )
+                computer = load_computer(label)
+            self.__dict__["_computer"] = computer
+        return computer
+
+    def prepare_node(self, node: Any) -> None:
+        computer = self.computer
+        node.computer_pk = computer.pk
+        attributes = {
+            "options": plain_data(self.options),
+            "computer": computer.label,
+            "similarity_key": self.similarity_key(),
+        }
+        monitors = parse_monitors(self.inputs.get("monitors") or {})
+        if monitors:
+            attributes["monitors"] = [m.to_dict() for m in monitors]
+            attributes["monitor_provenance"] = {
+                m.name: provenance_of(m.entry_point, load_monitor(m.entry_point)) for m in monitors
+            }
+        if self.code is not None:
+            attributes["code"] = {
+                "pk": self.code.pk,
+                "label": self.code.full_label,
+                "executable": self.code.executable,
+            }
+        node.set_attributes(attributes)
+
+    def similarity_key(self) -> str:
+        """Which finished jobs are like this one, for right-sizing and estimates: by
+        default the same calculation and code on the same computer. Override to add what
+        else makes jobs alike (an input's size, a parameter)."""
+        code = self.code.full_label if self.code is not None else ""
+        return f"{self.process_type()}|{code}|{self.computer.label}"
+
+    async def run(self) -> Any:
+        cached = from_cache(self)
+        if cached is not None:
+            return cached
+        return plumpy.Wait(None, msg="Waiting to upload", data=UPLOAD)
+
+    # -- transport steps -----------------------------------------------------------------------
+    async def with_retries(self, name: str, function: Any, *args: Any) -> Any:
+        """``function(transport, *args)`` through the transport queue, retried with back-off;
+        ``TransportTaskFailed`` when every attempt failed."""
+        runner = get_runner()
+        delay = runner.retry_interval
+        for attempt in range(1, runner.retry_attempts + 1):
+            try:
+                async with runner.lease_transport(self.computer) as lease:
+                    result = await lease.run(function, lease.transport, *args)
+                holds.computer_reached(self)
+                return result
+            except (TransportError, OSError) as exc:
+                self.report(f"{name} attempt {attempt}/{runner.retry_attempts} failed: {exc}")
+                if attempt == runner.retry_attempts:
+                    raise TransportTaskFailed(str(exc)) from None
+                await asyncio.sleep(delay)
+                delay *= 2
+        raise AssertionError("unreachable")
+
+    def computer_unreachable(self, reason: str) -> None:
+        """Paused for an outage, not by a person: the daemon plays it when it is back."""
+        holds.computer_unreachable(self, reason)
+
+    def _workdir(self, transport: Any) -> str:
+        """The job's folder; its root is made private and checked first (once per
+        connection): a root another user controls is refused."""
+        assert self.node is not None
+        root = self.computer.get_workdir(transport.whoami(), transport.home())
+        return self.computer.job_workdir(private_root(transport, root), self.node.uuid)
+
+    async def do_upload(self) -> str | None:
+        node = self.node
+        assert node is not None
+        try:
+            await self._upload()
+        except UnsafeWorkdirError as exc:
+            if not node.get_attribute("daemon"):
+                raise  # a foreground run ends with the reason; nobody would unblock it
+            return holds.block(
+                self, str(exc), f"veglia refused the work dir of {self.computer.label}"
+            )
+        return None
+
+    async def _upload(self) -> None:
+        node = self.node
+        assert node is not None
+        right_size(self)
+        sandbox = Path(tempfile.mkdtemp(prefix="veglia-sandbox-"))
+        try:
+            calcinfo = self.prepare_for_submission(sandbox)
+            script = tasks.build_template(node, calcinfo, self.code, self.computer)
+            retrieve = [
+                tasks.checked_retrieve_pattern(pattern)
+                for pattern in [
+                    *calcinfo.retrieve_list,
+                    *self.options.get("additional_retrieve_list", []),
+                ]
+            ]
+            files = {
+                str(path.relative_to(sandbox)): path.read_bytes()
+                for path in sorted(p for p in sandbox.rglob("*") if p.is_file())
+            }
+            node.put_objects({**files, tasks.SCRIPT_NAME: script.encode()})
+
+            def upload(transport: Any) -> str:
+                workdir = self._workdir(transport)
+                tasks.upload(transport, node, workdir, sandbox, calcinfo, script)
+                return workdir
+
+            workdir = await self.with_retries("upload", upload)
+        finally:
+            shutil.rmtree(sandbox, ignore_errors=True)
+        node.set_attributes({"remote_workdir": workdir, "retrieve_list": retrieve})
+        if "remote_folder" not in node.outputs:  # replayed after a crash: one output only
+            self.out("remote_folder", RemoteData(workdir, self.computer.label))
+        self.report(f"uploaded to {self.computer.label}:{workdir}")
+
+    async def do_submit(self) -> ExitCode | None:
+        node = self.node
+        assert node is not None
+        if node.job_id:  # submitted before a restart: never twice
+            if not any(log.message.startswith("submitted job") for log in node.logs):
+                # The worker died between recording the job id and saying so.
+                self.report(f"submitted job {node.job_id}")
+            return None
+        try:
+            job_id = await self.with_retries(
+                "submit", tasks.submit, self.computer, node.remote_workdir
+            )
+        except SchedulerError as exc:
+            if not getattr(exc, "permanent", True):
+                raise TransportTaskFailed(str(exc)) from None
+            if isinstance(exc, SchedulerSubmitError) and not exc.resource_request:
+                return holds.block(self, str(exc))
+            # A request the queue cannot give: a restart policy may pick another queue.
+            self.report(f"submission rejected: {exc}")
+            node.set_attribute(
+                "submission_rejected",
+                {"message": str(exc), "resource_request": getattr(exc, "resource_request", False)},
+            )
+            await self._record_queues()
+            return self.exit_codes.ERROR_SUBMISSION_REJECTED.format(message=str(exc))
+        node.set_attributes(
+            {
+                "job_id": job_id,
+                "scheduler_state": JobState.QUEUED.value,
+                "submitted_at": time.time(),
+            }
+        )
+        self.report(f"submitted job {job_id}")
+        tracing.updated(self, "SUBMITTED")
+        return None
+
+    def on_playing(self) -> None:
+        super().on_playing()
+        holds.release(self)
+
+    async def _record_queues(self) -> None:
+        """The queues and their limits, on the node, for a restart policy to choose from."""
+
+        node = self.node
+        assert node is not None
+        try:
+            async with get_runner().lease_transport(self.computer) as lease:
+                queues = await lease.run(queues_of, self.computer, lease.transport)
+        except (TransportError, OSError) as exc:
+            node.add_log("DEBUG", f"could not list the queues: {exc}")
+            queues = queues_of(self.computer, None)
+        node.set_attribute("queues", [dataclasses.asdict(q) for q in queues])
+
+    async def do_update(self) -> bool:
+        """One poll; True when the job has left the scheduler or is done."""
+
+        node = self.node
+        assert node is not None and node.job_id
+        try:
+            info = await get_runner().poller(self.computer).next_update(node.job_id)
+        except (TransportError, SchedulerError) as exc:
+            return await self._update_failed(exc)
+        self._update_failures = 0
+        done = info is None or info.state == JobState.DONE
+        changes = {"scheduler_state": JobState.DONE.value if done else info.state.value}
+        if (
+            info is not None
+            and info.state == JobState.RUNNING
+            and not node.get_attribute("started_at")
+        ):
+            changes["started_at"] = time.time()
+        if info is not None:
+            changes["last_job_info"] = info.to_attributes()
+        if any(node.get_attribute(key) != value for key, value in changes.items()):
+            node.set_attributes(changes)  # one write, and none while nothing changes
+            if "started_at" in changes:
+                tracing.updated(self, "RUNNING")
+        if not done and node.get_attribute("monitors") and await run_monitors(self):
+            await self._record_queues()  # for a restart policy that moves the job
+            return True
+        return done
+
+    def monitor_exit_code(self) -> ExitCode:
+        assert self.node is not None
+        stop = self.node.get_attribute("stopped_by_monitor") or {}
+        return self.exit_codes.STOPPED_BY_MONITOR.format(
+            name=stop.get("name", "?"), message=stop.get("message", "")
+        )
+
+    async def _update_failed(self, exc: Exception) -> bool:
+
+        runner = get_runner()
+        failures = getattr(self, "_update_failures", 0) + 1
+        self._update_failures = failures
+        self.report(f"update attempt {failures}/{runner.retry_attempts} failed: {exc}")
+        if failures >= runner.retry_attempts:
+            self._update_failures = 0
+            raise TransportTaskFailed(str(exc))
+        await asyncio.sleep(runner.retry_interval * 2 ** (failures - 1))
+        return False
+
+    async def do_retrieve(self) -> Path:
+        node = self.node
+        assert node is not None
+        last = node.get_attribute("last_job_info")
+        last_info = JobInfo.from_attributes(last) if last else None
+        patterns = [*node.get_attribute("retrieve_list", []), *_ALWAYS_RETRIEVED]
+        folder, outcome = await self.with_retries(
+            "retrieve", tasks.retrieve, self.computer, node.remote_workdir, patterns, last_info
+        )
+        node.set_attributes({"job_outcome": outcome})
+        if outcome.get("skipped"):
+            self.report(
+                "not retrieved, as not regular files (links, FIFOs, devices): "
+                + ", ".join(outcome["skipped"][:20])
+            )
+        await tracing.collect(self)
+        # A plugin's measurement first (Fusion's trace, turned on for this very job). Then
+        # what the batch system measured (SLURM's sacct) over /usr/bin/time: the scheduler
+        # counts every process of the job, the prepend and append text too, as it does
+        # against the job's memory request, which right-sizing sets; time's %M is the
+        # largest single process of each command (an MPI run or a pipe counts once), and a
+        # job killed for memory never writes it. time's figure stays in job_outcome.
+        usage = (
+            tracing.measured_usage(node.get_attribute("trace_record"))
+            or (last or {}).get("usage")
+            or outcome.get("usage")
+        )
+        dropped = (outcome.get("usage") or {}).pop("dropped", 0)
+        if dropped:
+            self.report(f"{dropped} line(s) of {tasks.USAGE_FILE} were not sane numbers: dropped")
+        if usage and usage.get("peak_memory_kb") is not None:
+            node.set_attribute("usage", usage)
+        if outcome.get("failure") in (
+            JobFailure.OUT_OF_MEMORY.value,
+            JobFailure.OUT_OF_WALLTIME.value,
+        ):
+            await self._record_queues()
+        self.report(f"retrieved {sum(1 for p in folder.rglob('*') if p.is_file())} files")
+        return folder
+
+    def on_terminal_state_recorded(self) -> None:
+        super().on_terminal_state_recorded()
+        tracing.ready(self)
+
+    # -- kill -----------------------------------------------------------------------------
+    async def cancel_job(self) -> None:
+        """Killed in a step: cancel the scheduler job, then record what it did."""
+        if await kill.cancel(self):
+            await tracing.collect(self)
+
+    def on_kill(self, msg: Any) -> None:
+        # Killed while not stepping (paused, or loaded but not running): JobWaiting did not
+        # get to cancel the job, so do it here, blocking, rather than leave an orphan.
+        kill.cancel_now(self)
+        super().on_kill(msg)
+
+    # -- parsing --------------------------------------------------------------------------
+    def parse(self, folder: str) -> Any:
+        node = self.node
+        assert node is not None
+        path = Path(folder)
+        if not path.is_dir():  # the worker that retrieved it died: fetch the files again
+            return plumpy.Wait(None, msg="Waiting to retrieve", data=RETRIEVE)
+        try:
+            retrieved = FolderData()
+            for item in sorted(p for p in path.rglob("*") if p.is_file()):
+                retrieved.put_object_from_file(str(item.relative_to(path)), item)
+            self.out("retrieved", retrieved)
+            outcome = node.get_attribute("job_outcome", {})
+            scheduler_code = self._scheduler_exit_code(outcome.get("failure"))
+            stop = node.get_attribute("stopped_by_monitor")
+            parser_code = None
+            if not stop or stop.get("parse"):
+                try:
+                    parser_code = self.parse_retrieved(retrieved, outcome)
+                except Exception as exc:
+                    self.report(f"parser failed: {exc}")
+                    parser_code = self.exit_codes.ERROR_PARSER_FAILED.format(message=str(exc))
+        finally:
+            shutil.rmtree(path, ignore_errors=True)
+        if stop:
+            if stop.get("override_exit_code", True):
+                return self.monitor_exit_code()
+            return parser_code or ExitCode(0)  # the monitor asked to keep the parser's verdict
+        # The scheduler's verdict (killed for memory, time) wins unless the parser found a
+        # failure of its own, which is more specific.
+        if parser_code is not None and parser_code.status != 0:
+            return parser_code
+        return scheduler_code or ExitCode(0)
+
+    def finish_with(self, code: ExitCode) -> ExitCode:
+        return code
+
+    def _scheduler_exit_code(self, failure: str | None) -> ExitCode | None:
+        mapping = {
+            JobFailure.OUT_OF_MEMORY.value: "ERROR_SCHEDULER_OUT_OF_MEMORY",
+            JobFailure.OUT_OF_WALLTIME.value: "ERROR_SCHEDULER_OUT_OF_WALLTIME",
+            JobFailure.NODE_FAILURE.value: "ERROR_SCHEDULER_NODE_FAILURE",
+            JobFailure.CANCELLED.value: "ERROR_SCHEDULER_CANCELLED",
+        }
+        label = mapping.get(failure or "")
+        return self.exit_codes[label] if label else None

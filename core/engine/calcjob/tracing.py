@@ -1,0 +1,104 @@
+"""When a calc job's trace record is built, added to by plugins, stored and reported.
+
+``collect_trace`` plugins add to the record from the job's work dir once the job has left
+the scheduler; ``trace_updated`` reporters hear of submission and start; ``trace_ready``
+reporters get the finished record when the process has terminated.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+from veglia.engine.calcjob.trace import TraceRecord, build_record, finish_record
+from veglia.engine.runner import get_runner
+from veglia.exceptions import TransportError
+from veglia.plugin_manager import call_each, has_implementations
+
+if TYPE_CHECKING:
+    from veglia.engine.calcjob.process import CalcJob
+
+__all__ = ["collect", "measured_usage", "ready", "updated"]
+
+
+async def collect(process: CalcJob) -> None:
+    """The job's trace record, with what plugins add from its work dir, stored."""
+    node = process.node
+    assert node is not None
+    workdir = node.remote_workdir
+    try:
+        async with get_runner().lease_transport(process.computer) as lease:
+
+            def in_workdir(transport: Any) -> TraceRecord:
+                transport.cwd = workdir or "/"
+                return _with_plugins(process, transport)
+
+            record = await lease.run(in_workdir, lease.transport)
+    except (TransportError, OSError) as exc:  # the trace must never cost the job
+        node.add_log("DEBUG", f"trace collected without the computer: {exc}")
+        record = _with_plugins(process, None)
+    _store(process, record)
+
+
+def updated(process: CalcJob, status: str) -> None:
+    """Tell reporters the job was submitted or started."""
+    if not has_implementations("trace_updated"):
+        return  # no reporter listens: build nothing on the hot path
+    node = process.node
+    assert node is not None
+    record = build_record(node, process.computer, status)
+    for plugin, exc in call_each("trace_updated", node=node, record=record):
+        node.add_log("WARNING", f"plugin {plugin} failed to report the trace: {exc}")
+
+
+def ready(process: CalcJob) -> None:
+    """The process has terminated: finish the record and hand it to reporters."""
+    node = process.node
+    assert node is not None
+    data = node.get_attribute("trace_record")
+    record = TraceRecord.from_dict(data) if data else _with_plugins(process, None)
+    if record.gpu_metrics is None and node.get_attribute("gpu_metrics") is not None:
+        record.gpu_metrics = node.get_attribute("gpu_metrics")  # copied from the cache
+    finish_record(record, node.refresh())
+    _store(process, record)
+    for plugin, exc in call_each("trace_ready", node=node, record=record):
+        node.add_log("WARNING", f"plugin {plugin} failed to report the trace: {exc}")
+
+
+def _with_plugins(process: CalcJob, transport: Any) -> TraceRecord:
+    node = process.node
+    assert node is not None
+    record = build_record(node, process.computer)
+    for plugin, exc in call_each("collect_trace", node=node, transport=transport, record=record):
+        node.add_log("WARNING", f"plugin {plugin} failed to collect the trace: {exc}")
+    return record
+
+
+def _store(process: CalcJob, record: TraceRecord) -> None:
+    assert process.node is not None
+    values: dict[str, Any] = {"trace_record": record.to_dict()}
+    if record.gpu_metrics is not None:
+        values["gpu_metrics"] = record.gpu_metrics
+    process.node.set_attributes(values)
+
+
+def measured_usage(record: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Peak memory and run time a plugin measured and put on the trace record (bytes and
+    ms there); None when none did, or its numbers are not ones a machine could make."""
+    record = record or {}
+    source, peak, realtime = (record.get(k) for k in ("measured_by", "peak_rss", "realtime"))
+
+    def sane(value: Any, limit: float) -> bool:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return False
+        if isinstance(value, float) and not math.isfinite(value):
+            return False
+        return 0 <= value < limit  # a 400-digit int compares; it cannot become a float
+
+    if not source or not sane(peak, 2**63):
+        return None
+    return {
+        "peak_memory_kb": int(peak) // 1024,
+        "runtime_seconds": realtime / 1000 if sane(realtime, 2**53) else None,
+        "source": source,
+    }

@@ -1,0 +1,46 @@
+"""Where a profile's daemon keeps its pid, status files and log, read by the CLI too."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from veglia.config.profile import Profile
+
+__all__ = ["DaemonFiles", "write_json"]
+
+
+class DaemonFiles:
+    """Where a profile's daemon keeps its pid, status and log."""
+
+    def __init__(self, profile: Profile) -> None:
+        self.folder = profile.daemon_folder
+        self.pid = self.folder / "supervisor.pid"
+        self.status = self.folder / "status.json"
+        self.log = self.folder / "daemon.log"
+
+    def worker_status(self, pid: int) -> Path:
+        return self.folder / f"worker-{pid}.json"
+
+    def supervisor_pid(self) -> int | None:
+        """The supervisor's pid when it is alive."""
+        try:
+            pid = int(self.pid.read_text().strip())
+            os.kill(pid, 0)
+        except (OSError, ValueError):
+            return None
+        return pid
+
+    def read_status(self) -> dict[str, Any]:
+        try:
+            return json.loads(self.status.read_text())
+        except (OSError, json.JSONDecodeError):
+            return {}
+
+
+def write_json(path: Path, data: dict[str, Any]) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data))
+    os.replace(tmp, path)
