@@ -20,6 +20,7 @@ _storage: StorageBackend | None = None
 def load_profile(name: str | None = None, *, allow_switch: bool = True) -> Profile:
     """Make a profile the active one (the default profile when ``name`` is None)."""
     global _profile
+    # Lazy: `import veglia` stays light; profiles load these on first use.
     from veglia.config.private_paths import tighten
     from veglia.plugin_manager import get_plugin_manager
 
@@ -48,6 +49,7 @@ def get_profile() -> Profile:
 def get_storage() -> StorageBackend:
     """The storage of the active profile, opened once and checked against the schema."""
     global _storage
+    # Lazy: SQLAlchemy only when storage is first used (CLI start-up).
     from veglia.storage.backend import StorageBackend
 
     if _storage is None:

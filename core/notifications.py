@@ -18,6 +18,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from veglia.manage import get_profile
+from veglia.plugin_manager import call_each
+
 __all__ = ["clear_event", "event_pending", "flush", "notify", "notify_once"]
 
 LOGGER = logging.getLogger("veglia.notify")
@@ -40,7 +43,6 @@ def _one_line(exc: BaseException) -> str:
 
 
 def _deliver(event: str, subject: str, body: str, profile: Any) -> None:
-    from veglia.plugin_manager import call_each
 
     recipients = [
         a.strip() for a in str(profile.get_option("notify.email")).split(",") if a.strip()
@@ -142,7 +144,6 @@ def notify(event: str, subject: str, body: str) -> None:
     From a running event loop it returns at once and a background thread sends it;
     otherwise it is sent before returning. A failing channel is logged, never raised.
     """
-    from veglia.manage import get_profile
 
     profile = get_profile()  # here: the thread must send for the profile active now
     try:
@@ -162,7 +163,6 @@ def notify(event: str, subject: str, body: str) -> None:
 
 def notify_once(key: str, event: str, subject: str, body: str) -> bool:
     """Send the notification unless one was sent for ``key`` since :func:`clear_event`."""
-    from veglia.manage import get_profile
 
     marker = _marker(get_profile(), key)
     if marker.exists():
@@ -178,7 +178,6 @@ def notify_once(key: str, event: str, subject: str, body: str) -> bool:
 def clear_event(key: str) -> bool:
     """The condition is over: the next occurrence notifies again. True for the one caller
     that ended it (of several workers seeing it end at once)."""
-    from veglia.manage import get_profile
 
     try:
         _marker(get_profile(), key).unlink()
@@ -188,6 +187,5 @@ def clear_event(key: str) -> bool:
 
 
 def event_pending(key: str) -> bool:
-    from veglia.manage import get_profile
 
     return _marker(get_profile(), key).exists()

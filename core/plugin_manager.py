@@ -18,7 +18,7 @@ from collections.abc import Iterable
 import pluggy
 
 from veglia import hookspecs
-from veglia.entry_points import GROUPS, get_entry_points
+from veglia.entry_points import GROUPS, clear_cache, get_entry_points
 from veglia.exceptions import EntryPointLoadError
 
 __all__ = [
@@ -77,8 +77,6 @@ def get_plugin_manager() -> pluggy.PluginManager:
 def reset_plugin_manager() -> None:
     """Forget the process-wide manager so the next call rebuilds it (after a pip install)."""
     global _manager
-    from veglia.entry_points import clear_cache
-
     _manager = None
     clear_cache()
 

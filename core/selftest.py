@@ -95,6 +95,7 @@ def check_broker(profile: Profile) -> CheckResult:
 
 def check_daemon(profile: Profile) -> CheckResult:
     """Informational: a stopped daemon is a normal state, so this never fails."""
+    # Lazy: the engine only for the check that needs it.
     from veglia.engine.daemon import DaemonFiles
 
     files = DaemonFiles(profile)

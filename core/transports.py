@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
+from veglia.exceptions import TransportError
+
 __all__ = ["AuthOption", "FileStat", "Transport"]
 
 
@@ -72,8 +74,6 @@ class Transport(ABC):
     def __init__(self, hostname: str = "localhost", **auth_params: Any) -> None:
         unknown = set(auth_params) - {option.name for option in self.auth_options}
         if unknown:
-            from veglia.exceptions import TransportError
-
             allowed = ", ".join(o.name for o in self.auth_options) or "none"
             raise TransportError(
                 f"{type(self).__name__} does not accept {', '.join(sorted(unknown))} "
@@ -173,7 +173,6 @@ class Transport(ABC):
 
     # -- built on the above ------------------------------------------------------------
     def exists(self, path: str) -> bool:
-        from veglia.exceptions import TransportError
 
         try:
             self.stat(path)
@@ -194,7 +193,6 @@ class Transport(ABC):
 
     def is_real_dir(self, path: str) -> bool:
         """A folder, and not a symlink to one."""
-        from veglia.exceptions import TransportError
 
         try:
             return self.lstat(path).is_dir
@@ -254,7 +252,6 @@ class Transport(ABC):
 
     def home(self) -> str:
         """The home folder of the user commands run as (asked once)."""
-        from veglia.exceptions import TransportError
 
         if "_home" not in self.__dict__:
             code, out, err = self.exec_command('printf "%s" "$HOME"', timeout=30)
@@ -267,7 +264,6 @@ class Transport(ABC):
 
     def whoami(self) -> str:
         """The user name the transport runs commands as."""
-        from veglia.exceptions import TransportError
 
         code, out, err = self.exec_command("whoami", timeout=30)
         if code != 0:

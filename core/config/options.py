@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from veglia.exceptions import InvalidOptionError
+from veglia.exceptions import ConfigurationError, InvalidOptionError
 
 __all__ = [
     "Option",
@@ -173,6 +173,7 @@ def _url_with_schemes(*schemes: str, allow_empty: bool = False) -> Callable[[Any
         if scheme == "postgres" and "postgresql" in schemes:  # libpq's short form
             value, scheme = "postgresql" + value[len("postgres") :], "postgresql"
         if scheme not in schemes:
+            # Lazy: profile imports this module.
             from veglia.config.profile import mask_url
 
             allowed = ", ".join(f"{s}://..." for s in schemes)
@@ -244,6 +245,7 @@ class Option:
 
 def _installed(group: str) -> Callable[[], tuple[str, ...]]:
     def names() -> tuple[str, ...]:
+        # Lazy: entry points are scanned only when an option names them.
         from veglia.entry_points import get_entry_points
 
         return tuple(ep.name for ep in get_entry_points(group))
@@ -432,6 +434,7 @@ _catalogue: tuple[object, dict[str, Option]] | None = None
 def get_options() -> dict[str, Option]:
     """Every option, built-in and from plugins, by name (collected once per plugin manager)."""
     global _catalogue
+    # Lazy: config sits below the plugin manager (which reads options).
     from veglia.plugin_manager import get_plugin_manager
 
     manager = get_plugin_manager()
@@ -441,8 +444,6 @@ def get_options() -> dict[str, Option]:
 
 
 def _collect_options(manager: Any) -> dict[str, Option]:
-    from veglia.exceptions import ConfigurationError
-
     options = {option.name: option for option in BUILTIN_OPTIONS}
     origin = dict.fromkeys(options, "veglia")
     for impl in manager.hook.register_options.get_hookimpls():

@@ -5,8 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from veglia.engine.builder import ProcessBuilder
-from veglia.engine.process import Process
-from veglia.orm.nodes import ProcessNode
+from veglia.engine.process import CALLED_BY, Process
+from veglia.engine.runner import get_runner
+from veglia.engine.submission import notify_daemon
+from veglia.manage import get_storage
+from veglia.orm.nodes import ProcessNode, load_node
+from veglia.storage import models
 
 __all__ = ["run", "run_get_node", "submit"]
 
@@ -21,7 +25,6 @@ def run_get_node(
     process: type[Process] | ProcessBuilder, /, **inputs: Any
 ) -> tuple[dict[str, Any], ProcessNode]:
     """Run in this Python process until it ends; return its outputs and its node."""
-    from veglia.engine.runner import get_runner
 
     process_class, all_inputs = _split(process, inputs)
     runner = get_runner()
@@ -51,8 +54,6 @@ def _instantiate(
     call_key: str | None = None,
 ) -> Process:
     """The process, stored, with its ``call`` link from the caller when there is one."""
-    from veglia.engine.process import CALLED_BY
-    from veglia.engine.runner import get_runner
 
     process_class, all_inputs = _split(process, inputs)
     token = CALLED_BY.set((caller, call_key) if caller is not None else None)
@@ -79,7 +80,6 @@ def _to_daemon(
 
 
 def _hand_to_daemon(node: ProcessNode) -> None:
-    from veglia.engine.submission import notify_daemon
 
     node.set_attribute("daemon", True)
     notify_daemon(node)
@@ -100,7 +100,6 @@ def launch_child(
     ``call_key`` is then returned, and handed to the daemon again in case the first hand-over
     was lost (a duplicate task is dropped by the worker that gets it).
     """
-    from veglia.engine.runner import get_runner
 
     if resumed and call_key is not None:
         existing = find_called(caller, call_key)
@@ -119,10 +118,6 @@ def launch_child(
 def find_called(caller: ProcessNode, call_key: str) -> ProcessNode | None:
     """The process ``caller`` launched under ``call_key``, if it did."""
     import sqlalchemy as sa
-
-    from veglia.manage import get_storage
-    from veglia.orm.nodes import load_node
-    from veglia.storage import models
 
     with get_storage().session() as session:
         pk = session.scalars(

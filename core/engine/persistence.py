@@ -15,6 +15,8 @@ import plumpy
 
 from veglia.engine.exit_codes import ExitCode
 from veglia.exceptions import StorageError
+from veglia.orm.computers import Code, load_code
+from veglia.orm.nodes import Node, load_node
 
 if TYPE_CHECKING:
     from veglia.engine.process import Process
@@ -40,8 +42,6 @@ MOVED_CLASSES = {
 
 def encode_value(value: Any) -> Any:
     """Plain data for JSON: nodes become references, mappings and sequences recurse."""
-    from veglia.orm.computers import Code
-    from veglia.orm.nodes import Node
 
     if isinstance(value, Node):
         return {"__node__": value.store().uuid}
@@ -57,8 +57,6 @@ def encode_value(value: Any) -> Any:
 
 
 def decode_value(value: Any) -> Any:
-    from veglia.orm.computers import load_code
-    from veglia.orm.nodes import load_node
 
     if isinstance(value, dict):
         if set(value) == {"__node__"}:

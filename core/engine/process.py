@@ -17,10 +17,15 @@ from typing import Any, ClassVar
 import plumpy
 from plumpy.process_states import ProcessState
 
+from veglia.engine.builder import ProcessBuilder
 from veglia.engine.exit_codes import ExitCode, ExitCodes
+from veglia.engine.persistence import checkpoint_of, decode_value, encode_value, save_checkpoint
 from veglia.engine.process_spec import ProcessSpec
+from veglia.engine.runner import get_runner
+from veglia.entry_points import get_entry_points
 from veglia.exceptions import StepAbandoned
-from veglia.orm.nodes import TERMINAL_STATES, Node, ProcessNode, to_node
+from veglia.notifications import notify
+from veglia.orm.nodes import TERMINAL_STATES, Node, ProcessNode, load_node, to_node
 from veglia.storage.outage import is_storage_outage
 
 __all__ = ["CALLED_BY", "Process"]
@@ -81,7 +86,6 @@ class Process(plumpy.Process):
 
     @classmethod
     def get_builder(cls) -> Any:
-        from veglia.engine.builder import ProcessBuilder
 
         return ProcessBuilder(cls)
 
@@ -93,7 +97,6 @@ class Process(plumpy.Process):
     @classmethod
     def process_type(cls) -> str:
         """The entry point name when registered, else the import path."""
-        from veglia.entry_points import get_entry_points
 
         for entry_point in get_entry_points(cls._entry_point_group):
             if entry_point.value == f"{cls.__module__}:{cls.__qualname__}":
@@ -155,12 +158,10 @@ class Process(plumpy.Process):
 
     # -- persistence -------------------------------------------------------------------------
     def encode_input_args(self, inputs: Any) -> Any:
-        from veglia.engine.persistence import encode_value
 
         return encode_value(inputs)
 
     def decode_input_args(self, encoded: Any) -> Any:
-        from veglia.engine.persistence import decode_value
 
         return decode_value(encoded)
 
@@ -169,7 +170,6 @@ class Process(plumpy.Process):
         out_state["node_pk"] = self.node.pk if self.node else None
 
     def load_instance_state(self, saved_state: Any, load_context: Any) -> None:
-        from veglia.orm.nodes import load_node
 
         super().load_instance_state(saved_state, load_context)
         self.node = load_node(saved_state["node_pk"])  # type: ignore[assignment]
@@ -193,7 +193,6 @@ class Process(plumpy.Process):
         super().on_entered(from_state)
         if self.node is None:
             return
-        from veglia.engine.persistence import checkpoint_of
 
         state = self._state.LABEL.value
         terminal = state in TERMINAL_STATES
@@ -203,7 +202,6 @@ class Process(plumpy.Process):
 
     def on_terminal_state_recorded(self) -> None:
         """The process ended and its node says so (subclasses report, notify; call super)."""
-        from veglia.engine.runner import get_runner
 
         get_runner().child_watcher.wake()  # a workflow here may be waiting for this one
 
@@ -229,7 +227,6 @@ class Process(plumpy.Process):
 
             text = "".join(traceback.format_exception(*exc_info))
             self.node.add_log("ERROR", f"The process excepted: {exc_info[1]}", traceback=text)
-            from veglia.notifications import notify
 
             notify(
                 "process_excepted",
@@ -256,7 +253,6 @@ class Process(plumpy.Process):
         if self.node is not None:
             self.node.set_attributes({"paused": True, "paused_reason": msg or ""})
             self.node.add_log("REPORT", f"Paused: {msg or 'on request'}")
-            from veglia.engine.persistence import save_checkpoint
 
             save_checkpoint(self)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
+from veglia.engine.calcjob.history import similar_durations
 from veglia.orm.nodes import ProcessNode, as_utc
 
 __all__ = ["Progress", "format_seconds", "workflow_progress"]
@@ -55,7 +56,6 @@ def workflow_progress(node: ProcessNode) -> Progress:
     the time this one has run, and, for each running step, the mean duration of processes
     like it minus the time it has run.
     """
-    from veglia.engine.calcjob.history import similar_durations
 
     now = datetime.now(timezone.utc)
     children = node.called

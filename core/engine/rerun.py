@@ -6,6 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from veglia.engine.builder import ProcessBuilder
+from veglia.entry_points import load_process_class
+from veglia.orm.computers import load_code
 from veglia.orm.nodes import CalcJobNode
 
 __all__ = ["builder_from_node"]
@@ -13,8 +15,6 @@ __all__ = ["builder_from_node"]
 
 def builder_from_node(node: CalcJobNode) -> ProcessBuilder:
     """A builder filled with the inputs, code, options and monitors the job ran with."""
-    from veglia.entry_points import load_process_class
-    from veglia.orm.computers import load_code
 
     process_class = load_process_class(node.process_type)
     inputs: dict[str, Any] = {}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from veglia.engine.daemon.broker_tasks import send_continue_task
+from veglia.manage import get_profile
 from veglia.orm.nodes import ProcessNode
 
 __all__ = ["notify_daemon"]
@@ -14,11 +16,9 @@ def notify_daemon(node: ProcessNode) -> None:
     worker's processes go to another); without one, the node in the database is the task:
     the single daemon worker picks up every unfinished process.
     """
-    from veglia.manage import get_profile
 
     url = get_profile().broker_url
     if not url:
         return
-    from veglia.engine.daemon.broker_tasks import send_continue_task
 
     send_continue_task(url, node.pk)

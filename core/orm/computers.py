@@ -8,11 +8,13 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from veglia.entry_points import SchedulerFactory, TransportFactory
+from veglia.entry_points import CalculationFactory, SchedulerFactory, TransportFactory
 from veglia.exceptions import ConfigurationError, NotExistent
+from veglia.exceptions import ConfigurationError as _Error
 from veglia.manage import get_storage
 from veglia.orm.users import get_default_user
 from veglia.storage import models
+from veglia.workdir_root import expand_root
 
 __all__ = ["Code", "Computer", "load_code", "load_computer"]
 
@@ -143,7 +145,6 @@ class Computer:
     def get_workdir(self, username: str, home: str = "") -> str:
         """The root of this computer's job folders for that user (``{username}`` and
         ``{home}`` replaced)."""
-        from veglia.workdir_root import expand_root
 
         return expand_root(self.get_property("workdir"), username, home)
 
@@ -230,8 +231,6 @@ class Code:
 
     def get_builder(self) -> Any:
         """A builder of the code's default calculation with ``code`` already set."""
-        from veglia.entry_points import CalculationFactory
-        from veglia.exceptions import ConfigurationError as _Error
 
         if not self.default_calc_job_plugin:
             raise _Error(f"Code {self.full_label!r} has no default calculation plugin.")

@@ -21,6 +21,7 @@ from sqlalchemy.dialects.postgresql import JSONB
 
 from veglia.exceptions import ModificationNotAllowed, NotExistent, StorageError
 from veglia.manage import get_storage
+from veglia.orm.users import get_default_user
 from veglia.relative_paths import checked_relative
 from veglia.storage import models
 
@@ -266,7 +267,6 @@ class Node:
         """
         if self.is_stored:
             return self
-        from veglia.orm.users import get_default_user
 
         row = models.Node(
             node_type=self.node_type,

@@ -16,6 +16,7 @@ import logging
 import sqlalchemy as sa
 
 from veglia.exceptions import StorageUnavailable
+from veglia.manage import get_storage
 
 __all__ = ["is_storage_outage", "wait_for_storage"]
 
@@ -54,7 +55,6 @@ def is_storage_outage(exc: BaseException | None) -> bool:
 
 async def wait_for_storage(first_delay: float = 0.5, max_delay: float = 10.0) -> None:
     """Return once the profile's database answers a query, trying ever more slowly."""
-    from veglia.manage import get_storage
 
     def answers() -> bool:
         try:

@@ -4,10 +4,34 @@
 commands it steps through; ``tasks`` the transport work of each step. Around them: the job's
 ``options``, ``holds`` (blocked submissions, unreachable computers), ``right_sizing`` with
 its ``history``, the polling ``job_poller``, ``monitors`` and their ``monitor_runner``,
-``kill``, ``trace`` and ``caching``.
+``kill``, ``trace`` and ``tracing``, and ``caching``.
+
+The names below load when first used: the runner imports ``job_poller`` from here, below
+the processes that use the runner.
 """
 
-from veglia.engine.calcjob.calcinfo import CalcInfo, CodeInfo
-from veglia.engine.calcjob.process import CalcJob
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from veglia.engine.calcjob.calcinfo import CalcInfo, CodeInfo
+    from veglia.engine.calcjob.process import CalcJob
+
+_EXPORTS = {
+    "CalcInfo": "veglia.engine.calcjob.calcinfo",
+    "CodeInfo": "veglia.engine.calcjob.calcinfo",
+    "CalcJob": "veglia.engine.calcjob.process",
+}
 
 __all__ = ["CalcInfo", "CalcJob", "CodeInfo"]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'veglia.engine.calcjob' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

@@ -16,6 +16,9 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from veglia.manage import get_storage
+from veglia.storage.models import Node
+
 __all__ = [
     "Distribution",
     "Recommendation",
@@ -72,8 +75,6 @@ class Recommendation:
 
 
 def _rows(where: list[Any], columns: list[Any]) -> list[Any]:
-    from veglia.manage import get_storage
-    from veglia.storage.models import Node
 
     query = sa.select(*columns).where(*where).order_by(Node.id.desc()).limit(HISTORY_LIMIT)
     with get_storage().session() as session:
@@ -82,7 +83,6 @@ def _rows(where: list[Any], columns: list[Any]) -> list[Any]:
 
 def similar_usage(key: str, exclude_pk: int | None = None) -> list[dict[str, Any]]:
     """``usage`` of the similar jobs that finished successfully, newest first."""
-    from veglia.storage.models import Node
 
     where = [
         Node.node_type == "process.calcjob",
@@ -111,7 +111,6 @@ def recommend(key: str, exclude_pk: int | None = None) -> Recommendation:
 
 def memory_needed_after_oom(key: str) -> float | None:
     """The mean memory that similar jobs, once killed for memory, finally finished with."""
-    from veglia.storage.models import Node
 
     rows = _rows(
         [
@@ -128,7 +127,6 @@ def memory_needed_after_oom(key: str) -> float | None:
 
 def similar_waits(key: str) -> Distribution | None:
     """Seconds similar jobs spent queued before they started."""
-    from veglia.storage.models import Node
 
     rows = _rows(
         [
@@ -144,7 +142,6 @@ def similar_waits(key: str) -> Distribution | None:
 
 def similar_durations(process_type: str, key: str | None = None) -> Distribution | None:
     """Seconds from creation to end of similar processes that finished successfully."""
-    from veglia.storage.models import Node
 
     where = [
         Node.process_type == process_type,
@@ -159,7 +156,6 @@ def similar_durations(process_type: str, key: str | None = None) -> Distribution
 
 def code_usage(code_pk: int) -> dict[str, list[dict[str, Any]]]:
     """``usage`` of the successful jobs of a code, by similarity key."""
-    from veglia.storage.models import Node
 
     rows = _rows(
         [

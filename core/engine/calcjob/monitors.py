@@ -21,7 +21,9 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from veglia.entry_points import MonitorFactory, get_entry_points
 from veglia.exceptions import MonitorError, VegliaError
+from veglia.manage import get_profile
 
 __all__ = [
     "MONITOR_ACTIONS",
@@ -108,14 +110,12 @@ class MonitorSpec:
 
 
 def _allow_import_path() -> bool:
-    from veglia.manage import get_profile
 
     return bool(get_profile().get_option("monitors.allow_import_path"))
 
 
 def load_monitor(entry_point: str) -> Callable[..., Any]:
     """The monitor function for an entry point name, or ``module:function`` when allowed."""
-    from veglia.entry_points import MonitorFactory, get_entry_points
 
     names = {ep.name for ep in get_entry_points("monitors")}
     if entry_point in names or ":" not in entry_point:

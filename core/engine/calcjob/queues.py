@@ -6,6 +6,8 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
+from veglia.config.options import parse_queues
+from veglia.manage import get_profile
 from veglia.schedulers import QueueInfo
 
 if TYPE_CHECKING:
@@ -31,8 +33,6 @@ def _from_definitions(definitions: list[dict[str, Any]]) -> list[QueueInfo]:
 
 def queues_of(computer: Computer, transport: Transport | None) -> list[QueueInfo]:
     """The queues jobs on ``computer`` may use, in order of preference ([] if unknown)."""
-    from veglia.config.options import parse_queues
-    from veglia.manage import get_profile
 
     declared = computer.get_property("queues")
     if declared:

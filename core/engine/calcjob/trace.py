@@ -11,6 +11,8 @@ import time
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from veglia.schedulers import JobResources
+
 __all__ = ["TRANSIENT_FIELDS", "TraceRecord", "build_record", "finish_record"]
 
 
@@ -80,7 +82,6 @@ def _ms(value: float | None) -> int | None:
 
 def build_record(node: Any, computer: Any, status: str = "RUNNING") -> TraceRecord:
     """The record of a calc job node as far as it has run."""
-    from veglia.schedulers import JobResources
 
     options = node.options or {}
     resources = JobResources(**options.get("resources", {"num_machines": 1}))

@@ -6,17 +6,17 @@ import logging
 import os
 import sys
 
+from veglia.engine.daemon.supervisor import supervise
+from veglia.manage import load_profile
+
 
 def main(argv: list[str]) -> None:
-    from veglia.manage import load_profile
 
     logging.basicConfig(
         level=logging.WARNING, format="%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s"
     )
     profile = load_profile(os.environ.get("VEGLIA_PROFILE"))
     if argv[:1] == ["supervise"]:
-        from veglia.engine.daemon.supervisor import supervise
-
         supervise(profile, int(argv[1]) if len(argv) > 1 else 1)
     elif argv[:1] == ["worker"]:
         # Imported here: the supervisor never loads the engine it does not run.

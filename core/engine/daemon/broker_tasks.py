@@ -16,6 +16,7 @@ from typing import Any
 
 from veglia.config.profile import Profile
 from veglia.exceptions import BrokerError
+from veglia.manage import get_profile
 
 __all__ = [
     "create_communicator",
@@ -171,8 +172,6 @@ def send_continue_task(url: str, pk: int, patience: float = 60.0) -> None:
     """
     import time
 
-    from veglia.manage import get_profile
-
     profile = get_profile()
     deadline = time.monotonic() + patience
     delay = 0.5
@@ -198,8 +197,6 @@ def send_continue_task(url: str, pk: int, patience: float = 60.0) -> None:
 def get_controller() -> Any:
     """plumpy's controller for kill/pause/play RPCs to the worker running a process."""
     import plumpy
-
-    from veglia.manage import get_profile
 
     return plumpy.RemoteProcessThreadController(_shared(get_profile()))
 

@@ -13,6 +13,9 @@ import logging
 
 import sqlalchemy as sa
 
+from veglia.manage import get_storage
+from veglia.orm.nodes import TERMINAL_STATES
+from veglia.storage.models import Node
 from veglia.storage.outage import is_storage_outage, wait_for_storage
 
 __all__ = ["ChildWatcher"]
@@ -56,9 +59,6 @@ class ChildWatcher:
                         del self._waiters[pk]
 
     def _terminated(self, pks: list[int]) -> list[int]:
-        from veglia.manage import get_storage
-        from veglia.orm.nodes import TERMINAL_STATES
-        from veglia.storage.models import Node
 
         self.queries += 1
         with get_storage().session() as session:

@@ -12,8 +12,14 @@ import concurrent.futures
 import time
 from typing import Any
 
+from veglia.engine.daemon import DaemonFiles, leases
+from veglia.engine.daemon.broker_tasks import get_controller, send_continue_task
+from veglia.engine.persistence import load_process, save_checkpoint
+from veglia.engine.runner import get_runner
 from veglia.exceptions import ControlError
-from veglia.orm.nodes import ProcessNode
+from veglia.manage import get_profile, get_storage
+from veglia.orm.nodes import ProcessNode, load_node
+from veglia.storage.models import Node
 
 __all__ = ["ControlError", "apply_database_requests", "control_process", "request_kill"]
 
@@ -21,8 +27,6 @@ ACTIONS = ("kill", "pause", "play")
 
 
 def _daemon_running() -> bool:
-    from veglia.engine.daemon import DaemonFiles
-    from veglia.manage import get_profile
 
     return DaemonFiles(get_profile()).supervisor_pid() is not None
 
@@ -49,7 +53,6 @@ def control_process(
     node: ProcessNode, action: str, message: str = "", timeout: float = 60.0
 ) -> str:
     """Carry out ``action`` on the process; return what happened, for the user."""
-    from veglia.manage import get_profile
 
     if action not in ACTIONS:
         raise ControlError(f"Unknown action {action!r}; use one of {', '.join(ACTIONS)}.")
@@ -63,8 +66,6 @@ def control_process(
             "`veglia process play`"
         )
     if get_profile().broker_url and _daemon_running():
-        from veglia.engine.daemon.broker_tasks import get_controller
-
         controller = get_controller()
         call = {
             "kill": lambda: controller.kill_process(node.pk, message or "Killed through the CLI"),
@@ -77,8 +78,6 @@ def control_process(
         except Exception as exc:  # no worker answered: the lease says whether one holds it
             _refuse_if_held(node, action, exc, timeout)
             if action == "play" and not node.paused:
-                from veglia.engine.daemon.broker_tasks import send_continue_task
-
                 send_continue_task(get_profile().broker_url, node.pk)
                 return f"process {node.pk} was held by no worker: queued it for the daemon"
     elif _daemon_running():
@@ -98,8 +97,6 @@ def control_process(
 def _refuse_if_held(node: ProcessNode, action: str, exc: BaseException, timeout: float) -> None:
     """A live lease means a worker runs the process: acting on its checkpoint here would
     race that worker, so say what happened instead of guessing."""
-    from veglia.engine.daemon import leases
-    from veglia.manage import get_profile
 
     lease = leases.holder(node.pk, float(get_profile().get_option("daemon.lease_timeout")))
     if lease is None or not lease.live:
@@ -117,25 +114,17 @@ def _refuse_if_held(node: ProcessNode, action: str, exc: BaseException, timeout:
 def request_kill(node: ProcessNode, message: str) -> None:
     """Ask for a kill without waiting for it: safe from inside the engine's own loop (a
     workflow killing its steps), where :func:`control_process` would wait on itself."""
-    from veglia.engine.runner import get_runner
-    from veglia.manage import get_profile
 
     local = get_runner().local_processes.get(node.pk)
     if local is not None:
         local.kill(message)
     elif get_profile().broker_url:
-        from veglia.engine.daemon.broker_tasks import get_controller
-
         get_controller().kill_process(node.pk, message)
     else:
         node.set_attribute("control_request", {"action": "kill", "message": message})
 
 
 def _control_here(node: ProcessNode, action: str, message: str) -> str:
-    from veglia.engine.daemon import leases
-    from veglia.engine.persistence import load_process, save_checkpoint
-    from veglia.engine.runner import get_runner
-    from veglia.manage import get_profile
 
     # Hold the lease while acting, so no worker takes the process up meanwhile.
     me = leases.this_worker()
@@ -161,10 +150,6 @@ def _control_here(node: ProcessNode, action: str, message: str) -> str:
 def apply_database_requests(active: dict[int, Any]) -> None:
     """In a worker without broker: apply requests written on the nodes it runs."""
     import sqlalchemy as sa
-
-    from veglia.manage import get_storage
-    from veglia.orm.nodes import load_node
-    from veglia.storage.models import Node
 
     running = [pk for pk, process in active.items() if process is not None]
     if not running:

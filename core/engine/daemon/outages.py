@@ -16,6 +16,10 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from veglia.manage import get_storage
+from veglia.orm.computers import load_computer
+from veglia.storage.models import Node
+
 __all__ = ["OutageWatcher", "probe"]
 
 LOGGER = logging.getLogger("veglia.daemon")
@@ -25,7 +29,6 @@ MAX_PROBE = 180.0
 
 def probe(label: str) -> str | None:
     """Connect to the computer and ask who we are there; None when it answers, else why not."""
-    from veglia.orm.computers import load_computer
 
     try:
         with load_computer(label).get_transport() as transport:
@@ -44,8 +47,6 @@ class OutageWatcher:
         self.failures: dict[str, int] = {}
 
     def _paused_for_outage(self) -> dict[str, list[int]]:
-        from veglia.manage import get_storage
-        from veglia.storage.models import Node
 
         paused = [pk for pk, p in self.active.items() if p is not None and p.paused]
         if not paused:

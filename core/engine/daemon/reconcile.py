@@ -17,6 +17,8 @@ import time
 from typing import Any
 
 from veglia.engine.daemon import leases
+from veglia.engine.daemon.broker_tasks import queue_names, send_continue_task
+from veglia.manage import get_profile
 
 __all__ = ["Reconciler", "queued_tasks", "requeue", "stranded"]
 
@@ -33,8 +35,6 @@ def queued_tasks(profile: Any) -> int:
     import aio_pika
     from aio_pika.exceptions import ChannelNotFoundEntity
 
-    from veglia.engine.daemon.broker_tasks import queue_names
-
     async def count() -> int:
         connection = await aio_pika.connect(profile.broker_url, timeout=10)
         async with connection:
@@ -50,8 +50,6 @@ def queued_tasks(profile: Any) -> int:
 
 
 def requeue(pks: list[int]) -> None:
-    from veglia.engine.daemon.broker_tasks import send_continue_task
-    from veglia.manage import get_profile
 
     for pk in pks:
         send_continue_task(get_profile().broker_url, pk)

@@ -14,6 +14,8 @@ from typing import Any
 from veglia.config.private_paths import private_file, private_folder
 from veglia.config.profile import Profile
 from veglia.engine.daemon.files import DaemonFiles, write_json
+from veglia.engine.daemon.reconcile import Reconciler
+from veglia.plugin_manager import call_each
 from veglia.storage.outage import is_storage_outage
 
 __all__ = ["call_daemon_hook", "log_failure", "supervise"]
@@ -51,8 +53,6 @@ def supervise(profile: Profile, workers: int) -> None:
 
     reconciler = None
     if profile.broker_url:
-        from veglia.engine.daemon.reconcile import Reconciler
-
         reconciler = Reconciler(profile)
     next_look = time.time() + RECONCILE_SECONDS
 
@@ -133,7 +133,6 @@ def log_failure(what: str, exc: Exception) -> None:
 def call_daemon_hook(name: str, profile: Profile) -> None:
     """A daemon hook, each implementation on its own: a failing plugin never keeps the
     daemon from running jobs, nor the other plugins from starting."""
-    from veglia.plugin_manager import call_each
 
     for plugin, exc in call_each(name, profile=profile):
         LOGGER.error("plugin %s failed in %s: %s", plugin, name, exc)

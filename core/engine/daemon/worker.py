@@ -21,11 +21,18 @@ from plumpy.communications import LoopCommunicator
 from veglia.config.profile import Profile
 from veglia.engine.calcjob.monitor_runner import CALLS as MONITOR_CALLS
 from veglia.engine.daemon import leases
+from veglia.engine.daemon.broker_tasks import create_communicator
+from veglia.engine.daemon.control import apply_database_requests
 from veglia.engine.daemon.files import DaemonFiles, write_json
 from veglia.engine.daemon.outages import OutageWatcher
 from veglia.engine.daemon.supervisor import log_failure
-from veglia.exceptions import StepAbandoned
+from veglia.engine.persistence import load_process
+from veglia.engine.runner import Runner, set_runner
+from veglia.exceptions import NotExistent, StepAbandoned
+from veglia.manage import get_storage
+from veglia.orm.nodes import ProcessNode, load_node
 from veglia.orm.queries import ACTIVE_STATES
+from veglia.storage.models import Node
 from veglia.storage.outage import is_storage_outage, wait_for_storage
 
 __all__ = ["QuietCommunicator", "Worker"]
@@ -49,7 +56,6 @@ class Worker:
     """Runs the processes handed to it, each until it terminates."""
 
     def __init__(self, profile: Profile) -> None:
-        from veglia.engine.runner import Runner, set_runner
 
         self.profile = profile
         self.files = DaemonFiles(profile)
@@ -57,8 +63,6 @@ class Worker:
         asyncio.set_event_loop(self.loop)
         self.communicator: Any = None
         if profile.broker_url:
-            from veglia.engine.daemon.broker_tasks import create_communicator
-
             slots = int(profile.get_option("daemon.worker_process_slots"))
             self._thread_communicator = create_communicator(
                 profile, task_prefetch_count=slots, takes_tasks=True
@@ -140,8 +144,6 @@ class Worker:
     async def _take(self, pk: int) -> bool:
         """Whether this worker now holds the process (it is unfinished and no other live
         worker runs it)."""
-        from veglia.exceptions import NotExistent
-        from veglia.orm.nodes import ProcessNode, load_node
 
         try:
             node = load_node(pk)
@@ -161,8 +163,6 @@ class Worker:
         return True
 
     async def _step(self, pk: int) -> None:
-        from veglia.engine.persistence import load_process
-        from veglia.orm.nodes import load_node
 
         node = load_node(pk)
         if node.is_terminated:  # type: ignore[attr-defined]
@@ -179,8 +179,6 @@ class Worker:
 
     async def _take_from_database(self) -> None:
         """Without a broker: every unfinished submitted process is ours."""
-        from veglia.manage import get_storage
-        from veglia.storage.models import Node
 
         while not self._stop.is_set():
             try:
@@ -208,7 +206,6 @@ class Worker:
         await self.continue_process(pk)
 
     def _apply_control_requests(self) -> None:
-        from veglia.engine.daemon.control import apply_database_requests
 
         apply_database_requests(self.active)
 

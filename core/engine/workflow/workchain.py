@@ -28,11 +28,17 @@ import plumpy
 from plumpy.process_states import ProcessState
 from plumpy.workchains import _PropagateReturn, if_, return_, while_
 
+from veglia.engine.daemon.control import request_kill
 from veglia.engine.exit_codes import ExitCode
+from veglia.engine.launch import launch_child
+from veglia.engine.persistence import decode_value, encode_value
 from veglia.engine.process import Process
 from veglia.engine.process_spec import ProcessSpec
+from veglia.engine.progress import workflow_progress
+from veglia.engine.runner import get_runner
 from veglia.engine.waiting import InterruptibleWaiting
-from veglia.orm.nodes import ProcessNode, WorkflowNode
+from veglia.notifications import notify
+from veglia.orm.nodes import ProcessNode, WorkflowNode, load_node
 
 __all__ = ["ToContext", "WorkChain", "WorkChainSpec", "append_", "if_", "return_", "while_"]
 
@@ -84,7 +90,6 @@ class ChildrenWaiting(InterruptibleWaiting):
     """
 
     async def execute(self) -> Any:
-        from veglia.engine.runner import get_runner
 
         process: WorkChain = self.process  # type: ignore[assignment]
         pks = [item["pk"] for item in self.data]
@@ -146,7 +151,6 @@ class WorkChain(Process):
 
     # -- persistence -----------------------------------------------------------------------
     def save_instance_state(self, out_state: Any, save_context: Any) -> None:
-        from veglia.engine.persistence import encode_value
 
         super().save_instance_state(out_state, save_context)
         out_state["ctx"] = encode_value(dict(self.ctx))
@@ -155,7 +159,6 @@ class WorkChain(Process):
             out_state["stepper_state"] = self._stepper.save()
 
     def load_instance_state(self, saved_state: Any, load_context: Any) -> None:
-        from veglia.engine.persistence import decode_value
 
         super().load_instance_state(saved_state, load_context)
         self.ctx = Context(decode_value(saved_state.get("ctx") or {}))
@@ -212,7 +215,6 @@ class WorkChain(Process):
             self._awaiting.append({"pk": node.pk, "key": key, "action": action})
 
     def resolve_awaited(self, awaited: list[dict[str, Any]]) -> None:
-        from veglia.orm.nodes import load_node
 
         if self.node is not None:
             self.node.delete_attribute("waiting_for")
@@ -227,7 +229,6 @@ class WorkChain(Process):
     # -- children --------------------------------------------------------------------------
     def submit(self, process: Any, /, **inputs: Any) -> ProcessNode:
         """Launch a child process (a class or a builder); return its node at once."""
-        from veglia.engine.launch import launch_child
 
         assert self.node is not None
         call_key = f"{self._steps_done}.{self._children_in_step}"
@@ -236,7 +237,6 @@ class WorkChain(Process):
 
     def kill_children(self, message: str) -> None:
         """Kill the children still running, wherever they run (without waiting)."""
-        from veglia.engine.daemon.control import request_kill
 
         if self.node is None:
             return
@@ -254,8 +254,6 @@ class WorkChain(Process):
 
     def _notify_finished(self) -> None:
         """One message when a pipeline (a workflow no other workflow called) ends."""
-        from veglia.engine.progress import workflow_progress
-        from veglia.notifications import notify
 
         node = self.node
         assert node is not None
