@@ -7,7 +7,8 @@ import ssl
 from email.message import EmailMessage
 from typing import Any
 
-from veglia.config.options import Option, _boolean, _positive_int
+from veglia.config.options import Option
+from veglia.config.values import parse_boolean, parse_positive_int
 from veglia.hookspecs import hookimpl
 
 __all__ = ["SmtpRefused", "notify", "register_options"]
@@ -23,7 +24,7 @@ def register_options() -> list[Option]:
         Option(
             "notify.smtp_host", "SMTP server for notification e-mail; empty: none sent.", default=""
         ),
-        Option("notify.smtp_port", "SMTP port.", default=25, parse=_positive_int),
+        Option("notify.smtp_port", "SMTP port.", default=25, parse=parse_positive_int),
         Option("notify.smtp_user", "SMTP user name, when the server wants one.", default=""),
         Option(
             "notify.smtp_password",
@@ -35,26 +36,26 @@ def register_options() -> list[Option]:
             "notify.smtp_starttls",
             "Upgrade the connection with STARTTLS (required: a server not offering it is refused).",
             default=False,
-            parse=_boolean,
+            parse=parse_boolean,
         ),
         Option(
             "notify.smtp_ssl",
             "Connect with TLS from the start (port 465).",
             default=False,
-            parse=_boolean,
+            parse=parse_boolean,
         ),
         Option(
             "notify.smtp_allow_plain_auth",
             "Log in to the SMTP server without STARTTLS or TLS, sending the user name and "
             "password in clear (off: such a login is refused and no e-mail is sent).",
             default=False,
-            parse=_boolean,
+            parse=parse_boolean,
         ),
         Option(
             "notify.smtp_timeout",
             "Seconds to wait for the SMTP server at each step before giving up on a message.",
             default=30,
-            parse=_positive_int,
+            parse=parse_positive_int,
         ),
         Option("notify.from", "Sender address of notification e-mail.", default="veglia@localhost"),
     ]

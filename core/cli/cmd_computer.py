@@ -102,7 +102,7 @@ def _boolean(value: Any) -> bool:
 
 
 def _queues(value: str) -> str:
-    from veglia.config.options import format_queues, parse_queues
+    from veglia.config.values import format_queues, parse_queues
 
     try:
         return format_queues(parse_queues(value))

@@ -31,7 +31,7 @@ def _workspace(text: Any) -> str:
 
 
 def _boolean(text: Any) -> bool:
-    from veglia.config.options import _boolean as parse
+    from veglia.config.values import parse_boolean as parse
 
     return parse(text)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from veglia.config.options import parse_queues
+from veglia.config.values import parse_queues
 from veglia.manage import get_profile
 from veglia.schedulers import QueueInfo
 
