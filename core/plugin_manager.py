@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Iterable
+from typing import Any
 
 import pluggy
 
@@ -92,14 +93,33 @@ def call_each(hook_name: str, **kwargs: object) -> list[tuple[str, BaseException
     For hooks where one broken plugin must not keep the others (or the engine) from their
     work; returns (plugin name, exception) for those that raised.
     """
-    manager = get_plugin_manager()
-    impls = getattr(manager.hook, hook_name).get_hookimpls()
     errors: list[tuple[str, BaseException]] = []
-    for impl in reversed(impls):  # pluggy's order: the last registered first
-        # Through pluggy (a caller that leaves out the others), so tracing sees every call.
-        others = [other.plugin for other in impls if other is not impl]
+    for name, caller in _single_callers(get_plugin_manager(), hook_name):
         try:
-            manager.subset_hook_caller(hook_name, remove_plugins=others)(**kwargs)
+            caller(**kwargs)
         except Exception as exc:
-            errors.append((impl.plugin_name, exc))
+            errors.append((name, exc))
     return errors
+
+
+#: hook name -> (the manager and implementations they were built for, the callers)
+_callers: dict[str, tuple[tuple[object, ...], list[tuple[str, Any]]]] = {}
+
+
+def _single_callers(manager: pluggy.PluginManager, hook_name: str) -> list[tuple[str, Any]]:
+    """One caller per implementation, each through pluggy (a caller that leaves out the
+    others, so tracing sees every call), in pluggy's order (the last registered first).
+    Built once per hook and set of plugins: a job calls several such hooks."""
+    impls = getattr(manager.hook, hook_name).get_hookimpls()
+    key = (manager, *impls)
+    cached = _callers.get(hook_name)
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    callers = []
+    for impl in reversed(impls):
+        others = [other.plugin for other in impls if other is not impl]
+        callers.append(
+            (impl.plugin_name, manager.subset_hook_caller(hook_name, remove_plugins=others))
+        )
+    _callers[hook_name] = (key, callers)
+    return callers
