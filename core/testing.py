@@ -28,6 +28,7 @@ docs/plugins.md, "Testing your plugin".
 
 from __future__ import annotations
 
+import copy
 import errno
 import functools
 import getpass
@@ -409,25 +410,26 @@ class FakeNode:
         self.logs: list[tuple[str, str]] = []
 
     def get_attribute(self, key: str, default: Any = None) -> Any:
-        return self.attributes.get(key, default)
+        """A copy, as a stored node gives: changing it changes nothing on the node."""
+        return copy.deepcopy(self.attributes.get(key, default))
 
     def set_attribute(self, key: str, value: Any) -> None:
-        self.attributes[key] = value
+        self.attributes[key] = copy.deepcopy(value)
 
     def add_log(self, level: str, message: str, **details: Any) -> None:
         self.logs.append((level, message))
 
     @property
     def options(self) -> dict[str, Any]:
-        return self.attributes.get("options", {})
+        return self.get_attribute("options", {})
 
     @property
     def remote_workdir(self) -> str | None:
-        return self.attributes.get("remote_workdir")
+        return self.get_attribute("remote_workdir")
 
     @property
     def job_id(self) -> str | None:
-        return self.attributes.get("job_id")
+        return self.get_attribute("job_id")
 
 
 # -- the scheduler --------------------------------------------------------------------------

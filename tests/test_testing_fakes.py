@@ -155,3 +155,12 @@ def test_fake_schedulers_share_the_class_cluster_unless_given_one():
     assert FakeScheduler().cluster is FakeScheduler().cluster is FakeScheduler.cluster
     own = FakeCluster()
     assert FakeScheduler(own).cluster is own
+
+
+def test_a_fake_node_gives_copies_as_a_stored_node_does_and_keeps_logs():
+    node = FakeNode({"last_job_info": {"state": "queued"}}, job_id="7")
+    node.get_attribute("last_job_info")["state"] = "done"  # a copy: the node is unchanged
+    assert node.get_attribute("last_job_info") == {"state": "queued"}
+    node.add_log("REPORT", "queued for long")
+    assert node.logs == [("REPORT", "queued for long")]
+    assert (node.job_id, node.options, node.remote_workdir) == ("7", {}, None)
