@@ -3,24 +3,37 @@
 In the spirit of aiida-core's ``tests/schedulers/test_all.py``: each entry point of
 ``veglia.schedulers`` is loaded and checked without a batch system. A job missing from a
 listing counts as finished, so garbage or a failed listing must be an error, never an
-empty list.
+empty list. veglia's test double, ``veglia.testing.FakeScheduler``, keeps the contract too.
 """
 
 from __future__ import annotations
 
+import inspect
 import shlex
 from importlib.metadata import entry_points
 
 import pytest
 
-from veglia.schedulers import JobResources, JobTemplate, SchedulerError
+from veglia.schedulers import JobResources, JobTemplate, Scheduler, SchedulerError
+from veglia.testing import FakeCluster, FakeScheduler
 
 SCHEDULERS = sorted(entry_points(group="veglia.schedulers"), key=lambda ep: ep.name)
+#: Schedulers that are no entry point of veglia's, by a name for the test ids.
+OTHERS = {"veglia.testing.FakeScheduler": lambda: FakeScheduler(FakeCluster())}
 
 
-@pytest.fixture(params=SCHEDULERS, ids=[ep.name for ep in SCHEDULERS])
+@pytest.fixture(params=[*SCHEDULERS, *OTHERS], ids=[*(ep.name for ep in SCHEDULERS), *OTHERS])
 def scheduler(request):
+    if isinstance(request.param, str):
+        return OTHERS[request.param]()
     return request.param.load()()
+
+
+def test_a_scheduler_is_a_complete_scheduler_subclass(scheduler):
+    cls = type(scheduler)
+    assert issubclass(cls, Scheduler)
+    assert not inspect.isabstract(cls), f"unimplemented: {sorted(cls.__abstractmethods__)}"
+    assert inspect.getdoc(cls) != inspect.getdoc(Scheduler), "document the scheduler class"
 
 
 def _template(**changes):

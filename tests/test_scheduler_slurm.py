@@ -17,15 +17,12 @@ from pathlib import Path
 
 import pytest
 
+from veglia.plugins.schedulers.directives import parse_duration
 from veglia.plugins.schedulers.slurm import (
     SlurmScheduler,
     SlurmSubmitError,
-    format_hms,
-    memory_mb,
-    parse_duration,
     parse_scontrol_record,
     parse_slurm_time_input,
-    safe_job_name,
 )
 from veglia.schedulers import JobFailure, JobResources, JobState, JobTemplate, SchedulerError
 
@@ -91,17 +88,6 @@ def test_optional_requests_are_left_out_and_the_script_is_complete():
 def test_bad_requests_are_refused_with_the_field_named(field, value, message):
     with pytest.raises(SchedulerError, match=message):
         SlurmScheduler().script_header(JobTemplate(commands=["true"], **{field: value}))
-
-
-def test_shared_helpers():
-    assert format_hms(0) == "00:00:00"
-    assert format_hms(90000) == "25:00:00"
-    assert [parse_duration(t) for t in ("0:00", "01:19", "00:01:19", "1-02:03:04", "N/A")] == [
-        0, 79, 79, 93784, None,
-    ]  # fmt: skip
-    assert [memory_mb(kb) for kb in (1, 1024, 1025, 51200)] == [1, 1, 2, 50]
-    assert safe_job_name("  ") == "veglia"
-    assert safe_job_name("7 up", max_length=3, letter_first=True) == "j7_"
 
 
 # -- submit ---------------------------------------------------------------------------------

@@ -23,22 +23,21 @@ import re
 import shlex
 from typing import TYPE_CHECKING
 
-from veglia.plugins.schedulers.slurm import (
+from veglia.plugins.schedulers.directives import (
+    BatchSubmitError,
     check_directive_value,
+    check_job_id,
+    classify_by_messages,
+    cores_per_machine,
+    kill_accepted,
     memory_mb,
+    no_qos_error,
+    no_whole_node_memory_error,
     parse_duration,
     positive_int,
     safe_job_name,
 )
-from veglia.schedulers import (
-    JobFailure,
-    JobInfo,
-    JobState,
-    JobTemplate,
-    Scheduler,
-    SchedulerError,
-    SchedulerSubmitError,
-)
+from veglia.schedulers import JobFailure, JobInfo, JobState, JobTemplate, Scheduler, SchedulerError
 
 if TYPE_CHECKING:
     from veglia.transports import Transport
@@ -140,34 +139,33 @@ _UNSATISFIABLE = re.compile(
 _GONE = re.compile(r"Job has already finished|No matching job found")
 
 
-class LsfSubmitError(SchedulerSubmitError):
+class LsfSubmitError(BatchSubmitError):
     """bsub refused the job.
 
     ``permanent`` is True when submitting the same script again cannot work (an unknown
     queue, a limit over the queue's, a malformed resource request) and False when it may
     work later (mbatchd did not answer); unknown messages count as not permanent, since
-    retrying is harmless and giving up on a transient error is not. ``bsub_message`` is
-    what bsub printed, ``retval`` its exit code.
+    retrying is harmless and giving up on a transient error is not. ``bsub_message``
+    (``output``) is what bsub printed, ``retval`` its exit code.
     """
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        permanent: bool,
-        bsub_message: str,
-        retval: int,
-        resource_request: bool = False,
-    ) -> None:
-        super().__init__(message, permanent=permanent, resource_request=resource_request)
-        self.bsub_message = bsub_message
-        self.retval = retval
+    command = "bsub"
+    permanent_messages = _PERMANENT
+    transient_messages = _TRANSIENT
+    resource_messages = _RESOURCE_REQUEST
+    fix_advice = (
+        "Submitting it again will fail the same way: fix the job's queue, project, "
+        "resources, wall time or memory."
+    )
+    retry_advice = "This may be temporary (mbatchd may be busy); try again later."
+
+    @property
+    def bsub_message(self) -> str:
+        return self.output
 
 
 def _check_job_id(job_id: str) -> str:
-    if not isinstance(job_id, str) or not _JOB_ID.fullmatch(job_id):
-        raise SchedulerError(f"{job_id!r} is not an LSF job id (digits).")
-    return job_id
+    return check_job_id(job_id, _JOB_ID, "an LSF job id (digits)")
 
 
 def _run_seconds(text: str) -> int | None:
@@ -235,17 +233,13 @@ class LsfScheduler(Scheduler):
 
     def script_header(self, template: JobTemplate) -> list[str]:
         if template.max_memory_kb == 0:
-            raise SchedulerError(
-                "max_memory_kb = 0 asks for all of a node's memory, which LSF has no request "
-                "for: leave it unset, or give the memory in kB."
-            )
+            raise no_whole_node_memory_error("LSF")
         if template.qos:
-            raise SchedulerError(
-                "LSF has no QOS; remove qos, or use queue_name, account (an LSF project) or "
-                "custom_scheduler_commands for what it meant."
+            raise no_qos_error(
+                "LSF", "queue_name, account (an LSF project) or custom_scheduler_commands"
             )
         res = template.resources
-        per_machine = res.num_mpiprocs_per_machine * res.num_cores_per_mpiproc
+        per_machine = cores_per_machine(res)
         megabytes = None
         if template.max_memory_kb is not None:
             megabytes = memory_mb(positive_int("max_memory_kb", template.max_memory_kb))
@@ -293,20 +287,7 @@ class LsfScheduler(Scheduler):
                 f"bsub exited 0 but printed no job id: {message}. The job may have been "
                 "submitted: check `bjobs -a` before submitting it again."
             )
-        permanent = not _TRANSIENT.search(message) and bool(_PERMANENT.search(message))
-        advice = (
-            "Submitting it again will fail the same way: fix the job's queue, project, "
-            "resources, wall time or memory."
-            if permanent
-            else "This may be temporary (mbatchd may be busy); try again later."
-        )
-        raise LsfSubmitError(
-            f"bsub refused the job (exit {retval}): {message}\n{advice}",
-            permanent=permanent,
-            resource_request=permanent and bool(_RESOURCE_REQUEST.search(message)),
-            bsub_message=message,
-            retval=retval,
-        )
+        raise LsfSubmitError.from_output(retval, message)
 
     # -- list -----------------------------------------------------------------------------
     def joblist_command(self, job_ids: list[str] | None = None, user: str | None = None) -> str:
@@ -392,18 +373,12 @@ class LsfScheduler(Scheduler):
         over ("Job has already finished") or forgotten ("No matching job found"): either
         way it will not run on. False otherwise (permission denied, mbatchd unreachable),
         with bkill's message logged as a warning."""
-        text = (stderr + stdout).strip()
-        if retval == 0 or _GONE.search(text):
-            return True
-        LOGGER.warning("bkill failed (exit %s): %s", retval, text)
-        return False
+        return kill_accepted("bkill", retval, stdout, stderr, gone=_GONE, logger=LOGGER)
 
     def classify_failure(self, info: JobInfo | None, scheduler_stderr: str) -> JobFailure | None:
         """The job report's "TERM_MEMLIMIT: job killed after reaching LSF memory usage
         limit." (or TERM_RUNLIMIT's) in the job's output files wins: it is there even after
         LSF has forgotten the job."""
-        if _OOM_REPORT.search(scheduler_stderr or ""):
-            return JobFailure.OUT_OF_MEMORY
-        if _TIMEOUT_REPORT.search(scheduler_stderr or ""):
-            return JobFailure.OUT_OF_WALLTIME
-        return info.failure if info is not None else None
+        return classify_by_messages(
+            info, scheduler_stderr, out_of_memory=_OOM_REPORT, out_of_walltime=_TIMEOUT_REPORT
+        )

@@ -13,10 +13,16 @@ import logging
 import re
 import shlex
 
-from veglia.plugins.schedulers.slurm import (
+from veglia.plugins.schedulers.directives import (
     check_directive_value,
+    check_job_id,
+    classify_by_messages,
+    cores_per_machine,
     format_hms,
+    kill_accepted,
     memory_mb,
+    no_qos_error,
+    no_whole_node_memory_error,
     parse_duration,
     positive_int,
     safe_job_name,
@@ -59,11 +65,7 @@ _SIZE = re.compile(r"(\d+)\s*([kmgtp]?)(b|w)", re.IGNORECASE)
 
 
 def _check_job_id(job_id: str) -> str:
-    if not isinstance(job_id, str) or not _JOB_ID.fullmatch(job_id):
-        raise SchedulerError(
-            f"{job_id!r} is not a PBS job id (like 1234, 1234.server or 1234[].server)."
-        )
-    return job_id
+    return check_job_id(job_id, _JOB_ID, "a PBS job id (like 1234, 1234.server or 1234[].server)")
 
 
 def _size_kb(text: str) -> int | None:
@@ -177,15 +179,9 @@ class PbsProScheduler(Scheduler):
 
     def script_header(self, template: JobTemplate) -> list[str]:
         if template.qos:
-            raise SchedulerError(
-                f"{self.system} has no QOS; remove qos, or use queue_name or "
-                "custom_scheduler_commands for what it meant."
-            )
+            raise no_qos_error(self.system)
         if template.max_memory_kb == 0:
-            raise SchedulerError(
-                f"max_memory_kb = 0 asks for all of a node's memory, which {self.system} has "
-                "no request for: leave it unset, or give the memory in kB."
-            )
+            raise no_whole_node_memory_error(self.system)
         lines = [
             f"#PBS -N {safe_job_name(template.job_name, max_length=236, letter_first=True)}",
             f"#PBS -o {check_directive_value('stdout_name', template.stdout_name)}",
@@ -206,7 +202,7 @@ class PbsProScheduler(Scheduler):
         """Machines, cores and memory: one ``select`` chunk per machine."""
         res = template.resources
         chunk = (
-            f"{res.num_machines}:ncpus={res.num_mpiprocs_per_machine * res.num_cores_per_mpiproc}"
+            f"{res.num_machines}:ncpus={cores_per_machine(res)}"
             f":mpiprocs={res.num_mpiprocs_per_machine}:ompthreads={res.num_cores_per_mpiproc}"
         )
         if template.max_memory_kb is not None:
@@ -266,20 +262,14 @@ class PbsProScheduler(Scheduler):
     def parse_kill_output(self, retval: int, stdout: str, stderr: str) -> bool:
         """True when qdel accepted, or the job is already gone or finished; False (with
         qdel's message logged) otherwise."""
-        text = (stderr + stdout).strip()
-        if retval == 0 or _GONE.search(text):
-            return True
-        LOGGER.warning("qdel failed (exit %s): %s", retval, text)
-        return False
+        return kill_accepted("qdel", retval, stdout, stderr, gone=_GONE, logger=LOGGER)
 
     def classify_failure(self, info: JobInfo | None, scheduler_stderr: str) -> JobFailure | None:
         """PBS's "=>> PBS: job killed: mem/walltime ... exceeded limit" line in the job's
         stderr wins; it is there even after the server has forgotten the job."""
-        if _OOM_MESSAGES.search(scheduler_stderr or ""):
-            return JobFailure.OUT_OF_MEMORY
-        if _TIMEOUT_MESSAGES.search(scheduler_stderr or ""):
-            return JobFailure.OUT_OF_WALLTIME
-        return info.failure if info is not None else None
+        return classify_by_messages(
+            info, scheduler_stderr, out_of_memory=_OOM_MESSAGES, out_of_walltime=_TIMEOUT_MESSAGES
+        )
 
 
 class TorqueScheduler(PbsProScheduler):
@@ -292,8 +282,7 @@ class TorqueScheduler(PbsProScheduler):
 
     def resource_lines(self, template: JobTemplate) -> list[str]:
         res = template.resources
-        ppn = res.num_mpiprocs_per_machine * res.num_cores_per_mpiproc
-        lines = [f"#PBS -l nodes={res.num_machines}:ppn={ppn}"]
+        lines = [f"#PBS -l nodes={res.num_machines}:ppn={cores_per_machine(res)}"]
         if template.max_memory_kb is not None:
             kb = positive_int("max_memory_kb", template.max_memory_kb)
             lines.append(f"#PBS -l mem={memory_mb(kb) * res.num_machines}mb")

@@ -9,16 +9,22 @@ the whole file and is too slow to poll). So ``reports_finished_jobs`` is False h
 from __future__ import annotations
 
 import logging
-import math
 import posixpath
 import re
 import shlex
 import xml.etree.ElementTree as ET
 
-from veglia.plugins.schedulers.slurm import (
+from veglia.plugins.schedulers.directives import (
     array_summaries,
     check_directive_value,
+    check_job_id,
+    classify_by_messages,
+    cores_per_machine,
     format_hms,
+    kill_accepted,
+    memory_mb,
+    no_qos_error,
+    no_whole_node_memory_error,
     positive_int,
     safe_job_name,
 )
@@ -40,9 +46,7 @@ _OOM_MESSAGES = re.compile(
 
 
 def _check_job_id(job_id: str) -> str:
-    if not isinstance(job_id, str) or not _JOB_ID.fullmatch(job_id):
-        raise SchedulerError(f"{job_id!r} is not a Grid Engine job id (digits).")
-    return job_id
+    return check_job_id(job_id, _JOB_ID, "a Grid Engine job id (digits)")
 
 
 def _state(letters: str) -> JobState:
@@ -122,10 +126,7 @@ class SgeScheduler(Scheduler):
 
     def script_header(self, template: JobTemplate) -> list[str]:
         if template.qos:
-            raise SchedulerError(
-                "Grid Engine has no QOS; remove qos, or use queue_name or "
-                "custom_scheduler_commands for what it meant."
-            )
+            raise no_qos_error("Grid Engine")
         shell = (template.shebang[2:].split() or ["/bin/bash"])[0]
         if posixpath.basename(shell) == "env":  # "#!/usr/bin/env bash": -S needs a path
             shell = "/bin/bash"
@@ -144,14 +145,10 @@ class SgeScheduler(Scheduler):
             seconds = positive_int("max_wallclock_seconds", template.max_wallclock_seconds)
             lines.append(f"#$ -l h_rt={format_hms(seconds)}")
         if template.max_memory_kb == 0:
-            raise SchedulerError(
-                "max_memory_kb = 0 asks for all of a node's memory, which SGE has no request "
-                "for: leave it unset, or give the memory in kB."
-            )
+            raise no_whole_node_memory_error("SGE")
         if template.max_memory_kb is not None:
             kb = positive_int("max_memory_kb", template.max_memory_kb)
-            slots_per_machine = res.num_mpiprocs_per_machine * res.num_cores_per_mpiproc
-            lines.append(f"#$ -l h_vmem={max(1, math.ceil(kb / 1024 / slots_per_machine))}M")
+            lines.append(f"#$ -l h_vmem={memory_mb(kb, per=cores_per_machine(res))}M")
         if template.queue_name:
             lines.append(f"#$ -q {check_directive_value('queue_name', template.queue_name)}")
         if template.account:
@@ -210,13 +207,7 @@ class SgeScheduler(Scheduler):
     def parse_kill_output(self, retval: int, stdout: str, stderr: str) -> bool:
         """True when qdel accepted, or the job no longer exists; False (with qdel's message
         logged) otherwise."""
-        text = (stderr + stdout).strip()
-        if retval == 0 or _GONE.search(text):
-            return True
-        LOGGER.warning("qdel failed (exit %s): %s", retval, text)
-        return False
+        return kill_accepted("qdel", retval, stdout, stderr, gone=_GONE, logger=LOGGER)
 
     def classify_failure(self, info: JobInfo | None, scheduler_stderr: str) -> JobFailure | None:
-        if _OOM_MESSAGES.search(scheduler_stderr or ""):
-            return JobFailure.OUT_OF_MEMORY
-        return info.failure if info is not None else None
+        return classify_by_messages(info, scheduler_stderr, out_of_memory=_OOM_MESSAGES)

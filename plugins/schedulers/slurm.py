@@ -7,19 +7,31 @@ learns that a job ran out of memory or wall time. Where the cluster keeps accoun
 (slurmdbd), ``sacct`` still knows the job after that, so a job that ended while nobody
 polled keeps its state and exit code; ``sacct`` also gives what every finished job used
 (peak memory, elapsed and CPU time), recorded as its measured usage. Without accounting
-(``sacct`` missing or failing), a forgotten job is simply gone, as without this. The
-helpers at the top (time and memory formatting, job names) are shared with ``core.pbspro``
-and ``core.sge``.
+(``sacct`` missing or failing), a forgotten job is simply gone, as without this. What the
+batch schedulers share (times, memory, job names, array summaries) is in
+:mod:`veglia.plugins.schedulers.directives`.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import re
 import shlex
 from typing import Any
 
+from veglia.plugins.schedulers.directives import (
+    BatchSubmitError,
+    array_summaries,
+    check_directive_value,
+    check_job_id,
+    classify_by_messages,
+    format_hms,
+    kill_accepted,
+    memory_mb,
+    parse_duration,
+    positive_int,
+    safe_job_name,
+)
 from veglia.schedulers import (
     JobFailure,
     JobInfo,
@@ -28,48 +40,15 @@ from veglia.schedulers import (
     QueueInfo,
     Scheduler,
     SchedulerError,
-    SchedulerSubmitError,
 )
 
-__all__ = ["SlurmScheduler", "SlurmSubmitError", "array_summaries", "check_directive_value"]
-__all__ += ["format_hms"]
-__all__ += ["memory_mb", "parse_duration", "parse_scontrol_record", "parse_slurm_time_input"]
-__all__ += ["parse_sacct_memory_kb", "parse_sacct_seconds"]
-__all__ += ["positive_int"]
-__all__ += ["safe_job_name"]
+__all__ = ["SlurmScheduler", "SlurmSubmitError", "parse_sacct_memory_kb", "parse_sacct_seconds"]
+__all__ += ["parse_scontrol_record", "parse_slurm_time_input"]
 
 LOGGER = logging.getLogger(__name__)
 
 
-# -- helpers shared by the batch schedulers ------------------------------------------------
-def positive_int(name: str, value: object) -> int:
-    """``value`` as a whole number >= 1, or a SchedulerError naming the template field."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise SchedulerError(f"{name} must be a whole number >= 1, not {value!r}.")
-    return value
-
-
-def format_hms(seconds: int) -> str:
-    """``HH:MM:SS`` with as many hours as needed (``90000`` -> ``25:00:00``)."""
-    hours, rest = divmod(seconds, 3600)
-    return f"{hours:02d}:{rest // 60:02d}:{rest % 60:02d}"
-
-
-def parse_duration(text: str) -> int | None:
-    """Seconds in a time as SLURM and PBS *print* it (``squeue``, ``scontrol``, ``sinfo``,
-    ``qstat``): ``[D-]HH:MM:SS``, ``MM:SS`` or a bare number of seconds; None if not one.
-
-    Not for times a person writes for SLURM: there ``--time=30`` means 30 *minutes*
-    (:func:`parse_slurm_time_input`)."""
-    match = re.fullmatch(r"\s*(?:(\d+)-)?(\d+(?::\d+){0,2})\s*", text or "")
-    if not match:
-        return None
-    seconds = 0
-    for part in match.group(2).split(":"):
-        seconds = seconds * 60 + int(part)
-    return seconds + int(match.group(1) or 0) * 86400
-
-
+# -- SLURM specifics ------------------------------------------------------------------------
 def parse_slurm_time_input(text: str) -> int | None:
     """Seconds in a time written for SLURM (``--time``, a partition's ``MaxTime``), by the
     sbatch manual's rules: ``M``, ``M:S``, ``H:M:S``, ``D-H``, ``D-H:M``, ``D-H:M:S``;
@@ -88,32 +67,6 @@ def parse_slurm_time_input(text: str) -> int | None:
     return clock[0] * 60
 
 
-def memory_mb(kb: int) -> int:
-    """Kilobytes as whole megabytes, rounded up: asking for less than requested fails jobs."""
-    return max(1, math.ceil(kb / 1024))
-
-
-def safe_job_name(name: str, max_length: int = 128, letter_first: bool = False) -> str:
-    """``name`` with everything but letters, digits, ``_.-`` replaced by ``_``: batch systems
-    reject or mangle spaces, ``:``, ``/``, ``@`` and friends in job names."""
-    cleaned = re.sub(r"[^A-Za-z0-9_.-]", "_", name.strip()) or "veglia"
-    if letter_first and not cleaned[0].isalpha():
-        cleaned = "j" + cleaned
-    return cleaned[:max_length]
-
-
-def check_directive_value(what: str, value: str) -> str:
-    """``value`` if it fits in a ``#SBATCH``/``#PBS``/``#$`` line as one word, else an error:
-    a space or quote there would silently split or break the directive."""
-    if not value or re.search(r"[\s'\"\\]", value):
-        raise SchedulerError(
-            f"{what} {value!r} must be one word without spaces or quotes: batch systems read "
-            "it from a directive line. Rename it."
-        )
-    return value
-
-
-# -- SLURM specifics ------------------------------------------------------------------------
 _JOB_ID = re.compile(r"\d+(_\d+)?")
 _SUBMITTED = re.compile(r"(\d+)(;\S+)?")
 # Fields squeue prints, named as scontrol names them so `details` has the same keys. The
@@ -193,38 +146,37 @@ _OOM_MESSAGES = re.compile(
     r"exceeded (job |step )?memory limit|oom[-_ ]kill|out_of_memory", re.IGNORECASE
 )
 _TIMEOUT_MESSAGE = re.compile(r"DUE TO TIME LIMIT")
+# What scancel says of a job that will not run on anyway.
+_GONE = re.compile(f"{re.escape(_INVALID_ID)}|already completing or completed")
 
 
-class SlurmSubmitError(SchedulerSubmitError):
+class SlurmSubmitError(BatchSubmitError):
     """sbatch refused the job.
 
     ``permanent`` is True when submitting the same script again cannot work (unknown
     partition or account, a time or memory request the partition does not allow) and False
     when it may work later (the controller did not answer); unknown messages count as not
     permanent, since retrying is harmless and giving up on a transient error is not.
-    ``sbatch_message`` is what sbatch printed, ``retval`` its exit code.
+    ``sbatch_message`` (``output``) is what sbatch printed, ``retval`` its exit code.
     """
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        permanent: bool,
-        sbatch_message: str,
-        retval: int,
-        resource_request: bool = False,
-    ) -> None:
-        super().__init__(message, permanent=permanent, resource_request=resource_request)
-        self.sbatch_message = sbatch_message
-        self.retval = retval
+    command = "sbatch"
+    permanent_messages = _PERMANENT
+    transient_messages = _TRANSIENT
+    resource_messages = _RESOURCE_REQUEST
+    fix_advice = (
+        "Submitting it again will fail the same way: fix the job's queue, account, "
+        "resources, wall time or memory."
+    )
+    retry_advice = "This may be temporary (the SLURM controller may be busy); try again later."
+
+    @property
+    def sbatch_message(self) -> str:
+        return self.output
 
 
 def _check_job_id(job_id: str) -> str:
-    if not isinstance(job_id, str) or not _JOB_ID.fullmatch(job_id):
-        raise SchedulerError(
-            f"{job_id!r} is not a SLURM job id (digits, optionally _N for an array task)."
-        )
-    return job_id
+    return check_job_id(job_id, _JOB_ID, "a SLURM job id (digits, optionally _N for an array task)")
 
 
 def parse_scontrol_record(text: str) -> dict[str, str]:
@@ -309,42 +261,6 @@ def _job_info(fields: dict[str, str]) -> JobInfo:
         info.failure = _FINISHED[raw_state]
         info.exit_code = _exit_code(fields.get("ExitCode", ""))
     return info
-
-
-_SUMMARY_ORDER = [JobState.RUNNING, JobState.SUSPENDED, JobState.QUEUED, JobState.QUEUED_HELD]
-_SUMMARY_ORDER += [JobState.UNDETERMINED, JobState.DONE]
-
-
-def array_summaries(infos: list[JobInfo]) -> list[JobInfo]:
-    """One JobInfo per job array, under the id the submit command printed, which is the id
-    the engine tracks; tasks name their array in ``details["ArrayJobId"]``.
-
-    The array is as active as its most active task; once every task is done it is DONE
-    with the first task failure and the first nonzero exit code.
-    """
-    known = {info.job_id for info in infos}
-    tasks: dict[str, list[JobInfo]] = {}
-    for info in infos:
-        master = info.details.get("ArrayJobId", "")
-        if master and info.job_id != master and master not in known:
-            tasks.setdefault(master, []).append(info)
-    summaries = []
-    for master, members in tasks.items():
-        state = min((t.state for t in members), key=_SUMMARY_ORDER.index)
-        summary = JobInfo(
-            job_id=master,
-            state=state,
-            raw_state="ARRAY",
-            queue=members[0].queue,
-            title=members[0].title,
-            details={"ArrayTasks": [t.job_id for t in members]},
-        )
-        if state is JobState.DONE:
-            summary.failure = next((t.failure for t in members if t.failure), None)
-            codes = [t.exit_code for t in members if t.exit_code is not None]
-            summary.exit_code = next((c for c in codes if c), codes[0] if codes else None)
-        summaries.append(summary)
-    return summaries
 
 
 def _sacct_usage(fields: dict[str, str], steps: list[dict[str, str]]) -> dict[str, Any] | None:
@@ -486,20 +402,7 @@ class SlurmScheduler(Scheduler):
                 f"sbatch exited 0 but printed no job id: {message}. The job may have been "
                 "submitted: check `squeue --me` before submitting it again."
             )
-        permanent = not _TRANSIENT.search(message) and bool(_PERMANENT.search(message))
-        advice = (
-            "Submitting it again will fail the same way: fix the job's queue, account, "
-            "resources, wall time or memory."
-            if permanent
-            else "This may be temporary (the SLURM controller may be busy); try again later."
-        )
-        raise SlurmSubmitError(
-            f"sbatch refused the job (exit {retval}): {message}\n{advice}",
-            permanent=permanent,
-            resource_request=permanent and bool(_RESOURCE_REQUEST.search(message)),
-            sbatch_message=message,
-            retval=retval,
-        )
+        raise SlurmSubmitError.from_output(retval, message)
 
     # -- list -----------------------------------------------------------------------------
     def joblist_command(self, job_ids: list[str] | None = None, user: str | None = None) -> str:
@@ -683,19 +586,13 @@ class SlurmScheduler(Scheduler):
         """True when scancel accepted, or the job is already gone (unknown id, or already
         completing): either way it will not run on. False otherwise (permission denied,
         controller unreachable), with scancel's message logged as a warning."""
-        text = (stderr + stdout).strip()
-        if retval == 0 or _INVALID_ID in text or "already completing or completed" in text:
-            return True
-        LOGGER.warning("scancel failed (exit %s): %s", retval, text)
-        return False
+        return kill_accepted("scancel", retval, stdout, stderr, gone=_GONE, logger=LOGGER)
 
     def classify_failure(self, info: JobInfo | None, scheduler_stderr: str) -> JobFailure | None:
         """SLURM's own kill messages in the job's stderr win over the final state: with
         ``JobAcctGatherParams=OverMemoryKill`` a memory kill ends as ``FAILED``
         (``JobLaunchFailure``, signal 9) and only slurmstepd's "exceeded memory limit"
         tells why; and the info may be missing once SLURM has forgotten the job."""
-        if _OOM_MESSAGES.search(scheduler_stderr or ""):
-            return JobFailure.OUT_OF_MEMORY
-        if _TIMEOUT_MESSAGE.search(scheduler_stderr or ""):
-            return JobFailure.OUT_OF_WALLTIME
-        return info.failure if info is not None else None
+        return classify_by_messages(
+            info, scheduler_stderr, out_of_memory=_OOM_MESSAGES, out_of_walltime=_TIMEOUT_MESSAGE
+        )

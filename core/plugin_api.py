@@ -1,0 +1,88 @@
+"""What a plugin author uses, in one place: ``from veglia.plugin_api import ...``.
+
+Each name is re-exported from the module that defines it (so ``plugin_api.Transport is
+veglia.transports.Transport``); this list is the public surface veglia keeps stable for
+plugins, and ``tests/test_public_api.py`` pins it: a change to it is a deliberate edit of
+that test.
+
+- hooks: :data:`hookimpl` marks the functions of a ``veglia.plugins`` module (every hook is
+  in ``veglia.hookspecs``), :class:`Option` declares a configuration option
+  (``register_options``);
+- transports (``veglia.transports``): :class:`Transport`, :class:`FileStat`,
+  :class:`AuthOption`;
+- schedulers (``veglia.schedulers``): :class:`Scheduler`, :class:`JobTemplate`,
+  :class:`JobResources`, :class:`JobInfo`, :class:`JobState`, :class:`JobFailure`,
+  :class:`QueueInfo`;
+- calculations and parsers (``veglia.calculations``, ``veglia.parsers``): :class:`CalcJob`,
+  :class:`CalcInfo`, :class:`CodeInfo`, :class:`ExitCode`, :class:`Parser`;
+- monitors (``veglia.monitors``): :class:`MonitorResult`;
+- the exceptions plugins raise, under :class:`VegliaError`;
+- test doubles (``veglia.testing``): :class:`FakeTransport`, :class:`FakeScheduler`,
+  :class:`FakeCluster`, :class:`FakeNode`.
+
+Importing it loads the engine; ``import veglia`` alone does not.
+"""
+
+from __future__ import annotations
+
+from veglia.config.options import Option
+from veglia.engine.calcinfo import CalcInfo, CodeInfo
+from veglia.engine.calcjob import CalcJob
+from veglia.engine.exit_codes import ExitCode
+from veglia.engine.monitors import MonitorResult
+from veglia.exceptions import (
+    HostKeyError,
+    MonitorError,
+    SchedulerError,
+    SchedulerSubmitError,
+    TransportConnectionError,
+    TransportError,
+    TransportTimeoutError,
+    VegliaError,
+)
+from veglia.hookspecs import hookimpl
+from veglia.parsers import Parser
+from veglia.schedulers import (
+    JobFailure,
+    JobInfo,
+    JobResources,
+    JobState,
+    JobTemplate,
+    QueueInfo,
+    Scheduler,
+)
+from veglia.testing import FakeCluster, FakeNode, FakeScheduler, FakeTransport
+from veglia.transports import AuthOption, FileStat, Transport
+
+__all__ = [
+    "AuthOption",
+    "CalcInfo",
+    "CalcJob",
+    "CodeInfo",
+    "ExitCode",
+    "FakeCluster",
+    "FakeNode",
+    "FakeScheduler",
+    "FakeTransport",
+    "FileStat",
+    "HostKeyError",
+    "JobFailure",
+    "JobInfo",
+    "JobResources",
+    "JobState",
+    "JobTemplate",
+    "MonitorError",
+    "MonitorResult",
+    "Option",
+    "Parser",
+    "QueueInfo",
+    "Scheduler",
+    "SchedulerError",
+    "SchedulerSubmitError",
+    "Transport",
+    "TransportConnectionError",
+    "TransportError",
+    "TransportTimeoutError",
+    "VegliaError",
+    "hookimpl",
+]

@@ -1,0 +1,156 @@
+"""The public surface, pinned (as httpx's tests/test_exported_members.py pins its own):
+``veglia.__all__`` for users, ``veglia.plugin_api.__all__`` for plugin authors and
+``veglia.testing.__all__`` for their tests. Changing one of them is a deliberate edit here."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import subprocess
+import sys
+
+import pytest
+
+import veglia
+import veglia.plugin_api
+import veglia.testing
+
+VEGLIA_ALL = [
+    "CalculationFactory",
+    "DataFactory",
+    "MonitorFactory",
+    "ParserFactory",
+    "SchedulerFactory",
+    "TransportFactory",
+    "__version__",
+    "get_profile",
+    "get_storage",
+    "load_profile",
+]
+
+PLUGIN_API_ALL = [
+    "AuthOption",
+    "CalcInfo",
+    "CalcJob",
+    "CodeInfo",
+    "ExitCode",
+    "FakeCluster",
+    "FakeNode",
+    "FakeScheduler",
+    "FakeTransport",
+    "FileStat",
+    "HostKeyError",
+    "JobFailure",
+    "JobInfo",
+    "JobResources",
+    "JobState",
+    "JobTemplate",
+    "MonitorError",
+    "MonitorResult",
+    "Option",
+    "Parser",
+    "QueueInfo",
+    "Scheduler",
+    "SchedulerError",
+    "SchedulerSubmitError",
+    "Transport",
+    "TransportConnectionError",
+    "TransportError",
+    "TransportTimeoutError",
+    "VegliaError",
+    "hookimpl",
+]
+
+#: Where each name of the plugin API is defined: it is re-exported, never redefined.
+HOMES = {
+    "veglia.config.options": ["Option"],
+    "veglia.engine.calcinfo": ["CalcInfo", "CodeInfo"],
+    "veglia.engine.calcjob": ["CalcJob"],
+    "veglia.engine.exit_codes": ["ExitCode"],
+    "veglia.engine.monitors": ["MonitorResult"],
+    "veglia.exceptions": [
+        "HostKeyError",
+        "MonitorError",
+        "SchedulerError",
+        "SchedulerSubmitError",
+        "TransportConnectionError",
+        "TransportError",
+        "TransportTimeoutError",
+        "VegliaError",
+    ],
+    "veglia.hookspecs": ["hookimpl"],
+    "veglia.parsers": ["Parser"],
+    "veglia.schedulers": [
+        "JobFailure",
+        "JobInfo",
+        "JobResources",
+        "JobState",
+        "JobTemplate",
+        "QueueInfo",
+        "Scheduler",
+    ],
+    "veglia.testing": ["FakeCluster", "FakeNode", "FakeScheduler", "FakeTransport"],
+    "veglia.transports": ["AuthOption", "FileStat", "Transport"],
+}
+
+TESTING_ALL = ["Call", "FakeCluster", "FakeNode", "FakeScheduler", "FakeTransport"]
+
+
+def test_veglia_all_is_pinned():
+    assert veglia.__all__ == VEGLIA_ALL
+    for name in VEGLIA_ALL:
+        assert hasattr(veglia, name), name
+
+
+def test_plugin_api_all_is_pinned():
+    assert veglia.plugin_api.__all__ == PLUGIN_API_ALL
+
+
+def test_testing_all_is_pinned():
+    assert veglia.testing.__all__ == TESTING_ALL
+
+
+@pytest.mark.parametrize(
+    ("module", "name"), [(module, name) for module, names in HOMES.items() for name in names]
+)
+def test_plugin_api_reexports_each_name_from_its_home(module, name):
+    assert getattr(veglia.plugin_api, name) is getattr(importlib.import_module(module), name)
+
+
+def test_every_plugin_api_name_has_a_home_and_a_docstring():
+    homed = sorted(name for names in HOMES.values() for name in names)
+    assert homed == sorted(PLUGIN_API_ALL)
+    for name in PLUGIN_API_ALL:
+        value = getattr(veglia.plugin_api, name)
+        if name == "hookimpl":  # a pluggy marker instance: its docs are veglia.hookspecs'
+            assert value.project_name == "veglia"
+            continue
+        assert inspect.getdoc(value), f"{name} has no docstring"
+
+
+def test_import_veglia_stays_light():
+    """``import veglia`` (every CLI start, every plugin's first import) loads neither the
+    engine, the plugin API, the test doubles nor their heavy dependencies."""
+    code = (
+        "import sys, veglia; "
+        "heavy = ['veglia.engine', 'veglia.plugin_api', 'veglia.testing', 'veglia.plugins', "
+        "'plumpy', 'sqlalchemy', 'paramiko', 'kiwipy']; "
+        "print(','.join(m for m in heavy if m in sys.modules))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert result.stdout.strip() == ""
+
+
+def test_a_parser_must_implement_parse():
+    from veglia.plugin_api import Parser
+
+    with pytest.raises(TypeError, match="parse"):
+        Parser(None)
+
+    class Nothing(Parser):
+        def parse(self, retrieved, outcome):
+            return None
+
+    assert Nothing(calcjob=None).parse(None, {}) is None
