@@ -26,10 +26,10 @@ Importing it loads the engine; ``import veglia`` alone does not.
 from __future__ import annotations
 
 from veglia.config.options import Option
-from veglia.engine.calcinfo import CalcInfo, CodeInfo
 from veglia.engine.calcjob import CalcJob
+from veglia.engine.calcjob.calcinfo import CalcInfo, CodeInfo
+from veglia.engine.calcjob.monitors import MonitorResult
 from veglia.engine.exit_codes import ExitCode
-from veglia.engine.monitors import MonitorResult
 from veglia.exceptions import (
     HostKeyError,
     MonitorError,

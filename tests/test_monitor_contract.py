@@ -2,7 +2,7 @@
 
 The engine calls ``monitor(node, transport, **kwargs)`` (awaited for an ``async def``),
 adding ``state=`` when the function declares it, and expects None, a message or a
-``MonitorResult`` (docs/monitors.md, veglia.engine.monitor_runner). ``veglia monitor show``
+``MonitorResult`` (docs/monitors.md, veglia.engine.calcjob.monitor_runner). ``veglia monitor show``
 prints a monitor's docstring, and ``builder.monitors`` is checked against its signature
 before a job runs, so each ``veglia.monitors`` entry point must load, be documented, take
 the node and the transport first, annotate every keyword and give it a default or
@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from veglia import MonitorFactory
-from veglia.engine.monitors import MonitorResult, MonitorSpec, check_arguments
+from veglia.engine.calcjob.monitors import MonitorResult, MonitorSpec, check_arguments
 from veglia.exceptions import TransportError
 from veglia.testing import FakeNode, FakeTransport
 

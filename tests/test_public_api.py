@@ -64,10 +64,10 @@ PLUGIN_API_ALL = [
 #: Where each name of the plugin API is defined: it is re-exported, never redefined.
 HOMES = {
     "veglia.config.options": ["Option"],
-    "veglia.engine.calcinfo": ["CalcInfo", "CodeInfo"],
+    "veglia.engine.calcjob.calcinfo": ["CalcInfo", "CodeInfo"],
     "veglia.engine.calcjob": ["CalcJob"],
     "veglia.engine.exit_codes": ["ExitCode"],
-    "veglia.engine.monitors": ["MonitorResult"],
+    "veglia.engine.calcjob.monitors": ["MonitorResult"],
     "veglia.exceptions": [
         "HostKeyError",
         "MonitorError",

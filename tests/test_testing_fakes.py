@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from veglia import MonitorFactory
-from veglia.engine.monitors import MonitorResult
+from veglia.engine.calcjob.monitors import MonitorResult
 from veglia.exceptions import (
     SchedulerSubmitError,
     TransportConnectionError,
