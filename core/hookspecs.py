@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
     from veglia.config.options import Option
     from veglia.config.profile import Profile
+    from veglia.engine.job_options import CalcJobOption
 
 hookspec = pluggy.HookspecMarker("veglia")
 hookimpl = pluggy.HookimplMarker("veglia")
@@ -36,6 +37,22 @@ def register_options() -> list[Option]:
     and must not clash with a built-in or another plugin's option: a clash is an error
     that names both plugins. Options marked ``secret=True`` are stored in the profile's
     secrets file (mode 0600) and are never printed.
+    """
+
+
+@hookspec
+def calcjob_options() -> list[CalcJobOption]:
+    """Contribute options to every calc job's ``metadata.options``.
+
+    Called when a calc job's input spec is first built (by a builder, input validation,
+    ``veglia process unblock --option``, ...), once per calc-job class. Return a list of
+    :class:`veglia.engine.job_options.CalcJobOption` (name, type, help, optional validator
+    and default); each becomes a ``metadata.options.<name>`` port beside the built-in ones,
+    so builders, validation and port help treat it the same. A name must not clash with a
+    built-in option or another plugin's: a clash is an error that names both. The value a
+    job was given is stored with its other options: read it in your other hooks with
+    ``(node.options or {}).get("<name>")``. Without the plugin loaded, the option is
+    unknown and a builder refuses it.
     """
 
 

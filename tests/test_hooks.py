@@ -76,6 +76,69 @@ def test_register_options_must_return_options(manager_with):
         get_options()
 
 
+class _JobOptionPlugin:
+    def __init__(self, *options):
+        self.options = options
+
+    @hookspecs.hookimpl
+    def calcjob_options(self):
+        return list(self.options)
+
+
+def _lower_case(value, _=None):
+    return None if value.islower() else f"must be lower case, not {value!r}"
+
+
+def test_calcjob_options_are_ports_of_every_calc_job_validated_and_stored(manager_with, profile):
+    from veglia import engine, orm
+    from veglia.engine import InputValidationError
+    from veglia.engine.job_options import CalcJobOption
+    from veglia.entry_points import CalculationFactory
+
+    manager_with(
+        _JobOptionPlugin(
+            CalcJobOption("mylab_tag", str, "Tag of the job.", validator=_lower_case),
+            CalcJobOption("mylab_level", int, "How hard to look.", default=3),
+        )
+    )
+    add = CalculationFactory("core.arithmetic.add")  # its spec anew: for these plugins
+    ports = add.spec().inputs["metadata"]["options"]
+    assert list(ports)[-2:] == ["mylab_tag", "mylab_level"]  # after the built-in ones
+    assert ports["mylab_tag"].help == "Tag of the job." and not ports["mylab_tag"].required
+    builder = add.get_builder()
+    with pytest.raises(InputValidationError, match="must be lower case, not 'LOUD'"):
+        builder.metadata.options.mylab_tag = "LOUD"
+    with pytest.raises(InputValidationError, match="mylab_level"):
+        builder.metadata.options.mylab_level = "high"
+    builder.metadata.options.mylab_tag = "quiet"
+    builder.x, builder.y = orm.Int(1), orm.Int(2)
+    outputs, node = engine.run_get_node(builder)
+    assert outputs["sum"].value == 3
+    assert node.options["mylab_tag"] == "quiet" and node.options["mylab_level"] == 3
+    manager_with()  # the plugin is gone, and its options with it
+    with pytest.raises(InputValidationError, match="Unknown input 'metadata.options.mylab_tag'"):
+        add.get_builder().metadata.options.mylab_tag = "quiet"
+
+
+def test_calcjob_options_clash_or_wrong_type_names_the_plugin(manager_with):
+    from veglia.engine.job_options import CalcJobOption
+    from veglia.entry_points import CalculationFactory
+
+    add = CalculationFactory("core.arithmetic.add")
+    manager_with(_JobOptionPlugin(CalcJobOption("queue_name", str, "Mine now.")))
+    with pytest.raises(ConfigurationError, match="'queue_name' of plugin .* clashes with the "):
+        add.spec()
+    mine = CalcJobOption("mylab_tag", str, "Tag.")
+    manager_with(_JobOptionPlugin(mine), _JobOptionPlugin(mine))
+    with pytest.raises(ConfigurationError, match="'mylab_tag' of plugin .* clashes with the "):
+        add.spec()
+    manager_with(_JobOptionPlugin(("mylab_tag", str, None, "Tag.")))
+    with pytest.raises(ConfigurationError, match="must return veglia.engine.job_options.Calc"):
+        add.spec()
+    with pytest.raises(ValueError, match="must be a lower-case word"):
+        CalcJobOption("my-tag", str, "Tag.")
+
+
 def test_register_commands_cannot_replace_builtins(manager_with, capsys):
     import click
 

@@ -23,6 +23,7 @@ from plumpy.process_states import KillInterruption, PauseInterruption, ProcessSt
 from veglia.engine import calcjob_tasks as tasks
 from veglia.engine.calcinfo import CalcInfo
 from veglia.engine.exit_codes import ExitCode
+from veglia.engine.job_options import plugin_calcjob_options
 from veglia.engine.monitors import (
     load_monitor,
     parse_monitors,
@@ -150,6 +151,18 @@ class CalcJob(Process):
         return states
 
     @classmethod
+    def spec(cls) -> Any:
+        # Plugins add options (calcjob_options): the spec is built anew when they change.
+        from veglia.plugin_manager import get_plugin_manager
+
+        manager = get_plugin_manager()
+        if cls.__dict__.get("_spec_plugins") is not manager:
+            if "_spec" in cls.__dict__:
+                del cls._spec
+            cls._spec_plugins = manager
+        return super().spec()
+
+    @classmethod
     def define(cls, spec: Any) -> None:
         super().define(spec)
         spec.input(
@@ -190,9 +203,7 @@ class CalcJob(Process):
             ("environment_variables", dict, _environment, "Variables exported in the job."),
             ("additional_retrieve_list", list, _patterns, "More file patterns to retrieve."),
             ("parser_name", str, None, "Entry point of the parser (veglia.parsers)."),
-            ("fusion", bool, None, "Read the Fusion trace (defaults to the computer's)."),
             ("withmpi", bool, None, "Run the code through the computer's mpirun."),
-            ("tower_run", str, None, "Seqera Platform run this job is a task of."),
             ("right_size", bool, None, "Adjust requests from similar jobs' history."),
         ]
         for name, valid_type, validator, help_text in options:
@@ -202,6 +213,16 @@ class CalcJob(Process):
                 required=False,
                 validator=validator,
                 help=help_text,
+            )
+        # Then the options plugins add (the calcjob_options hook), read by those plugins.
+        for option in plugin_calcjob_options({name for name, *_ in options}):
+            spec.input(
+                f"metadata.options.{option.name}",
+                valid_type=option.valid_type,
+                required=False,
+                validator=option.validator,
+                help=option.help,
+                **({} if option.default is None else {"default": option.default}),
             )
         spec.inputs["metadata"]["options"]["resources"].default = lambda: {"num_machines": 1}
         spec.input(

@@ -2,10 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from veglia.hookspecs import hookimpl
 from veglia.plugins.fusion.trace_file import TraceUnusable, fusion_enabled, read_trace
+
+if TYPE_CHECKING:
+    from veglia.engine.job_options import CalcJobOption
+
+
+@hookimpl
+def calcjob_options() -> list[CalcJobOption]:
+    """``metadata.options.fusion``: read this job's trace (else its computer's property)."""
+    from veglia.engine.job_options import CalcJobOption  # the engine only when jobs are
+
+    return [CalcJobOption("fusion", bool, "Read the Fusion trace (defaults to the computer's).")]
 
 
 @hookimpl
