@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from veglia.config.options import Option
     from veglia.config.profile import Profile
     from veglia.engine.job_options import CalcJobOption
+    from veglia.orm.computers import ComputerProperty
 
 hookspec = pluggy.HookspecMarker("veglia")
 hookimpl = pluggy.HookimplMarker("veglia")
@@ -53,6 +54,21 @@ def calcjob_options() -> list[CalcJobOption]:
     job was given is stored with its other options: read it in your other hooks with
     ``(node.options or {}).get("<name>")``. Without the plugin loaded, the option is
     unknown and a builder refuses it.
+    """
+
+
+@hookspec
+def computer_properties() -> list[ComputerProperty]:
+    """Contribute computer properties, each with its ``veglia computer setup`` flag.
+
+    Called once, when the computer properties are first needed. Return a list of
+    :class:`veglia.orm.computers.ComputerProperty` (name, default, help, optional
+    ``parse``); the property is then accepted on a computer, read with
+    ``computer.get_property("<name>")`` (its default when not set), shown by ``veglia
+    computer show`` and set with ``veglia computer setup --<name>`` (underscores as dashes)
+    or its prompt, asked after the built-in ones. A name must not clash with a built-in
+    property or another plugin's: a clash is an error that names both. A computer keeps
+    the properties of a plugin that is no longer loaded, unused.
     """
 
 

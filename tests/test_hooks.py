@@ -139,6 +139,82 @@ def test_calcjob_options_clash_or_wrong_type_names_the_plugin(manager_with):
         CalcJobOption("my-tag", str, "Tag.")
 
 
+class _PropertyPlugin:
+    def __init__(self, *properties):
+        self.properties = properties
+
+    @hookspecs.hookimpl
+    def computer_properties(self):
+        return list(self.properties)
+
+
+def _gpus(text):
+    if not str(text).strip().isdigit():
+        raise ValueError(f"{text!r} is not a number of GPUs")
+    return int(text)
+
+
+def test_computer_properties_are_accepted_shown_and_set_by_computer_setup(
+    manager_with, profile, tmp_path
+):
+    from click.testing import CliRunner
+
+    from veglia.cli.cmd_computer import computer_group
+    from veglia.cli.state import CliState
+    from veglia.orm import Computer, load_computer
+    from veglia.orm.computers import ComputerProperty
+
+    manager_with(
+        _PropertyPlugin(
+            ComputerProperty("mylab_gpus", 0, "GPUs per node.", parse=_gpus),
+            ComputerProperty("mylab_on", False, "Use mylab (yes/no)."),
+        )
+    )
+    assert load_computer("localhost").get_property("mylab_gpus") == 0
+    with pytest.raises(ConfigurationError, match="Unknown computer properties nope; .*mylab_on"):
+        Computer("x", "localhost", "core.local", "core.direct", properties={"nope": 1})
+
+    def cli(*args):  # in this process, which has the plugin (the group alone: no logging set)
+        return CliRunner().invoke(computer_group, args, obj=CliState("test", False))
+
+    shown = cli("setup", "--help").output
+    assert "--mylab-gpus TEXT" in shown and "GPUs per node. [default: 0]" in shown
+    assert "--mylab-on TEXT" in shown and "Use mylab (yes/no). [default: no]" in shown
+    base = ("setup", "-n", "-L", "lab", "-H", "localhost", "-T", "core.local", "-S")
+    base += ("core.direct", "-w", str(tmp_path))
+    refused = cli(*base, "--mylab-gpus", "many")
+    assert "mylab_gpus: 'many' is not a number of GPUs" in str(refused.exception)
+    refused = cli(*base, "--mylab-on", "perhaps")
+    assert "'perhaps' is not yes or no" in str(refused.exception)
+    result = cli(*base, "--mylab-gpus", "4", "--mylab-on", "yes")
+    assert result.exit_code == 0, result.output
+    lab = load_computer("lab")
+    assert lab.properties["mylab_gpus"] == 4 and lab.get_property("mylab_on") is True
+    shown = cli("show", "lab").output
+    assert re.search(r"mylab_gpus\s+4\s", shown) and re.search(r"mylab_on\s+yes\s", shown)
+
+    manager_with()  # the plugin is gone: its properties stay on the computer, unused
+    lab = load_computer("lab")
+    assert lab.properties["mylab_gpus"] == 4
+    shown = cli("show", "lab").output
+    assert re.search(r"mylab_gpus\s+4 \(of a plugin not loaded\)", shown)
+    assert "--mylab-gpus" not in cli("setup", "--help").output
+
+
+def test_computer_properties_clash_or_wrong_type_names_the_plugin(manager_with, profile):
+    from veglia.orm.computers import ComputerProperty, property_defaults
+
+    manager_with(_PropertyPlugin(ComputerProperty("workdir", "/x", "Mine now.")))
+    with pytest.raises(ConfigurationError, match="'workdir' of plugin .* clashes with the one"):
+        property_defaults()
+    manager_with(_PropertyPlugin(ComputerProperty("hostname", "", "A field.")))
+    with pytest.raises(ConfigurationError, match="'hostname' of plugin .* is a field of every"):
+        property_defaults()
+    manager_with(_PropertyPlugin({"name": "mylab_on"}))
+    with pytest.raises(ConfigurationError, match="must return veglia.orm.computers.ComputerPr"):
+        property_defaults()
+
+
 def test_register_commands_cannot_replace_builtins(manager_with, capsys):
     import click
 

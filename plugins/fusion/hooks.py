@@ -9,6 +9,7 @@ from veglia.plugins.fusion.trace_file import TraceUnusable, fusion_enabled, read
 
 if TYPE_CHECKING:
     from veglia.engine.job_options import CalcJobOption
+    from veglia.orm.computers import ComputerProperty
 
 
 @hookimpl
@@ -17,6 +18,14 @@ def calcjob_options() -> list[CalcJobOption]:
     from veglia.engine.job_options import CalcJobOption  # the engine only when jobs are
 
     return [CalcJobOption("fusion", bool, "Read the Fusion trace (defaults to the computer's).")]
+
+
+@hookimpl
+def computer_properties() -> list[ComputerProperty]:
+    """The ``fusion`` property (``veglia computer setup --fusion yes``): read every job's."""
+    from veglia.orm.computers import ComputerProperty
+
+    return [ComputerProperty("fusion", False, "Read the Fusion trace of jobs (yes/no).")]
 
 
 @hookimpl
