@@ -73,6 +73,19 @@ def computer_properties() -> list[ComputerProperty]:
 
 
 @hookspec
+def process_show_tables(node: Any) -> list[tuple[tuple[str, ...], list[tuple[Any, ...]]]]:
+    """Add tables to ``veglia process show`` for a process node.
+
+    Called once per process shown, with its node (a ``ProcessNode``; read what your plugin
+    stored on it, ``node.get_attribute(...)``). Return a list of ``(headers, rows)`` pairs,
+    each a table printed after the process's own properties, in the order the plugins were
+    registered; return nothing, or a table without rows, to add none. Keep it to what is
+    already stored: no connection to the computer. An exception is shown as a warning and
+    does not stop the rest of the output.
+    """
+
+
+@hookspec
 def register_commands(cli: click.Group) -> None:
     """Add commands or command groups to the ``veglia`` command line.
 

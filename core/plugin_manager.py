@@ -27,6 +27,7 @@ __all__ = [
     "get_plugin_manager",
     "has_implementations",
     "reset_plugin_manager",
+    "results_of_each",
 ]
 
 _manager: pluggy.PluginManager | None = None
@@ -94,14 +95,26 @@ def call_each(hook_name: str, **kwargs: object) -> list[tuple[str, BaseException
     For hooks where one broken plugin must not keep the others (or the engine) from their
     work; returns (plugin name, exception) for those that raised.
     """
+    return results_of_each(hook_name, **kwargs)[1]
+
+
+def results_of_each(
+    hook_name: str, **kwargs: object
+) -> tuple[list[tuple[str, object]], list[tuple[str, BaseException]]]:
+    """As :func:`call_each`, with what each implementation returned: (plugin name, result)
+    in registration order for those that returned something other than None, then the
+    errors."""
     manager = get_plugin_manager()
     impls = getattr(manager.hook, hook_name).get_hookimpls()
+    results: list[tuple[str, object]] = []
     errors: list[tuple[str, BaseException]] = []
     for impl in reversed(impls):  # pluggy's order: the last registered first
         # Through pluggy (a caller that leaves out the others), so tracing sees every call.
         others = [other.plugin for other in impls if other is not impl]
         try:
-            manager.subset_hook_caller(hook_name, remove_plugins=others)(**kwargs)
+            returned = manager.subset_hook_caller(hook_name, remove_plugins=others)(**kwargs)
         except Exception as exc:
             errors.append((impl.plugin_name, exc))
-    return errors
+            continue
+        results += [(impl.plugin_name, result) for result in returned]
+    return results, errors

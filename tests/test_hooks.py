@@ -215,6 +215,35 @@ def test_computer_properties_clash_or_wrong_type_names_the_plugin(manager_with, 
         property_defaults()
 
 
+def test_process_show_tables_are_printed_after_the_properties(manager_with, profile, capsys):
+    from veglia import engine, orm
+    from veglia.cli.cmd_process import show_process
+    from veglia.entry_points import CalculationFactory
+
+    class Tables:
+        @hookspecs.hookimpl
+        def process_show_tables(self, node):
+            return [
+                (("Mylab", "Value"), [("pk again", node.pk), ("state", node.process_state)]),
+                (("Empty", "Value"), []),  # no rows: not printed
+            ]
+
+    class Broken:
+        @hookspecs.hookimpl
+        def process_show_tables(self, node):
+            raise RuntimeError("table bug")
+
+    manager_with(Tables(), Broken())
+    _, node = engine.run_get_node(CalculationFactory("core.shell"), command=orm.Str("true"))
+    capsys.readouterr()
+    show_process(node, log_lines=0)
+    out, err = capsys.readouterr()
+    assert re.search(rf"pk again\s+{node.pk}\s", out) and re.search(r"state\s+finished", out)
+    assert out.index("exit status") < out.index("Mylab") < out.index("Inputs")
+    assert "Empty" not in out
+    assert "plugin" in err and "failed to show its tables: table bug" in err
+
+
 def test_register_commands_cannot_replace_builtins(manager_with, capsys):
     import click
 

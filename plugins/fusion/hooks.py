@@ -84,3 +84,25 @@ def measured_usage(record: Any, proc: dict[str, Any]) -> set[str]:
             continue
         taken.add(ours)
     return taken
+
+
+#: The GPU block's known fields in ``veglia process show``, in order, with their labels.
+GPU_FIELDS = (
+    ("name", "GPU"), ("driver", "driver"), ("mem", "memory (MiB)"), ("pct", "utilisation %"),
+    ("peak", "peak utilisation %"), ("pct_mem", "memory used %"), ("peak_mem", "peak memory %"),
+    ("avg_mem", "mean memory used (MiB)"), ("peak_mem_used", "peak memory used (MiB)"),
+    ("avg_mem_bw_util", "mean memory bandwidth %"), ("peak_mem_bw_util", "peak memory bandwidth %"),
+    ("active_time", "active time (ms)"),
+)  # fmt: skip
+
+
+@hookimpl
+def process_show_tables(node: Any) -> list[tuple[tuple[str, ...], list[tuple[Any, ...]]]]:
+    """The GPU block: the known fields in order, then any the schema added since."""
+    gpu = node.get_attribute("gpu_metrics")
+    if not gpu:
+        return []
+    known = {key for key, _ in GPU_FIELDS}
+    rows = [(label, gpu[key]) for key, label in GPU_FIELDS if key in gpu]
+    rows += [(key, value) for key, value in gpu.items() if key not in known]
+    return [(("GPU (Fusion)", "Value"), rows)]
