@@ -34,7 +34,7 @@ def register_options() -> list[Option]:
 
     Called once when the option catalogue is first needed (``veglia config``, ``veglia
     setup``, loading a profile). Return a list of :class:`veglia.config.options.Option`.
-    Option names should be prefixed with the plugin's own namespace (``tower.endpoint``),
+    Option names should be prefixed with the plugin's own namespace (``myplugin.endpoint``),
     and must not clash with a built-in or another plugin's option: a clash is an error
     that names both plugins. Options marked ``secret=True`` are stored in the profile's
     secrets file (mode 0600) and are never printed.
@@ -161,9 +161,10 @@ def trace_ready(node: Any, record: Any) -> None:
     """Receive the final trace record of a terminated calc job, to report it.
 
     Called once when the process reaches a terminal state, with its status, exit and
-    times filled in and every ``collect_trace`` contribution on it. Reporters (the Tower
-    plugin) should only queue the record durably here (it runs in the engine's event loop
-    thread) and send it elsewhere; an exception is logged on the node.
+    times filled in and every ``collect_trace`` contribution on it. Reporters (a plugin that
+    sends records to a monitoring service) should only queue the record durably here (it
+    runs in the engine's event loop thread) and send it elsewhere; an exception is logged
+    on the node.
     """
 
 

@@ -136,7 +136,7 @@ PROCESS_LIST_COLUMNS: dict[str, ListColumn] = {
     "job_id": ListColumn("Job id", lambda r: r.attributes.get("job_id")),
     "scheduler_state": ListColumn("Scheduler state", lambda r: r.attributes.get("scheduler_state")),
     "paused": ListColumn("Paused", lambda r: bool(r.attributes.get("paused"))),
-    # The Fusion GPU block (``gpu_metrics``), as the Nextflow/Platform field names say.
+    # The trace record's GPU block (``gpu_metrics``), in the Nextflow/Platform field names.
     "gpu_name": ListColumn("GPU", lambda r: _gpu(r, "name")),
     "gpu_pct": ListColumn("GPU %", lambda r: _gpu(r, "pct")),
     "gpu_peak": ListColumn("GPU peak %", lambda r: _gpu(r, "peak")),

@@ -717,7 +717,7 @@ class CalcJob(Process):
                 + ", ".join(outcome["skipped"][:20])
             )
         await self._collect_trace()
-        # A plugin's measurement first (Fusion's trace, turned on for this very job). Then
+        # A plugin's measurement first (a trace it read, for this very job). Then
         # what the batch system measured (SLURM's sacct) over /usr/bin/time: the scheduler
         # counts every process of the job, the prepend and append text too, as it does
         # against the job's memory request, which right-sizing sets; time's %M is the
@@ -743,7 +743,7 @@ class CalcJob(Process):
 
     # -- trace -------------------------------------------------------------------------
     async def _collect_trace(self) -> None:
-        """The job's trace record, with what plugins add from its work dir (Fusion's GPU)."""
+        """The job's trace record, with what plugins add from its work dir (GPU metrics)."""
         from veglia.engine.runner import get_runner
 
         node = self.node
