@@ -149,7 +149,7 @@ def code_stats(state: CliState, identifier: str, raw: bool) -> None:
     if not grouped:
         raise InvalidOptionError(
             f"No finished job of code {code.full_label} recorded its usage yet. Jobs record "
-            "it from SLURM's accounting (sacct), a Fusion trace, or /usr/bin/time where the "
+            "it from SLURM's accounting (sacct), a plugin's trace, or /usr/bin/time where the "
             "computer has it (property measure_usage)."
         )
     rows = []
@@ -163,7 +163,7 @@ def code_stats(state: CliState, identifier: str, raw: bool) -> None:
             dist = Distribution.of([u[field] / scale for u in measured])
             if dist is None:
                 continue
-            # Who measured it: sacct, fusion or time, with how many jobs each when they mix.
+            # Who measured it: sacct, time or a plugin, with how many jobs each when they mix.
             sources = Counter(str(u.get("source") or "?") for u in measured)
             source = ", ".join(
                 name if len(sources) == 1 else f"{name} ({count})"

@@ -17,7 +17,12 @@ from veglia.cli.output import console, echo_error, echo_info, echo_success, prin
 from veglia.cli.state import CliState, pass_state
 from veglia.exceptions import ConfigurationError, InvalidOptionError, PluginError, VegliaError
 from veglia.manage import get_storage
-from veglia.orm.computers import COMPUTER_PROPERTIES
+from veglia.orm.computers import (
+    COMPUTER_PROPERTIES,
+    ComputerProperty,
+    plugin_computer_properties,
+    property_defaults,
+)
 from veglia.selftest import CheckResult
 from veglia.storage import models
 
@@ -119,9 +124,13 @@ class SetupField:
     help: str
     convert: Callable[[str], Any]
     required: bool = False
+    #: The property a plugin added (computer_properties), for the fields made from those.
+    added: ComputerProperty | None = None
 
     @property
     def default(self) -> Any:
+        if self.added is not None:
+            return self.added.default
         return None if self.required else COMPUTER_PROPERTIES.get(self.name, "")
 
 
@@ -143,12 +152,39 @@ SETUP_FIELDS: list[SetupField] = [
        "MPI processes per machine by default.", _number(int, 1)),
     _F("prepend_text", "--prepend-text", "Shell lines before each job.", _text),
     _F("append_text", "--append-text", "Shell lines after each job.", _text),
-    _F("fusion", "--fusion", "Read the Fusion trace of jobs (yes/no).", _boolean),
     _F("queues", "--queues", "Queues with limits, 'short:mem=4G:time=1h; long:time=2d' "
        "(empty: ask the scheduler).", _queues),
     _F("measure_usage", "--measure-usage",
        "Record each job's peak memory with /usr/bin/time (yes/no).", _boolean),
 ]  # fmt: skip
+
+
+def _plugin_convert(prop: ComputerProperty) -> Callable[[str], Any]:
+    if prop.parse is None:
+        return _boolean if isinstance(prop.default, bool) else _text
+    parse = prop.parse
+
+    def convert(value: str) -> Any:
+        try:
+            return parse(value)
+        except ValueError as exc:
+            raise InvalidOptionError(f"{prop.name}: {exc}") from None
+
+    return convert
+
+
+def setup_fields() -> list[SetupField]:
+    """The built-in fields, then one per property the plugins add (computer_properties)."""
+    added = [
+        _F(p.name, "--" + p.name.replace("_", "-"), p.help, _plugin_convert(p), added=p)
+        for p in plugin_computer_properties().values()
+    ]
+    return [*SETUP_FIELDS, *added]
+
+
+def _flag_help(field: SetupField) -> str:
+    default = _shown(field.default)
+    return f"{field.help} [default: {default}]" if default else field.help
 
 
 def _shown(value: Any) -> str:
@@ -174,10 +210,22 @@ def _ask(field: SetupField, hint: str = "") -> Any:
 
 def _with_setup_flags(function: Any) -> Any:
     for field in reversed(SETUP_FIELDS):
-        default = _shown(field.default)
-        text = f"{field.help} [default: {default}]" if default else field.help
-        function = click.option(*field.flags.split(), field.name, help=text)(function)
+        function = click.option(*field.flags.split(), field.name, help=_flag_help(field))(function)
     return function
+
+
+class _SetupCommand(click.Command):
+    """Adds one flag per property the plugins add, loaded only when used."""
+
+    def get_params(self, ctx: click.Context) -> list[click.Parameter]:
+        params = super().get_params(ctx)
+        taken = {opt for param in params for opt in getattr(param, "opts", [])}
+        extra = [
+            click.Option([field.flags, field.name], help=_flag_help(field))
+            for field in setup_fields()[len(SETUP_FIELDS) :]
+            if field.flags not in taken  # then only asked, or its default
+        ]
+        return [*params[:-1], *extra, params[-1]] if params else extra
 
 
 @click.group("computer")
@@ -185,7 +233,7 @@ def computer_group() -> None:
     """Set up, configure, test and inspect computers."""
 
 
-@computer_group.command("setup")
+@computer_group.command("setup", cls=_SetupCommand)
 @click.option("-n", "--non-interactive", is_flag=True, help="Ask nothing; use flags and defaults.")
 @_with_setup_flags
 @pass_state
@@ -196,7 +244,7 @@ def computer_setup(state: CliState, non_interactive: bool, **given: str | None) 
 
     state.profile  # noqa: B018 -- load the chosen profile
     values: dict[str, Any] = {}
-    for field in SETUP_FIELDS:
+    for field in setup_fields():
         raw = given.get(field.name)
         if raw is not None:
             values[field.name] = field.convert(raw)
@@ -213,7 +261,7 @@ def computer_setup(state: CliState, non_interactive: bool, **given: str | None) 
             values[field.name] = _ask(field, hint)
     properties = {
         name: values[name]
-        for name, default in COMPUTER_PROPERTIES.items()
+        for name, default in property_defaults().items()
         if name in values and values[name] != default
     }
     fields = ("label", "hostname", "transport", "scheduler", "description")
@@ -456,9 +504,12 @@ def computer_show(state: CliState, label: str) -> None:
         ("transport", computer.transport_type),
         ("scheduler", computer.scheduler_type),
     ]
-    for name in COMPUTER_PROPERTIES:
+    defaults = property_defaults()
+    for name in defaults:
         value = computer.get_property(name)
         rows.append((name, _shown(value) + ("" if name in computer.properties else " (default)")))
+    for name in sorted(set(computer.properties) - set(defaults)):
+        rows.append((name, f"{_shown(computer.properties[name])} (of a plugin not loaded)"))
     print_table(("Property", "Value"), rows)
     console.print("")
     try:

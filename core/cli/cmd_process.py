@@ -11,7 +11,7 @@ from typing import Any
 import click
 import sqlalchemy as sa
 
-from veglia.cli.output import console, print_table, raw_option
+from veglia.cli.output import console, echo_warning, print_table, raw_option
 from veglia.cli.state import CliState, pass_state
 from veglia.exceptions import InvalidOptionError, NotExistent, WatchTimeout
 from veglia.orm.nodes import ProcessNode, load_node
@@ -136,7 +136,7 @@ PROCESS_LIST_COLUMNS: dict[str, ListColumn] = {
     "job_id": ListColumn("Job id", lambda r: r.attributes.get("job_id")),
     "scheduler_state": ListColumn("Scheduler state", lambda r: r.attributes.get("scheduler_state")),
     "paused": ListColumn("Paused", lambda r: bool(r.attributes.get("paused"))),
-    # The Fusion GPU block (``gpu_metrics``), as the Nextflow/Platform field names say.
+    # The trace record's GPU block (``gpu_metrics``), in the Nextflow/Platform field names.
     "gpu_name": ListColumn("GPU", lambda r: _gpu(r, "name")),
     "gpu_pct": ListColumn("GPU %", lambda r: _gpu(r, "pct")),
     "gpu_peak": ListColumn("GPU peak %", lambda r: _gpu(r, "peak")),
@@ -296,24 +296,20 @@ def _print_logs(node: ProcessNode, logs: list[models.Log], indent: str = "") -> 
             )
 
 
-GPU_FIELDS = (
-    ("name", "GPU"), ("driver", "driver"), ("mem", "memory (MiB)"), ("pct", "utilisation %"),
-    ("peak", "peak utilisation %"), ("pct_mem", "memory used %"), ("peak_mem", "peak memory %"),
-    ("avg_mem", "mean memory used (MiB)"), ("peak_mem_used", "peak memory used (MiB)"),
-    ("avg_mem_bw_util", "mean memory bandwidth %"), ("peak_mem_bw_util", "peak memory bandwidth %"),
-    ("active_time", "active time (ms)"),
-)  # fmt: skip
+def _plugin_tables(node: ProcessNode) -> None:
+    """The tables plugins add (process_show_tables); a broken plugin costs a warning."""
+    from rich.markup import escape
 
+    from veglia.plugin_manager import results_of_each
 
-def _gpu_table(gpu: dict | None) -> None:
-    """The Fusion GPU block: the known fields in order, then any the schema added since."""
-    if not gpu:
-        return
-    known = {key for key, _ in GPU_FIELDS}
-    rows = [(label, gpu[key]) for key, label in GPU_FIELDS if key in gpu]
-    rows += [(key, value) for key, value in gpu.items() if key not in known]
-    print_table(("GPU (Fusion)", "Value"), rows)
-    console.print("")
+    results, errors = results_of_each("process_show_tables", node=node)
+    for _, tables in results:
+        for headers, rows in tables or []:
+            if rows:
+                print_table(headers, rows)
+                console.print("")
+    for plugin, exc in errors:
+        echo_warning(escape(f"plugin {plugin} failed to show its tables: {exc}"))
 
 
 def _monitor_stop(stop: dict | None) -> str | None:
@@ -431,7 +427,7 @@ def show_process(node: ProcessNode, log_lines: int) -> None:
         rows += _workflow_rows(node)
     print_table(("Property", "Value"), [r for r in rows if r[1] not in (None, "")])
     console.print("")
-    _gpu_table(attrs.get("gpu_metrics"))
+    _plugin_tables(node)
     _attempts_table(attrs.get("attempts"))
     _links_table("Inputs", node.inputs.items())
     _links_table("Outputs", node.outputs.items())

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -11,7 +11,11 @@ from veglia.hookspecs import hookimpl
 from veglia.plugins.tower.runs import active_jobs, run_key_of, run_meta
 from veglia.plugins.tower.settings import OPTIONS, settings_of
 
+if TYPE_CHECKING:
+    from veglia.engine.calcjob.options import CalcJobOption
+
 __all__ = [
+    "calcjob_options",
     "daemon_started",
     "daemon_stopping",
     "register_commands",
@@ -27,6 +31,14 @@ _SENDER_STOP = threading.Event()
 @hookimpl
 def register_options() -> list:
     return list(OPTIONS)
+
+
+@hookimpl
+def calcjob_options() -> list[CalcJobOption]:
+    """``metadata.options.tower_run``: jobs with the same value form one Platform run."""
+    from veglia.engine.calcjob.options import CalcJobOption  # the engine only when jobs are
+
+    return [CalcJobOption("tower_run", str, "Seqera Platform run this job is a task of.")]
 
 
 def _queue(node: Any, record: Any, kind: str) -> None:

@@ -2,8 +2,9 @@
 
 Jobs are *similar* when they share a ``similarity_key``: by default the calculation, the
 code and the computer (see :meth:`CalcJob.similarity_key`). The figures come from the
-``usage`` each job recorded (the Fusion trace, the batch system's accounting such as SLURM's
-``sacct``, or the job script's ``/usr/bin/time`` measurement), and from the times the engine
+``usage`` each job recorded (a plugin's measurement through ``collect_trace``, the batch
+system's accounting such as SLURM's ``sacct``, or the job script's ``/usr/bin/time``
+measurement), and from the times the engine
 records on every job.
 """
 

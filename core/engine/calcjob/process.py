@@ -41,6 +41,7 @@ from veglia.exceptions import TransportError, TransportTaskFailed, UnsafeWorkdir
 from veglia.manage import get_profile
 from veglia.orm.computers import Code, Computer, load_computer
 from veglia.orm.nodes import CalcJobNode, FolderData, RemoteData
+from veglia.plugin_manager import get_plugin_manager
 from veglia.schedulers import JobFailure, JobInfo, JobState, SchedulerError, SchedulerSubmitError
 from veglia.workdir_root import private_root
 
@@ -59,6 +60,16 @@ class CalcJob(Process):
         states = dict(super().get_state_classes())
         states[ProcessState.WAITING] = JobWaiting
         return states
+
+    @classmethod
+    def spec(cls) -> Any:
+        # Plugins add options (calcjob_options): the spec is built anew when they change.
+        manager = get_plugin_manager()
+        if cls.__dict__.get("_spec_plugins") is not manager:
+            if "_spec" in cls.__dict__:
+                del cls._spec
+            cls._spec_plugins = manager
+        return super().spec()
 
     @classmethod
     def define(cls, spec: Any) -> None:
@@ -377,7 +388,7 @@ class CalcJob(Process):
                 + ", ".join(outcome["skipped"][:20])
             )
         await tracing.collect(self)
-        # A plugin's measurement first (Fusion's trace, turned on for this very job). Then
+        # A plugin's measurement first (a trace it read, for this very job). Then
         # what the batch system measured (SLURM's sacct) over /usr/bin/time: the scheduler
         # counts every process of the job, the prepend and append text too, as it does
         # against the job's memory request, which right-sizing sets; time's %M is the

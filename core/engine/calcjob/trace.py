@@ -1,8 +1,8 @@
 """Trace records: what a calc job did, in the shape Nextflow's trace and Seqera Platform use.
 
 When a job ends the engine builds a :class:`TraceRecord`, lets plugins add to it through
-the ``collect_trace`` hook (Fusion adds the GPU block), stores it on the node, and hands it
-to reporters through ``trace_ready`` (Tower sends it to Seqera Platform).
+the ``collect_trace`` hook (a GPU block, say), stores it on the node, and hands it to
+reporters through ``trace_ready`` (which send it on, to Seqera Platform say).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ class TraceRecord:
     memory: int | None = None
     time: int | None = None
     attempt: int = 1
-    # What the job used, when something measured it (/usr/bin/time, Fusion's ``proc``):
+    # What the job used, when something measured it (/usr/bin/time, a plugin's trace):
     # %cpu of one core, bytes, counts, as in Nextflow's trace.
     pcpu: float | None = None
     pmem: float | None = None
