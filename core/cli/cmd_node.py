@@ -15,6 +15,7 @@ from veglia.cli.cmd_process import format_state, format_time, node_mtime, relati
 from veglia.cli.output import console, echo_success, echo_warning, print_table
 from veglia.cli.state import CliState, pass_state
 from veglia.exceptions import NotExistent
+from veglia.orm.attributes import COMPUTER
 from veglia.orm.nodes import CalcJobNode, FolderData, Node, ProcessNode, load_node
 from veglia.storage import models
 
@@ -125,7 +126,7 @@ def _node_style(row: Any) -> dict[str, str]:
     elif "filename" in attributes:
         detail = str(attributes["filename"])
     elif "remote_path" in attributes:
-        detail = f"@{attributes.get('computer', '')}"
+        detail = f"@{attributes.get(COMPUTER, '')}"
     if len(detail) > 40:
         detail = detail[:37] + "..."
     lines = [line for line in (name, row.label, detail) if line]
@@ -344,7 +345,7 @@ def calcjob_gotocomputer(state: CliState, identifier: str, run: bool) -> None:
             f"Calc job {node.pk} has no work dir yet (it is {node.process_state}); it gets one "
             "when its files are uploaded."
         )
-    computer = load_computer(node.computer_pk or node.get_attribute("computer"))
+    computer = load_computer(node.computer_pk or node.computer_label)
     command = computer.get_transport().gotocomputer_command(workdir)
     if not run:
         click.echo(command)

@@ -14,7 +14,18 @@ import sqlalchemy as sa
 from veglia.cli.output import console, print_table, raw_option
 from veglia.cli.state import CliState, pass_state
 from veglia.exceptions import InvalidOptionError, NotExistent, WatchTimeout
-from veglia.orm.nodes import ProcessNode, load_node
+from veglia.orm.attributes import (
+    ATTEMPTS,
+    CODE,
+    GPU_METRICS,
+    JOB_ID,
+    PAUSED,
+    PAUSED_REASON,
+    RESTART,
+    SCHEDULER_STATE,
+    WAITING_FOR,
+)
+from veglia.orm.nodes import CalcJobNode, ProcessNode, load_node
 from veglia.orm.nodes import as_utc as aware
 from veglia.storage import models
 
@@ -51,12 +62,12 @@ def format_state(state: str | None, exit_status: int | None, paused: bool = Fals
 
 def process_status(state: str | None, attributes: dict[str, Any]) -> str:
     """What an active process is doing: why it is paused, or its job's scheduler state."""
-    if attributes.get("paused") and state in ACTIVE_STATES:
-        return attributes.get("paused_reason") or "paused"
-    if state in ACTIVE_STATES and attributes.get("scheduler_state"):
-        return f"scheduler: {attributes['scheduler_state']}"
-    if state in ACTIVE_STATES and attributes.get("waiting_for"):
-        return "waiting for " + ", ".join(map(str, attributes["waiting_for"]))
+    if attributes.get(PAUSED) and state in ACTIVE_STATES:
+        return attributes.get(PAUSED_REASON) or "paused"
+    if state in ACTIVE_STATES and attributes.get(SCHEDULER_STATE):
+        return f"scheduler: {attributes[SCHEDULER_STATE]}"
+    if state in ACTIVE_STATES and attributes.get(WAITING_FOR):
+        return "waiting for " + ", ".join(map(str, attributes[WAITING_FOR]))
     return ""
 
 
@@ -108,7 +119,7 @@ class ListColumn:
 
 
 def _gpu(row: Any, key: str) -> Any:
-    return (row.attributes.get("gpu_metrics") or {}).get(key)
+    return (row.attributes.get(GPU_METRICS) or {}).get(key)
 
 
 #: Columns ``-P/--project`` can choose from; add yours (``PROCESS_LIST_COLUMNS["gpu"] = ...``).
@@ -126,16 +137,16 @@ PROCESS_LIST_COLUMNS: dict[str, ListColumn] = {
     "node_type": ListColumn("Node type", lambda r: r.node_type),
     "state": ListColumn(
         "State",
-        lambda r: format_state(r.process_state, r.exit_status, bool(r.attributes.get("paused"))),
+        lambda r: format_state(r.process_state, r.exit_status, bool(r.attributes.get(PAUSED))),
     ),
     "process_state": ListColumn("Process state", lambda r: r.process_state),
     "status": ListColumn("Status", lambda r: process_status(r.process_state, r.attributes)),
     "exit_status": ListColumn("Exit", lambda r: r.exit_status),
     "exit_message": ListColumn("Exit message", lambda r: r.exit_message),
     "computer": ListColumn("Computer", lambda r: r.computer),
-    "job_id": ListColumn("Job id", lambda r: r.attributes.get("job_id")),
-    "scheduler_state": ListColumn("Scheduler state", lambda r: r.attributes.get("scheduler_state")),
-    "paused": ListColumn("Paused", lambda r: bool(r.attributes.get("paused"))),
+    "job_id": ListColumn("Job id", lambda r: r.attributes.get(JOB_ID)),
+    "scheduler_state": ListColumn("Scheduler state", lambda r: r.attributes.get(SCHEDULER_STATE)),
+    "paused": ListColumn("Paused", lambda r: bool(r.attributes.get(PAUSED))),
     # The Fusion GPU block (``gpu_metrics``), as the Nextflow/Platform field names say.
     "gpu_name": ListColumn("GPU", lambda r: _gpu(r, "name")),
     "gpu_pct": ListColumn("GPU %", lambda r: _gpu(r, "pct")),
@@ -397,7 +408,6 @@ def _outage(mark: dict[str, Any] | None) -> str | None:
 
 def show_process(node: ProcessNode, log_lines: int) -> None:
     attrs = node.attributes
-    code = attrs.get("code") or {}
     rows: list[tuple[str, Any]] = [
         ("type", f"{type(node).__name__} ({node.process_type})"),
         ("state", format_state(node.process_state, node.exit_status, node.paused)),
@@ -412,27 +422,29 @@ def show_process(node: ProcessNode, log_lines: int) -> None:
     ]
     mtime = node_mtime(node.pk)
     rows.append(("modified", f"{format_time(mtime)} ({relative_time(mtime)})"))
-    if node.node_type == "process.calcjob":
+    if isinstance(node, CalcJobNode):
+        code = attrs.get(CODE) or {}
+        cached_from = node.cached_from
         rows += [
-            ("computer", attrs.get("computer")),
+            ("computer", node.computer_label),
             ("code", code.get("label") and f"{code['label']} (pk {code.get('pk')})"),
-            ("scheduler job id", attrs.get("job_id")),
-            ("scheduler state", attrs.get("scheduler_state")),
-            ("work dir", attrs.get("remote_workdir")),
-            ("cached from", attrs.get("cached_from") and f"process {attrs['cached_from']['pk']}"),
-            ("stopped by monitor", _monitor_stop(attrs.get("stopped_by_monitor"))),
-            ("blocked", (attrs.get("blocked") or {}).get("reason")),
-            ("paused", _outage(attrs.get("unreachable")) if node.paused else None),
-            ("resubmitted", _restart(attrs.get("restart"))),
-            ("used", _usage(attrs.get("usage"))),
-            ("right-sized", _right_sized(attrs.get("right_sized"))),
+            ("scheduler job id", node.job_id),
+            ("scheduler state", node.scheduler_state),
+            ("work dir", node.remote_workdir),
+            ("cached from", cached_from and f"process {cached_from['pk']}"),
+            ("stopped by monitor", _monitor_stop(node.stopped_by_monitor)),
+            ("blocked", (node.blocked or {}).get("reason")),
+            ("paused", _outage(node.unreachable) if node.paused else None),
+            ("resubmitted", _restart(attrs.get(RESTART))),
+            ("used", _usage(node.usage)),
+            ("right-sized", _right_sized(node.right_sized)),
         ]
     if node.node_type == "process.workflow":
         rows += _workflow_rows(node)
     print_table(("Property", "Value"), [r for r in rows if r[1] not in (None, "")])
     console.print("")
-    _gpu_table(attrs.get("gpu_metrics"))
-    _attempts_table(attrs.get("attempts"))
+    _gpu_table(attrs.get(GPU_METRICS))
+    _attempts_table(attrs.get(ATTEMPTS))
     _links_table("Inputs", node.inputs.items())
     _links_table("Outputs", node.outputs.items())
     called = node.called

@@ -83,6 +83,7 @@ def _rerun(producers: dict[int, list[int]], bad_blobs: set[str]) -> int:
     from veglia import engine
     from veglia.engine.rerun import builder_from_node
     from veglia.manage import get_storage
+    from veglia.orm.attributes import RERUN_OF
     from veglia.orm.nodes import load_node
 
     repository = get_storage().repository
@@ -93,7 +94,7 @@ def _rerun(producers: dict[int, list[int]], bad_blobs: set[str]) -> int:
         original = load_node(pk)
         console.print(f"Rerunning process {pk} ({original.process_type})…")
         _, node = engine.run_get_node(builder_from_node(original))  # type: ignore[arg-type]
-        node.set_attribute("rerun_of", pk)
+        node.set_attribute(RERUN_OF, pk)
         if node.is_finished_ok:
             console.print(f"[green]✔[/green] process {pk} ran again as process {node.pk}")
         else:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import sqlalchemy as sa
 
 from veglia.manage import get_storage
+from veglia.orm.attributes import CACHE_HASH, OPTIONS
 from veglia.orm.nodes import Node, load_node
 from veglia.storage import models
 
@@ -39,7 +40,7 @@ def calcjob_hash(process: CalcJob, inputs: list[tuple[str, Any]]) -> str:
         "process_type": process.process_type(),
         "computer": process.computer.label,
         "code": [code.executable, code.prepend_text, code.append_text] if code else None,
-        "options": process.node.get_attribute("options") if process.node else {},
+        "options": process.node.get_attribute(OPTIONS) if process.node else {},
         "inputs": sorted(
             (label, node_hash(value)) for label, value in inputs if isinstance(value, Node)
         ),
@@ -57,7 +58,7 @@ def find_cached(digest: str, exclude_pk: int) -> Node | None:
                 models.Node.process_state == "finished",
                 models.Node.exit_status == 0,
                 models.Node.id != exclude_pk,
-                models.Node.attributes["cache_hash"].as_string() == digest,
+                models.Node.attributes[CACHE_HASH].as_string() == digest,
             )
             .order_by(models.Node.id)
             .limit(1)

@@ -30,6 +30,7 @@ from veglia.engine import leases
 from veglia.engine.monitor_runner import CALLS as MONITOR_CALLS
 from veglia.engine.outages import OutageWatcher
 from veglia.exceptions import StepAbandoned
+from veglia.orm.attributes import DAEMON
 from veglia.orm.queries import ACTIVE_STATES
 from veglia.storage.outage import is_storage_outage, wait_for_storage
 
@@ -331,7 +332,7 @@ class Worker:
             communicator=self.communicator,  # type: ignore[arg-type]
         )
         if node.paused:  # type: ignore[attr-defined]
-            process.pause(node.get_attribute("paused_reason") or None)
+            process.pause(node.paused_reason or None)  # type: ignore[attr-defined]
         self.active[pk] = process
         await process.step_until_terminated()
 
@@ -346,7 +347,7 @@ class Worker:
                     pks = session.scalars(
                         sa.select(Node.id).where(
                             Node.process_state.in_(ACTIVE_STATES),
-                            Node.attributes["daemon"].as_boolean().is_(True),
+                            Node.attributes[DAEMON].as_boolean().is_(True),
                         )
                     ).all()
                 for pk in pks:

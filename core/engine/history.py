@@ -16,6 +16,15 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from veglia.orm.attributes import (
+    CODE,
+    MEMORY_AFTER_OOM_KB,
+    SIMILARITY_KEY,
+    STARTED_AT,
+    SUBMITTED_AT,
+    USAGE,
+)
+
 __all__ = [
     "Distribution",
     "Recommendation",
@@ -88,11 +97,11 @@ def similar_usage(key: str, exclude_pk: int | None = None) -> list[dict[str, Any
         Node.node_type == "process.calcjob",
         Node.process_state == "finished",
         Node.exit_status == 0,
-        Node.attributes["similarity_key"].as_string() == key,
+        Node.attributes[SIMILARITY_KEY].as_string() == key,
     ]
     if exclude_pk is not None:
         where.append(Node.id != exclude_pk)
-    rows = _rows(where, [Node.attributes["usage"]])
+    rows = _rows(where, [Node.attributes[USAGE]])
     return [row[0] for row in rows if isinstance(row[0], dict)]
 
 
@@ -118,9 +127,9 @@ def memory_needed_after_oom(key: str) -> float | None:
             Node.node_type == "process.workflow",
             Node.process_state == "finished",
             Node.exit_status == 0,
-            Node.attributes["similarity_key"].as_string() == key,
+            Node.attributes[SIMILARITY_KEY].as_string() == key,
         ],
-        [Node.attributes["memory_after_oom_kb"]],
+        [Node.attributes[MEMORY_AFTER_OOM_KB]],
     )
     values = [row[0] for row in rows if isinstance(row[0], int | float)]
     return statistics.fmean(values) if values else None
@@ -133,10 +142,10 @@ def similar_waits(key: str) -> Distribution | None:
     rows = _rows(
         [
             Node.node_type == "process.calcjob",
-            Node.attributes["similarity_key"].as_string() == key,
-            Node.attributes["started_at"].isnot(None),
+            Node.attributes[SIMILARITY_KEY].as_string() == key,
+            Node.attributes[STARTED_AT].isnot(None),
         ],
-        [Node.attributes["submitted_at"], Node.attributes["started_at"]],
+        [Node.attributes[SUBMITTED_AT], Node.attributes[STARTED_AT]],
     )
     waits = [float(b) - float(a) for a, b in rows if a is not None and b is not None]
     return Distribution.of(waits)
@@ -152,7 +161,7 @@ def similar_durations(process_type: str, key: str | None = None) -> Distribution
         Node.exit_status == 0,
     ]
     if key is not None:
-        where.append(Node.attributes["similarity_key"].as_string() == key)
+        where.append(Node.attributes[SIMILARITY_KEY].as_string() == key)
     rows = _rows(where, [Node.ctime, Node.mtime])
     return Distribution.of([(end - start).total_seconds() for start, end in rows])
 
@@ -166,9 +175,9 @@ def code_usage(code_pk: int) -> dict[str, list[dict[str, Any]]]:
             Node.node_type == "process.calcjob",
             Node.process_state == "finished",
             Node.exit_status == 0,
-            Node.attributes["code"]["pk"].as_integer() == code_pk,
+            Node.attributes[CODE]["pk"].as_integer() == code_pk,
         ],
-        [Node.attributes["similarity_key"], Node.attributes["usage"]],
+        [Node.attributes[SIMILARITY_KEY], Node.attributes[USAGE]],
     )
     grouped: dict[str, list[dict[str, Any]]] = {}
     for key, usage in rows:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from veglia.engine.monitors import MonitorResult, MonitorSpec, load_monitor, now
 from veglia.exceptions import TransportError
+from veglia.orm.attributes import MONITOR_STATE, MONITORS
 
 if TYPE_CHECKING:
     from veglia.engine.calcjob import CalcJob
@@ -90,8 +91,8 @@ class MonitorRunner:
 
     async def run_cycle(self, lease: TransportLease) -> tuple[str, MonitorResult] | None:
         """Call the monitors that are due; return (name, result) of the one that stops the job."""
-        specs = [MonitorSpec(**data) for data in self.node.get_attribute("monitors", [])]
-        states: dict[str, dict[str, Any]] = self.node.get_attribute("monitor_state", {})
+        specs = [MonitorSpec(**data) for data in self.node.get_attribute(MONITORS, [])]
+        states: dict[str, dict[str, Any]] = self.node.get_attribute(MONITOR_STATE, {})
         outcome = None
         for spec in specs:
             state = states.setdefault(spec.name, _fresh_state(spec))
@@ -124,7 +125,7 @@ class MonitorRunner:
                 break
             outcome = (spec.name, result)
             break  # the first result that acts wins this cycle
-        self.node.set_attribute("monitor_state", states)
+        self.node.set_attribute(MONITOR_STATE, states)
         return outcome
 
     async def _call_safely(

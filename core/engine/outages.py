@@ -16,6 +16,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from veglia.orm.attributes import UNREACHABLE
+
 __all__ = ["OutageWatcher", "probe"]
 
 LOGGER = logging.getLogger("veglia.daemon")
@@ -52,8 +54,8 @@ class OutageWatcher:
             return {}
         with get_storage().session() as session:
             rows = session.execute(
-                sa.select(Node.id, Node.attributes["unreachable"]).where(
-                    Node.id.in_(paused), Node.attributes["unreachable"].isnot(None)
+                sa.select(Node.id, Node.attributes[UNREACHABLE]).where(
+                    Node.id.in_(paused), Node.attributes[UNREACHABLE].isnot(None)
                 )
             ).all()
         by_computer: dict[str, list[int]] = {}
@@ -93,9 +95,9 @@ class OutageWatcher:
         for pk in pks:  # for `veglia process show`
             process = self.active.get(pk)
             node = getattr(process, "node", None)
-            mark = node.get_attribute("unreachable") if node is not None else None
+            mark = node.get_attribute(UNREACHABLE) if node is not None else None
             if mark:
-                node.set_attribute("unreachable", {**mark, "next_probe": when})
+                node.set_attribute(UNREACHABLE, {**mark, "next_probe": when})
 
     async def run(self, stop: asyncio.Event) -> None:
         while not stop.is_set():

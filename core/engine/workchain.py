@@ -32,6 +32,7 @@ from veglia.engine.exit_codes import ExitCode
 from veglia.engine.process import Process
 from veglia.engine.process_spec import ProcessSpec
 from veglia.engine.waiting import InterruptibleWaiting
+from veglia.orm.attributes import WAITING_FOR
 from veglia.orm.nodes import ProcessNode, WorkflowNode
 
 __all__ = ["ToContext", "WorkChain", "WorkChainSpec", "append_", "if_", "return_", "while_"]
@@ -193,7 +194,7 @@ class WorkChain(Process):
             if self._awaiting:
                 pks = [item["pk"] for item in self._awaiting]
                 assert self.node is not None
-                self.node.set_attribute("waiting_for", pks)  # shown by `process list`
+                self.node.set_attribute(WAITING_FOR, pks)  # shown by `process list`
                 text = ", ".join(map(str, pks))
                 return plumpy.Wait(None, msg=f"Waiting for {text}", data=list(self._awaiting))
             return plumpy.Continue(self.do_step)
@@ -215,7 +216,7 @@ class WorkChain(Process):
         from veglia.orm.nodes import load_node
 
         if self.node is not None:
-            self.node.delete_attribute("waiting_for")
+            self.node.delete_attribute(WAITING_FOR)
         for item in awaited:
             node = load_node(item["pk"])
             if item["action"] == "append":
