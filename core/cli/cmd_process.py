@@ -5,11 +5,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from typing import Any
 
 import click
-import sqlalchemy as sa
 
 from veglia.cli.output import console, print_table, raw_option
 from veglia.cli.state import CliState, pass_state
@@ -27,10 +26,9 @@ from veglia.orm.attributes import (
 )
 from veglia.orm.nodes import CalcJobNode, ProcessNode, load_node
 from veglia.orm.nodes import as_utc as aware
-from veglia.storage import models
+from veglia.orm.queries import ACTIVE_STATES, ProcessRow, list_processes, logs_after, node_mtime
 
 PROCESS_STATES = ("created", "running", "waiting", "finished", "excepted", "killed")
-ACTIVE_STATES = ("created", "running", "waiting")
 
 
 # -- shared by the process, node and calcjob commands ------------------------------------------
@@ -82,33 +80,7 @@ def load_process(identifier: str) -> ProcessNode:
     return node
 
 
-def node_mtime(pk: int) -> datetime | None:
-    from veglia.manage import get_storage
-
-    with get_storage().session() as session:
-        return session.scalar(sa.select(models.Node.mtime).where(models.Node.id == pk))
-
-
 # -- list ------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class ProcessRow:
-    """One process as the list query returns it; columns compute their cells from it."""
-
-    pk: int
-    uuid: str
-    ctime: datetime
-    mtime: datetime
-    label: str
-    node_type: str
-    process_type: str
-    process_state: str | None
-    exit_status: int | None
-    exit_message: str | None
-    attributes: dict[str, Any]
-    computer: str | None
-    caller_pk: int | None
-
-
 @dataclass(frozen=True)
 class ListColumn:
     """A column of ``veglia process list``: its header, its cell, and its ``--raw`` cell."""
@@ -157,45 +129,6 @@ PROCESS_LIST_COLUMNS: dict[str, ListColumn] = {
     "gpu_active_time": ListColumn("GPU active (ms)", lambda r: _gpu(r, "active_time")),
 }
 DEFAULT_LIST_PROJECTION = ("pk", "ctime", "label", "process_type", "state", "status", "exit_status")
-_ROW_COLUMNS = (
-    "id", "uuid", "ctime", "mtime", "label", "node_type", "process_type", "process_state",
-    "exit_status", "exit_message", "attributes",
-)  # fmt: skip
-
-
-def query_processes(
-    states: tuple[str, ...] | None,
-    past_days: int | None = None,
-    limit: int | None = None,
-    failed: bool = False,
-) -> list[ProcessRow]:
-    """Processes in one query, oldest first (the ``limit`` most recent when given)."""
-    from veglia.manage import get_storage
-
-    node, call = models.Node, sa.orm.aliased(models.Link)
-    query = (
-        sa.select(
-            *(getattr(node, name) for name in _ROW_COLUMNS), models.Computer.label, call.input_id
-        )
-        .outerjoin(models.Computer, models.Computer.id == node.computer_id)
-        .outerjoin(call, sa.and_(call.output_id == node.id, call.link_type == "call"))
-        .where(sa.or_(node.node_type == "process", node.node_type.like("process.%")))
-        .order_by(node.ctime.desc(), node.id.desc())
-    )
-    if states:
-        query = query.where(node.process_state.in_(states))
-    if failed:
-        query = query.where(node.process_state == "finished", node.exit_status != 0)
-    if past_days is not None:
-        query = query.where(node.ctime >= datetime.now(timezone.utc) - timedelta(days=past_days))
-    if limit is not None:
-        query = query.limit(limit)
-    with get_storage().session() as session:
-        rows = session.execute(query).all()
-    seen: dict[int, ProcessRow] = {}
-    for row in reversed(rows):
-        seen.setdefault(row[0], ProcessRow(*row[:10], row[10] or {}, row[11], row[12]))
-    return list(seen.values())
 
 
 def as_tree(rows: list[ProcessRow]) -> Iterator[tuple[ProcessRow, int]]:
@@ -274,7 +207,7 @@ def process_list(
     names = parse_projection(project)
     state.profile  # noqa: B018 -- load the chosen profile
     chosen = states or (None if show_all or failed else ACTIVE_STATES)
-    rows = query_processes(chosen, past_days, limit, failed)
+    rows = list_processes(chosen, failed=failed, past_days=past_days, limit=limit)
     tree_column = names.index("process_type") if "process_type" in names else 0
     table = []
     for row, depth in as_tree(rows):
@@ -294,7 +227,7 @@ def _links_table(title: str, links: list[tuple[str, Any]]) -> None:
         console.print("")
 
 
-def _print_logs(node: ProcessNode, logs: list[models.Log], indent: str = "") -> None:
+def _print_logs(node: ProcessNode, logs: list[Any], indent: str = "") -> None:
     for log in logs:
         console.print(
             f"{indent}{format_time(log.time)} [{node.pk} | {log.levelname}]: {log.message}",
@@ -525,7 +458,7 @@ def process_watch(state: CliState, identifier: str, interval: float, timeout: fl
                 format_state(node.process_state, node.exit_status, node.paused),
                 process_status(node.process_state, node.attributes),
             )
-            for log in _logs_after(node.pk, last_log):
+            for log in logs_after(node.pk, last_log):
                 console.print(
                     f"{format_time(log.time)[11:]}  {log.levelname}: {log.message}", markup=False
                 )
@@ -547,14 +480,6 @@ def process_watch(state: CliState, identifier: str, interval: float, timeout: fl
     except KeyboardInterrupt:
         console.print(f"Stopped watching process {node.pk}; it goes on.")
         raise click.exceptions.Exit(130) from None
-
-
-def _logs_after(pk: int, last_id: int) -> list[models.Log]:
-    from veglia.manage import get_storage
-
-    with get_storage().session() as session:
-        query = sa.select(models.Log).where(models.Log.node_id == pk, models.Log.id > last_id)
-        return list(session.scalars(query.order_by(models.Log.id)))
 
 
 COMMANDS = [process_group]
