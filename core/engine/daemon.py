@@ -21,7 +21,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import sqlalchemy as sa
 from plumpy.communications import LoopCommunicator
 
 from veglia.config.private_paths import private_file, private_folder
@@ -30,8 +29,7 @@ from veglia.engine import leases
 from veglia.engine.monitor_runner import CALLS as MONITOR_CALLS
 from veglia.engine.outages import OutageWatcher
 from veglia.exceptions import StepAbandoned
-from veglia.orm.attributes import DAEMON
-from veglia.orm.queries import ACTIVE_STATES
+from veglia.orm.queries import ACTIVE_STATES, active_process_pks
 from veglia.storage.outage import is_storage_outage, wait_for_storage
 
 __all__ = ["ACTIVE_STATES", "DaemonFiles", "Worker", "supervise"]
@@ -338,19 +336,9 @@ class Worker:
 
     async def _take_from_database(self) -> None:
         """Without a broker: every unfinished submitted process is ours."""
-        from veglia.manage import get_storage
-        from veglia.storage.models import Node
-
         while not self._stop.is_set():
             try:
-                with get_storage().session() as session:
-                    pks = session.scalars(
-                        sa.select(Node.id).where(
-                            Node.process_state.in_(ACTIVE_STATES),
-                            Node.attributes[DAEMON].as_boolean().is_(True),
-                        )
-                    ).all()
-                for pk in pks:
+                for pk in active_process_pks(daemon=True):
                     if pk not in self.active:
                         self.active[pk] = None
                         self.loop.create_task(self._continue_claimed(pk))
