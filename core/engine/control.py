@@ -165,6 +165,7 @@ def apply_database_requests(active: dict[int, Any]) -> None:
 
     from veglia.manage import get_storage
     from veglia.orm.nodes import load_node
+    from veglia.orm.queries import has_attribute
     from veglia.storage.models import Node
 
     running = [pk for pk, process in active.items() if process is not None]
@@ -172,9 +173,7 @@ def apply_database_requests(active: dict[int, Any]) -> None:
         return
     with get_storage().session() as session:
         pks = session.scalars(
-            sa.select(Node.id).where(
-                Node.id.in_(running), Node.attributes[CONTROL_REQUEST].isnot(None)
-            )
+            sa.select(Node.id).where(Node.id.in_(running), has_attribute(CONTROL_REQUEST))
         ).all()
     for pk in pks:
         node = load_node(pk)

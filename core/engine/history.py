@@ -137,13 +137,14 @@ def memory_needed_after_oom(key: str) -> float | None:
 
 def similar_waits(key: str) -> Distribution | None:
     """Seconds similar jobs spent queued before they started."""
+    from veglia.orm.queries import has_attribute
     from veglia.storage.models import Node
 
     rows = _rows(
         [
             Node.node_type == "process.calcjob",
             Node.attributes[SIMILARITY_KEY].as_string() == key,
-            Node.attributes[STARTED_AT].isnot(None),
+            has_attribute(STARTED_AT),
         ],
         [Node.attributes[SUBMITTED_AT], Node.attributes[STARTED_AT]],
     )

@@ -47,6 +47,7 @@ class OutageWatcher:
 
     def _paused_for_outage(self) -> dict[str, list[int]]:
         from veglia.manage import get_storage
+        from veglia.orm.queries import has_attribute
         from veglia.storage.models import Node
 
         paused = [pk for pk, p in self.active.items() if p is not None and p.paused]
@@ -55,7 +56,7 @@ class OutageWatcher:
         with get_storage().session() as session:
             rows = session.execute(
                 sa.select(Node.id, Node.attributes[UNREACHABLE]).where(
-                    Node.id.in_(paused), Node.attributes[UNREACHABLE].isnot(None)
+                    Node.id.in_(paused), has_attribute(UNREACHABLE)
                 )
             ).all()
         by_computer: dict[str, list[int]] = {}

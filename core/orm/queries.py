@@ -25,6 +25,7 @@ __all__ = [
     "configured_computer_pks",
     "created_or_returned",
     "creating_calcjobs",
+    "has_attribute",
     "links_of",
     "list_processes",
     "logs_after",
@@ -39,6 +40,15 @@ __all__ = [
 ACTIVE_STATES = ("created", "running", "waiting")
 
 
+def has_attribute(key: str) -> Any:
+    """A condition on ``Node``: the node has attribute ``key``, and it is not null.
+
+    Not ``Node.attributes[key].isnot(None)``: on SQLite that reads ``JSON_QUOTE(...) IS NOT
+    NULL``, and JSON_QUOTE makes a missing key the string 'null', so every node matches.
+    """
+    return Node.attributes[key].as_string().isnot(None)
+
+
 # -- processes ---------------------------------------------------------------------------------
 def active_process_pks(
     *, paused: bool | None = None, blocked: bool | None = None, daemon: bool | None = None
@@ -50,7 +60,7 @@ def active_process_pks(
         is_paused = Node.attributes[PAUSED].as_boolean().is_(True)
         query = query.where(is_paused if paused else sa.not_(is_paused))
     if blocked is not None:
-        is_blocked = Node.attributes[BLOCKED].isnot(None)
+        is_blocked = has_attribute(BLOCKED)
         query = query.where(is_blocked if blocked else sa.not_(is_blocked))
     if daemon is not None:
         is_daemon = Node.attributes[DAEMON].as_boolean().is_(True)
