@@ -11,12 +11,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import click
-import sqlalchemy as sa
 
 from veglia.cli.output import console, echo_error, echo_info, echo_success, print_table, raw_option
 from veglia.cli.state import CliState, pass_state
 from veglia.exceptions import ConfigurationError, InvalidOptionError, PluginError, VegliaError
-from veglia.manage import get_storage
 from veglia.orm.computers import (
     COMPUTER_PROPERTIES,
     ComputerProperty,
@@ -24,7 +22,6 @@ from veglia.orm.computers import (
     property_defaults,
 )
 from veglia.selftest import CheckResult
-from veglia.storage import models
 
 _TRUE, _FALSE = ("true", "yes", "y", "1", "on"), ("false", "no", "n", "0", "off")
 
@@ -462,23 +459,16 @@ def computer_test(state: CliState, label: str) -> int:
     return 1
 
 
-def _configured_pks() -> set[int]:
-    from veglia.orm.users import get_default_user
-
-    query = sa.select(models.AuthInfo.computer_id)
-    with get_storage().session() as session:
-        return set(session.scalars(query.where(models.AuthInfo.user_id == get_default_user().pk)))
-
-
 @computer_group.command("list")
 @raw_option
 @pass_state
 def computer_list(state: CliState, raw: bool) -> None:
     """List computers and whether you configured them."""
     from veglia.orm.computers import Computer
+    from veglia.orm.queries import configured_computer_pks
 
     state.profile  # noqa: B018
-    configured = _configured_pks()
+    configured = configured_computer_pks()
     rows = [
         (c.pk, c.label, c.hostname, c.transport_type, c.scheduler_type, c.pk in configured)
         for c in Computer.list()

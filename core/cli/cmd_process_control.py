@@ -101,6 +101,7 @@ def process_unblock(
     """Resume jobs blocked by a submission error, after its cause is fixed: each is
     uploaded and submitted again."""
     from veglia.engine.daemon.control import control_process
+    from veglia.orm.attributes import OPTIONS
     from veglia.orm.nodes import CalcJobNode, load_node
     from veglia.orm.queries import active_process_pks
 
@@ -116,12 +117,12 @@ def process_unblock(
     failed = 0
     for pk in pks:
         node = load_node(pk)
-        if not isinstance(node, CalcJobNode) or not node.get_attribute("blocked"):
+        if not isinstance(node, CalcJobNode) or not node.blocked:
             echo_warning(f"Process {pk} is not blocked.")
             failed += 1
             continue
         if changes:
-            node.set_attribute("options", {**node.options, **changes})
+            node.set_attribute(OPTIONS, {**node.options, **changes})
         try:
             control_process(node, "play", "", timeout)
             echo_success(f"Unblocked process {pk}")

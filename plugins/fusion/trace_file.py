@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from veglia.exceptions import TransportError
+from veglia.orm.attributes import COMPUTER
 
 __all__ = ["MAX_TRACE_BYTES", "TRACE_PATH", "fusion_enabled", "parse_trace", "read_trace"]
 
@@ -27,7 +28,7 @@ def fusion_enabled(node: Any) -> bool:
         return bool(option)
     from veglia.orm.computers import load_computer
 
-    label = node.get_attribute("computer")
+    label = node.get_attribute(COMPUTER)
     return bool(label and load_computer(label).get_property("fusion"))
 
 

@@ -10,6 +10,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from veglia.orm.attributes import JOB_ID, LAUNCH, OPTIONS
+
 __all__ = ["active_jobs", "run_key_of", "run_meta", "unsubmitted_jobs"]
 
 _ACTIVE = ("created", "running", "waiting")
@@ -24,7 +26,7 @@ def run_meta(node: Any) -> dict[str, Any]:
     """The launch of a run as its first job tells it (the ``Workflow`` fields)."""
     from veglia.manage import get_profile
 
-    launch = node.get_attribute("launch") or {}
+    launch = node.get_attribute(LAUNCH) or {}
     script = _source_file(node.process_type)
     home = str(Path.home())
     # The computer's work dir for the user: a job's is that, then three UUID shards.
@@ -73,7 +75,7 @@ def _jobs_of_run(run_key: str) -> Any:
     )
     if run_key.startswith("veglia-process-") and run_key[15:].isdigit():
         return query.where(Node.id == int(run_key[15:]))
-    return query.where(Node.attributes["options"]["tower_run"].as_string() == run_key)
+    return query.where(Node.attributes[OPTIONS]["tower_run"].as_string() == run_key)
 
 
 def active_jobs(run_key: str, exclude_pk: int) -> int:
@@ -93,7 +95,7 @@ def unsubmitted_jobs(run_key: str) -> int:
     with get_storage().session() as session:
         return (
             session.scalar(
-                _jobs_of_run(run_key).where(Node.attributes["job_id"].as_string().is_(None))
+                _jobs_of_run(run_key).where(Node.attributes[JOB_ID].as_string().is_(None))
             )
             or 0
         )

@@ -39,6 +39,7 @@ from veglia.engine.runner import get_runner
 from veglia.entry_points import ParserFactory
 from veglia.exceptions import TransportError, TransportTaskFailed, UnsafeWorkdirError
 from veglia.manage import get_profile
+from veglia.orm import attributes as attr
 from veglia.orm.computers import Code, Computer, load_computer
 from veglia.orm.nodes import CalcJobNode, FolderData, RemoteData
 from veglia.plugin_manager import get_plugin_manager
@@ -162,18 +163,18 @@ class CalcJob(Process):
         computer = self.computer
         node.computer_pk = computer.pk
         attributes = {
-            "options": plain_data(self.options),
-            "computer": computer.label,
-            "similarity_key": self.similarity_key(),
+            attr.OPTIONS: plain_data(self.options),
+            attr.COMPUTER: computer.label,
+            attr.SIMILARITY_KEY: self.similarity_key(),
         }
         monitors = parse_monitors(self.inputs.get("monitors") or {})
         if monitors:
-            attributes["monitors"] = [m.to_dict() for m in monitors]
-            attributes["monitor_provenance"] = {
+            attributes[attr.MONITORS] = [m.to_dict() for m in monitors]
+            attributes[attr.MONITOR_PROVENANCE] = {
                 m.name: provenance_of(m.entry_point, load_monitor(m.entry_point)) for m in monitors
             }
         if self.code is not None:
-            attributes["code"] = {
+            attributes[attr.CODE] = {
                 "pk": self.code.pk,
                 "label": self.code.full_label,
                 "executable": self.code.executable,
@@ -230,7 +231,7 @@ class CalcJob(Process):
         try:
             await self._upload()
         except UnsafeWorkdirError as exc:
-            if not node.get_attribute("daemon"):
+            if not node.get_attribute(attr.DAEMON):
                 raise  # a foreground run ends with the reason; nobody would unblock it
             return holds.block(
                 self, str(exc), f"veglia refused the work dir of {self.computer.label}"
@@ -266,7 +267,7 @@ class CalcJob(Process):
             workdir = await self.with_retries("upload", upload)
         finally:
             shutil.rmtree(sandbox, ignore_errors=True)
-        node.set_attributes({"remote_workdir": workdir, "retrieve_list": retrieve})
+        node.set_attributes({attr.REMOTE_WORKDIR: workdir, attr.RETRIEVE_LIST: retrieve})
         if "remote_folder" not in node.outputs:  # replayed after a crash: one output only
             self.out("remote_folder", RemoteData(workdir, self.computer.label))
         self.report(f"uploaded to {self.computer.label}:{workdir}")
@@ -291,16 +292,16 @@ class CalcJob(Process):
             # A request the queue cannot give: a restart policy may pick another queue.
             self.report(f"submission rejected: {exc}")
             node.set_attribute(
-                "submission_rejected",
+                attr.SUBMISSION_REJECTED,
                 {"message": str(exc), "resource_request": getattr(exc, "resource_request", False)},
             )
             await self._record_queues()
             return self.exit_codes.ERROR_SUBMISSION_REJECTED.format(message=str(exc))
         node.set_attributes(
             {
-                "job_id": job_id,
-                "scheduler_state": JobState.QUEUED.value,
-                "submitted_at": time.time(),
+                attr.JOB_ID: job_id,
+                attr.SCHEDULER_STATE: JobState.QUEUED.value,
+                attr.SUBMITTED_AT: time.time(),
             }
         )
         self.report(f"submitted job {job_id}")
@@ -322,7 +323,7 @@ class CalcJob(Process):
         except (TransportError, OSError) as exc:
             node.add_log("DEBUG", f"could not list the queues: {exc}")
             queues = queues_of(self.computer, None)
-        node.set_attribute("queues", [dataclasses.asdict(q) for q in queues])
+        node.set_attribute(attr.QUEUES, [dataclasses.asdict(q) for q in queues])
 
     async def do_update(self) -> bool:
         """One poll; True when the job has left the scheduler or is done."""
@@ -335,27 +336,27 @@ class CalcJob(Process):
             return await self._update_failed(exc)
         self._update_failures = 0
         done = info is None or info.state == JobState.DONE
-        changes = {"scheduler_state": JobState.DONE.value if done else info.state.value}
+        changes = {attr.SCHEDULER_STATE: JobState.DONE.value if done else info.state.value}
         if (
             info is not None
             and info.state == JobState.RUNNING
-            and not node.get_attribute("started_at")
+            and not node.get_attribute(attr.STARTED_AT)
         ):
-            changes["started_at"] = time.time()
+            changes[attr.STARTED_AT] = time.time()
         if info is not None:
-            changes["last_job_info"] = info.to_attributes()
+            changes[attr.LAST_JOB_INFO] = info.to_attributes()
         if any(node.get_attribute(key) != value for key, value in changes.items()):
             node.set_attributes(changes)  # one write, and none while nothing changes
-            if "started_at" in changes:
+            if attr.STARTED_AT in changes:
                 tracing.updated(self, "RUNNING")
-        if not done and node.get_attribute("monitors") and await run_monitors(self):
+        if not done and node.get_attribute(attr.MONITORS) and await run_monitors(self):
             await self._record_queues()  # for a restart policy that moves the job
             return True
         return done
 
     def monitor_exit_code(self) -> ExitCode:
         assert self.node is not None
-        stop = self.node.get_attribute("stopped_by_monitor") or {}
+        stop = self.node.get_attribute(attr.STOPPED_BY_MONITOR) or {}
         return self.exit_codes.STOPPED_BY_MONITOR.format(
             name=stop.get("name", "?"), message=stop.get("message", "")
         )
@@ -375,13 +376,13 @@ class CalcJob(Process):
     async def do_retrieve(self) -> Path:
         node = self.node
         assert node is not None
-        last = node.get_attribute("last_job_info")
+        last = node.get_attribute(attr.LAST_JOB_INFO)
         last_info = JobInfo.from_attributes(last) if last else None
-        patterns = [*node.get_attribute("retrieve_list", []), *_ALWAYS_RETRIEVED]
+        patterns = [*node.get_attribute(attr.RETRIEVE_LIST, []), *_ALWAYS_RETRIEVED]
         folder, outcome = await self.with_retries(
             "retrieve", tasks.retrieve, self.computer, node.remote_workdir, patterns, last_info
         )
-        node.set_attributes({"job_outcome": outcome})
+        node.set_attributes({attr.JOB_OUTCOME: outcome})
         if outcome.get("skipped"):
             self.report(
                 "not retrieved, as not regular files (links, FIFOs, devices): "
@@ -395,7 +396,7 @@ class CalcJob(Process):
         # largest single process of each command (an MPI run or a pipe counts once), and a
         # job killed for memory never writes it. time's figure stays in job_outcome.
         usage = (
-            tracing.measured_usage(node.get_attribute("trace_record"))
+            tracing.measured_usage(node.get_attribute(attr.TRACE_RECORD))
             or (last or {}).get("usage")
             or outcome.get("usage")
         )
@@ -403,7 +404,7 @@ class CalcJob(Process):
         if dropped:
             self.report(f"{dropped} line(s) of {tasks.USAGE_FILE} were not sane numbers: dropped")
         if usage and usage.get("peak_memory_kb") is not None:
-            node.set_attribute("usage", usage)
+            node.set_attribute(attr.USAGE, usage)
         if outcome.get("failure") in (
             JobFailure.OUT_OF_MEMORY.value,
             JobFailure.OUT_OF_WALLTIME.value,
@@ -440,9 +441,9 @@ class CalcJob(Process):
             for item in sorted(p for p in path.rglob("*") if p.is_file()):
                 retrieved.put_object_from_file(str(item.relative_to(path)), item)
             self.out("retrieved", retrieved)
-            outcome = node.get_attribute("job_outcome", {})
+            outcome = node.get_attribute(attr.JOB_OUTCOME, {})
             scheduler_code = self._scheduler_exit_code(outcome.get("failure"))
-            stop = node.get_attribute("stopped_by_monitor")
+            stop = node.get_attribute(attr.STOPPED_BY_MONITOR)
             parser_code = None
             if not stop or stop.get("parse"):
                 try:
