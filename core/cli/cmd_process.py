@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 
+from veglia.cli.cmd_process_control import PROCESS_COMMANDS
 from veglia.cli.output import console, echo_warning, print_table, raw_option
 from veglia.cli.state import CliState, pass_state
 from veglia.exceptions import InvalidOptionError, NotExistent, WatchTimeout
@@ -477,5 +478,8 @@ def process_watch(state: CliState, identifier: str, interval: float, timeout: fl
         console.print(f"Stopped watching process {node.pk}; it goes on.")
         raise click.exceptions.Exit(130) from None
 
+
+for _command in PROCESS_COMMANDS:  # kill, pause, play, unblock, repair
+    process_group.add_command(_command)
 
 COMMANDS = [process_group]
