@@ -6,7 +6,10 @@ import functools
 import time
 from typing import Any
 
+from veglia.engine.calcjob.history import similar_waits
 from veglia.engine.calcjob.monitors import MonitorResult
+from veglia.manage import get_profile
+from veglia.orm.computers import load_computer
 
 __all__ = ["pending_too_long"]
 
@@ -14,7 +17,6 @@ __all__ = ["pending_too_long"]
 @functools.lru_cache(maxsize=64)
 def _scheduler_of(profile_id: str, computer_label: str) -> Any:
     """The computer's scheduler, read once: this runs at every poll of every queued job."""
-    from veglia.orm.computers import load_computer
 
     return load_computer(computer_label).get_scheduler()
 
@@ -32,8 +34,6 @@ def pending_too_long(
     :param min_wait: seconds a job may be queued before it counts as waiting long.
     :param spread: standard deviations above similar jobs' mean wait that count as long.
     """
-    from veglia.engine.calcjob.history import similar_waits
-    from veglia.manage import get_profile
 
     info = node.last_job_info or {}
     if info.get("state") != "queued":

@@ -14,21 +14,26 @@ import click
 
 from veglia.cli.output import console, echo_error, echo_info, echo_success, print_table, raw_option
 from veglia.cli.state import CliState, pass_state
+from veglia.config.values import format_queues, parse_queues
+from veglia.entry_points import TransportFactory, get_entry_points
 from veglia.exceptions import ConfigurationError, InvalidOptionError, PluginError, VegliaError
 from veglia.orm.computers import (
     COMPUTER_PROPERTIES,
+    Computer,
     ComputerProperty,
+    load_computer,
     plugin_computer_properties,
     property_defaults,
 )
+from veglia.orm.queries import configured_computer_pks
 from veglia.selftest import CheckResult
+from veglia.workdir_root import private_root
 
 _TRUE, _FALSE = ("true", "yes", "y", "1", "on"), ("false", "no", "n", "0", "off")
 
 
 # -- setup -----------------------------------------------------------------------------------------
 def _installed(group: str, kind: str, value: str) -> str:
-    from veglia.entry_points import get_entry_points
 
     names = [ep.name for ep in get_entry_points(group)]
     if value not in names:
@@ -40,7 +45,6 @@ def _installed(group: str, kind: str, value: str) -> str:
 
 
 def _label(value: str) -> str:
-    from veglia.orm.computers import Computer
 
     value = value.strip()
     if not value or any(c.isspace() for c in value) or "@" in value or value.isdigit():
@@ -104,7 +108,6 @@ def _boolean(value: Any) -> bool:
 
 
 def _queues(value: str) -> str:
-    from veglia.config.values import format_queues, parse_queues
 
     try:
         return format_queues(parse_queues(value))
@@ -236,8 +239,6 @@ def computer_group() -> None:
 @pass_state
 def computer_setup(state: CliState, non_interactive: bool, **given: str | None) -> None:
     """Create a computer, asking for each field not given as a flag."""
-    from veglia.entry_points import get_entry_points
-    from veglia.orm.computers import Computer
 
     state.profile  # noqa: B018 -- load the chosen profile
     values: dict[str, Any] = {}
@@ -273,7 +274,6 @@ def computer_setup(state: CliState, non_interactive: bool, **given: str | None) 
 @functools.cache
 def _auth_catalogue() -> dict[str, tuple[Any, tuple[str, ...]]]:
     """Every installed transport's auth options: name -> (first option, transports)."""
-    from veglia.entry_points import TransportFactory, get_entry_points
 
     catalogue: dict[str, tuple[Any, tuple[str, ...]]] = {}
     for entry_point in get_entry_points("transports"):
@@ -343,8 +343,6 @@ def _ask_auth(option: Any, current: Any) -> Any:
 @pass_state
 def computer_configure(state: CliState, label: str, non_interactive: bool, **flags: Any) -> None:
     """Set how you connect to computer LABEL: the options of its transport."""
-    from veglia.entry_points import TransportFactory
-    from veglia.orm.computers import load_computer
 
     state.profile  # noqa: B018
     computer = load_computer(label)
@@ -398,7 +396,6 @@ def _check(results: list[CheckResult], name: str, hint: str, step: Callable[[], 
 
 
 def _workdir_check(transport: Any, workdir: str) -> str:
-    from veglia.workdir_root import private_root
 
     private_root(transport, workdir)
     probe = posixpath.join(workdir, f".veglia-test-{secrets.token_hex(4)}")
@@ -423,7 +420,6 @@ def _list_jobs(transport: Any, scheduler: Any, user: str) -> str:
 @pass_state
 def computer_test(state: CliState, label: str) -> int:
     """Connect to computer LABEL and check user, work dir and scheduler; ✔/✘ per check."""
-    from veglia.orm.computers import load_computer
 
     state.profile  # noqa: B018
     computer = load_computer(label)
@@ -464,8 +460,6 @@ def computer_test(state: CliState, label: str) -> int:
 @pass_state
 def computer_list(state: CliState, raw: bool) -> None:
     """List computers and whether you configured them."""
-    from veglia.orm.computers import Computer
-    from veglia.orm.queries import configured_computer_pks
 
     state.profile  # noqa: B018
     configured = configured_computer_pks()
@@ -481,7 +475,6 @@ def computer_list(state: CliState, raw: bool) -> None:
 @pass_state
 def computer_show(state: CliState, label: str) -> None:
     """Show computer LABEL: its fields, properties and your connection options."""
-    from veglia.orm.computers import load_computer
 
     state.profile  # noqa: B018
     computer = load_computer(label)

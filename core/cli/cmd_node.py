@@ -14,7 +14,9 @@ from veglia.cli.cmd_process import format_state, format_time, relative_time
 from veglia.cli.output import console, echo_success, echo_warning, print_table
 from veglia.cli.state import CliState, pass_state
 from veglia.exceptions import NotExistent
+from veglia.orm import Bool, Dict, Float, Int, Str
 from veglia.orm.attributes import COMPUTER
+from veglia.orm.computers import load_computer
 from veglia.orm.nodes import CalcJobNode, FolderData, Node, ProcessNode, load_node
 from veglia.orm.queries import links_of, node_mtime, provenance_around
 
@@ -263,7 +265,6 @@ def calcjob_inputls(state: CliState, identifier: str, path: str, long: bool) -> 
 @pass_state
 def calcjob_res(state: CliState, identifier: str, keys: tuple[str, ...]) -> None:
     """Print the job's Dict, Int, Float, Str and Bool outputs as JSON."""
-    from veglia.orm import Bool, Dict, Float, Int, Str
 
     state.profile  # noqa: B018
     node = load_calcjob(identifier)
@@ -286,7 +287,6 @@ def calcjob_res(state: CliState, identifier: str, keys: tuple[str, ...]) -> None
 @pass_state
 def calcjob_gotocomputer(state: CliState, identifier: str, run: bool) -> None:
     """Print (or with --exec run) the command that opens a shell in the job's work dir."""
-    from veglia.orm.computers import load_computer
 
     state.profile  # noqa: B018
     node = load_calcjob(identifier)

@@ -13,6 +13,7 @@ import click
 from veglia.cli.cmd_process_control import PROCESS_COMMANDS
 from veglia.cli.output import console, echo_warning, print_table, raw_option
 from veglia.cli.state import CliState, pass_state
+from veglia.engine.progress import format_seconds, workflow_progress
 from veglia.exceptions import InvalidOptionError, NotExistent, WatchTimeout
 from veglia.orm.attributes import (
     ATTEMPTS,
@@ -28,6 +29,7 @@ from veglia.orm.attributes import (
 from veglia.orm.nodes import CalcJobNode, ProcessNode, load_node
 from veglia.orm.nodes import as_utc as aware
 from veglia.orm.queries import ACTIVE_STATES, ProcessRow, list_processes, logs_after, node_mtime
+from veglia.plugin_manager import results_of_each
 
 PROCESS_STATES = ("created", "running", "waiting", "finished", "excepted", "killed")
 
@@ -245,8 +247,6 @@ def _plugin_tables(node: ProcessNode) -> None:
     """The tables plugins add (process_show_tables); a broken plugin costs a warning."""
     from rich.markup import escape
 
-    from veglia.plugin_manager import results_of_each
-
     results, errors = results_of_each("process_show_tables", node=node)
     for _, tables in results:
         for headers, rows in tables or []:
@@ -289,7 +289,6 @@ def _right_sized(changes: dict | None) -> str | None:
 
 
 def _workflow_rows(node: ProcessNode) -> list[tuple[str, Any]]:
-    from veglia.engine.progress import format_seconds, workflow_progress
 
     progress = workflow_progress(node)
     rows: list[tuple[str, Any]] = [

@@ -7,9 +7,15 @@ import sys
 
 import click
 
+from veglia import engine
 from veglia.cli.output import console
 from veglia.cli.state import CliState, pass_state
+from veglia.engine.rerun import builder_from_node
+from veglia.exceptions import NotExistent
+from veglia.manage import get_storage
 from veglia.orm import queries
+from veglia.orm.attributes import RERUN_OF
+from veglia.orm.nodes import load_node
 
 
 def _nodes_to_check(pks: tuple[int, ...]) -> list[int]:
@@ -20,8 +26,6 @@ def _nodes_to_check(pks: tuple[int, ...]) -> list[int]:
     known = set(queries.node_pks(pks))
     missing = sorted(set(pks) - known)
     if missing:
-        from veglia.exceptions import NotExistent
-
         raise NotExistent(f"No node with pk {', '.join(map(str, missing))}.")
     processes = queries.process_tree(known)
     return sorted(processes | queries.created_or_returned(processes))
@@ -30,11 +34,6 @@ def _nodes_to_check(pks: tuple[int, ...]) -> list[int]:
 def _rerun(producers: dict[int, list[int]], bad_blobs: set[str]) -> int:
     """Run each producing job again; the damaged blobs are set aside first, so identical
     new content restores them for every node that shares them."""
-    from veglia import engine
-    from veglia.engine.rerun import builder_from_node
-    from veglia.manage import get_storage
-    from veglia.orm.attributes import RERUN_OF
-    from veglia.orm.nodes import load_node
 
     repository = get_storage().repository
     for sha256 in bad_blobs:
@@ -67,8 +66,6 @@ def _rerun(producers: dict[int, list[int]], bad_blobs: set[str]) -> int:
 def verify(state: CliState, pks: tuple[int, ...], rerun: bool | None) -> int:
     """Recompute the SHA-256 of stored files: of PKS, what they produced and what the
     processes they called produced (or of every node)."""
-    from veglia.exceptions import NotExistent
-    from veglia.manage import get_storage
 
     state.profile  # noqa: B018 - loads the profile
     storage = get_storage()

@@ -15,6 +15,7 @@ from veglia.exceptions import ConfigurationError, NotExistent
 from veglia.exceptions import ConfigurationError as _Error
 from veglia.manage import get_storage
 from veglia.orm.users import get_default_user
+from veglia.plugin_manager import get_plugin_manager
 from veglia.storage import models
 from veglia.workdir_root import expand_root
 
@@ -77,7 +78,6 @@ _plugin_properties: tuple[object, dict[str, ComputerProperty], dict[str, Any]] |
 def _collected() -> tuple[dict[str, ComputerProperty], dict[str, Any]]:
     """The plugins' properties and every default, collected once per plugin manager."""
     global _plugin_properties
-    from veglia.plugin_manager import get_plugin_manager
 
     manager = get_plugin_manager()
     if _plugin_properties is None or _plugin_properties[0] is not manager:

@@ -16,6 +16,7 @@ from sqlalchemy.orm import aliased
 
 from veglia.manage import get_storage
 from veglia.orm.attributes import BLOCKED, DAEMON, PAUSED
+from veglia.orm.users import get_default_user
 from veglia.storage.models import AuthInfo, Computer, Link, Log, Node, RepositoryFile
 
 __all__ = [
@@ -271,7 +272,6 @@ def repository_files(node_pks: Iterable[int]) -> list[tuple[int, str, str]]:
 # -- computers ---------------------------------------------------------------------------------
 def configured_computer_pks() -> set[int]:
     """The pks of the computers the default user configured (``veglia computer configure``)."""
-    from veglia.orm.users import get_default_user
 
     query = sa.select(AuthInfo.computer_id).where(AuthInfo.user_id == get_default_user().pk)
     with get_storage().session() as session:

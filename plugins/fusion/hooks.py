@@ -8,6 +8,7 @@ from veglia.hookspecs import hookimpl
 from veglia.plugins.fusion.trace_file import TraceUnusable, fusion_enabled, read_trace
 
 if TYPE_CHECKING:
+    # Lazy: every process loads this hook module; the ORM only when asked.
     from veglia.engine.calcjob.options import CalcJobOption
     from veglia.orm.computers import ComputerProperty
 
@@ -23,6 +24,7 @@ def calcjob_options() -> list[CalcJobOption]:
 @hookimpl
 def computer_properties() -> list[ComputerProperty]:
     """The ``fusion`` property (``veglia computer setup --fusion yes``): read every job's."""
+    # Lazy: every process loads this hook module; the ORM only when asked.
     from veglia.orm.computers import ComputerProperty
 
     return [ComputerProperty("fusion", False, "Read the Fusion trace of jobs (yes/no).")]

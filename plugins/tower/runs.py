@@ -10,7 +10,10 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from veglia.entry_points import load_process_class
+from veglia.manage import get_profile, get_storage
 from veglia.orm.attributes import JOB_ID, LAUNCH, OPTIONS
+from veglia.storage.models import Node
 
 __all__ = ["active_jobs", "run_key_of", "run_meta", "unsubmitted_jobs"]
 
@@ -24,7 +27,6 @@ def run_key_of(node: Any) -> str:
 
 def run_meta(node: Any) -> dict[str, Any]:
     """The launch of a run as its first job tells it (the ``Workflow`` fields)."""
-    from veglia.manage import get_profile
 
     launch = node.get_attribute(LAUNCH) or {}
     script = _source_file(node.process_type)
@@ -57,7 +59,6 @@ def _user() -> str:
 
 
 def _source_file(process_type: str) -> str | None:
-    from veglia.entry_points import load_process_class
 
     try:
         return inspect.getsourcefile(load_process_class(process_type))
@@ -66,7 +67,6 @@ def _source_file(process_type: str) -> str | None:
 
 
 def _jobs_of_run(run_key: str) -> Any:
-    from veglia.storage.models import Node
 
     query = (
         sa.select(sa.func.count())
@@ -80,8 +80,6 @@ def _jobs_of_run(run_key: str) -> Any:
 
 def active_jobs(run_key: str, exclude_pk: int) -> int:
     """Jobs of the run that have not ended, other than ``exclude_pk``."""
-    from veglia.manage import get_storage
-    from veglia.storage.models import Node
 
     with get_storage().session() as session:
         return session.scalar(_jobs_of_run(run_key).where(Node.id != exclude_pk)) or 0
@@ -89,8 +87,6 @@ def active_jobs(run_key: str, exclude_pk: int) -> int:
 
 def unsubmitted_jobs(run_key: str) -> int:
     """Jobs of the run that wait to be submitted: the Platform's ``pending``."""
-    from veglia.manage import get_storage
-    from veglia.storage.models import Node
 
     with get_storage().session() as session:
         return (

@@ -20,11 +20,16 @@ import math
 from typing import Any
 
 from veglia import orm
+from veglia.engine.builder import ProcessBuilder
+from veglia.engine.calcjob import CalcJob
+from veglia.engine.calcjob.history import memory_needed_after_oom
 from veglia.engine.calcjob.queues import choose_queue, queues_from_attribute
 from veglia.engine.exit_codes import ExitCode
 from veglia.engine.process import plain_data
 from veglia.engine.workflow.workchain import ToContext, WorkChain, append_, while_
 from veglia.entry_points import load_process_class
+from veglia.manage import get_profile
+from veglia.notifications import notify
 from veglia.orm.attributes import (
     ATTEMPTS,
     MEMORY_AFTER_OOM_KB,
@@ -46,7 +51,6 @@ TIME_FACTOR = 2
 
 
 def _validate(inputs: Any, _: Any = None) -> str | None:
-    from veglia.engine.calcjob import CalcJob
 
     name = inputs.get("process")
     name = name.value if isinstance(name, orm.Str) else name
@@ -105,7 +109,6 @@ class RestartWorkChain(WorkChain):
     @classmethod
     def wrap(cls, job: Any, **inputs: Any) -> Any:
         """A builder of this workflow around ``job``: a calc job's builder (or class)."""
-        from veglia.engine.builder import ProcessBuilder
 
         builder = cls.get_builder()
         if isinstance(job, ProcessBuilder):
@@ -120,7 +123,6 @@ class RestartWorkChain(WorkChain):
 
     # -- steps -----------------------------------------------------------------------------
     def setup(self) -> None:
-        from veglia.manage import get_profile
 
         job = plain_data(self.inputs["job"])
         self.ctx.options = dict((job.get("metadata") or {}).get("options") or {})
@@ -257,7 +259,6 @@ class RestartWorkChain(WorkChain):
         return queues_from_attribute(job.get_attribute(QUEUES))
 
     def _more_memory(self, job: Any, options: dict[str, Any]) -> tuple[str, str, dict]:
-        from veglia.engine.calcjob.history import memory_needed_after_oom
 
         self.ctx.oom = True
         if options.get("max_memory_kb") == 0:  # all of a node's memory (--mem=0) already
@@ -361,7 +362,6 @@ class RestartWorkChain(WorkChain):
         return "stop", f"{why}, and no queue allows {_describe(options)}", options
 
     def _tell_user(self, code: ExitCode) -> None:
-        from veglia.notifications import notify
 
         assert self.node is not None
         notify(
@@ -375,7 +375,6 @@ class RestartWorkChain(WorkChain):
 
 def job_exit_codes(job: Any) -> list[ExitCode]:
     """The exit codes the job's calculation declares."""
-    from veglia.engine.calcjob import CalcJob
 
     try:
         process_class = load_process_class(job.process_type)

@@ -26,6 +26,7 @@ from veglia.orm.attributes import (
     SUBMITTED_AT,
     USAGE,
 )
+from veglia.orm.queries import has_attribute
 from veglia.storage.models import Node
 
 __all__ = [
@@ -136,8 +137,6 @@ def memory_needed_after_oom(key: str) -> float | None:
 
 def similar_waits(key: str) -> Distribution | None:
     """Seconds similar jobs spent queued before they started."""
-    from veglia.orm.queries import has_attribute
-    from veglia.storage.models import Node
 
     rows = _rows(
         [

@@ -20,6 +20,7 @@ from veglia.exceptions import ControlError
 from veglia.manage import get_profile, get_storage
 from veglia.orm.attributes import CONTROL_REQUEST, UNREACHABLE
 from veglia.orm.nodes import ProcessNode, load_node
+from veglia.orm.queries import has_attribute
 from veglia.storage.models import Node
 
 __all__ = ["ControlError", "apply_database_requests", "control_process", "request_kill"]
@@ -151,8 +152,6 @@ def _control_here(node: ProcessNode, action: str, message: str) -> str:
 def apply_database_requests(active: dict[int, Any]) -> None:
     """In a worker without broker: apply requests written on the nodes it runs."""
     import sqlalchemy as sa
-
-    from veglia.orm.queries import has_attribute
 
     running = [pk for pk, process in active.items() if process is not None]
     if not running:

@@ -19,6 +19,7 @@ import sqlalchemy as sa
 from veglia.manage import get_storage
 from veglia.orm.attributes import UNREACHABLE
 from veglia.orm.computers import load_computer
+from veglia.orm.queries import has_attribute
 from veglia.storage.models import Node
 
 __all__ = ["OutageWatcher", "probe"]
@@ -48,7 +49,6 @@ class OutageWatcher:
         self.failures: dict[str, int] = {}
 
     def _paused_for_outage(self) -> dict[str, list[int]]:
-        from veglia.orm.queries import has_attribute
 
         paused = [pk for pk, p in self.active.items() if p is not None and p.paused]
         if not paused:
