@@ -432,6 +432,30 @@ class FakeNode:
     def job_id(self) -> str | None:
         return self.get_attribute(attr.JOB_ID)
 
+    @property
+    def scheduler_state(self) -> str | None:
+        return self.get_attribute(attr.SCHEDULER_STATE)
+
+    @property
+    def last_job_info(self) -> dict[str, Any] | None:
+        return self.get_attribute(attr.LAST_JOB_INFO)
+
+    @property
+    def submitted_at(self) -> float | None:
+        return self.get_attribute(attr.SUBMITTED_AT)
+
+    @property
+    def started_at(self) -> float | None:
+        return self.get_attribute(attr.STARTED_AT)
+
+    @property
+    def similarity_key(self) -> str | None:
+        return self.get_attribute(attr.SIMILARITY_KEY)
+
+    @property
+    def computer_label(self) -> str | None:
+        return self.get_attribute(attr.COMPUTER)
+
 
 # -- the scheduler --------------------------------------------------------------------------
 class FakeCluster:

@@ -4,6 +4,8 @@ test. tests/test_fake_computer.py runs a whole calc job on them through the engi
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from veglia import MonitorFactory
@@ -16,6 +18,8 @@ from veglia.exceptions import (
 )
 from veglia.schedulers import JobFailure, JobState
 from veglia.testing import Call, FakeCluster, FakeNode, FakeScheduler, FakeTransport
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 # -- FakeTransport --------------------------------------------------------------------------
@@ -164,3 +168,18 @@ def test_a_fake_node_gives_copies_as_a_stored_node_does_and_keeps_logs():
     node.add_log("REPORT", "queued for long")
     assert node.logs == [("REPORT", "queued for long")]
     assert (node.job_id, node.options, node.remote_workdir) == ("7", {}, None)
+
+
+def test_the_fake_node_reads_what_the_built_in_monitors_read():
+    """Every ``node.<name>`` a built-in monitor uses is there on FakeNode, as on the node."""
+    import re
+
+    from veglia.orm.nodes import CalcJobNode
+
+    used = set()
+    for folder in ("monitors", "plugins/fusion"):
+        for path in (ROOT / folder).rglob("*.py"):
+            used |= set(re.findall(r"\bnode\.([a-z_]+)", path.read_text()))
+    for name in sorted(used):
+        assert hasattr(CalcJobNode, name), name
+        assert hasattr(FakeNode, name), f"FakeNode lacks {name}, which monitors read"

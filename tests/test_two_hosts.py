@@ -169,6 +169,12 @@ def test_a_host_cut_off_hands_its_processes_over_without_a_double_submission(two
 
     # The link comes back. Host A's worker dropped what it held when it lost the database
     # and the broker (it could write nothing meanwhile); back, it touches none of it.
+    # Host B is done with a process once it let go of it (its trace record is written
+    # after the terminal state).
+    deadline = time.monotonic() + 60
+    while _holders(nodes):
+        assert time.monotonic() < deadline, _holders(nodes)
+        time.sleep(0.5)
     before = {n.pk: (n.process_state, n.exit_status, n.attributes) for n in nodes}
     host_a.connect()
     deadline = time.monotonic() + 60
