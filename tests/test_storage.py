@@ -201,10 +201,8 @@ def test_process_attributes_from_two_writers_are_both_kept(storage_url, tmp_path
     import veglia.orm.nodes as nodes_module
 
     monkeypatch.setattr(nodes_module, "get_storage", lambda: backend)
-    monkeypatch.setattr(
-        "veglia.orm.users.get_default_user",
-        lambda: type("U", (), {"pk": None})(),
-    )
+    # Where it is called: the module bound the name when it was imported.
+    monkeypatch.setattr(nodes_module, "get_default_user", lambda: type("U", (), {"pk": None})())
     engine_copy = ProcessNode(process_type="test").store()
     cli_copy = load_node(engine_copy.pk)
     engine_copy.set_attributes({"scheduler_state": "running", "key.with spaces": 1})
