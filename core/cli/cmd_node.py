@@ -15,7 +15,9 @@ from veglia.cli.output import console, echo_success, echo_warning, print_table
 from veglia.cli.state import CliState, pass_state
 from veglia.exceptions import NotExistent
 from veglia.orm.attributes import COMPUTER
-from veglia.orm.nodes import CalcJobNode, FolderData, Node, ProcessNode, load_node
+from veglia.orm.data import FolderData
+from veglia.orm.nodes import Node, load_node
+from veglia.orm.process_nodes import CalcJobNode, ProcessNode
 from veglia.orm.queries import links_of, node_mtime, provenance_around
 
 __all__ = ["graph_dot", "load_calcjob", "type_name"]

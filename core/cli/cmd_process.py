@@ -24,8 +24,9 @@ from veglia.orm.attributes import (
     SCHEDULER_STATE,
     WAITING_FOR,
 )
-from veglia.orm.nodes import CalcJobNode, ProcessNode, load_node
 from veglia.orm.nodes import as_utc as aware
+from veglia.orm.nodes import load_node
+from veglia.orm.process_nodes import CalcJobNode, ProcessNode
 from veglia.orm.queries import ACTIVE_STATES, ProcessRow, list_processes, logs_after, node_mtime
 
 PROCESS_STATES = ("created", "running", "waiting", "finished", "excepted", "killed")

@@ -20,7 +20,8 @@ def _control(
     timeout: float,
 ) -> int:
     from veglia.engine.daemon.control import control_process
-    from veglia.orm.nodes import ProcessNode, load_node
+    from veglia.orm.nodes import load_node
+    from veglia.orm.process_nodes import ProcessNode
     from veglia.orm.queries import active_process_pks
 
     state.profile  # noqa: B018 - loads the profile
@@ -102,7 +103,8 @@ def process_unblock(
     uploaded and submitted again."""
     from veglia.engine.daemon.control import control_process
     from veglia.orm.attributes import OPTIONS
-    from veglia.orm.nodes import CalcJobNode, load_node
+    from veglia.orm.nodes import load_node
+    from veglia.orm.process_nodes import CalcJobNode
     from veglia.orm.queries import active_process_pks
 
     changes = dict(_option_value(text) for text in options)
