@@ -58,3 +58,27 @@ class FakeNode:
     @property
     def job_id(self) -> str | None:
         return self.get_attribute(attr.JOB_ID)
+
+    @property
+    def computer_label(self) -> str | None:
+        return self.get_attribute(attr.COMPUTER)
+
+    @property
+    def scheduler_state(self) -> str | None:
+        return self.get_attribute(attr.SCHEDULER_STATE)
+
+    @property
+    def last_job_info(self) -> dict[str, Any] | None:
+        return self.get_attribute(attr.LAST_JOB_INFO)
+
+    @property
+    def submitted_at(self) -> float | None:
+        return self.get_attribute(attr.SUBMITTED_AT)
+
+    @property
+    def started_at(self) -> float | None:
+        return self.get_attribute(attr.STARTED_AT)
+
+    @property
+    def similarity_key(self) -> str | None:
+        return self.get_attribute(attr.SIMILARITY_KEY)
