@@ -10,8 +10,8 @@ from typing import Any
 
 import click
 
-from veglia.cli.cmd_process import format_state, format_time, relative_time
 from veglia.cli.output import console, echo_success, echo_warning, print_table
+from veglia.cli.process_format import format_state, format_time, relative_time
 from veglia.cli.state import CliState, pass_state
 from veglia.exceptions import NotExistent
 from veglia.orm.attributes import COMPUTER
