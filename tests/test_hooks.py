@@ -217,7 +217,7 @@ def test_computer_properties_clash_or_wrong_type_names_the_plugin(manager_with, 
 
 def test_process_show_tables_are_printed_after_the_properties(manager_with, profile, capsys):
     from veglia import engine, orm
-    from veglia.cli.cmd_process import show_process
+    from veglia.cli.process_show import show_process
     from veglia.entry_points import CalculationFactory
 
     class Tables:

@@ -14,7 +14,7 @@ from veglia import engine, orm
 from veglia.engine.daemon import leases
 from veglia.engine.daemon.leases import WorkerId
 from veglia.entry_points import CalculationFactory
-from veglia.orm.nodes import WorkflowNode
+from veglia.orm.process_nodes import WorkflowNode
 from veglia_fixtures.profiles import make_profile, wait_for
 
 ShellJob = CalculationFactory("core.shell")

@@ -18,12 +18,8 @@ from pathlib import Path
 import pytest
 
 from veglia.plugins.schedulers.directives import parse_duration
-from veglia.plugins.schedulers.slurm import (
-    SlurmScheduler,
-    SlurmSubmitError,
-    parse_scontrol_record,
-    parse_slurm_time_input,
-)
+from veglia.plugins.schedulers.slurm import SlurmScheduler, SlurmSubmitError
+from veglia.plugins.schedulers.slurm_records import parse_scontrol_record, parse_slurm_time_input
 from veglia.schedulers import JobFailure, JobResources, JobState, JobTemplate, SchedulerError
 
 DATA = Path(__file__).parent / "data" / "schedulers" / "slurm"
@@ -376,7 +372,7 @@ def test_an_srun_step_killed_for_memory_makes_the_job_out_of_memory():
 
 
 def test_sacct_memory_units_are_read_as_printed():
-    from veglia.plugins.schedulers.slurm import parse_sacct_memory_kb
+    from veglia.plugins.schedulers.slurm_accounting import parse_sacct_memory_kb
 
     megabytes = COMMANDS[next(c for c in COMMANDS if "--units=M" in c)]["stdout"]
     gigabytes = COMMANDS[next(c for c in COMMANDS if "--units=G" in c)]["stdout"]
@@ -448,7 +444,10 @@ def test_sacct_runs_once_and_only_for_ids_that_finished_or_were_forgotten(tmp_pa
 
 
 def test_sacct_helpers_read_sacct_s_units():
-    from veglia.plugins.schedulers.slurm import parse_sacct_memory_kb, parse_sacct_seconds
+    from veglia.plugins.schedulers.slurm_accounting import (
+        parse_sacct_memory_kb,
+        parse_sacct_seconds,
+    )
 
     assert [parse_sacct_memory_kb(t) for t in ("61442K", "60M", "1.50G", "0", "", "12X")] == [
         61442, 61440, 1572864, 0, None, None,

@@ -193,14 +193,18 @@ def test_a_job_stored_in_the_database_repository_needs_no_folder(postgres_databa
 def test_process_attributes_from_two_writers_are_both_kept(storage_url, tmp_path, monkeypatch):
     """The engine and the CLI change different keys of one node: neither loses the other's."""
     import veglia.manage as manage
-    from veglia.orm.nodes import ProcessNode, load_node
+    from veglia.orm.nodes import load_node
+    from veglia.orm.process_nodes import ProcessNode
 
     backend = StorageBackend(storage_url, tmp_path / "repo2")
     backend.migrate()
     monkeypatch.setattr(manage, "get_storage", lambda: backend)
     import veglia.orm.nodes as nodes_module
+    import veglia.orm.process_nodes as process_nodes_module
 
     monkeypatch.setattr(nodes_module, "get_storage", lambda: backend)
+    monkeypatch.setattr(process_nodes_module, "get_storage", lambda: backend)
+    # Where it is called: the module bound the name when it was imported.
     monkeypatch.setattr(nodes_module, "get_default_user", lambda: type("U", (), {"pk": None})())
     engine_copy = ProcessNode(process_type="test").store()
     cli_copy = load_node(engine_copy.pk)
@@ -218,3 +222,31 @@ def test_process_attributes_from_two_writers_are_both_kept(storage_url, tmp_path
     with pytest.raises(ValueError, match="quotes"):
         engine_copy.set_attribute('say "hi"', 1)
     backend.close()
+
+
+def test_stored_nodes_load_as_their_class_whichever_orm_module_was_imported():
+    """``load_node`` finds a node's class by its stored ``node_type``; the data and process
+    classes live in their own modules and are registered even when a program imports only
+    ``veglia.orm.nodes``."""
+    import subprocess
+    import sys
+
+    code = "import veglia.orm.nodes as n; print(' '.join(sorted(n._NODE_CLASSES)))"
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert result.stdout.split() == [
+        "data",
+        "data.bool",
+        "data.dict",
+        "data.float",
+        "data.folder",
+        "data.int",
+        "data.list",
+        "data.remote",
+        "data.singlefile",
+        "data.str",
+        "process",
+        "process.calcjob",
+        "process.workflow",
+    ]

@@ -174,7 +174,7 @@ def test_the_fake_node_reads_what_the_built_in_monitors_read():
     """Every ``node.<name>`` a built-in monitor uses is there on FakeNode, as on the node."""
     import re
 
-    from veglia.orm.nodes import CalcJobNode
+    from veglia.orm.process_nodes import CalcJobNode
 
     used = set()
     for folder in ("monitors", "plugins/fusion"):

@@ -10,14 +10,16 @@ from typing import Any
 
 import click
 
-from veglia.cli.cmd_process import format_state, format_time, relative_time
 from veglia.cli.output import console, echo_success, echo_warning, print_table
+from veglia.cli.process_format import format_state, format_time, relative_time
 from veglia.cli.state import CliState, pass_state
 from veglia.exceptions import NotExistent
 from veglia.orm import Bool, Dict, Float, Int, Str
 from veglia.orm.attributes import COMPUTER
 from veglia.orm.computers import load_computer
-from veglia.orm.nodes import CalcJobNode, FolderData, Node, ProcessNode, load_node
+from veglia.orm.data import FolderData
+from veglia.orm.nodes import Node, load_node
+from veglia.orm.process_nodes import CalcJobNode, ProcessNode
 from veglia.orm.queries import links_of, node_mtime, provenance_around
 
 __all__ = ["graph_dot", "load_calcjob", "type_name"]

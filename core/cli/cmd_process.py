@@ -5,71 +5,29 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from typing import Any
 
 import click
 
 from veglia.cli.cmd_process_control import PROCESS_COMMANDS
-from veglia.cli.output import console, echo_warning, print_table, raw_option
-from veglia.cli.state import CliState, pass_state
-from veglia.engine.progress import format_seconds, workflow_progress
-from veglia.exceptions import InvalidOptionError, NotExistent, WatchTimeout
-from veglia.orm.attributes import (
-    ATTEMPTS,
-    CODE,
-    GPU_METRICS,
-    JOB_ID,
-    PAUSED,
-    PAUSED_REASON,
-    RESTART,
-    SCHEDULER_STATE,
-    WAITING_FOR,
+from veglia.cli.output import console, print_table, raw_option
+from veglia.cli.process_format import (
+    format_state,
+    format_time,
+    print_logs,
+    process_status,
+    relative_time,
 )
-from veglia.orm.nodes import CalcJobNode, ProcessNode, load_node
+from veglia.cli.process_show import show_process
+from veglia.cli.state import CliState, pass_state
+from veglia.exceptions import InvalidOptionError, NotExistent, WatchTimeout
+from veglia.orm.attributes import GPU_METRICS, JOB_ID, PAUSED, SCHEDULER_STATE
 from veglia.orm.nodes import as_utc as aware
+from veglia.orm.nodes import load_node
+from veglia.orm.process_nodes import ProcessNode
 from veglia.orm.queries import ACTIVE_STATES, ProcessRow, list_processes, logs_after, node_mtime
-from veglia.plugin_manager import results_of_each
 
 PROCESS_STATES = ("created", "running", "waiting", "finished", "excepted", "killed")
-
-
-# -- shared by the process, node and calcjob commands ------------------------------------------
-def format_time(value: datetime | None) -> str:
-    """A stored time in the local time zone, to the second."""
-    return aware(value).astimezone().strftime("%Y-%m-%d %H:%M:%S") if value else ""
-
-
-def relative_time(value: datetime | None, now: datetime | None = None) -> str:
-    """``"12s ago"``, ``"2m ago"``, ``"3h ago"``, ``"4D ago"``, as ``verdi process list``."""
-    if value is None:
-        return ""
-    seconds = ((now or datetime.now(timezone.utc)) - aware(value)).total_seconds()
-    for size, unit in ((86400, "D"), (3600, "h"), (60, "m")):
-        if seconds >= size:
-            return f"{int(seconds // size)}{unit} ago"
-    return f"{max(0, int(seconds))}s ago"
-
-
-def format_state(state: str | None, exit_status: int | None, paused: bool = False) -> str:
-    """``⏵ Waiting``, ``✔ Finished [0]``, ``⨯ Finished [400]``, ``✘ Excepted``, ..."""
-    if paused and state in ACTIVE_STATES:
-        return "⏸ Paused"
-    if state == "finished":
-        return f"{'✔' if exit_status == 0 else '⨯'} Finished [{exit_status}]"
-    symbol = {"excepted": "✘", "killed": "☠", "created": "⏹"}.get(state or "", "⏵")
-    return f"{symbol} {(state or 'unknown').capitalize()}"
-
-
-def process_status(state: str | None, attributes: dict[str, Any]) -> str:
-    """What an active process is doing: why it is paused, or its job's scheduler state."""
-    if attributes.get(PAUSED) and state in ACTIVE_STATES:
-        return attributes.get(PAUSED_REASON) or "paused"
-    if state in ACTIVE_STATES and attributes.get(SCHEDULER_STATE):
-        return f"scheduler: {attributes[SCHEDULER_STATE]}"
-    if state in ACTIVE_STATES and attributes.get(WAITING_FOR):
-        return "waiting for " + ", ".join(map(str, attributes[WAITING_FOR]))
-    return ""
 
 
 def load_process(identifier: str) -> ProcessNode:
@@ -222,176 +180,6 @@ def process_list(
     print_table([PROCESS_LIST_COLUMNS[name].header for name in names], table, raw=raw)
 
 
-# -- show ------------------------------------------------------------------------------------------
-def _links_table(title: str, links: list[tuple[str, Any]]) -> None:
-    if links:
-        rows = [(label, node.pk, type(node).__name__) for label, node in links]
-        print_table((title, "PK", "Type"), rows)
-        console.print("")
-
-
-def _print_logs(node: ProcessNode, logs: list[Any], indent: str = "") -> None:
-    for log in logs:
-        console.print(
-            f"{indent}{format_time(log.time)} [{node.pk} | {log.levelname}]: {log.message}",
-            markup=False,
-        )
-        traceback = (log.details or {}).get("traceback")
-        if traceback:
-            console.print(
-                "\n".join(f"{indent}    {line}" for line in traceback.splitlines()), markup=False
-            )
-
-
-def _plugin_tables(node: ProcessNode) -> None:
-    """The tables plugins add (process_show_tables); a broken plugin costs a warning."""
-    from rich.markup import escape
-
-    results, errors = results_of_each("process_show_tables", node=node)
-    for _, tables in results:
-        for headers, rows in tables or []:
-            if rows:
-                print_table(headers, rows)
-                console.print("")
-    for plugin, exc in errors:
-        echo_warning(escape(f"plugin {plugin} failed to show its tables: {exc}"))
-
-
-def _monitor_stop(stop: dict | None) -> str | None:
-    if not stop:
-        return None
-    when = datetime.fromtimestamp(stop["time"], timezone.utc)
-    return f"{stop['name']} at {format_time(when)}: {stop['message']}"
-
-
-def _usage(usage: dict | None) -> str | None:
-    if not usage:
-        return None
-    memory = usage.get("peak_memory_kb")
-    runtime = usage.get("runtime_seconds")
-    parts = [
-        f"{memory / 1024:.1f} MB peak memory" if memory else "",
-        f"{runtime:g} s" if runtime else "",
-    ]
-    return ", ".join(p for p in parts if p) + f" (from {usage.get('source', '?')})"
-
-
-def _restart(restart: dict | None) -> str | None:
-    if not restart:
-        return None
-    return f"attempt {restart['attempt']}, after process {restart['previous']} {restart['reason']}"
-
-
-def _right_sized(changes: dict | None) -> str | None:
-    if not changes:
-        return None
-    return "; ".join(f"{name} {c['from']} -> {c['to']}" for name, c in changes.items())
-
-
-def _workflow_rows(node: ProcessNode) -> list[tuple[str, Any]]:
-
-    progress = workflow_progress(node)
-    rows: list[tuple[str, Any]] = [
-        ("steps", progress.summary),
-        ("run time", progress.elapsed_text),
-    ]
-    if progress.remaining is not None:
-        left = format_seconds(progress.remaining) if progress.remaining >= 1 else "overdue"
-        rows.append(("estimated time left", f"{left} ({progress.basis})"))
-    elif not node.is_terminated:
-        rows.append(("estimated time left", "unknown: nothing similar has finished yet"))
-    return rows
-
-
-def _attempts_table(attempts: list[dict] | None) -> None:
-    """The restart policy's attempts, each with what it asked for and what happened."""
-    if not attempts:
-        return
-    rows = [
-        (
-            a["attempt"],
-            a["pk"],
-            a.get("job_id") or "",
-            a.get("queue") or "",
-            f"{a['max_memory_kb'] // 1024} MB" if a.get("max_memory_kb") else "",
-            f"{a['max_wallclock_seconds']} s" if a.get("max_wallclock_seconds") else "",
-            a.get("exit_status"),
-            a.get("reason", ""),
-        )
-        for a in attempts
-    ]
-    print_table(("Attempt", "PK", "Job", "Queue", "Memory", "Time", "Exit", "Outcome"), rows)
-    console.print("")
-
-
-def _outage(mark: dict[str, Any] | None) -> str | None:
-    if not mark:
-        return None
-    since = datetime.fromtimestamp(mark["since"], timezone.utc)
-    text = f"computer {mark['computer']} unreachable since {format_time(since)}"
-    if mark.get("next_probe"):
-        probe = datetime.fromtimestamp(mark["next_probe"], timezone.utc)
-        text += f", next probe at {format_time(probe)}"
-    return text + "; played by the daemon when it answers"
-
-
-def show_process(node: ProcessNode, log_lines: int) -> None:
-    attrs = node.attributes
-    rows: list[tuple[str, Any]] = [
-        ("type", f"{type(node).__name__} ({node.process_type})"),
-        ("state", format_state(node.process_state, node.exit_status, node.paused)),
-        ("status", process_status(node.process_state, attrs)),
-        ("exit status", node.exit_status),
-        ("exit message", node.exit_message),
-        ("pk", node.pk),
-        ("uuid", node.uuid),
-        ("label", node.label),
-        ("description", node.description),
-        ("created", f"{format_time(node.ctime)} ({relative_time(node.ctime)})"),
-    ]
-    mtime = node_mtime(node.pk)
-    rows.append(("modified", f"{format_time(mtime)} ({relative_time(mtime)})"))
-    if isinstance(node, CalcJobNode):
-        code = attrs.get(CODE) or {}
-        cached_from = node.cached_from
-        rows += [
-            ("computer", node.computer_label),
-            ("code", code.get("label") and f"{code['label']} (pk {code.get('pk')})"),
-            ("scheduler job id", node.job_id),
-            ("scheduler state", node.scheduler_state),
-            ("work dir", node.remote_workdir),
-            ("cached from", cached_from and f"process {cached_from['pk']}"),
-            ("stopped by monitor", _monitor_stop(node.stopped_by_monitor)),
-            ("blocked", (node.blocked or {}).get("reason")),
-            ("paused", _outage(node.unreachable) if node.paused else None),
-            ("resubmitted", _restart(attrs.get(RESTART))),
-            ("used", _usage(node.usage)),
-            ("right-sized", _right_sized(node.right_sized)),
-        ]
-    if node.node_type == "process.workflow":
-        rows += _workflow_rows(node)
-    print_table(("Property", "Value"), [r for r in rows if r[1] not in (None, "")])
-    console.print("")
-    _plugin_tables(node)
-    _attempts_table(attrs.get(ATTEMPTS))
-    _links_table("Inputs", node.inputs.items())
-    _links_table("Outputs", node.outputs.items())
-    called = node.called
-    if called:
-        print_table(
-            ("Called", "PK", "State"),
-            [
-                (c.process_type, c.pk, format_state(c.process_state, c.exit_status, c.paused))
-                for c in called
-            ],
-        )
-        console.print("")
-    logs = node.logs
-    if logs and log_lines:
-        console.print(f"[bold]Log[/bold] (last {min(log_lines, len(logs))} of {len(logs)})")
-        _print_logs(node, logs[-log_lines:], "  ")
-
-
 @process_group.command("show")
 @click.argument("identifiers", nargs=-1, required=True, metavar="PK...")
 @click.option("--log-lines", type=click.IntRange(min=0), default=10, show_default=True)
@@ -419,7 +207,7 @@ def process_report(
 
     def report(node: ProcessNode, depth: int) -> bool:
         logs = [x for x in node.logs if not levelname or x.levelname == levelname.upper()]
-        _print_logs(node, logs, "  " * depth)
+        print_logs(node, logs, "  " * depth)
         found = bool(logs)
         if max_depth is None or depth < max_depth:
             for child in node.called:

@@ -10,7 +10,8 @@ from veglia.cli.output import echo_success, echo_warning
 from veglia.cli.state import CliState, pass_state
 from veglia.exceptions import VegliaError
 from veglia.orm.attributes import OPTIONS
-from veglia.orm.nodes import CalcJobNode, ProcessNode, load_node
+from veglia.orm.nodes import load_node
+from veglia.orm.process_nodes import CalcJobNode, ProcessNode
 from veglia.orm.queries import active_process_pks
 
 

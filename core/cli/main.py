@@ -12,7 +12,7 @@ import traceback
 import click
 
 import veglia
-from veglia.exceptions import VegliaError
+from veglia.exceptions import PluginError, VegliaError
 
 __all__ = ["cli", "main"]
 
@@ -153,7 +153,6 @@ def _add_plugin_commands() -> None:
     LazyGroup._plugins_added = True
     # Lazy: the plugin manager (and every plugin's module) only for a non-built-in command.
     from veglia.cli.output import echo_warning
-    from veglia.exceptions import PluginError
     from veglia.plugin_manager import get_plugin_manager
 
     try:

@@ -10,7 +10,8 @@ from veglia.engine.runner import get_runner
 from veglia.engine.submission import notify_daemon
 from veglia.manage import get_storage
 from veglia.orm.attributes import CALL_KEY, DAEMON
-from veglia.orm.nodes import ProcessNode, load_node
+from veglia.orm.nodes import load_node
+from veglia.orm.process_nodes import ProcessNode
 from veglia.storage import models
 
 __all__ = ["run", "run_get_node", "submit"]

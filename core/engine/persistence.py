@@ -20,7 +20,7 @@ from veglia.orm.nodes import Node, load_node
 
 if TYPE_CHECKING:
     from veglia.engine.process import Process
-    from veglia.orm.nodes import ProcessNode
+    from veglia.orm.process_nodes import ProcessNode
 
 __all__ = [
     "CHECKPOINT_VERSION",

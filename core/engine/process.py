@@ -26,7 +26,9 @@ from veglia.entry_points import get_entry_points
 from veglia.exceptions import StepAbandoned
 from veglia.notifications import notify
 from veglia.orm.attributes import CALL_KEY, LAUNCH, PAUSED, PAUSED_REASON
-from veglia.orm.nodes import TERMINAL_STATES, Node, ProcessNode, load_node, to_node
+from veglia.orm.data import to_node
+from veglia.orm.nodes import Node, load_node
+from veglia.orm.process_nodes import TERMINAL_STATES, ProcessNode
 from veglia.storage.outage import is_storage_outage
 
 __all__ = ["CALLED_BY", "Process"]

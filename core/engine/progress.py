@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 
 from veglia.engine.calcjob.history import similar_durations
-from veglia.orm.nodes import ProcessNode, as_utc
+from veglia.orm.nodes import as_utc
+from veglia.orm.process_nodes import ProcessNode
 
 __all__ = ["Progress", "format_seconds", "workflow_progress"]
 

@@ -9,7 +9,7 @@ from veglia.engine.builder import ProcessBuilder
 from veglia.entry_points import load_process_class
 from veglia.orm.attributes import CODE, MONITORS
 from veglia.orm.computers import load_code
-from veglia.orm.nodes import CalcJobNode
+from veglia.orm.process_nodes import CalcJobNode
 
 __all__ = ["builder_from_node"]
 

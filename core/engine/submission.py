@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from veglia.engine.daemon.broker_tasks import send_continue_task
 from veglia.manage import get_profile
-from veglia.orm.nodes import ProcessNode
+from veglia.orm.process_nodes import ProcessNode
 
 __all__ = ["notify_daemon"]
 

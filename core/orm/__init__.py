@@ -1,24 +1,21 @@
 """The provenance graph as Python objects: nodes, computers, codes, users."""
 
 from veglia.orm.computers import Code, Computer, load_code, load_computer
-from veglia.orm.nodes import (
+from veglia.orm.data import (
     Bool,
-    CalcJobNode,
     Data,
     Dict,
     Float,
     FolderData,
     Int,
     List,
-    Node,
-    ProcessNode,
     RemoteData,
     SinglefileData,
     Str,
-    WorkflowNode,
-    load_node,
     to_node,
 )
+from veglia.orm.nodes import Node, load_node
+from veglia.orm.process_nodes import CalcJobNode, ProcessNode, WorkflowNode
 from veglia.orm.users import User, get_default_user
 
 __all__ = [

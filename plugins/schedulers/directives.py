@@ -90,7 +90,7 @@ def parse_duration(text: str) -> int | None:
     None if not one.
 
     Not for times a person writes for SLURM: there ``--time=30`` means 30 *minutes*
-    (``veglia.plugins.schedulers.slurm.parse_slurm_time_input``)."""
+    (``veglia.plugins.schedulers.slurm_records.parse_slurm_time_input``)."""
     match = re.fullmatch(r"\s*(?:(\d+)-)?(\d+(?::\d+){0,2})\s*", text or "")
     if not match:
         return None

@@ -7,9 +7,12 @@ learns that a job ran out of memory or wall time. Where the cluster keeps accoun
 (slurmdbd), ``sacct`` still knows the job after that, so a job that ended while nobody
 polled keeps its state and exit code; ``sacct`` also gives what every finished job used
 (peak memory, elapsed and CPU time), recorded as its measured usage. Without accounting
-(``sacct`` missing or failing), a forgotten job is simply gone, as without this. What the
-batch schedulers share (times, memory, job names, array summaries) is in
-:mod:`veglia.plugins.schedulers.directives`.
+(``sacct`` missing or failing), a forgotten job is simply gone, as without this.
+
+Beside it: reading SLURM's job states and ``scontrol`` records is in
+:mod:`~veglia.plugins.schedulers.slurm_records`, ``sacct`` and its parsing in
+:mod:`~veglia.plugins.schedulers.slurm_accounting`; what the batch schedulers share (times,
+memory, job names, array summaries) is in :mod:`veglia.plugins.schedulers.directives`.
 """
 
 from __future__ import annotations
@@ -17,7 +20,6 @@ from __future__ import annotations
 import logging
 import re
 import shlex
-from typing import Any
 
 from veglia.plugins.schedulers.directives import (
     BatchSubmitError,
@@ -32,40 +34,24 @@ from veglia.plugins.schedulers.directives import (
     positive_int,
     safe_job_name,
 )
+from veglia.plugins.schedulers.slurm_accounting import SACCT_COMMAND, parse_sacct, with_accounting
+from veglia.plugins.schedulers.slurm_records import (
+    FINISHED_STATES,
+    job_info,
+    parse_scontrol_record,
+)
 from veglia.schedulers import (
     JobFailure,
     JobInfo,
-    JobState,
     JobTemplate,
     QueueInfo,
     Scheduler,
     SchedulerError,
 )
 
-__all__ = ["SlurmScheduler", "SlurmSubmitError", "parse_sacct_memory_kb", "parse_sacct_seconds"]
-__all__ += ["parse_scontrol_record", "parse_slurm_time_input"]
+__all__ = ["SlurmScheduler", "SlurmSubmitError"]
 
 LOGGER = logging.getLogger(__name__)
-
-
-# -- SLURM specifics ------------------------------------------------------------------------
-def parse_slurm_time_input(text: str) -> int | None:
-    """Seconds in a time written for SLURM (``--time``, a partition's ``MaxTime``), by the
-    sbatch manual's rules: ``M``, ``M:S``, ``H:M:S``, ``D-H``, ``D-H:M``, ``D-H:M:S``;
-    None if not one."""
-    match = re.fullmatch(r"\s*(?:(\d+)-)?(\d+(?::\d+){0,2})\s*", text or "")
-    if not match:
-        return None
-    days, clock = match.group(1), [int(part) for part in match.group(2).split(":")]
-    if days is not None:  # D-H, D-H:M, D-H:M:S
-        hours, minutes, seconds = [*clock, 0, 0][:3]
-        return int(days) * 86400 + hours * 3600 + minutes * 60 + seconds
-    if len(clock) == 3:
-        return clock[0] * 3600 + clock[1] * 60 + clock[2]
-    if len(clock) == 2:
-        return clock[0] * 60 + clock[1]
-    return clock[0] * 60
-
 
 _JOB_ID = re.compile(r"\d+(_\d+)?")
 _SUBMITTED = re.compile(r"(\d+)(;\S+)?")
@@ -78,40 +64,6 @@ _SQUEUE_FIELDS |= {"TimeLimit": "%l", "NumNodes": "%D", "JobName": "%j"}
 _SQUEUE_FORMAT = "|".join(_SQUEUE_FIELDS.values())
 _MARKER = "#veglia "
 _INVALID_ID = "Invalid job id specified"
-# sacct: the job's allocation line and one line per step (``12.batch``, ``12.extern``,
-# ``12.0``); memory (MaxRSS) is measured on steps only. The name comes last, as in squeue.
-_SACCT_FIELDS = ["JobID", "State", "ExitCode", "ElapsedRaw", "TotalCPU", "MaxRSS"]
-_SACCT_FIELDS += ["Partition", "JobName"]
-_SACCT_COMMAND = f"timeout 30 sacct --noheader --parsable2 --format={','.join(_SACCT_FIELDS)}"
-# JobID as sacct prints it: 12, 14_2 (an array task), 14_[3-5] (tasks that never ran), each
-# with an optional .step.
-_SACCT_JOB_ID = re.compile(r"(\d+)(?:_(\d+|\[[^\]]*\]))?(?:\.(\S+))?")
-# What sacct says when the cluster keeps no accounting: then it is as if there were no sacct.
-_NO_ACCOUNTING = "accounting storage is disabled"
-_KEY = re.compile(r"(?:^|\s)([A-Za-z_][A-Za-z0-9_/:.]*)=")
-
-_ACTIVE = {
-    # CONFIGURING: nodes allocated (booting, perhaps) but the script has not started.
-    **dict.fromkeys(["PENDING", "REQUEUED", "REQUEUE_FED", "CONFIGURING"], JobState.QUEUED),
-    **dict.fromkeys(["REQUEUE_HOLD", "RESV_DEL_HOLD"], JobState.QUEUED_HELD),
-    **dict.fromkeys(["SUSPENDED", "STOPPED"], JobState.SUSPENDED),
-    **dict.fromkeys(
-        ["RUNNING", "COMPLETING", "RESIZING", "SIGNALING", "STAGE_OUT"],
-        JobState.RUNNING,
-    ),
-}
-# Terminal states and why the job ended (None: it ended on its own, successfully).
-# DEADLINE: past its --deadline, where more wall time would not help; PREEMPTED: not the
-# job's fault, so resubmitting it as is helps, as after a node failure.
-_FINISHED: dict[str, JobFailure | None] = {
-    "COMPLETED": None,
-    **dict.fromkeys(["FAILED", "SPECIAL_EXIT"], JobFailure.FAILED),
-    **dict.fromkeys(["CANCELLED", "DEADLINE", "REVOKED"], JobFailure.CANCELLED),
-    "TIMEOUT": JobFailure.OUT_OF_WALLTIME,
-    "OUT_OF_MEMORY": JobFailure.OUT_OF_MEMORY,
-    **dict.fromkeys(["NODE_FAIL", "BOOT_FAIL", "PREEMPTED"], JobFailure.NODE_FAILURE),
-}
-_HELD_REASONS = {"JobHeldUser", "JobHeldAdmin"}
 # What sbatch says when the job itself is wrong (resubmitting it unchanged fails again)...
 _PERMANENT = re.compile(
     "invalid (account|partition|qos|generic resource|feature|option)|requested time limit is "
@@ -177,165 +129,6 @@ class SlurmSubmitError(BatchSubmitError):
 
 def _check_job_id(job_id: str) -> str:
     return check_job_id(job_id, _JOB_ID, "a SLURM job id (digits, optionally _N for an array task)")
-
-
-def parse_scontrol_record(text: str) -> dict[str, str]:
-    """The ``Key=Value`` pairs of one ``scontrol show job`` record (one- or multi-line form).
-
-    Values may contain spaces (``JobName=fail three``) and ``=`` (``TRES=cpu=1,mem=2G``): a
-    value runs up to the next whitespace-led ``Key=``. ``JobName`` is cut at `` UserId=``,
-    which always follows it, so a name with ``a=b`` in it does not break the record. With
-    ``-d`` the per-node fields (``Nodes=``, ``CPU_IDs=``, ``Mem=``) repeat once per node;
-    the first node's are kept.
-    """
-    text = " ".join(text.split("\n"))
-    fields: dict[str, str] = {}
-    name = re.search(r"(?:^|\s)JobName=(.*?) UserId=", text)
-    if name:
-        fields["JobName"] = name.group(1).strip()
-        text = text[: name.start()] + text[name.end() - len(" UserId=") :]
-    matches = list(_KEY.finditer(text))
-    for match, following in zip(matches, [*matches[1:], None], strict=True):
-        end = following.start() if following else len(text)
-        fields.setdefault(match.group(1), text[match.end() : end].strip())
-    return fields
-
-
-def _exit_code(text: str) -> int | None:
-    """``ExitCode=N:S``: N, or 128+S when a signal killed the job (as a shell reports it)."""
-    match = re.fullmatch(r"(\d+):(\d+)", text or "")
-    if not match:
-        return None
-    code, signal = int(match.group(1)), int(match.group(2))
-    return 128 + signal if signal else code
-
-
-_UNITS = {"": 1, "K": 1, "M": 1024, "G": 1024**2, "T": 1024**3, "P": 1024**4}
-
-
-def parse_sacct_memory_kb(text: str) -> int | None:
-    """kB in a memory figure as sacct prints it (``MaxRSS``): ``72488K`` by default, or
-    ``70.79M``, ``1.01G`` with ``--units``; a bare number is kB, sacct's own unit. None
-    when empty (the step was never sampled) or not a figure."""
-    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)([KMGTP]?)\s*", text or "")
-    if not match:
-        return None
-    return round(float(match.group(1)) * _UNITS[match.group(2)])
-
-
-def parse_sacct_seconds(text: str) -> float | None:
-    """Seconds in a time as sacct prints it: ``[D-][HH:]MM:SS[.mmm]`` (``TotalCPU`` has
-    milliseconds: ``00:01.234``); None if not one."""
-    match = re.fullmatch(r"\s*(?:(\d+)-)?((?:\d+:){0,2}\d+(?:\.\d+)?)\s*", text or "")
-    if not match:
-        return None
-    seconds = 0.0
-    for part in match.group(2).split(":"):
-        seconds = seconds * 60 + float(part)
-    return seconds + int(match.group(1) or 0) * 86400
-
-
-def _job_info(fields: dict[str, str]) -> JobInfo:
-    """A JobInfo from scontrol's (or squeue's, under scontrol's names) fields."""
-    raw_state = fields.get("JobState", "").split(" ")[0].rstrip("+")
-    reason = fields.get("Reason", "")
-    reason = "" if reason in ("None", "(null)") else reason
-    job_id = fields["JobId"]
-    task = fields.get("ArrayTaskId", "N/A")
-    if task not in ("", "N/A") and fields.get("ArrayJobId"):  # JobId=17 ArrayJobId=14 ...
-        job_id = f"{fields['ArrayJobId']}_{task if task.isdigit() else f'[{task}]'}"
-    info = JobInfo(
-        job_id=job_id,
-        state=_ACTIVE.get(raw_state, JobState.UNDETERMINED),
-        raw_state=raw_state,
-        reason=reason,
-        queue=fields.get("Partition") or None,
-        title=fields.get("JobName", ""),
-        wallclock_seconds=parse_duration(fields.get("RunTime", "")),
-        details=fields,
-    )
-    if raw_state == "PENDING" and reason in _HELD_REASONS:
-        info.state = JobState.QUEUED_HELD
-    elif raw_state in _FINISHED:
-        info.state = JobState.DONE
-        info.failure = _FINISHED[raw_state]
-        info.exit_code = _exit_code(fields.get("ExitCode", ""))
-    return info
-
-
-def _sacct_usage(fields: dict[str, str], steps: list[dict[str, str]]) -> dict[str, Any] | None:
-    """What a finished job used, as SLURM's accounting measured it: the largest MaxRSS of
-    its steps (the batch script, srun steps), its elapsed time, and its CPU time as a
-    percentage of one core over that time (as ``/usr/bin/time``'s ``%P``). None when no
-    step has a MaxRSS: a job too short to be sampled (``JobAcctGatherFrequency``), or whose
-    step records have not reached the database yet."""
-    peaks = [parse_sacct_memory_kb(step["MaxRSS"]) for step in steps]
-    known = [peak for peak in peaks if peak is not None]
-    if not known:
-        return None
-    elapsed = int(fields["ElapsedRaw"]) if fields["ElapsedRaw"].isdigit() else None
-    usage: dict[str, Any] = {
-        "peak_memory_kb": max(known),
-        "runtime_seconds": elapsed,
-        "source": "sacct",
-    }
-    cpu = parse_sacct_seconds(fields["TotalCPU"])
-    if cpu is not None and elapsed:
-        usage["cpu_percent"] = round(100 * cpu / elapsed, 1)
-    return usage
-
-
-def _sacct_job_info(fields: dict[str, str], steps: list[dict[str, str]]) -> JobInfo:
-    """A JobInfo from sacct's line of a job (and its steps' lines), named as scontrol's."""
-    match = _SACCT_JOB_ID.fullmatch(fields["JobID"])
-    assert match is not None  # checked by the caller
-    raw_state = fields["State"].split(" ")[0].rstrip("+")  # "CANCELLED by 1001"
-    info = JobInfo(
-        job_id=fields["JobID"],
-        state=JobState.DONE
-        if raw_state in _FINISHED
-        else _ACTIVE.get(raw_state, JobState.UNDETERMINED),
-        raw_state=raw_state,
-        queue=fields["Partition"] or None,
-        title=fields["JobName"],
-        wallclock_seconds=int(fields["ElapsedRaw"]) if fields["ElapsedRaw"].isdigit() else None,
-        details={**fields, "source": "sacct"},
-    )
-    if match.group(2) is not None:  # an array task: as scontrol's, it names its array
-        info.details["ArrayJobId"] = match.group(1)
-    if info.state is JobState.DONE:
-        info.failure = _FINISHED[raw_state]
-        # A job whose srun step the kernel killed for memory (cgroups) often ends FAILED, as
-        # its script goes on and exits nonzero; the step says why.
-        if any(step["State"].split(" ")[0] == "OUT_OF_MEMORY" for step in steps):
-            info.failure = JobFailure.OUT_OF_MEMORY
-        # scontrol's ExitCode is the batch script's; sacct's job line says 0:0 for a job
-        # killed at its time limit or cancelled, whose batch step says 0:15.
-        batch = next((step for step in steps if step["JobID"].endswith(".batch")), fields)
-        info.exit_code = _exit_code(batch["ExitCode"])
-        usage = _sacct_usage(fields, steps)
-        if usage is not None:
-            info.details["usage"] = usage
-    return info
-
-
-def _with_accounting(infos: list[JobInfo], accounted: list[JobInfo]) -> list[JobInfo]:
-    """squeue's and scontrol's jobs, with sacct's usage on those that finished, and the
-    finished jobs that only sacct still knows.
-
-    The controller's word wins where it has one: it is current, while the database hears of
-    a job's end a moment later. A job the controller no longer knows cannot be queued or
-    running, whatever the database says (a record left open when slurmctld lost its state):
-    only sacct's finished jobs are added."""
-    known = {info.job_id: info for info in infos}
-    for record in accounted:
-        info = known.get(record.job_id)
-        if info is None:
-            if record.state is JobState.DONE:
-                infos.append(record)
-        elif info.state is JobState.DONE and "usage" in record.details:
-            info.details["usage"] = record.details["usage"]
-    return infos
 
 
 class SlurmScheduler(Scheduler):
@@ -422,7 +215,7 @@ class SlurmScheduler(Scheduler):
                 'printf "%s\\n" "$q"'
             )
         ids = [_check_job_id(job_id) for job_id in job_ids]
-        finished = "|".join(sorted(_FINISHED))
+        finished = "|".join(sorted(FINISHED_STATES))
         return (
             f"q=$({squeue} --jobs={','.join(ids)} 2>&1); rc=$?; "
             f'echo "{_MARKER}squeue rc=$rc"; printf "%s\\n" "$q"; '
@@ -434,7 +227,7 @@ class SlurmScheduler(Scheduler):
             f'echo "{_MARKER}scontrol $id rc=$c"; printf "%s\\n" "$s"; '
             f'if [[ $s =~ $f || ( $c -ne 0 && $s == *"{_INVALID_ID}"* ) ]]; then a=$a,$id; fi; }}; '
             "done; "
-            f'if [ -n "$a" ]; then t=$({_SACCT_COMMAND} --jobs=${{a#,}} 2>&1); '
+            f'if [ -n "$a" ]; then t=$({SACCT_COMMAND} --jobs=${{a#,}} 2>&1); '
             f'echo "{_MARKER}sacct rc=$?"; printf "%s\\n" "$t"; fi; fi'
         )
 
@@ -457,7 +250,7 @@ class SlurmScheduler(Scheduler):
         for name, code, lines in sections:
             text = "\n".join(lines).strip()
             if name == "sacct":
-                accounted = self._parse_sacct(code, lines)
+                accounted = parse_sacct(code, lines)
                 continue
             if code != 0:
                 if _INVALID_ID in text:  # unknown or long-forgotten ids: absent, not an error
@@ -471,7 +264,7 @@ class SlurmScheduler(Scheduler):
             else:
                 infos.extend(self._parse_scontrol(lines))
         if accounted:
-            infos = _with_accounting(infos, accounted)
+            infos = with_accounting(infos, accounted)
         return infos + array_summaries(infos)
 
     @staticmethod
@@ -480,7 +273,7 @@ class SlurmScheduler(Scheduler):
         for line in lines:
             values = line.split("|", len(_SQUEUE_FIELDS) - 1)
             if len(values) == len(_SQUEUE_FIELDS) and _JOB_ID.fullmatch(values[0]):
-                infos.append(_job_info(dict(zip(_SQUEUE_FIELDS, values, strict=True))))
+                infos.append(job_info(dict(zip(_SQUEUE_FIELDS, values, strict=True))))
             elif line.strip():
                 # Not skipped: a job missing from the list counts as finished.
                 raise SchedulerError(
@@ -500,47 +293,7 @@ class SlurmScheduler(Scheduler):
                 raise SchedulerError(
                     f"scontrol printed a line veglia does not understand: {line[:200]!r}"
                 )
-        return [_job_info(parse_scontrol_record(record)) for record in records]
-
-    @staticmethod
-    def _parse_sacct(code: int, lines: list[str]) -> list[JobInfo] | None:
-        """The finished jobs sacct reports, or None when it cannot say (no accounting)."""
-        text = "\n".join(lines).strip()
-        if code != 0 or _NO_ACCOUNTING in text:
-            # No accounting here, or its daemon is down: as before sacct, a job that
-            # scontrol forgot counts as finished, with no state of its own; not an error.
-            if code in (126, 127) or _NO_ACCOUNTING in text:
-                LOGGER.debug("no SLURM accounting (sacct exit %s): %s", code, text[:500])
-            else:
-                LOGGER.warning(
-                    "sacct failed (exit %s): %s. Jobs SLURM forgot count as finished without "
-                    "their state, and no usage is recorded from SLURM's accounting.",
-                    code,
-                    text[:500],
-                )
-            return None
-        jobs: dict[str, dict[str, str]] = {}
-        steps: dict[str, list[dict[str, str]]] = {}
-        for line in lines:
-            if line.startswith("sacct: "):  # a warning on stderr, beside the records
-                LOGGER.warning("%s", line)
-                continue
-            values = line.split("|", len(_SACCT_FIELDS) - 1)
-            match = _SACCT_JOB_ID.fullmatch(values[0]) if values[0] else None
-            if len(values) != len(_SACCT_FIELDS) or not match:
-                if not line.strip():
-                    continue
-                # Not skipped: a job missing from the list counts as finished.
-                raise SchedulerError(
-                    f"sacct printed a line veglia does not understand: {line[:200]!r}"
-                )
-            fields = dict(zip(_SACCT_FIELDS, values, strict=True))
-            job_id = values[0].split(".", 1)[0]
-            if match.group(3) is None:
-                jobs[job_id] = fields
-            else:
-                steps.setdefault(job_id, []).append(fields)
-        return [_sacct_job_info(fields, steps.get(job_id, [])) for job_id, fields in jobs.items()]
+        return [job_info(parse_scontrol_record(record)) for record in records]
 
     # -- queues -------------------------------------------------------------------------
     def queues_command(self) -> str:

@@ -12,7 +12,7 @@ from veglia.schedulers import JobState
 
 if TYPE_CHECKING:
     from veglia.engine.calcjob.process import CalcJob
-    from veglia.orm.nodes import CalcJobNode
+    from veglia.orm.process_nodes import CalcJobNode
 
 __all__ = ["cancel", "cancel_now", "job_active", "wait_until_gone"]
 

@@ -41,7 +41,8 @@ from veglia.exceptions import TransportError, TransportTaskFailed, UnsafeWorkdir
 from veglia.manage import get_profile
 from veglia.orm import attributes as attr
 from veglia.orm.computers import Code, Computer, load_computer
-from veglia.orm.nodes import CalcJobNode, FolderData, RemoteData
+from veglia.orm.data import FolderData, RemoteData
+from veglia.orm.process_nodes import CalcJobNode
 from veglia.plugin_manager import get_plugin_manager
 from veglia.schedulers import JobFailure, JobInfo, JobState, SchedulerError, SchedulerSubmitError
 from veglia.workdir_root import private_root

@@ -24,7 +24,7 @@ from veglia.transports import Transport
 if TYPE_CHECKING:
     from veglia.engine.calcjob.calcinfo import CalcInfo
     from veglia.orm.computers import Computer
-    from veglia.orm.nodes import CalcJobNode
+    from veglia.orm.process_nodes import CalcJobNode
 
 __all__ = ["SCRIPT_NAME", "build_template", "retrieve", "submit", "upload"]
 

@@ -14,7 +14,7 @@ import logging
 import sqlalchemy as sa
 
 from veglia.manage import get_storage
-from veglia.orm.nodes import TERMINAL_STATES
+from veglia.orm.process_nodes import TERMINAL_STATES
 from veglia.storage.models import Node
 from veglia.storage.outage import is_storage_outage, wait_for_storage
 

@@ -19,7 +19,8 @@ from veglia.engine.runner import get_runner
 from veglia.exceptions import ControlError
 from veglia.manage import get_profile, get_storage
 from veglia.orm.attributes import CONTROL_REQUEST, UNREACHABLE
-from veglia.orm.nodes import ProcessNode, load_node
+from veglia.orm.nodes import load_node
+from veglia.orm.process_nodes import ProcessNode
 from veglia.orm.queries import has_attribute
 from veglia.storage.models import Node
 

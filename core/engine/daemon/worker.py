@@ -28,7 +28,8 @@ from veglia.engine.daemon.supervisor import log_failure
 from veglia.engine.persistence import load_process
 from veglia.engine.runner import Runner, set_runner
 from veglia.exceptions import NotExistent, StepAbandoned
-from veglia.orm.nodes import ProcessNode, load_node
+from veglia.orm.nodes import load_node
+from veglia.orm.process_nodes import ProcessNode
 from veglia.orm.queries import active_process_pks
 from veglia.storage.outage import is_storage_outage, wait_for_storage
 

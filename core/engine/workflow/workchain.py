@@ -39,7 +39,8 @@ from veglia.engine.runner import get_runner
 from veglia.engine.waiting import InterruptibleWaiting
 from veglia.notifications import notify
 from veglia.orm.attributes import WAITING_FOR
-from veglia.orm.nodes import ProcessNode, WorkflowNode, load_node
+from veglia.orm.nodes import load_node
+from veglia.orm.process_nodes import ProcessNode, WorkflowNode
 
 __all__ = ["ToContext", "WorkChain", "WorkChainSpec", "append_", "if_", "return_", "while_"]
 

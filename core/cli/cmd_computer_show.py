@@ -1,0 +1,72 @@
+"""``veglia computer list`` and ``veglia computer show``: the computers, and one computer's
+fields, properties and connection options."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from veglia.cli.cmd_computer_setup import shown
+from veglia.cli.output import console, print_table, raw_option
+from veglia.cli.state import CliState, pass_state
+from veglia.exceptions import ConfigurationError
+from veglia.orm.computers import Computer, load_computer, property_defaults
+from veglia.orm.queries import configured_computer_pks
+
+__all__ = ["computer_list", "computer_show"]
+
+
+@click.command("list")
+@raw_option
+@pass_state
+def computer_list(state: CliState, raw: bool) -> None:
+    """List computers and whether you configured them."""
+
+    state.profile  # noqa: B018
+    configured = configured_computer_pks()
+    rows = [
+        (c.pk, c.label, c.hostname, c.transport_type, c.scheduler_type, c.pk in configured)
+        for c in Computer.list()
+    ]
+    print_table(("PK", "Label", "Hostname", "Transport", "Scheduler", "Configured"), rows, raw=raw)
+
+
+@click.command("show")
+@click.argument("label")
+@pass_state
+def computer_show(state: CliState, label: str) -> None:
+    """Show computer LABEL: its fields, properties and your connection options."""
+
+    state.profile  # noqa: B018
+    computer = load_computer(label)
+    rows: list[tuple[str, Any]] = [
+        ("pk", computer.pk),
+        ("uuid", computer.uuid),
+        ("label", computer.label),
+        ("hostname", computer.hostname),
+        ("description", computer.description),
+        ("transport", computer.transport_type),
+        ("scheduler", computer.scheduler_type),
+    ]
+    defaults = property_defaults()
+    for name in defaults:
+        value = computer.get_property(name)
+        rows.append((name, shown(value) + ("" if name in computer.properties else " (default)")))
+    for name in sorted(set(computer.properties) - set(defaults)):
+        rows.append((name, f"{shown(computer.properties[name])} (of a plugin not loaded)"))
+    print_table(("Property", "Value"), rows)
+    console.print("")
+    try:
+        params = computer.get_transport().auth_params
+        stored = computer.get_auth_params()
+    except ConfigurationError as exc:
+        console.print(str(exc), markup=False)
+        return
+    if not params:
+        console.print(f"{computer.transport_type} needs no connection options.")
+        return
+    print_table(
+        ("Connection", "Value"),
+        [(k, shown(v) + ("" if k in stored else " (default)")) for k, v in params.items()],
+    )

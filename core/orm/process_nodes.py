@@ -1,0 +1,275 @@
+"""Process nodes: the record of a process (its state, exit status, checkpoint, logs and the
+processes it called), of a calc job and of a workflow.
+
+Their properties read what the engine wrote as the process ran; the attribute names are in
+:mod:`veglia.orm.attributes`.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+
+from veglia.manage import get_storage
+from veglia.orm.attributes import (
+    BLOCKED,
+    CACHED_FROM,
+    COMPUTER,
+    GPU_METRICS,
+    JOB_ID,
+    JOB_OUTCOME,
+    LAST_JOB_INFO,
+    OPTIONS,
+    PAUSED,
+    PAUSED_REASON,
+    REMOTE_WORKDIR,
+    RETRIEVE_LIST,
+    RIGHT_SIZED,
+    SCHEDULER_STATE,
+    SIMILARITY_KEY,
+    STARTED_AT,
+    STOPPED_BY_MONITOR,
+    SUBMITTED_AT,
+    UNREACHABLE,
+    USAGE,
+    WAITING_FOR,
+)
+from veglia.orm.nodes import Node
+from veglia.storage import models
+
+__all__ = ["TERMINAL_STATES", "CalcJobNode", "ProcessNode", "WorkflowNode"]
+
+#: The states a process ends in.
+TERMINAL_STATES = ("finished", "killed", "excepted")
+
+
+class ProcessNode(Node):
+    """The record of a process: its state, exit status, checkpoint, logs and links."""
+
+    node_type = "process"
+    _mutable_when_stored = True
+
+    def __init__(self, process_type: str = "", **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.process_type = process_type
+        self.process_state: str | None = None
+        self.exit_status: int | None = None
+        self.exit_message: str | None = None
+        self.computer_pk: int | None = None
+        self._mtime: datetime | None = None
+
+    def _row_values(self) -> dict[str, Any]:
+        return {
+            "process_type": self.process_type,
+            "process_state": self.process_state,
+            "computer_id": self.computer_pk,
+        }
+
+    def _load_row(self, row: models.Node) -> None:
+        self.process_type = row.process_type or ""
+        self.process_state = row.process_state
+        self.exit_status = row.exit_status
+        self.exit_message = row.exit_message
+        self.computer_pk = row.computer_id
+        self._mtime = row.mtime
+
+    def refresh(self) -> ProcessNode:
+        """Re-read the state written by the engine (possibly in another process)."""
+        with get_storage().session() as session:
+            row = session.get(models.Node, self.pk)
+            assert row is not None
+            self._attributes = dict(row.attributes or {})
+            self._extras = dict(row.extras or {})
+            self._load_row(row)
+        return self
+
+    def set_exit(self, status: int | None, message: str | None) -> None:
+        self.exit_status, self.exit_message = status, message
+        self._update_row(exit_status=status, exit_message=message)
+
+    def set_checkpoint(self, checkpoint: str | None) -> None:
+        self._update_row(checkpoint=checkpoint)
+
+    def set_state_and_checkpoint(self, state: str, checkpoint: str | None) -> None:
+        """Both in one write: the engine does this at every state change."""
+        self.process_state = state
+        self._update_row(process_state=state, checkpoint=checkpoint)
+
+    def get_checkpoint(self) -> str | None:
+        with get_storage().session() as session:
+            return session.scalar(
+                sa.select(models.Node.checkpoint).where(models.Node.id == self.pk)
+            )
+
+    @property
+    def mtime(self) -> datetime | None:
+        """When the record last changed, as of the last load or :meth:`refresh`."""
+        return self._mtime
+
+    @property
+    def is_terminated(self) -> bool:
+        return self.process_state in TERMINAL_STATES
+
+    @property
+    def is_finished(self) -> bool:
+        return self.process_state == "finished"
+
+    @property
+    def is_finished_ok(self) -> bool:
+        return self.is_finished and self.exit_status == 0
+
+    @property
+    def is_failed(self) -> bool:
+        return self.is_finished and self.exit_status not in (0, None)
+
+    @property
+    def is_killed(self) -> bool:
+        return self.process_state == "killed"
+
+    @property
+    def is_excepted(self) -> bool:
+        return self.process_state == "excepted"
+
+    @property
+    def paused(self) -> bool:
+        return bool(self.get_attribute(PAUSED, False))
+
+    @property
+    def paused_reason(self) -> str:
+        """Why it was paused ("" when it was not, or no reason was given)."""
+        return self.get_attribute(PAUSED_REASON) or ""
+
+    @property
+    def similarity_key(self) -> str | None:
+        """Which finished processes are like this one (history, estimates, right-sizing)."""
+        return self.get_attribute(SIMILARITY_KEY)
+
+    @property
+    def called(self) -> list[ProcessNode]:
+        return [n for _, _, n in self._linked(False, ("call",)) if isinstance(n, ProcessNode)]
+
+    @property
+    def caller(self) -> ProcessNode | None:
+        found = [n for _, _, n in self._linked(True, ("call",)) if isinstance(n, ProcessNode)]
+        return found[0] if found else None
+
+    def add_log(self, level: str, message: str, **details: Any) -> None:
+        with get_storage().session() as session:
+            session.add(
+                models.Log(
+                    node_id=self.pk,
+                    levelname=level,
+                    loggername="veglia",
+                    message=message,
+                    details=details,
+                )
+            )
+
+    @property
+    def logs(self) -> list[models.Log]:
+        with get_storage().session() as session:
+            return list(
+                session.scalars(
+                    sa.select(models.Log)
+                    .where(models.Log.node_id == self.pk)
+                    .order_by(models.Log.id)
+                )
+            )
+
+
+class CalcJobNode(ProcessNode):
+    """The record of a calc job; its properties read what the engine wrote as it ran (the
+    names are in :mod:`veglia.orm.attributes`)."""
+
+    node_type = "process.calcjob"
+
+    @property
+    def options(self) -> dict[str, Any]:
+        return self.get_attribute(OPTIONS, {})
+
+    @property
+    def computer_label(self) -> str | None:
+        return self.get_attribute(COMPUTER)
+
+    @property
+    def job_id(self) -> str | None:
+        """The scheduler's id of the job, once submitted."""
+        return self.get_attribute(JOB_ID)
+
+    @property
+    def scheduler_state(self) -> str | None:
+        """The job's state as last polled (a ``JobState`` value: queued, running, done...)."""
+        return self.get_attribute(SCHEDULER_STATE)
+
+    @property
+    def last_job_info(self) -> dict[str, Any] | None:
+        """The scheduler's last view of the job (a ``JobInfo`` as a dict)."""
+        return self.get_attribute(LAST_JOB_INFO)
+
+    @property
+    def submitted_at(self) -> float | None:
+        return self.get_attribute(SUBMITTED_AT)
+
+    @property
+    def started_at(self) -> float | None:
+        """When a poll first saw the job run (None if none did)."""
+        return self.get_attribute(STARTED_AT)
+
+    @property
+    def remote_workdir(self) -> str | None:
+        return self.get_attribute(REMOTE_WORKDIR)
+
+    @property
+    def retrieve_list(self) -> list[str]:
+        return self.get_attribute(RETRIEVE_LIST, [])
+
+    @property
+    def blocked(self) -> dict[str, Any] | None:
+        """{"reason", "time", "computer"} while held until ``veglia process unblock``."""
+        return self.get_attribute(BLOCKED)
+
+    @property
+    def unreachable(self) -> dict[str, Any] | None:
+        """{"computer", "since", "next_probe"} while paused for an outage of its computer."""
+        return self.get_attribute(UNREACHABLE)
+
+    @property
+    def stopped_by_monitor(self) -> dict[str, Any] | None:
+        """{"name", "message", "time", ...} of the monitor that stopped the job."""
+        return self.get_attribute(STOPPED_BY_MONITOR)
+
+    @property
+    def cached_from(self) -> dict[str, Any] | None:
+        """{"pk", "uuid"} of the finished job whose outputs this one reused."""
+        return self.get_attribute(CACHED_FROM)
+
+    @property
+    def job_outcome(self) -> dict[str, Any]:
+        """What retrieving found: exit status, failure, usage ({} before retrieval)."""
+        return self.get_attribute(JOB_OUTCOME) or {}
+
+    @property
+    def usage(self) -> dict[str, Any] | None:
+        """What the job used, as measured: {"peak_memory_kb", "runtime_seconds", "source"}."""
+        return self.get_attribute(USAGE)
+
+    @property
+    def right_sized(self) -> dict[str, Any] | None:
+        """{option: {"from", "to"}} of the requests right-sizing changed."""
+        return self.get_attribute(RIGHT_SIZED)
+
+    @property
+    def gpu_metrics(self) -> dict[str, Any] | None:
+        """The GPU block of the trace record, when a plugin put one there."""
+        return self.get_attribute(GPU_METRICS)
+
+
+class WorkflowNode(ProcessNode):
+    node_type = "process.workflow"
+
+    @property
+    def waiting_for(self) -> list[int]:
+        """The pks of the children it waits for, while it waits."""
+        return self.get_attribute(WAITING_FOR) or []
