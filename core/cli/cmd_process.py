@@ -14,6 +14,7 @@ import sqlalchemy as sa
 from veglia.cli.output import console, print_table, raw_option
 from veglia.cli.state import CliState, pass_state
 from veglia.exceptions import InvalidOptionError, NotExistent, WatchTimeout
+from veglia.orm.groups import in_group
 from veglia.orm.nodes import ProcessNode, load_node
 from veglia.orm.nodes import as_utc as aware
 from veglia.storage import models
@@ -239,6 +240,7 @@ def process_group() -> None:
     help="Only processes created in the last N days.",
 )
 @click.option("-l", "--limit", type=click.IntRange(min=1), help="Only the N most recent.")
+@click.option("-G", "--group", "group", metavar="GROUP", help="Only processes in this group.")
 @click.option(
     "-P",
     "--project",
@@ -256,6 +258,7 @@ def process_list(
     failed: bool,
     past_days: int | None,
     limit: int | None,
+    group: str | None,
     project: tuple[str, ...],
     raw: bool,
 ) -> None:
@@ -264,6 +267,7 @@ def process_list(
     state.profile  # noqa: B018 -- load the chosen profile
     chosen = states or (None if show_all or failed else ACTIVE_STATES)
     rows = query_processes(chosen, past_days, limit, failed)
+    rows = in_group(rows, group)
     tree_column = names.index("process_type") if "process_type" in names else 0
     table = []
     for row, depth in as_tree(rows):

@@ -47,6 +47,7 @@ def _register_commands() -> None:
         cmd_computer,
         cmd_config,
         cmd_daemon,
+        cmd_group,
         cmd_monitor,
         cmd_node,
         cmd_plugin,
@@ -75,6 +76,7 @@ def _register_commands() -> None:
         cmd_shell,
         cmd_monitor,
         cmd_verify,
+        cmd_group,
     ):
         for command in module.COMMANDS:
             cli.add_command(command)

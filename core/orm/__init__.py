@@ -1,6 +1,7 @@
-"""The provenance graph as Python objects: nodes, computers, codes, users."""
+"""The provenance graph as Python objects: nodes, groups, computers, codes, users."""
 
 from veglia.orm.computers import Code, Computer, load_code, load_computer
+from veglia.orm.groups import Group, load_group
 from veglia.orm.nodes import (
     Bool,
     CalcJobNode,
@@ -30,6 +31,7 @@ __all__ = [
     "Dict",
     "Float",
     "FolderData",
+    "Group",
     "Int",
     "List",
     "Node",
@@ -42,6 +44,7 @@ __all__ = [
     "get_default_user",
     "load_code",
     "load_computer",
+    "load_group",
     "load_node",
     "to_node",
 ]
