@@ -54,7 +54,7 @@ def _links(pk: int, incoming: bool) -> list[tuple[str, str, int, str]]:
 
 @click.group("node")
 def node_group() -> None:
-    """Inspect nodes of the provenance graph."""
+    """Inspect and delete nodes of the provenance graph, and read their files."""
 
 
 @node_group.command("show")

@@ -50,6 +50,7 @@ def _register_commands() -> None:
         cmd_group,
         cmd_monitor,
         cmd_node,
+        cmd_node_delete,
         cmd_plugin,
         cmd_process,
         cmd_process_control,
@@ -86,6 +87,13 @@ def _register_commands() -> None:
         cli.add_command(process_group)
     for command in cmd_process_control.PROCESS_COMMANDS:
         process_group.add_command(command)
+    # Sub-commands kept in modules of their own, added to the groups they belong in.
+    for module in (cmd_node_delete,):
+        for parent, commands in module.SUBCOMMANDS.items():
+            group = cli.commands[parent]
+            assert isinstance(group, click.Group)
+            for command in commands:
+                group.add_command(command)
 
 
 _register_commands()
