@@ -11,10 +11,12 @@ from typing import Any
 import click
 import sqlalchemy as sa
 
+from veglia.cli.cmd_node_repo import print_content, print_listing
 from veglia.cli.cmd_process import format_state, format_time, node_mtime, relative_time
 from veglia.cli.output import console, echo_success, echo_warning, print_table
 from veglia.cli.state import CliState, pass_state
 from veglia.exceptions import NotExistent
+from veglia.orm.files import calcjob_input_files
 from veglia.orm.nodes import CalcJobNode, FolderData, Node, ProcessNode, load_node
 from veglia.storage import models
 
@@ -280,7 +282,8 @@ def calcjob_outputcat(state: CliState, identifier: str, path: str | None) -> Non
 def calcjob_inputcat(state: CliState, identifier: str, path: str) -> None:
     """Print input file PATH of the job (default: the submit script _veglia_submit.sh)."""
     state.profile  # noqa: B018
-    _cat(load_calcjob(identifier), path)
+    node = load_calcjob(identifier)
+    print_content(calcjob_input_files(node), path, f"Calc job {node.pk}")
 
 
 @calcjob_group.command("outputls")
@@ -300,9 +303,11 @@ def calcjob_outputls(state: CliState, identifier: str, path: str, long: bool) ->
 @click.option("-l", "--long", is_flag=True, help="Show sizes in bytes.")
 @pass_state
 def calcjob_inputls(state: CliState, identifier: str, path: str, long: bool) -> None:
-    """List the input files the job uploaded, and its submit script."""
+    """List the input files the job uploaded (those copied from other nodes too), and its
+    submit script."""
     state.profile  # noqa: B018
-    _ls(load_calcjob(identifier), path, long)
+    node = load_calcjob(identifier)
+    print_listing(calcjob_input_files(node), path, long, f"Calc job {node.pk}", node.pk)
 
 
 @calcjob_group.command("res")

@@ -51,6 +51,7 @@ def _register_commands() -> None:
         cmd_monitor,
         cmd_node,
         cmd_node_delete,
+        cmd_node_repo,
         cmd_plugin,
         cmd_process,
         cmd_process_control,
@@ -88,7 +89,7 @@ def _register_commands() -> None:
     for command in cmd_process_control.PROCESS_COMMANDS:
         process_group.add_command(command)
     # Sub-commands kept in modules of their own, added to the groups they belong in.
-    for module in (cmd_node_delete,):
+    for module in (cmd_node_delete, cmd_node_repo):
         for parent, commands in module.SUBCOMMANDS.items():
             group = cli.commands[parent]
             assert isinstance(group, click.Group)
