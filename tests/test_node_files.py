@@ -5,6 +5,7 @@ dir (`veglia calcjob cleanworkdir`), as a user sees them."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 
 def ok(result):
@@ -81,3 +82,62 @@ def test_calcjob_inputls_lists_files_given_with_shell_f(run_cli, profile, tmp_pa
     assert ok(run_cli("node", "repo", "ls", pk)).stdout.split() == ["_veglia_submit.sh"]
     retrieved = str(job.outputs.retrieved.pk)
     assert ok(run_cli("node", "repo", "cat", retrieved, "copy.txt")).stdout == "from the user\n"
+
+
+def test_cleanworkdir_removes_the_work_dir_and_says_so_after(run_cli, profile):
+    from veglia import orm
+
+    job = run_shell(run_cli, "echo kept > result.txt", "-o", "result.txt")
+    workdir = Path(job.remote_workdir)
+    assert (workdir / "result.txt").exists()
+    pk = str(job.pk)
+
+    refused = run_cli("calcjob", "cleanworkdir", pk, input="n\n")
+    assert refused.exit_code == 1 and "Aborted" in refused.stderr
+    assert re.search(rf"{pk}\s+localhost\s+{workdir}", refused.stdout)
+    assert "Remove this work dir and everything in it?" in refused.stdout
+    assert workdir.exists()
+
+    cleaned = ok(run_cli("calcjob", "cleanworkdir", pk, input="y\n"))
+    assert "Removed 1 work dir; the retrieved files stay" in cleaned.stdout
+    assert not workdir.exists() and workdir.parent.exists()
+    job = orm.load_node(job.pk)
+    assert job.get_attribute("workdir_cleaned")["time"] > 0
+    assert job.outputs.remote_folder.extras == {"cleaned": True}
+
+    listed = ok(run_cli("calcjob", "outputls", pk))
+    assert "result.txt" in listed.stdout.split()
+    assert f"The work dir of calc job {pk} (localhost:{workdir}) was cleaned on" in listed.stderr
+    message = one_line_error(run_cli("calcjob", "gotocomputer", pk), 4)
+    assert "was cleaned on" in message and f"veglia calcjob outputls {pk}" in message
+    assert ok(run_cli("calcjob", "outputcat", pk, "result.txt")).stdout == "kept\n"
+
+    again = ok(run_cli("calcjob", "cleanworkdir", pk, "--force"))
+    assert f"Skipping calc job {pk}: its work dir was cleaned already." in again.stdout
+    assert "Nothing to clean." in again.stdout
+
+
+def test_cleanworkdir_refuses_active_jobs_and_other_folders(run_cli, profile, tmp_path):
+    from veglia import orm
+
+    done = run_shell(run_cli, "true")
+    running = orm.CalcJobNode(process_type="core.shell")
+    running.process_state = "waiting"
+    running.store()
+    message = one_line_error(run_cli("calcjob", "cleanworkdir", str(done.pk), str(running.pk)), 1)
+    assert f"Calc job {running.pk} (waiting) has not ended" in message
+    assert "Nothing was removed" in message and Path(done.remote_workdir).exists()
+
+    elsewhere = tmp_path / "precious"
+    elsewhere.mkdir()
+    odd = orm.CalcJobNode(process_type="core.shell")
+    odd.process_state = "finished"
+    odd.store()
+    odd.set_attributes({"remote_workdir": str(elsewhere), "computer": "localhost"})
+    message = one_line_error(run_cli("calcjob", "cleanworkdir", "-f", str(odd.pk)), 1)
+    assert "not a folder veglia made for it; refusing to remove it" in message
+    assert elsewhere.exists()
+
+    data = orm.Int(1).store()
+    message = one_line_error(run_cli("calcjob", "cleanworkdir", str(data.pk)), 4)
+    assert "not a calc job" in message

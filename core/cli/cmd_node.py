@@ -18,6 +18,7 @@ from veglia.cli.state import CliState, pass_state
 from veglia.exceptions import NotExistent
 from veglia.orm.files import calcjob_input_files
 from veglia.orm.nodes import CalcJobNode, FolderData, Node, ProcessNode, load_node
+from veglia.orm.workdirs import cleaned_message
 from veglia.storage import models
 
 __all__ = ["graph_dot", "load_calcjob", "type_name"]
@@ -294,7 +295,10 @@ def calcjob_inputcat(state: CliState, identifier: str, path: str) -> None:
 def calcjob_outputls(state: CliState, identifier: str, path: str, long: bool) -> None:
     """List the retrieved files of the job (under PATH)."""
     state.profile  # noqa: B018
-    _ls(_retrieved(load_calcjob(identifier)), path, long)
+    node = load_calcjob(identifier)
+    _ls(_retrieved(node), path, long)
+    if cleaned := cleaned_message(node):
+        echo_warning(cleaned)
 
 
 @calcjob_group.command("inputls")
@@ -344,6 +348,8 @@ def calcjob_gotocomputer(state: CliState, identifier: str, run: bool) -> None:
     state.profile  # noqa: B018
     node = load_calcjob(identifier)
     workdir = node.remote_workdir
+    if cleaned := cleaned_message(node):
+        raise NotExistent(cleaned)
     if not workdir:
         raise NotExistent(
             f"Calc job {node.pk} has no work dir yet (it is {node.process_state}); it gets one "

@@ -43,6 +43,7 @@ def cli(ctx: click.Context, profile_name: str | None, verbose: bool) -> None:
 
 def _register_commands() -> None:
     from veglia.cli import (
+        cmd_calcjob_clean,
         cmd_code,
         cmd_computer,
         cmd_config,
@@ -89,7 +90,7 @@ def _register_commands() -> None:
     for command in cmd_process_control.PROCESS_COMMANDS:
         process_group.add_command(command)
     # Sub-commands kept in modules of their own, added to the groups they belong in.
-    for module in (cmd_node_delete, cmd_node_repo):
+    for module in (cmd_node_delete, cmd_node_repo, cmd_calcjob_clean):
         for parent, commands in module.SUBCOMMANDS.items():
             group = cli.commands[parent]
             assert isinstance(group, click.Group)
