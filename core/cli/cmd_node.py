@@ -13,6 +13,7 @@ import sqlalchemy as sa
 
 from veglia.cli.cmd_node_repo import print_content, print_listing
 from veglia.cli.cmd_process import format_state, format_time, node_mtime, relative_time
+from veglia.cli.graph_image import render_image
 from veglia.cli.output import console, echo_success, echo_warning, print_table
 from veglia.cli.state import CliState, pass_state
 from veglia.exceptions import NotExistent
@@ -197,14 +198,22 @@ def graph_dot(pk: int, depth: int) -> str:
 @click.option(
     "-d", "--depth", type=click.IntRange(min=0), default=1, show_default=True, help="Link hops."
 )
-@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the dot file here.")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False),
+    help="Write here: an image for .png, .svg or .pdf (with Graphviz's dot), else dot text.",
+)
 @pass_state
 def node_graph(state: CliState, identifier: str, depth: int, output: str | None) -> None:
-    """Write the provenance around node PK as Graphviz dot (render: dot -Tpdf FILE)."""
+    """Draw the provenance around node PK: Graphviz dot text, or an image with -o x.png."""
     state.profile  # noqa: B018
     text = graph_dot(load_node(identifier).pk, depth)
     if output is None:
         click.echo(text, nl=False)
+        return
+    if render_image(text, Path(output)):
+        echo_success(f"Wrote {output}.")
         return
     Path(output).write_text(text)
     echo_success(f"Wrote {output}; render it with `dot -Tpdf {output} -o graph.pdf`.")
