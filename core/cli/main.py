@@ -43,6 +43,7 @@ def cli(ctx: click.Context, profile_name: str | None, verbose: bool) -> None:
 
 def _register_commands() -> None:
     from veglia.cli import (
+        cmd_archive,
         cmd_calcjob_clean,
         cmd_code,
         cmd_computer,
@@ -80,6 +81,7 @@ def _register_commands() -> None:
         cmd_monitor,
         cmd_verify,
         cmd_group,
+        cmd_archive,
     ):
         for command in module.COMMANDS:
             cli.add_command(command)
