@@ -300,3 +300,36 @@ def test_what_an_archive_takes_and_refuses(run_cli, profile, tmp_path):
         exists.exit_code == 9 and "exists already" in exists.stderr and "--force" in exists.stderr
     )
     ok(run_cli("archive", "create", str(target), str(made.pk), "--force"))
+
+
+def test_groups_on_import_keep_their_uuid_and_never_take_a_label(run_cli, veglia_home, tmp_path):
+    from veglia import orm
+
+    make_profile("source")
+    first, second = orm.Int(1).store(), orm.Int(2).store()
+    group = orm.Group(label="results").store()
+    group.add_nodes(first)
+    archive = tmp_path / "one.zip"
+    ok(run_cli("-p", "source", "archive", "create", str(archive), "-G", "results"))
+
+    make_profile("target", **{"storage.url": f"sqlite:///{tmp_path / 'target.sqlite'}"})
+    orm.Group(label="results", description="mine").store()
+    imported = ok(run_cli("-p", "target", "archive", "import", str(archive)))
+    assert "Imported" in imported.stdout and "new group results_1" in imported.stdout
+    assert "Group 'results' exists here already: imported as 'results_1'." in imported.stdout
+    assert orm.load_group("results").nodes == []
+    assert [node.uuid for node in orm.load_group("results_1").nodes] == [first.uuid]
+    assert orm.load_group("results_1").uuid == group.uuid
+
+    # The same group again, with one more node: the node is added to it, by UUID.
+    from veglia import load_profile
+
+    load_profile("source")
+    group.add_nodes(second)
+    bigger = tmp_path / "two.zip"
+    ok(run_cli("-p", "source", "archive", "create", str(bigger), "-G", "results"))
+    load_profile("target")
+    again = ok(run_cli("-p", "target", "archive", "import", str(bigger)))
+    assert "1 new node, 1 here already" in again.stdout
+    assert [node.value for node in orm.load_group("results_1").nodes] == [1, 2]
+    assert orm.load_group("results").nodes == []

@@ -111,67 +111,83 @@ def _starting_nodes(pks: Iterable[int], groups: Iterable[str | int]) -> tuple[se
     return chosen, loaded
 
 
+#: The columns each kind of row keeps in an archive (pks and ids are replaced by UUIDs).
+_USER = ("email", "first_name", "last_name", "institution")
+_COMPUTER = ("uuid", "label", "hostname", "description", "scheduler_type", "transport_type")
+_CODE = (
+    "uuid", "label", "executable", "default_calc_job_plugin", "description", "prepend_text",
+    "append_text",
+)  # fmt: skip
+_NODE = ("uuid", "node_type", "process_type", "label", "description", "attributes", "extras")
+_PROCESS = ("process_state", "exit_status", "exit_message")
+_LOG = ("uuid", "levelname", "loggername", "message", "details")
+_GROUP = ("uuid", "label", "description", "type_string")
+
+
+def _plain(row: Any, columns: tuple[str, ...], **more: Any) -> dict[str, Any]:
+    return {column: getattr(row, column) for column in columns} | more
+
+
+def _node_rows(session: Any, ids: list[int]) -> list[models.Node]:
+    """The nodes' rows, oldest first; refused when a process among them has not ended."""
+    node = models.Node
+    rows = []
+    for chunk in _chunks(ids):
+        rows += session.scalars(sa.select(node).where(node.id.in_(chunk)).order_by(node.id))
+    active = [r for r in rows if is_process(r.node_type) and r.process_state not in TERMINAL_STATES]
+    if active:
+        named = ", ".join(f"{row.id} ({row.process_state})" for row in active[:10])
+        raise ProcessActiveError(
+            f"Process {named} has not ended, and an archive holds only finished records. "
+            f"Wait until it ends (`veglia process watch {active[0].id}`) or kill it, then "
+            "write the archive again."
+        )
+    return rows
+
+
+def _node_records(
+    session: Any, ids: list[int], uuid_of: dict[int, str]
+) -> tuple[dict[int, list[list[Any]]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """The nodes' files (by node id), the links between them, and their logs."""
+    link, log, record = models.Link, models.Log, models.RepositoryFile
+    files: dict[int, list[list[Any]]] = {}
+    links, logs = [], []
+    for chunk in _chunks(ids):
+        query = sa.select(record).where(record.node_id.in_(chunk)).order_by(record.path)
+        for item in session.scalars(query):
+            files.setdefault(item.node_id, []).append([item.path, item.sha256, item.size])
+        query = sa.select(link).where(link.output_id.in_(chunk)).order_by(link.id)
+        links += [
+            {
+                "input": uuid_of[item.input_id],
+                "output": uuid_of[item.output_id],
+                "label": item.label,
+                "link_type": item.link_type,
+            }
+            for item in session.scalars(query)
+            if item.input_id in uuid_of
+        ]
+        query = sa.select(log).where(log.node_id.in_(chunk)).order_by(log.id)
+        logs += [
+            _plain(item, _LOG, node=uuid_of[item.node_id], time=iso(item.time))
+            for item in session.scalars(query)
+        ]
+    return files, links, logs
+
+
 def collect(pks: Iterable[int], groups: Iterable[str | int] = ()) -> dict[str, Any]:
     """The rows an archive of these nodes and groups holds, as plain data (``data.json``)."""
     chosen, loaded_groups = _starting_nodes(pks, groups)
     ids = sorted(traverse(chosen, EXPORT_RULES))
-    node, link, log, record = models.Node, models.Link, models.Log, models.RepositoryFile
     with get_storage().session() as session:
-        rows = [row for chunk in _chunks(ids) for row in session.scalars(
-            sa.select(node).where(node.id.in_(chunk)).order_by(node.id)
-        )]  # fmt: skip
-        active = [
-            row
-            for row in rows
-            if is_process(row.node_type) and row.process_state not in TERMINAL_STATES
-        ]
-        if active:
-            first = active[0]
-            named = ", ".join(f"{row.id} ({row.process_state})" for row in active[:10])
-            raise ProcessActiveError(
-                f"Process {named} has not ended, and an archive holds only finished records. "
-                f"Wait until it ends (`veglia process watch {first.id}`) or kill it, then "
-                "write the archive again."
-            )
+        rows = _node_rows(session, ids)
         uuid_of = {row.id: row.uuid for row in rows}
-        files: dict[int, list[list[Any]]] = {}
-        links, logs = [], []
-        for chunk in _chunks(ids):
-            for item in session.scalars(
-                sa.select(record).where(record.node_id.in_(chunk)).order_by(record.path)
-            ):
-                files.setdefault(item.node_id, []).append([item.path, item.sha256, item.size])
-            for item in session.scalars(
-                sa.select(link).where(link.output_id.in_(chunk)).order_by(link.id)
-            ):
-                if item.input_id in uuid_of:
-                    links.append(
-                        {
-                            "input": uuid_of[item.input_id],
-                            "output": uuid_of[item.output_id],
-                            "label": item.label,
-                            "link_type": item.link_type,
-                        }
-                    )
-            for item in session.scalars(
-                sa.select(log).where(log.node_id.in_(chunk)).order_by(log.id)
-            ):
-                logs.append(
-                    {
-                        "uuid": item.uuid,
-                        "node": uuid_of[item.node_id],
-                        "time": iso(item.time),
-                        "levelname": item.levelname,
-                        "loggername": item.loggername,
-                        "message": item.message,
-                        "details": item.details or {},
-                    }
-                )
+        files, links, logs = _node_records(session, ids, uuid_of)
         code_pks = {
-            (row.attributes or {}).get("code", {}).get("pk")
+            row.attributes["code"].get("pk")
             for row in rows
             if isinstance((row.attributes or {}).get("code"), dict)
-        } - {None}
+        }
         codes = list(session.scalars(sa.select(models.Code).where(models.Code.id.in_(code_pks))))
         computer_ids = {row.computer_id for row in rows} | {code.computer_id for code in codes}
         computers = list(
@@ -180,84 +196,53 @@ def collect(pks: Iterable[int], groups: Iterable[str | int] = ()) -> dict[str, A
         group_rows = [session.get(models.Group, group.pk) for group in loaded_groups]
         user_ids = {row.user_id for row in rows} | {group.user_id for group in group_rows}
         users = list(session.scalars(sa.select(models.User).where(models.User.id.in_(user_ids))))
-        email = {user.id: user.email for user in users}
-        computer_uuid = {computer.id: computer.uuid for computer in computers}
-        members = {
-            group.pk: [uuid_of[n.pk] for n in group.nodes if n.pk in uuid_of]
-            for group in loaded_groups
-        }
-        return {
-            "users": [
-                {
-                    "email": user.email,
-                    "first_name": user.first_name,
-                    "last_name": user.last_name,
-                    "institution": user.institution,
-                }
-                for user in users
-            ],
-            "computers": [
-                {
-                    "uuid": computer.uuid,
-                    "label": computer.label,
-                    "hostname": computer.hostname,
-                    "description": computer.description,
-                    "scheduler_type": computer.scheduler_type,
-                    "transport_type": computer.transport_type,
-                    "properties": computer.properties or {},
-                }
-                for computer in computers
-            ],
-            "codes": [
-                {
-                    "pk": code.id,  # what the jobs' ``code`` attribute names
-                    "uuid": code.uuid,
-                    "label": code.label,
-                    "computer": computer_uuid[code.computer_id],
-                    "executable": code.executable,
-                    "default_calc_job_plugin": code.default_calc_job_plugin,
-                    "description": code.description,
-                    "prepend_text": code.prepend_text,
-                    "append_text": code.append_text,
-                    "ctime": iso(code.ctime),
-                }
-                for code in codes
-            ],
-            "nodes": [
-                {
-                    "uuid": row.uuid,
-                    "node_type": row.node_type,
-                    "process_type": row.process_type,
-                    "label": row.label,
-                    "description": row.description,
-                    "ctime": iso(row.ctime),
-                    "mtime": iso(row.mtime),
-                    "user": email.get(row.user_id),
-                    "computer": computer_uuid.get(row.computer_id),
-                    "attributes": row.attributes or {},
-                    "extras": row.extras or {},
-                    "process_state": row.process_state,
-                    "exit_status": row.exit_status,
-                    "exit_message": row.exit_message,
-                    "files": files.get(row.id, []),
-                }
-                for row in rows
-            ],
-            "links": links,
-            "logs": logs,
-            "groups": [
-                {
-                    "uuid": group.uuid,
-                    "label": group.label,
-                    "description": group.description,
-                    "type_string": group.type_string,
-                    "time": iso(group.time),
-                    "user": email.get(group.user_id),
-                    "nodes": members[group.id],
-                }
-                for group in group_rows
-            ],
-        }
+    email = {user.id: user.email for user in users}
+    computer_uuid = {computer.id: computer.uuid for computer in computers}
+    members = {
+        group.pk: [uuid_of[node.pk] for node in group.nodes if node.pk in uuid_of]
+        for group in loaded_groups
+    }
+    return {
+        "users": [_plain(user, _USER) for user in users],
+        "computers": [
+            _plain(computer, _COMPUTER, properties=computer.properties or {})
+            for computer in computers
+        ],
+        "codes": [
+            _plain(
+                code,
+                _CODE,
+                pk=code.id,  # what the jobs' ``code`` attribute names
+                computer=computer_uuid[code.computer_id],
+                ctime=iso(code.ctime),
+            )
+            for code in codes
+        ],
+        "nodes": [
+            _plain(
+                row,
+                _NODE + _PROCESS,
+                ctime=iso(row.ctime),
+                mtime=iso(row.mtime),
+                user=email.get(row.user_id),
+                computer=computer_uuid.get(row.computer_id),
+                files=files.get(row.id, []),
+            )
+            for row in rows
+        ],
+        "links": links,
+        "logs": logs,
+        "groups": [
+            _plain(
+                group,
+                _GROUP,
+                time=iso(group.time),
+                user=email.get(group.user_id),
+                nodes=members[group.id],
+            )
+            for group in group_rows
+        ],
+    }
 
 
 def create_archive(

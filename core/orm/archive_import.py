@@ -202,6 +202,7 @@ def _validate(data: Any) -> None:
         _check(_is_uuid(log.get("uuid")), "a log message has no valid UUID")
         _check(log.get("node") in nodes, "a log message is of a node not in the archive")
         _strings(log, "a log message", "levelname", "message")
+        _check(isinstance(log.get("details", {}), dict), "a log message has bad details")
         _time(log.get("time"), "a log message")
     for group in data["groups"]:
         what = f"group {group.get('label')!r}"
@@ -374,26 +375,73 @@ def _write_rows(
     summary: ImportSummary,
 ) -> None:
     """Users, computers, codes, nodes, their files, links, logs and groups, in ``session``."""
-    users = _existing(session, models.User.email, [u["email"] for u in data["users"]])
-    for user in data["users"]:
-        if user["email"] not in users:
-            row = models.User(
-                email=user["email"],
-                first_name=user.get("first_name") or "",
-                last_name=user.get("last_name") or "",
-                institution=user.get("institution") or "",
+    users = _import_users(session, data["users"], summary)
+    computers = _import_computers(session, data["computers"], summary)
+    codes = _import_codes(session, data["codes"], computers, summary)
+    ids = _import_nodes(session, new_nodes, present, users, computers, codes)
+    summary.nodes_new = len(new_nodes)
+    new = {node["uuid"] for node in new_nodes}
+    for link in data["links"]:
+        if link["input"] in new or link["output"] in new:  # the others are here already
+            session.add(
+                models.Link(
+                    input_id=ids[link["input"]],
+                    output_id=ids[link["output"]],
+                    label=link["label"],
+                    link_type=link["link_type"],
+                )
             )
-            session.add(row)
-            session.flush()
-            users[user["email"]] = row.id
-            summary.users_created.append(user["email"])
+            summary.links += 1
+    logs = [log for log in data["logs"] if log["node"] in new]
+    known_logs = _existing(session, models.Log.uuid, [log["uuid"] for log in logs])
+    for log in logs:
+        if log["uuid"] not in known_logs:
+            session.add(
+                models.Log(
+                    uuid=log["uuid"],
+                    node_id=ids[log["node"]],
+                    time=_time(log["time"], "log"),
+                    levelname=log["levelname"],
+                    loggername=log.get("loggername") or "",
+                    message=log["message"],
+                    details=log.get("details") or {},
+                )
+            )
+            summary.logs += 1
+    session.flush()
+    _import_groups(session, data["groups"], ids, users, summary)
 
-    computers: dict[str, int] = {}  # archive UUID -> id here
-    by_label = _existing(session, models.Computer.label, [c["label"] for c in data["computers"]])
-    uuids_here = _existing(session, models.Computer.uuid, [c["uuid"] for c in data["computers"]])
-    for computer in data["computers"]:
+
+def _import_users(session: Any, users: list[dict], summary: ImportSummary) -> dict[str, int]:
+    """``{email: user id here}``, creating the missing users."""
+    found = _existing(session, models.User.email, [user["email"] for user in users])
+    for user in users:
+        if user["email"] in found:
+            continue
+        row = models.User(
+            email=user["email"],
+            first_name=user.get("first_name") or "",
+            last_name=user.get("last_name") or "",
+            institution=user.get("institution") or "",
+        )
+        session.add(row)
+        session.flush()
+        found[user["email"]] = row.id
+        summary.users_created.append(user["email"])
+    return found
+
+
+def _import_computers(
+    session: Any, computers: list[dict], summary: ImportSummary
+) -> dict[str, int]:
+    """``{archive UUID: computer id here}``: matched by label, created when missing (with
+    the archive's UUID unless it is taken), without authinfo."""
+    by_label = _existing(session, models.Computer.label, [c["label"] for c in computers])
+    uuids_here = _existing(session, models.Computer.uuid, [c["uuid"] for c in computers])
+    found: dict[str, int] = {}
+    for computer in computers:
         if computer["label"] in by_label:
-            computers[computer["uuid"]] = by_label[computer["label"]]
+            found[computer["uuid"]] = by_label[computer["label"]]
             continue
         row = models.Computer(
             label=computer["label"],
@@ -407,18 +455,26 @@ def _write_rows(
             row.uuid = computer["uuid"]
         session.add(row)
         session.flush()
-        computers[computer["uuid"]] = row.id
+        found[computer["uuid"]] = by_label[computer["label"]] = row.id
         summary.computers_created.append(computer["label"])
+    return found
 
-    codes: dict[int, int] = {}  # pk in the archive's profile -> pk here
-    for code in data["codes"]:
+
+def _import_codes(
+    session: Any, codes: list[dict], computers: dict[str, int], summary: ImportSummary
+) -> dict[int, int]:
+    """``{pk in the archive's profile: code pk here}``: matched by label on their computer,
+    created when missing."""
+    found: dict[int, int] = {}
+    labels = dict(session.execute(sa.select(models.Computer.id, models.Computer.label)).all())
+    for code in codes:
         computer_id = computers[code["computer"]]
-        found = session.scalar(
+        pk = session.scalar(
             sa.select(models.Code.id).where(
                 models.Code.label == code["label"], models.Code.computer_id == computer_id
             )
         )
-        if found is None:
+        if pk is None:
             row = models.Code(
                 label=code["label"],
                 computer_id=computer_id,
@@ -428,20 +484,26 @@ def _write_rows(
                 prepend_text=code.get("prepend_text") or "",
                 append_text=code.get("append_text") or "",
             )
-            if not session.scalar(
-                sa.select(models.Code.id).where(models.Code.uuid == code["uuid"])
-            ):
+            if not _existing(session, models.Code.uuid, [code["uuid"]]):
                 row.uuid = code["uuid"]
             session.add(row)
             session.flush()
-            found = row.id
-            label = session.scalar(
-                sa.select(models.Computer.label).where(models.Computer.id == computer_id)
-            )
-            summary.codes_created.append(f"{code['label']}@{label}")
-        codes[code["pk"]] = found
+            pk = row.id
+            summary.codes_created.append(f"{code['label']}@{labels[computer_id]}")
+        found[code["pk"]] = pk
+    return found
 
-    ids = dict(present)  # archive UUID -> id here, of every node of the archive
+
+def _import_nodes(
+    session: Any,
+    new_nodes: list[dict],
+    present: dict[str, int],
+    users: dict[str, int],
+    computers: dict[str, int],
+    codes: dict[int, int],
+) -> dict[str, int]:
+    """Insert the new nodes and their file records; ``{UUID: node id here}`` of every node
+    of the archive."""
     rows = []
     for node in new_nodes:
         row = models.Node(
@@ -463,8 +525,7 @@ def _write_rows(
         session.add(row)
         rows.append((node, row))
     session.flush()
-    for node, row in rows:
-        ids[node["uuid"]] = row.id
+    ids = dict(present) | {node["uuid"]: row.id for node, row in rows}
     for node, row in rows:
         attributes = _remap_attributes(dict(node["attributes"]), codes, ids)
         if attributes != node["attributes"]:
@@ -476,41 +537,19 @@ def _write_rows(
                     node_id=row.id, path=checked_relative(path), sha256=sha256, size=size
                 )
             )
-    summary.nodes_new = len(rows)
+    return ids
 
-    new = {node["uuid"] for node in new_nodes}
-    for link in data["links"]:
-        if link["input"] in new or link["output"] in new:
-            session.add(
-                models.Link(
-                    input_id=ids[link["input"]],
-                    output_id=ids[link["output"]],
-                    label=link["label"],
-                    link_type=link["link_type"],
-                )
-            )
-            summary.links += 1
 
-    logs = [log for log in data["logs"] if log["node"] in new]
-    known_logs = _existing(session, models.Log.uuid, [log["uuid"] for log in logs])
-    for log in logs:
-        if log["uuid"] in known_logs:
-            continue
-        session.add(
-            models.Log(
-                uuid=log["uuid"],
-                node_id=ids[log["node"]],
-                time=_time(log["time"], "log"),
-                levelname=log["levelname"],
-                loggername=log.get("loggername") or "",
-                message=log["message"],
-                details=log.get("details") or {},
-            )
-        )
-        summary.logs += 1
-    session.flush()
-
-    for group in data["groups"]:
+def _import_groups(
+    session: Any,
+    groups: list[dict],
+    ids: dict[str, int],
+    users: dict[str, int],
+    summary: ImportSummary,
+) -> None:
+    """Each group by UUID, created when missing (``label_1`` when its label is taken), with
+    the archive's nodes it lacks."""
+    for group in groups:
         group_id = session.scalar(
             sa.select(models.Group.id).where(models.Group.uuid == group["uuid"])
         )
