@@ -84,8 +84,9 @@ class ImportSummary:
 
 
 # -- reading and checking ------------------------------------------------------------------
-class _Damaged(Exception):
-    """What is wrong with the archive, said in a few words."""
+# What is wrong with a damaged archive is raised as a ValueError saying it in a few words,
+# and reported by read_archive as an ArchiveError.
+_Damaged = ValueError
 
 
 def _no_constants(name: str) -> Any:
@@ -287,7 +288,7 @@ def read_archive(path: Path | str) -> ArchiveContent:
     with _open(path) as archive:
         try:
             return _read_checked(archive, path)
-        except (_Damaged, *_ZIP_ERRORS) as exc:
+        except _ZIP_ERRORS as exc:  # ValueError (_Damaged) among them
             raise ArchiveError(
                 f"{path} is damaged: {exc}. Copy it again, or write it again with "
                 "`veglia archive create`. Nothing was imported."
