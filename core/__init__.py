@@ -3,15 +3,19 @@ with full provenance in a database and pluggable monitors that watch every runni
 
 from __future__ import annotations
 
-from veglia.entry_points import (
-    CalculationFactory,
-    DataFactory,
-    MonitorFactory,
-    ParserFactory,
-    SchedulerFactory,
-    TransportFactory,
-)
-from veglia.manage import get_profile, get_storage, load_profile
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from veglia.entry_points import (
+        CalculationFactory,
+        DataFactory,
+        MonitorFactory,
+        ParserFactory,
+        SchedulerFactory,
+        TransportFactory,
+    )
+    from veglia.manage import get_profile, get_storage, load_profile
 
 __version__ = "0.1.0"
 
@@ -27,3 +31,26 @@ __all__ = [
     "get_storage",
     "load_profile",
 ]
+
+#: Public name -> its module, imported on first use (PEP 562): every CLI start and every
+#: plugin imports ``veglia``, and most need neither entry points nor profiles at once.
+_EXPORTS = {
+    "CalculationFactory": "veglia.entry_points",
+    "DataFactory": "veglia.entry_points",
+    "MonitorFactory": "veglia.entry_points",
+    "ParserFactory": "veglia.entry_points",
+    "SchedulerFactory": "veglia.entry_points",
+    "TransportFactory": "veglia.entry_points",
+    "get_profile": "veglia.manage",
+    "get_storage": "veglia.manage",
+    "load_profile": "veglia.manage",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'veglia' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value

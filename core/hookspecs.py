@@ -21,6 +21,8 @@ if TYPE_CHECKING:
 
     from veglia.config.options import Option
     from veglia.config.profile import Profile
+    from veglia.engine.calcjob.options import CalcJobOption
+    from veglia.orm.computers import ComputerProperty
 
 hookspec = pluggy.HookspecMarker("veglia")
 hookimpl = pluggy.HookimplMarker("veglia")
@@ -32,10 +34,54 @@ def register_options() -> list[Option]:
 
     Called once when the option catalogue is first needed (``veglia config``, ``veglia
     setup``, loading a profile). Return a list of :class:`veglia.config.options.Option`.
-    Option names should be prefixed with the plugin's own namespace (``tower.endpoint``),
+    Option names should be prefixed with the plugin's own namespace (``myplugin.endpoint``),
     and must not clash with a built-in or another plugin's option: a clash is an error
     that names both plugins. Options marked ``secret=True`` are stored in the profile's
     secrets file (mode 0600) and are never printed.
+    """
+
+
+@hookspec
+def calcjob_options() -> list[CalcJobOption]:
+    """Contribute options to every calc job's ``metadata.options``.
+
+    Called when a calc job's input spec is first built (by a builder, input validation,
+    ``veglia process unblock --option``, ...), once per calc-job class. Return a list of
+    :class:`veglia.engine.calcjob.options.CalcJobOption` (name, type, help, optional validator
+    and default); each becomes a ``metadata.options.<name>`` port beside the built-in ones,
+    so builders, validation and port help treat it the same. A name must not clash with a
+    built-in option or another plugin's: a clash is an error that names both. The value a
+    job was given is stored with its other options: read it in your other hooks with
+    ``(node.options or {}).get("<name>")``. Without the plugin loaded, the option is
+    unknown and a builder refuses it.
+    """
+
+
+@hookspec
+def computer_properties() -> list[ComputerProperty]:
+    """Contribute computer properties, each with its ``veglia computer setup`` flag.
+
+    Called once, when the computer properties are first needed. Return a list of
+    :class:`veglia.orm.computers.ComputerProperty` (name, default, help, optional
+    ``parse``); the property is then accepted on a computer, read with
+    ``computer.get_property("<name>")`` (its default when not set), shown by ``veglia
+    computer show`` and set with ``veglia computer setup --<name>`` (underscores as dashes)
+    or its prompt, asked after the built-in ones. A name must not clash with a built-in
+    property or another plugin's: a clash is an error that names both. A computer keeps
+    the properties of a plugin that is no longer loaded, unused.
+    """
+
+
+@hookspec
+def process_show_tables(node: Any) -> list[tuple[tuple[str, ...], list[tuple[Any, ...]]]]:
+    """Add tables to ``veglia process show`` for a process node.
+
+    Called once per process shown, with its node (a ``ProcessNode``; read what your plugin
+    stored on it, ``node.get_attribute(...)``). Return a list of ``(headers, rows)`` pairs,
+    each a table printed after the process's own properties, in the order the plugins were
+    registered; return nothing, or a table without rows, to add none. Keep it to what is
+    already stored: no connection to the computer. An exception is shown as a warning and
+    does not stop the rest of the output.
     """
 
 
@@ -115,9 +161,10 @@ def trace_ready(node: Any, record: Any) -> None:
     """Receive the final trace record of a terminated calc job, to report it.
 
     Called once when the process reaches a terminal state, with its status, exit and
-    times filled in and every ``collect_trace`` contribution on it. Reporters (the Tower
-    plugin) should only queue the record durably here (it runs in the engine's event loop
-    thread) and send it elsewhere; an exception is logged on the node.
+    times filled in and every ``collect_trace`` contribution on it. Reporters (a plugin that
+    sends records to a monitoring service) should only queue the record durably here (it
+    runs in the engine's event loop thread) and send it elsewhere; an exception is logged
+    on the node.
     """
 
 

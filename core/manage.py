@@ -9,6 +9,7 @@ from veglia.config.profile import Profile
 from veglia.exceptions import ProfileNotFoundError
 
 if TYPE_CHECKING:
+    # Lazy: the plugin manager imports config; it is loaded with the first profile.
     from veglia.storage.backend import StorageBackend
 
 __all__ = ["active_profile", "get_profile", "get_storage", "load_profile", "unload_profile"]

@@ -29,6 +29,7 @@ from veglia.config.options import Option
 from veglia.engine.calcjob import CalcJob
 from veglia.engine.calcjob.calcinfo import CalcInfo, CodeInfo
 from veglia.engine.calcjob.monitors import MonitorResult
+from veglia.engine.calcjob.options import CalcJobOption
 from veglia.engine.exit_codes import ExitCode
 from veglia.exceptions import (
     HostKeyError,
@@ -41,6 +42,7 @@ from veglia.exceptions import (
     VegliaError,
 )
 from veglia.hookspecs import hookimpl
+from veglia.orm.computers import ComputerProperty
 from veglia.parsers import Parser
 from veglia.schedulers import (
     JobFailure,
@@ -58,7 +60,9 @@ __all__ = [
     "AuthOption",
     "CalcInfo",
     "CalcJob",
+    "CalcJobOption",
     "CodeInfo",
+    "ComputerProperty",
     "ExitCode",
     "FakeCluster",
     "FakeNode",

@@ -28,6 +28,7 @@ __all__ = [
     "get_plugin_manager",
     "has_implementations",
     "reset_plugin_manager",
+    "results_of_each",
 ]
 
 _manager: pluggy.PluginManager | None = None
@@ -93,13 +94,24 @@ def call_each(hook_name: str, **kwargs: object) -> list[tuple[str, BaseException
     For hooks where one broken plugin must not keep the others (or the engine) from their
     work; returns (plugin name, exception) for those that raised.
     """
+    return results_of_each(hook_name, **kwargs)[1]
+
+
+def results_of_each(
+    hook_name: str, **kwargs: object
+) -> tuple[list[tuple[str, object]], list[tuple[str, BaseException]]]:
+    """As :func:`call_each`, with what each implementation returned: (plugin name, result)
+    for those that returned something other than None, then the errors."""
+    results: list[tuple[str, object]] = []
     errors: list[tuple[str, BaseException]] = []
     for name, caller in _single_callers(get_plugin_manager(), hook_name):
         try:
-            caller(**kwargs)
+            returned = caller(**kwargs)
         except Exception as exc:
             errors.append((name, exc))
-    return errors
+            continue
+        results += [(name, result) for result in returned]
+    return results, errors
 
 
 #: hook name -> (the manager and implementations they were built for, the callers)

@@ -122,7 +122,7 @@ class JobInfo:
 
     def to_attributes(self) -> dict[str, Any]:
         """What a node keeps of the job's last poll (JSON; ``details`` only its usage)."""
-        attributes: dict[str, Any] = {
+        data: dict[str, Any] = {
             "job_id": self.job_id,
             "state": self.state.value,
             "raw_state": self.raw_state,
@@ -133,8 +133,8 @@ class JobInfo:
             "wallclock_seconds": self.wallclock_seconds,
         }
         if self.details.get("usage"):
-            attributes["usage"] = self.details["usage"]
-        return attributes
+            data["usage"] = self.details["usage"]
+        return data
 
     @classmethod
     def from_attributes(cls, data: dict[str, Any]) -> JobInfo:

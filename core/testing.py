@@ -55,6 +55,7 @@ from veglia.exceptions import (
     TransportError,
     TransportTimeoutError,
 )
+from veglia.orm import attributes as attr
 from veglia.schedulers import JobFailure, JobInfo, JobState, JobTemplate, Scheduler
 from veglia.transports import AuthOption, FileStat, Transport
 
@@ -404,7 +405,7 @@ class FakeNode:
             if value is not None:
                 self.attributes[key] = value
         if job_id is not None:
-            self.attributes["job_id"] = job_id
+            self.attributes[attr.JOB_ID] = job_id
         self.uuid, self.pk, self.label = uuid, pk, ""
         #: ``(level, message)`` of every :meth:`add_log`, in order.
         self.logs: list[tuple[str, str]] = []
@@ -421,15 +422,15 @@ class FakeNode:
 
     @property
     def options(self) -> dict[str, Any]:
-        return self.get_attribute("options", {})
+        return self.get_attribute(attr.OPTIONS, {})
 
     @property
     def remote_workdir(self) -> str | None:
-        return self.get_attribute("remote_workdir")
+        return self.get_attribute(attr.REMOTE_WORKDIR)
 
     @property
     def job_id(self) -> str | None:
-        return self.get_attribute("job_id")
+        return self.get_attribute(attr.JOB_ID)
 
 
 # -- the scheduler --------------------------------------------------------------------------

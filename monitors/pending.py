@@ -6,7 +6,10 @@ import functools
 import time
 from typing import Any
 
+from veglia.engine.calcjob.history import similar_waits
 from veglia.engine.calcjob.monitors import MonitorResult
+from veglia.manage import get_profile
+from veglia.orm.computers import load_computer
 
 __all__ = ["pending_too_long"]
 
@@ -14,7 +17,6 @@ __all__ = ["pending_too_long"]
 @functools.lru_cache(maxsize=64)
 def _scheduler_of(profile_id: str, computer_label: str) -> Any:
     """The computer's scheduler, read once: this runs at every poll of every queued job."""
-    from veglia.orm.computers import load_computer
 
     return load_computer(computer_label).get_scheduler()
 
@@ -32,26 +34,24 @@ def pending_too_long(
     :param min_wait: seconds a job may be queued before it counts as waiting long.
     :param spread: standard deviations above similar jobs' mean wait that count as long.
     """
-    from veglia.engine.calcjob.history import similar_waits
-    from veglia.manage import get_profile
 
-    info = node.get_attribute("last_job_info") or {}
+    info = node.last_job_info or {}
     if info.get("state") != "queued":
         return None
     reason = info.get("reason") or ""
     queue = info.get("queue") or "the default queue"
-    scheduler = _scheduler_of(get_profile().id, node.get_attribute("computer"))
+    scheduler = _scheduler_of(get_profile().id, node.computer_label)
     if reason and scheduler.unsatisfiable_reason(reason):
         return MonitorResult(
             message=f"it cannot start in queue {queue}: the scheduler says {reason}"
         )
-    submitted = node.get_attribute("submitted_at")
+    submitted = node.submitted_at
     if submitted is None or state is None or state.get("reported"):
         return None
     waited = time.time() - submitted
     if waited <= min_wait:  # the limit is never below min_wait: no history needed yet
         return None
-    waits = similar_waits(node.get_attribute("similarity_key") or "")
+    waits = similar_waits(node.similarity_key or "")
     limit = max(min_wait, waits.mean + spread * waits.stdev) if waits else min_wait
     if waited > limit:
         state["reported"] = True

@@ -19,7 +19,7 @@ def walltime_guard(node: Any, transport: Any, fraction: float = 0.9) -> MonitorR
     if not limit:
         return None
     # The scheduler's own count of the time the job has run (not queued).
-    elapsed = (node.get_attribute("last_job_info") or {}).get("wallclock_seconds")
+    elapsed = (node.last_job_info or {}).get("wallclock_seconds")
     if elapsed is not None and elapsed >= fraction * limit:
         return MonitorResult(
             message=f"ran {elapsed:.0f} s of its {limit} s ({fraction:.0%} reached)",

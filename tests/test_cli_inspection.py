@@ -383,10 +383,10 @@ def test_computer_setup_asks_again_after_invalid_answers(run_cli, local, tmp_pat
         "",  # mpiprocs per machine
         "module load x",  # prepend_text
         "",  # append_text
-        "perhaps",  # fusion
-        "yes",
         "short:time=1h; long",  # queues
         "",  # measure_usage
+        "perhaps",  # fusion: the plugins' properties are asked after the built-in ones
+        "yes",
     ]
     result = ok(run_cli("computer", "setup", input="\n".join(answers) + "\n"))
     assert "'ssh' is not an installed transport" in result.stderr

@@ -76,6 +76,174 @@ def test_register_options_must_return_options(manager_with):
         get_options()
 
 
+class _JobOptionPlugin:
+    def __init__(self, *options):
+        self.options = options
+
+    @hookspecs.hookimpl
+    def calcjob_options(self):
+        return list(self.options)
+
+
+def _lower_case(value, _=None):
+    return None if value.islower() else f"must be lower case, not {value!r}"
+
+
+def test_calcjob_options_are_ports_of_every_calc_job_validated_and_stored(manager_with, profile):
+    from veglia import engine, orm
+    from veglia.engine import InputValidationError
+    from veglia.engine.calcjob.options import CalcJobOption
+    from veglia.entry_points import CalculationFactory
+
+    manager_with(
+        _JobOptionPlugin(
+            CalcJobOption("mylab_tag", str, "Tag of the job.", validator=_lower_case),
+            CalcJobOption("mylab_level", int, "How hard to look.", default=3),
+        )
+    )
+    add = CalculationFactory("core.arithmetic.add")  # its spec anew: for these plugins
+    ports = add.spec().inputs["metadata"]["options"]
+    assert list(ports)[-2:] == ["mylab_tag", "mylab_level"]  # after the built-in ones
+    assert ports["mylab_tag"].help == "Tag of the job." and not ports["mylab_tag"].required
+    builder = add.get_builder()
+    with pytest.raises(InputValidationError, match="must be lower case, not 'LOUD'"):
+        builder.metadata.options.mylab_tag = "LOUD"
+    with pytest.raises(InputValidationError, match="mylab_level"):
+        builder.metadata.options.mylab_level = "high"
+    builder.metadata.options.mylab_tag = "quiet"
+    builder.x, builder.y = orm.Int(1), orm.Int(2)
+    outputs, node = engine.run_get_node(builder)
+    assert outputs["sum"].value == 3
+    assert node.options["mylab_tag"] == "quiet" and node.options["mylab_level"] == 3
+    manager_with()  # the plugin is gone, and its options with it
+    with pytest.raises(InputValidationError, match="Unknown input 'metadata.options.mylab_tag'"):
+        add.get_builder().metadata.options.mylab_tag = "quiet"
+
+
+def test_calcjob_options_clash_or_wrong_type_names_the_plugin(manager_with):
+    from veglia.engine.calcjob.options import CalcJobOption
+    from veglia.entry_points import CalculationFactory
+
+    add = CalculationFactory("core.arithmetic.add")
+    manager_with(_JobOptionPlugin(CalcJobOption("queue_name", str, "Mine now.")))
+    with pytest.raises(ConfigurationError, match="'queue_name' of plugin .* clashes with the "):
+        add.spec()
+    mine = CalcJobOption("mylab_tag", str, "Tag.")
+    manager_with(_JobOptionPlugin(mine), _JobOptionPlugin(mine))
+    with pytest.raises(ConfigurationError, match="'mylab_tag' of plugin .* clashes with the "):
+        add.spec()
+    manager_with(_JobOptionPlugin(("mylab_tag", str, None, "Tag.")))
+    with pytest.raises(ConfigurationError, match="must return veglia.engine.calcjob.options.Calc"):
+        add.spec()
+    with pytest.raises(ValueError, match="must be a lower-case word"):
+        CalcJobOption("my-tag", str, "Tag.")
+
+
+class _PropertyPlugin:
+    def __init__(self, *properties):
+        self.properties = properties
+
+    @hookspecs.hookimpl
+    def computer_properties(self):
+        return list(self.properties)
+
+
+def _gpus(text):
+    if not str(text).strip().isdigit():
+        raise ValueError(f"{text!r} is not a number of GPUs")
+    return int(text)
+
+
+def test_computer_properties_are_accepted_shown_and_set_by_computer_setup(
+    manager_with, profile, tmp_path
+):
+    from click.testing import CliRunner
+
+    from veglia.cli.cmd_computer import computer_group
+    from veglia.cli.state import CliState
+    from veglia.orm import Computer, load_computer
+    from veglia.orm.computers import ComputerProperty
+
+    manager_with(
+        _PropertyPlugin(
+            ComputerProperty("mylab_gpus", 0, "GPUs per node.", parse=_gpus),
+            ComputerProperty("mylab_on", False, "Use mylab (yes/no)."),
+        )
+    )
+    assert load_computer("localhost").get_property("mylab_gpus") == 0
+    with pytest.raises(ConfigurationError, match="Unknown computer properties nope; .*mylab_on"):
+        Computer("x", "localhost", "core.local", "core.direct", properties={"nope": 1})
+
+    def cli(*args):  # in this process, which has the plugin (the group alone: no logging set)
+        return CliRunner().invoke(computer_group, args, obj=CliState("test", False))
+
+    shown = cli("setup", "--help").output
+    assert "--mylab-gpus TEXT" in shown and "GPUs per node. [default: 0]" in shown
+    assert "--mylab-on TEXT" in shown and "Use mylab (yes/no). [default: no]" in shown
+    base = ("setup", "-n", "-L", "lab", "-H", "localhost", "-T", "core.local", "-S")
+    base += ("core.direct", "-w", str(tmp_path))
+    refused = cli(*base, "--mylab-gpus", "many")
+    assert "mylab_gpus: 'many' is not a number of GPUs" in str(refused.exception)
+    refused = cli(*base, "--mylab-on", "perhaps")
+    assert "'perhaps' is not yes or no" in str(refused.exception)
+    result = cli(*base, "--mylab-gpus", "4", "--mylab-on", "yes")
+    assert result.exit_code == 0, result.output
+    lab = load_computer("lab")
+    assert lab.properties["mylab_gpus"] == 4 and lab.get_property("mylab_on") is True
+    shown = cli("show", "lab").output
+    assert re.search(r"mylab_gpus\s+4\s", shown) and re.search(r"mylab_on\s+yes\s", shown)
+
+    manager_with()  # the plugin is gone: its properties stay on the computer, unused
+    lab = load_computer("lab")
+    assert lab.properties["mylab_gpus"] == 4
+    shown = cli("show", "lab").output
+    assert re.search(r"mylab_gpus\s+4 \(of a plugin not loaded\)", shown)
+    assert "--mylab-gpus" not in cli("setup", "--help").output
+
+
+def test_computer_properties_clash_or_wrong_type_names_the_plugin(manager_with, profile):
+    from veglia.orm.computers import ComputerProperty, property_defaults
+
+    manager_with(_PropertyPlugin(ComputerProperty("workdir", "/x", "Mine now.")))
+    with pytest.raises(ConfigurationError, match="'workdir' of plugin .* clashes with the one"):
+        property_defaults()
+    manager_with(_PropertyPlugin(ComputerProperty("hostname", "", "A field.")))
+    with pytest.raises(ConfigurationError, match="'hostname' of plugin .* is a field of every"):
+        property_defaults()
+    manager_with(_PropertyPlugin({"name": "mylab_on"}))
+    with pytest.raises(ConfigurationError, match="must return veglia.orm.computers.ComputerPr"):
+        property_defaults()
+
+
+def test_process_show_tables_are_printed_after_the_properties(manager_with, profile, capsys):
+    from veglia import engine, orm
+    from veglia.cli.cmd_process import show_process
+    from veglia.entry_points import CalculationFactory
+
+    class Tables:
+        @hookspecs.hookimpl
+        def process_show_tables(self, node):
+            return [
+                (("Mylab", "Value"), [("pk again", node.pk), ("state", node.process_state)]),
+                (("Empty", "Value"), []),  # no rows: not printed
+            ]
+
+    class Broken:
+        @hookspecs.hookimpl
+        def process_show_tables(self, node):
+            raise RuntimeError("table bug")
+
+    manager_with(Tables(), Broken())
+    _, node = engine.run_get_node(CalculationFactory("core.shell"), command=orm.Str("true"))
+    capsys.readouterr()
+    show_process(node, log_lines=0)
+    out, err = capsys.readouterr()
+    assert re.search(rf"pk again\s+{node.pk}\s", out) and re.search(r"state\s+finished", out)
+    assert out.index("exit status") < out.index("Mylab") < out.index("Inputs")
+    assert "Empty" not in out
+    assert "plugin" in err and "failed to show its tables: table bug" in err
+
+
 def test_register_commands_cannot_replace_builtins(manager_with, capsys):
     import click
 
@@ -89,9 +257,11 @@ def test_register_commands_cannot_replace_builtins(manager_with, capsys):
                 click.echo("hijacked")
 
     manager_with(Hijack())
-    original = cli_main.cli.commands["status"]
+    from veglia.cli.cmd_status import status
+
+    cli_main.LazyGroup._plugins_added = False
     cli_main._add_plugin_commands()
-    assert cli_main.cli.commands["status"] is original
+    assert cli_main.cli.get_command(None, "status") is status
     assert "tried to replace the built-in command 'status'" in capsys.readouterr().err
 
 

@@ -235,10 +235,13 @@ def test_file_pattern_stops_a_slurm_job_within_two_polls(
             "kwargs": {"path": "out.log", "pattern": "DIVERGED"},
         }
     }
-    start = time.monotonic()
     _, node = engine.run_get_node(builder)
     assert node.exit_status == 150, node.exit_message
-    assert time.monotonic() - start < 3 + 1 + 2 * 2.0 + 15  # start, write, two polls, cancel
+    # From the poll that saw it running (not from submission: the queue wait on a shared
+    # node is SLURM's): the write after 3 s, then at most two polls (with slack for a busy
+    # machine) until the monitor stops it.
+    stopped = node.stopped_by_monitor["time"] - node.started_at
+    assert stopped < 3 + 2 * 2.0 + 8, stopped
     squeue = subprocess.run(["squeue", "-h", "-j", node.job_id], capture_output=True, text=True)
     assert node.job_id not in squeue.stdout
     shown = subprocess.run(

@@ -32,7 +32,9 @@ PLUGIN_API_ALL = [
     "AuthOption",
     "CalcInfo",
     "CalcJob",
+    "CalcJobOption",
     "CodeInfo",
+    "ComputerProperty",
     "ExitCode",
     "FakeCluster",
     "FakeNode",
@@ -68,6 +70,8 @@ HOMES = {
     "veglia.engine.calcjob": ["CalcJob"],
     "veglia.engine.exit_codes": ["ExitCode"],
     "veglia.engine.calcjob.monitors": ["MonitorResult"],
+    "veglia.engine.calcjob.options": ["CalcJobOption"],
+    "veglia.orm.computers": ["ComputerProperty"],
     "veglia.exceptions": [
         "HostKeyError",
         "MonitorError",

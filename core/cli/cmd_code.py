@@ -8,7 +8,10 @@ import click
 
 from veglia.cli.output import echo_success, print_table, raw_option
 from veglia.cli.state import CliState, pass_state
+from veglia.engine.calcjob.history import MIN_SAMPLES, Distribution, code_usage
+from veglia.entry_points import get_entry_points
 from veglia.exceptions import InvalidOptionError
+from veglia.orm.computers import Code, load_code, load_computer
 
 
 @click.group("code")
@@ -26,7 +29,6 @@ def _check_label(label: str) -> str:
 
 
 def _check_plugin(name: str | None) -> str | None:
-    from veglia.entry_points import get_entry_points
 
     names = [ep.name for ep in get_entry_points("calculations")]
     if name is not None and name not in names:
@@ -61,7 +63,6 @@ def code_create(
     append_text: str,
 ) -> None:
     """Create a code: an executable at an absolute path on a computer."""
-    from veglia.orm.computers import Code, load_computer
 
     state.profile  # noqa: B018 -- load the chosen profile
     if not executable.startswith("/"):
@@ -87,7 +88,6 @@ def code_create(
 @pass_state
 def code_list(state: CliState, computer: str | None, raw: bool) -> None:
     """List codes."""
-    from veglia.orm.computers import Code, load_computer
 
     state.profile  # noqa: B018
     if computer is not None:
@@ -105,7 +105,6 @@ def code_list(state: CliState, computer: str | None, raw: bool) -> None:
 @pass_state
 def code_show(state: CliState, identifier: str) -> None:
     """Show a code, by LABEL@COMPUTER, LABEL (when unique) or PK."""
-    from veglia.orm.computers import load_code
 
     state.profile  # noqa: B018
     code = load_code(identifier)
@@ -139,9 +138,6 @@ def code_stats(state: CliState, identifier: str, raw: bool) -> None:
     """
     from collections import Counter
 
-    from veglia.engine.calcjob.history import MIN_SAMPLES, Distribution, code_usage
-    from veglia.orm.computers import load_code
-
     state.profile  # noqa: B018 - loads the profile
     code = load_code(identifier)
     assert code.pk is not None
@@ -149,7 +145,7 @@ def code_stats(state: CliState, identifier: str, raw: bool) -> None:
     if not grouped:
         raise InvalidOptionError(
             f"No finished job of code {code.full_label} recorded its usage yet. Jobs record "
-            "it from SLURM's accounting (sacct), a Fusion trace, or /usr/bin/time where the "
+            "it from SLURM's accounting (sacct), a plugin's trace, or /usr/bin/time where the "
             "computer has it (property measure_usage)."
         )
     rows = []
@@ -163,7 +159,7 @@ def code_stats(state: CliState, identifier: str, raw: bool) -> None:
             dist = Distribution.of([u[field] / scale for u in measured])
             if dist is None:
                 continue
-            # Who measured it: sacct, fusion or time, with how many jobs each when they mix.
+            # Who measured it: sacct, time or a plugin, with how many jobs each when they mix.
             sources = Counter(str(u.get("source") or "?") for u in measured)
             source = ", ".join(
                 name if len(sources) == 1 else f"{name} ({count})"

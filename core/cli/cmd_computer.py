@@ -11,22 +11,29 @@ from dataclasses import dataclass
 from typing import Any
 
 import click
-import sqlalchemy as sa
 
 from veglia.cli.output import console, echo_error, echo_info, echo_success, print_table, raw_option
 from veglia.cli.state import CliState, pass_state
+from veglia.config.values import format_queues, parse_queues
+from veglia.entry_points import TransportFactory, get_entry_points
 from veglia.exceptions import ConfigurationError, InvalidOptionError, PluginError, VegliaError
-from veglia.manage import get_storage
-from veglia.orm.computers import COMPUTER_PROPERTIES
+from veglia.orm.computers import (
+    COMPUTER_PROPERTIES,
+    Computer,
+    ComputerProperty,
+    load_computer,
+    plugin_computer_properties,
+    property_defaults,
+)
+from veglia.orm.queries import configured_computer_pks
 from veglia.selftest import CheckResult
-from veglia.storage import models
+from veglia.workdir_root import private_root
 
 _TRUE, _FALSE = ("true", "yes", "y", "1", "on"), ("false", "no", "n", "0", "off")
 
 
 # -- setup -----------------------------------------------------------------------------------------
 def _installed(group: str, kind: str, value: str) -> str:
-    from veglia.entry_points import get_entry_points
 
     names = [ep.name for ep in get_entry_points(group)]
     if value not in names:
@@ -38,7 +45,6 @@ def _installed(group: str, kind: str, value: str) -> str:
 
 
 def _label(value: str) -> str:
-    from veglia.orm.computers import Computer
 
     value = value.strip()
     if not value or any(c.isspace() for c in value) or "@" in value or value.isdigit():
@@ -102,7 +108,6 @@ def _boolean(value: Any) -> bool:
 
 
 def _queues(value: str) -> str:
-    from veglia.config.values import format_queues, parse_queues
 
     try:
         return format_queues(parse_queues(value))
@@ -119,9 +124,13 @@ class SetupField:
     help: str
     convert: Callable[[str], Any]
     required: bool = False
+    #: The property a plugin added (computer_properties), for the fields made from those.
+    added: ComputerProperty | None = None
 
     @property
     def default(self) -> Any:
+        if self.added is not None:
+            return self.added.default
         return None if self.required else COMPUTER_PROPERTIES.get(self.name, "")
 
 
@@ -143,12 +152,39 @@ SETUP_FIELDS: list[SetupField] = [
        "MPI processes per machine by default.", _number(int, 1)),
     _F("prepend_text", "--prepend-text", "Shell lines before each job.", _text),
     _F("append_text", "--append-text", "Shell lines after each job.", _text),
-    _F("fusion", "--fusion", "Read the Fusion trace of jobs (yes/no).", _boolean),
     _F("queues", "--queues", "Queues with limits, 'short:mem=4G:time=1h; long:time=2d' "
        "(empty: ask the scheduler).", _queues),
     _F("measure_usage", "--measure-usage",
        "Record each job's peak memory with /usr/bin/time (yes/no).", _boolean),
 ]  # fmt: skip
+
+
+def _plugin_convert(prop: ComputerProperty) -> Callable[[str], Any]:
+    if prop.parse is None:
+        return _boolean if isinstance(prop.default, bool) else _text
+    parse = prop.parse
+
+    def convert(value: str) -> Any:
+        try:
+            return parse(value)
+        except ValueError as exc:
+            raise InvalidOptionError(f"{prop.name}: {exc}") from None
+
+    return convert
+
+
+def setup_fields() -> list[SetupField]:
+    """The built-in fields, then one per property the plugins add (computer_properties)."""
+    added = [
+        _F(p.name, "--" + p.name.replace("_", "-"), p.help, _plugin_convert(p), added=p)
+        for p in plugin_computer_properties().values()
+    ]
+    return [*SETUP_FIELDS, *added]
+
+
+def _flag_help(field: SetupField) -> str:
+    default = _shown(field.default)
+    return f"{field.help} [default: {default}]" if default else field.help
 
 
 def _shown(value: Any) -> str:
@@ -174,10 +210,22 @@ def _ask(field: SetupField, hint: str = "") -> Any:
 
 def _with_setup_flags(function: Any) -> Any:
     for field in reversed(SETUP_FIELDS):
-        default = _shown(field.default)
-        text = f"{field.help} [default: {default}]" if default else field.help
-        function = click.option(*field.flags.split(), field.name, help=text)(function)
+        function = click.option(*field.flags.split(), field.name, help=_flag_help(field))(function)
     return function
+
+
+class _SetupCommand(click.Command):
+    """Adds one flag per property the plugins add, loaded only when used."""
+
+    def get_params(self, ctx: click.Context) -> list[click.Parameter]:
+        params = super().get_params(ctx)
+        taken = {opt for param in params for opt in getattr(param, "opts", [])}
+        extra = [
+            click.Option([field.flags, field.name], help=_flag_help(field))
+            for field in setup_fields()[len(SETUP_FIELDS) :]
+            if field.flags not in taken  # then only asked, or its default
+        ]
+        return [*params[:-1], *extra, params[-1]] if params else extra
 
 
 @click.group("computer")
@@ -185,18 +233,16 @@ def computer_group() -> None:
     """Set up, configure, test and inspect computers."""
 
 
-@computer_group.command("setup")
+@computer_group.command("setup", cls=_SetupCommand)
 @click.option("-n", "--non-interactive", is_flag=True, help="Ask nothing; use flags and defaults.")
 @_with_setup_flags
 @pass_state
 def computer_setup(state: CliState, non_interactive: bool, **given: str | None) -> None:
     """Create a computer, asking for each field not given as a flag."""
-    from veglia.entry_points import get_entry_points
-    from veglia.orm.computers import Computer
 
     state.profile  # noqa: B018 -- load the chosen profile
     values: dict[str, Any] = {}
-    for field in SETUP_FIELDS:
+    for field in setup_fields():
         raw = given.get(field.name)
         if raw is not None:
             values[field.name] = field.convert(raw)
@@ -213,7 +259,7 @@ def computer_setup(state: CliState, non_interactive: bool, **given: str | None) 
             values[field.name] = _ask(field, hint)
     properties = {
         name: values[name]
-        for name, default in COMPUTER_PROPERTIES.items()
+        for name, default in property_defaults().items()
         if name in values and values[name] != default
     }
     fields = ("label", "hostname", "transport", "scheduler", "description")
@@ -228,7 +274,6 @@ def computer_setup(state: CliState, non_interactive: bool, **given: str | None) 
 @functools.cache
 def _auth_catalogue() -> dict[str, tuple[Any, tuple[str, ...]]]:
     """Every installed transport's auth options: name -> (first option, transports)."""
-    from veglia.entry_points import TransportFactory, get_entry_points
 
     catalogue: dict[str, tuple[Any, tuple[str, ...]]] = {}
     for entry_point in get_entry_points("transports"):
@@ -298,8 +343,6 @@ def _ask_auth(option: Any, current: Any) -> Any:
 @pass_state
 def computer_configure(state: CliState, label: str, non_interactive: bool, **flags: Any) -> None:
     """Set how you connect to computer LABEL: the options of its transport."""
-    from veglia.entry_points import TransportFactory
-    from veglia.orm.computers import load_computer
 
     state.profile  # noqa: B018
     computer = load_computer(label)
@@ -353,7 +396,6 @@ def _check(results: list[CheckResult], name: str, hint: str, step: Callable[[], 
 
 
 def _workdir_check(transport: Any, workdir: str) -> str:
-    from veglia.workdir_root import private_root
 
     private_root(transport, workdir)
     probe = posixpath.join(workdir, f".veglia-test-{secrets.token_hex(4)}")
@@ -378,7 +420,6 @@ def _list_jobs(transport: Any, scheduler: Any, user: str) -> str:
 @pass_state
 def computer_test(state: CliState, label: str) -> int:
     """Connect to computer LABEL and check user, work dir and scheduler; ✔/✘ per check."""
-    from veglia.orm.computers import load_computer
 
     state.profile  # noqa: B018
     computer = load_computer(label)
@@ -414,23 +455,14 @@ def computer_test(state: CliState, label: str) -> int:
     return 1
 
 
-def _configured_pks() -> set[int]:
-    from veglia.orm.users import get_default_user
-
-    query = sa.select(models.AuthInfo.computer_id)
-    with get_storage().session() as session:
-        return set(session.scalars(query.where(models.AuthInfo.user_id == get_default_user().pk)))
-
-
 @computer_group.command("list")
 @raw_option
 @pass_state
 def computer_list(state: CliState, raw: bool) -> None:
     """List computers and whether you configured them."""
-    from veglia.orm.computers import Computer
 
     state.profile  # noqa: B018
-    configured = _configured_pks()
+    configured = configured_computer_pks()
     rows = [
         (c.pk, c.label, c.hostname, c.transport_type, c.scheduler_type, c.pk in configured)
         for c in Computer.list()
@@ -443,7 +475,6 @@ def computer_list(state: CliState, raw: bool) -> None:
 @pass_state
 def computer_show(state: CliState, label: str) -> None:
     """Show computer LABEL: its fields, properties and your connection options."""
-    from veglia.orm.computers import load_computer
 
     state.profile  # noqa: B018
     computer = load_computer(label)
@@ -456,9 +487,12 @@ def computer_show(state: CliState, label: str) -> None:
         ("transport", computer.transport_type),
         ("scheduler", computer.scheduler_type),
     ]
-    for name in COMPUTER_PROPERTIES:
+    defaults = property_defaults()
+    for name in defaults:
         value = computer.get_property(name)
         rows.append((name, _shown(value) + ("" if name in computer.properties else " (default)")))
+    for name in sorted(set(computer.properties) - set(defaults)):
+        rows.append((name, f"{_shown(computer.properties[name])} (of a plugin not loaded)"))
     print_table(("Property", "Value"), rows)
     console.print("")
     try:

@@ -14,11 +14,11 @@ import click
 from veglia.cli.output import echo_success, echo_warning, print_table, raw_option
 from veglia.cli.state import CliState, pass_state
 from veglia.config.private_paths import private_file, private_folder
+from veglia.engine.daemon import DaemonFiles
 from veglia.exceptions import DaemonError
 
 
 def _files(state: CliState):
-    from veglia.engine.daemon import DaemonFiles
 
     return DaemonFiles(state.profile)
 

@@ -9,18 +9,22 @@ from pathlib import Path
 from typing import Any
 
 import click
-import sqlalchemy as sa
 
-from veglia.cli.cmd_node_repo import print_content, print_listing
-from veglia.cli.cmd_process import format_state, format_time, node_mtime, relative_time
+from veglia.cli.cmd_calcjob_clean import calcjob_cleanworkdir
+from veglia.cli.cmd_node_delete import node_delete
+from veglia.cli.cmd_node_repo import print_content, print_listing, repo_group
+from veglia.cli.cmd_process import format_state, format_time, relative_time
 from veglia.cli.graph_image import render_image
 from veglia.cli.output import console, echo_success, echo_warning, print_table
 from veglia.cli.state import CliState, pass_state
 from veglia.exceptions import NotExistent
+from veglia.orm import Bool, Dict, Float, Int, Str
+from veglia.orm.attributes import COMPUTER
+from veglia.orm.computers import load_computer
 from veglia.orm.files import calcjob_input_files
 from veglia.orm.nodes import CalcJobNode, FolderData, Node, ProcessNode, load_node
+from veglia.orm.queries import links_of, node_mtime, provenance_around
 from veglia.orm.workdirs import cleaned_message
-from veglia.storage import models
 
 __all__ = ["graph_dot", "load_calcjob", "type_name"]
 
@@ -38,22 +42,6 @@ def type_name(node_type: str) -> str:
 
 def _json(value: Any) -> str:
     return json.dumps(value, indent=2, sort_keys=True, default=str, ensure_ascii=False)
-
-
-def _links(pk: int, incoming: bool) -> list[tuple[str, str, int, str]]:
-    """(label, link type, pk, node type) of every link into or out of node ``pk``."""
-    from veglia.manage import get_storage
-
-    link = models.Link
-    mine, other = (link.output_id, link.input_id) if incoming else (link.input_id, link.output_id)
-    query = (
-        sa.select(link.label, link.link_type, models.Node.id, models.Node.node_type)
-        .join(models.Node, models.Node.id == other)
-        .where(mine == pk)
-        .order_by(link.id)
-    )
-    with get_storage().session() as session:
-        return [tuple(row) for row in session.execute(query)]  # type: ignore[misc]
 
 
 @click.group("node")
@@ -93,7 +81,7 @@ def node_show(state: CliState, identifiers: tuple[str, ...]) -> None:
         if files:
             print_table(("Files", "Size"), [(f.path, f.size) for f in files])
         for title, incoming in (("Incoming", True), ("Outgoing", False)):
-            links = _links(node.pk, incoming)
+            links = links_of(node.pk, incoming=incoming)
             if links:
                 console.print("")
                 table = [(label, kind, pk, type_name(t)) for label, kind, pk, t in links]
@@ -129,7 +117,7 @@ def _node_style(row: Any) -> dict[str, str]:
     elif "filename" in attributes:
         detail = str(attributes["filename"])
     elif "remote_path" in attributes:
-        detail = f"@{attributes.get('computer', '')}"
+        detail = f"@{attributes.get(COMPUTER, '')}"
     if len(detail) > 40:
         detail = detail[:37] + "..."
     lines = [line for line in (name, row.label, detail) if line]
@@ -146,39 +134,7 @@ _EDGE_STYLE = {"input": "solid", "create": "bold", "output": "dashed", "call": "
 
 def graph_dot(pk: int, depth: int) -> str:
     """Graphviz dot of the nodes within ``depth`` links of node ``pk``, one query a level."""
-    from veglia.manage import get_storage
-
-    link, node = models.Link, models.Node
-    seen, frontier = {pk}, {pk}
-    edges: dict[int, tuple[int, int, str, str]] = {}
-    with get_storage().session() as session:
-        for _ in range(depth):
-            if not frontier:
-                break
-            rows = session.execute(
-                sa.select(link.id, link.input_id, link.output_id, link.label, link.link_type).where(
-                    sa.or_(link.input_id.in_(frontier), link.output_id.in_(frontier))
-                )
-            ).all()
-            found = set()
-            for link_id, source, target, label, kind in rows:
-                edges[link_id] = (source, target, label, kind)
-                found |= {source, target}
-            frontier = found - seen
-            seen |= found
-        nodes = session.execute(
-            sa.select(
-                node.id,
-                node.node_type,
-                node.label,
-                node.process_type,
-                node.process_state,
-                node.exit_status,
-                node.attributes,
-            )
-            .where(node.id.in_(seen))
-            .order_by(node.id)
-        ).all()
+    nodes, edges = provenance_around(pk, depth)
     lines = [f"digraph provenance_{pk} {{", "  rankdir=TB;", '  node [fontname="Helvetica"];']
     for row in nodes:
         style = _node_style(row)
@@ -186,7 +142,7 @@ def graph_dot(pk: int, depth: int) -> str:
             style["penwidth"] = "3"
         options = ", ".join(f"{key}={value}" for key, value in style.items())
         lines.append(f"  N{row.id} [{options}];")
-    for source, target, label, kind in (edges[key] for key in sorted(edges)):
+    for source, target, label, kind in edges:
         text = _dot_string(label, kind)
         lines.append(f"  N{source} -> N{target} [label={text}, style={_EDGE_STYLE[kind]}];")
     lines.append("}")
@@ -329,7 +285,6 @@ def calcjob_inputls(state: CliState, identifier: str, path: str, long: bool) -> 
 @pass_state
 def calcjob_res(state: CliState, identifier: str, keys: tuple[str, ...]) -> None:
     """Print the job's Dict, Int, Float, Str and Bool outputs as JSON."""
-    from veglia.orm import Bool, Dict, Float, Int, Str
 
     state.profile  # noqa: B018
     node = load_calcjob(identifier)
@@ -352,7 +307,6 @@ def calcjob_res(state: CliState, identifier: str, keys: tuple[str, ...]) -> None
 @pass_state
 def calcjob_gotocomputer(state: CliState, identifier: str, run: bool) -> None:
     """Print (or with --exec run) the command that opens a shell in the job's work dir."""
-    from veglia.orm.computers import load_computer
 
     state.profile  # noqa: B018
     node = load_calcjob(identifier)
@@ -364,7 +318,7 @@ def calcjob_gotocomputer(state: CliState, identifier: str, run: bool) -> None:
             f"Calc job {node.pk} has no work dir yet (it is {node.process_state}); it gets one "
             "when its files are uploaded."
         )
-    computer = load_computer(node.computer_pk or node.get_attribute("computer"))
+    computer = load_computer(node.computer_pk or node.computer_label)
     command = computer.get_transport().gotocomputer_command(workdir)
     if not run:
         click.echo(command)
@@ -373,5 +327,10 @@ def calcjob_gotocomputer(state: CliState, identifier: str, run: bool) -> None:
     sys.stdout.flush()
     os.execvp("bash", ["bash", "-c", command])
 
+
+# Commands kept in modules of their own (they import from this one when they run).
+node_group.add_command(node_delete)
+node_group.add_command(repo_group)
+calcjob_group.add_command(calcjob_cleanworkdir)
 
 COMMANDS = [node_group, calcjob_group]

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import click
 
-from veglia.cli.cmd_node import type_name
 from veglia.cli.cmd_process import format_state
 from veglia.cli.output import console, echo_success, print_table
 from veglia.cli.state import CliState, pass_state
@@ -18,6 +17,9 @@ def _plural(number: int, what: str) -> str:
 
 
 def show_plan(plan: DeletionPlan) -> None:
+    # Lazy: cmd_node imports this module to add `node delete` to its group (a cycle).
+    from veglia.cli.cmd_node import type_name
+
     counts = ", ".join(
         f"{count} {kind}" if kind == "data" else _plural(count, kind)
         for kind, count in plan.counts().items()
@@ -73,6 +75,3 @@ def node_delete(state: CliState, identifiers: tuple[str, ...], force: bool, dry_
         )
     deleted = delete_nodes(plan)
     echo_success(f"Deleted {_plural(deleted, 'node')}.")
-
-
-SUBCOMMANDS = {"node": [node_delete]}

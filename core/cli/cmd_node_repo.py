@@ -60,6 +60,3 @@ def repo_cat(state: CliState, identifier: str, path: str) -> None:
     state.profile  # noqa: B018
     node = load_node(identifier)
     print_content(node_files(node), path, f"Node {node.pk}")
-
-
-SUBCOMMANDS = {"node": [repo_group]}

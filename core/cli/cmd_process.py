@@ -5,22 +5,34 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from typing import Any
 
 import click
-import sqlalchemy as sa
 
-from veglia.cli.output import console, print_table, raw_option
+from veglia.cli.cmd_process_control import PROCESS_COMMANDS
+from veglia.cli.output import console, echo_warning, print_table, raw_option
 from veglia.cli.state import CliState, pass_state
+from veglia.engine.progress import format_seconds, workflow_progress
 from veglia.exceptions import InvalidOptionError, NotExistent, WatchTimeout
+from veglia.orm.attributes import (
+    ATTEMPTS,
+    CODE,
+    GPU_METRICS,
+    JOB_ID,
+    PAUSED,
+    PAUSED_REASON,
+    RESTART,
+    SCHEDULER_STATE,
+    WAITING_FOR,
+)
 from veglia.orm.groups import in_group
-from veglia.orm.nodes import ProcessNode, load_node
+from veglia.orm.nodes import CalcJobNode, ProcessNode, load_node
 from veglia.orm.nodes import as_utc as aware
-from veglia.storage import models
+from veglia.orm.queries import ACTIVE_STATES, ProcessRow, list_processes, logs_after, node_mtime
+from veglia.plugin_manager import results_of_each
 
 PROCESS_STATES = ("created", "running", "waiting", "finished", "excepted", "killed")
-ACTIVE_STATES = ("created", "running", "waiting")
 
 
 # -- shared by the process, node and calcjob commands ------------------------------------------
@@ -52,12 +64,12 @@ def format_state(state: str | None, exit_status: int | None, paused: bool = Fals
 
 def process_status(state: str | None, attributes: dict[str, Any]) -> str:
     """What an active process is doing: why it is paused, or its job's scheduler state."""
-    if attributes.get("paused") and state in ACTIVE_STATES:
-        return attributes.get("paused_reason") or "paused"
-    if state in ACTIVE_STATES and attributes.get("scheduler_state"):
-        return f"scheduler: {attributes['scheduler_state']}"
-    if state in ACTIVE_STATES and attributes.get("waiting_for"):
-        return "waiting for " + ", ".join(map(str, attributes["waiting_for"]))
+    if attributes.get(PAUSED) and state in ACTIVE_STATES:
+        return attributes.get(PAUSED_REASON) or "paused"
+    if state in ACTIVE_STATES and attributes.get(SCHEDULER_STATE):
+        return f"scheduler: {attributes[SCHEDULER_STATE]}"
+    if state in ACTIVE_STATES and attributes.get(WAITING_FOR):
+        return "waiting for " + ", ".join(map(str, attributes[WAITING_FOR]))
     return ""
 
 
@@ -72,33 +84,7 @@ def load_process(identifier: str) -> ProcessNode:
     return node
 
 
-def node_mtime(pk: int) -> datetime | None:
-    from veglia.manage import get_storage
-
-    with get_storage().session() as session:
-        return session.scalar(sa.select(models.Node.mtime).where(models.Node.id == pk))
-
-
 # -- list ------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class ProcessRow:
-    """One process as the list query returns it; columns compute their cells from it."""
-
-    pk: int
-    uuid: str
-    ctime: datetime
-    mtime: datetime
-    label: str
-    node_type: str
-    process_type: str
-    process_state: str | None
-    exit_status: int | None
-    exit_message: str | None
-    attributes: dict[str, Any]
-    computer: str | None
-    caller_pk: int | None
-
-
 @dataclass(frozen=True)
 class ListColumn:
     """A column of ``veglia process list``: its header, its cell, and its ``--raw`` cell."""
@@ -109,7 +95,7 @@ class ListColumn:
 
 
 def _gpu(row: Any, key: str) -> Any:
-    return (row.attributes.get("gpu_metrics") or {}).get(key)
+    return (row.attributes.get(GPU_METRICS) or {}).get(key)
 
 
 #: Columns ``-P/--project`` can choose from; add yours (``PROCESS_LIST_COLUMNS["gpu"] = ...``).
@@ -127,17 +113,17 @@ PROCESS_LIST_COLUMNS: dict[str, ListColumn] = {
     "node_type": ListColumn("Node type", lambda r: r.node_type),
     "state": ListColumn(
         "State",
-        lambda r: format_state(r.process_state, r.exit_status, bool(r.attributes.get("paused"))),
+        lambda r: format_state(r.process_state, r.exit_status, bool(r.attributes.get(PAUSED))),
     ),
     "process_state": ListColumn("Process state", lambda r: r.process_state),
     "status": ListColumn("Status", lambda r: process_status(r.process_state, r.attributes)),
     "exit_status": ListColumn("Exit", lambda r: r.exit_status),
     "exit_message": ListColumn("Exit message", lambda r: r.exit_message),
     "computer": ListColumn("Computer", lambda r: r.computer),
-    "job_id": ListColumn("Job id", lambda r: r.attributes.get("job_id")),
-    "scheduler_state": ListColumn("Scheduler state", lambda r: r.attributes.get("scheduler_state")),
-    "paused": ListColumn("Paused", lambda r: bool(r.attributes.get("paused"))),
-    # The Fusion GPU block (``gpu_metrics``), as the Nextflow/Platform field names say.
+    "job_id": ListColumn("Job id", lambda r: r.attributes.get(JOB_ID)),
+    "scheduler_state": ListColumn("Scheduler state", lambda r: r.attributes.get(SCHEDULER_STATE)),
+    "paused": ListColumn("Paused", lambda r: bool(r.attributes.get(PAUSED))),
+    # The trace record's GPU block (``gpu_metrics``), in the Nextflow/Platform field names.
     "gpu_name": ListColumn("GPU", lambda r: _gpu(r, "name")),
     "gpu_pct": ListColumn("GPU %", lambda r: _gpu(r, "pct")),
     "gpu_peak": ListColumn("GPU peak %", lambda r: _gpu(r, "peak")),
@@ -147,45 +133,6 @@ PROCESS_LIST_COLUMNS: dict[str, ListColumn] = {
     "gpu_active_time": ListColumn("GPU active (ms)", lambda r: _gpu(r, "active_time")),
 }
 DEFAULT_LIST_PROJECTION = ("pk", "ctime", "label", "process_type", "state", "status", "exit_status")
-_ROW_COLUMNS = (
-    "id", "uuid", "ctime", "mtime", "label", "node_type", "process_type", "process_state",
-    "exit_status", "exit_message", "attributes",
-)  # fmt: skip
-
-
-def query_processes(
-    states: tuple[str, ...] | None,
-    past_days: int | None = None,
-    limit: int | None = None,
-    failed: bool = False,
-) -> list[ProcessRow]:
-    """Processes in one query, oldest first (the ``limit`` most recent when given)."""
-    from veglia.manage import get_storage
-
-    node, call = models.Node, sa.orm.aliased(models.Link)
-    query = (
-        sa.select(
-            *(getattr(node, name) for name in _ROW_COLUMNS), models.Computer.label, call.input_id
-        )
-        .outerjoin(models.Computer, models.Computer.id == node.computer_id)
-        .outerjoin(call, sa.and_(call.output_id == node.id, call.link_type == "call"))
-        .where(sa.or_(node.node_type == "process", node.node_type.like("process.%")))
-        .order_by(node.ctime.desc(), node.id.desc())
-    )
-    if states:
-        query = query.where(node.process_state.in_(states))
-    if failed:
-        query = query.where(node.process_state == "finished", node.exit_status != 0)
-    if past_days is not None:
-        query = query.where(node.ctime >= datetime.now(timezone.utc) - timedelta(days=past_days))
-    if limit is not None:
-        query = query.limit(limit)
-    with get_storage().session() as session:
-        rows = session.execute(query).all()
-    seen: dict[int, ProcessRow] = {}
-    for row in reversed(rows):
-        seen.setdefault(row[0], ProcessRow(*row[:10], row[10] or {}, row[11], row[12]))
-    return list(seen.values())
 
 
 def as_tree(rows: list[ProcessRow]) -> Iterator[tuple[ProcessRow, int]]:
@@ -266,7 +213,7 @@ def process_list(
     names = parse_projection(project)
     state.profile  # noqa: B018 -- load the chosen profile
     chosen = states or (None if show_all or failed else ACTIVE_STATES)
-    rows = query_processes(chosen, past_days, limit, failed)
+    rows = list_processes(chosen, failed=failed, past_days=past_days, limit=limit)
     rows = in_group(rows, group)
     tree_column = names.index("process_type") if "process_type" in names else 0
     table = []
@@ -287,7 +234,7 @@ def _links_table(title: str, links: list[tuple[str, Any]]) -> None:
         console.print("")
 
 
-def _print_logs(node: ProcessNode, logs: list[models.Log], indent: str = "") -> None:
+def _print_logs(node: ProcessNode, logs: list[Any], indent: str = "") -> None:
     for log in logs:
         console.print(
             f"{indent}{format_time(log.time)} [{node.pk} | {log.levelname}]: {log.message}",
@@ -300,24 +247,18 @@ def _print_logs(node: ProcessNode, logs: list[models.Log], indent: str = "") -> 
             )
 
 
-GPU_FIELDS = (
-    ("name", "GPU"), ("driver", "driver"), ("mem", "memory (MiB)"), ("pct", "utilisation %"),
-    ("peak", "peak utilisation %"), ("pct_mem", "memory used %"), ("peak_mem", "peak memory %"),
-    ("avg_mem", "mean memory used (MiB)"), ("peak_mem_used", "peak memory used (MiB)"),
-    ("avg_mem_bw_util", "mean memory bandwidth %"), ("peak_mem_bw_util", "peak memory bandwidth %"),
-    ("active_time", "active time (ms)"),
-)  # fmt: skip
+def _plugin_tables(node: ProcessNode) -> None:
+    """The tables plugins add (process_show_tables); a broken plugin costs a warning."""
+    from rich.markup import escape
 
-
-def _gpu_table(gpu: dict | None) -> None:
-    """The Fusion GPU block: the known fields in order, then any the schema added since."""
-    if not gpu:
-        return
-    known = {key for key, _ in GPU_FIELDS}
-    rows = [(label, gpu[key]) for key, label in GPU_FIELDS if key in gpu]
-    rows += [(key, value) for key, value in gpu.items() if key not in known]
-    print_table(("GPU (Fusion)", "Value"), rows)
-    console.print("")
+    results, errors = results_of_each("process_show_tables", node=node)
+    for _, tables in results:
+        for headers, rows in tables or []:
+            if rows:
+                print_table(headers, rows)
+                console.print("")
+    for plugin, exc in errors:
+        echo_warning(escape(f"plugin {plugin} failed to show its tables: {exc}"))
 
 
 def _monitor_stop(stop: dict | None) -> str | None:
@@ -352,7 +293,6 @@ def _right_sized(changes: dict | None) -> str | None:
 
 
 def _workflow_rows(node: ProcessNode) -> list[tuple[str, Any]]:
-    from veglia.engine.progress import format_seconds, workflow_progress
 
     progress = workflow_progress(node)
     rows: list[tuple[str, Any]] = [
@@ -401,7 +341,6 @@ def _outage(mark: dict[str, Any] | None) -> str | None:
 
 def show_process(node: ProcessNode, log_lines: int) -> None:
     attrs = node.attributes
-    code = attrs.get("code") or {}
     rows: list[tuple[str, Any]] = [
         ("type", f"{type(node).__name__} ({node.process_type})"),
         ("state", format_state(node.process_state, node.exit_status, node.paused)),
@@ -416,27 +355,29 @@ def show_process(node: ProcessNode, log_lines: int) -> None:
     ]
     mtime = node_mtime(node.pk)
     rows.append(("modified", f"{format_time(mtime)} ({relative_time(mtime)})"))
-    if node.node_type == "process.calcjob":
+    if isinstance(node, CalcJobNode):
+        code = attrs.get(CODE) or {}
+        cached_from = node.cached_from
         rows += [
-            ("computer", attrs.get("computer")),
+            ("computer", node.computer_label),
             ("code", code.get("label") and f"{code['label']} (pk {code.get('pk')})"),
-            ("scheduler job id", attrs.get("job_id")),
-            ("scheduler state", attrs.get("scheduler_state")),
-            ("work dir", attrs.get("remote_workdir")),
-            ("cached from", attrs.get("cached_from") and f"process {attrs['cached_from']['pk']}"),
-            ("stopped by monitor", _monitor_stop(attrs.get("stopped_by_monitor"))),
-            ("blocked", (attrs.get("blocked") or {}).get("reason")),
-            ("paused", _outage(attrs.get("unreachable")) if node.paused else None),
-            ("resubmitted", _restart(attrs.get("restart"))),
-            ("used", _usage(attrs.get("usage"))),
-            ("right-sized", _right_sized(attrs.get("right_sized"))),
+            ("scheduler job id", node.job_id),
+            ("scheduler state", node.scheduler_state),
+            ("work dir", node.remote_workdir),
+            ("cached from", cached_from and f"process {cached_from['pk']}"),
+            ("stopped by monitor", _monitor_stop(node.stopped_by_monitor)),
+            ("blocked", (node.blocked or {}).get("reason")),
+            ("paused", _outage(node.unreachable) if node.paused else None),
+            ("resubmitted", _restart(attrs.get(RESTART))),
+            ("used", _usage(node.usage)),
+            ("right-sized", _right_sized(node.right_sized)),
         ]
     if node.node_type == "process.workflow":
         rows += _workflow_rows(node)
     print_table(("Property", "Value"), [r for r in rows if r[1] not in (None, "")])
     console.print("")
-    _gpu_table(attrs.get("gpu_metrics"))
-    _attempts_table(attrs.get("attempts"))
+    _plugin_tables(node)
+    _attempts_table(attrs.get(ATTEMPTS))
     _links_table("Inputs", node.inputs.items())
     _links_table("Outputs", node.outputs.items())
     called = node.called
@@ -517,7 +458,7 @@ def process_watch(state: CliState, identifier: str, interval: float, timeout: fl
                 format_state(node.process_state, node.exit_status, node.paused),
                 process_status(node.process_state, node.attributes),
             )
-            for log in _logs_after(node.pk, last_log):
+            for log in logs_after(node.pk, last_log):
                 console.print(
                     f"{format_time(log.time)[11:]}  {log.levelname}: {log.message}", markup=False
                 )
@@ -541,12 +482,7 @@ def process_watch(state: CliState, identifier: str, interval: float, timeout: fl
         raise click.exceptions.Exit(130) from None
 
 
-def _logs_after(pk: int, last_id: int) -> list[models.Log]:
-    from veglia.manage import get_storage
-
-    with get_storage().session() as session:
-        query = sa.select(models.Log).where(models.Log.node_id == pk, models.Log.id > last_id)
-        return list(session.scalars(query.order_by(models.Log.id)))
-
+for _command in PROCESS_COMMANDS:  # kill, pause, play, unblock, repair
+    process_group.add_command(_command)
 
 COMMANDS = [process_group]

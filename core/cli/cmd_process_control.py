@@ -9,6 +9,9 @@ import click
 from veglia.cli.output import echo_success, echo_warning
 from veglia.cli.state import CliState, pass_state
 from veglia.exceptions import VegliaError
+from veglia.orm.attributes import OPTIONS
+from veglia.orm.nodes import CalcJobNode, ProcessNode, load_node
+from veglia.orm.queries import active_process_pks
 
 
 def _control(
@@ -19,9 +22,8 @@ def _control(
     message: str,
     timeout: float,
 ) -> int:
+    # Lazy: the engine only for a command that acts (process list starts quickly).
     from veglia.engine.daemon.control import control_process
-    from veglia.orm.nodes import ProcessNode, load_node
-    from veglia.orm.queries import active_process_pks
 
     state.profile  # noqa: B018 - loads the profile
     if everything:
@@ -59,6 +61,7 @@ def _control_command(action: str, help_text: str) -> click.Command:
 def _option_value(text: str) -> tuple[str, Any]:
     import json
 
+    # Lazy: the engine only for a command that acts (process list starts quickly).
     from veglia.engine.calcjob import CalcJob
 
     name, sep, value_text = text.partition("=")
@@ -100,9 +103,8 @@ def process_unblock(
 ) -> int:
     """Resume jobs blocked by a submission error, after its cause is fixed: each is
     uploaded and submitted again."""
+    # Lazy: the engine only for a command that acts (process list starts quickly).
     from veglia.engine.daemon.control import control_process
-    from veglia.orm.nodes import CalcJobNode, load_node
-    from veglia.orm.queries import active_process_pks
 
     changes = dict(_option_value(text) for text in options)
     state.profile  # noqa: B018 - loads the profile
@@ -116,12 +118,12 @@ def process_unblock(
     failed = 0
     for pk in pks:
         node = load_node(pk)
-        if not isinstance(node, CalcJobNode) or not node.get_attribute("blocked"):
+        if not isinstance(node, CalcJobNode) or not node.blocked:
             echo_warning(f"Process {pk} is not blocked.")
             failed += 1
             continue
         if changes:
-            node.set_attribute("options", {**node.options, **changes})
+            node.set_attribute(OPTIONS, {**node.options, **changes})
         try:
             control_process(node, "play", "", timeout)
             echo_success(f"Unblocked process {pk}")
@@ -139,6 +141,7 @@ def process_repair(state: CliState, dry_run: bool) -> int:
 
     The daemon does this by itself every few seconds; this is for when it is not running,
     or to see what it would do."""
+    # Lazy: the engine only for a command that acts (process list starts quickly).
     from veglia.engine.daemon.reconcile import requeue, stranded
 
     profile = state.profile
@@ -150,6 +153,7 @@ def process_repair(state: CliState, dry_run: bool) -> int:
     if dry_run:
         click.echo(f"Held by no live worker: {listed}")
         if profile.broker_url:
+            # Lazy: the engine only for a command that acts (process list starts quickly).
             from veglia.engine.daemon.reconcile import queued_tasks
 
             waiting = queued_tasks(profile)

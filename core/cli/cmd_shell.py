@@ -7,8 +7,10 @@ from pathlib import Path
 
 import click
 
+from veglia import engine, orm
 from veglia.cli.output import echo_info, echo_success
 from veglia.cli.state import CliState, pass_state
+from veglia.entry_points import CalculationFactory
 
 
 @click.command("shell")
@@ -42,8 +44,6 @@ def shell(
     label: str,
 ) -> int:
     """Run COMMAND with bash as a calc job, with full provenance, and print its output."""
-    from veglia import engine, orm
-    from veglia.entry_points import CalculationFactory
 
     state.profile  # noqa: B018 - loads the profile
     builder = CalculationFactory("core.shell").get_builder()

@@ -6,84 +6,34 @@ from __future__ import annotations
 import sys
 
 import click
-import sqlalchemy as sa
 
+from veglia import engine
 from veglia.cli.output import console
 from veglia.cli.state import CliState, pass_state
-
-
-def _processes_below(session: sa.orm.Session, pks: set[int]) -> set[int]:
-    """``pks`` and every process they called, however deep."""
-    from veglia.storage.models import Link
-
-    found, frontier = set(pks), set(pks)
-    while frontier:
-        frontier = (
-            set(
-                session.scalars(
-                    sa.select(Link.output_id).where(
-                        Link.input_id.in_(frontier), Link.link_type == "call"
-                    )
-                )
-            )
-            - found
-        )
-        found |= frontier
-    return found
+from veglia.engine.rerun import builder_from_node
+from veglia.exceptions import NotExistent
+from veglia.manage import get_storage
+from veglia.orm import queries
+from veglia.orm.attributes import RERUN_OF
+from veglia.orm.nodes import load_node
 
 
 def _nodes_to_check(pks: tuple[int, ...]) -> list[int]:
     """The nodes given, and for processes (and the processes they called) the nodes they
     created or returned."""
-    from veglia.manage import get_storage
-    from veglia.storage.models import Link, Node
-
-    with get_storage().session() as session:
-        if not pks:
-            return list(session.scalars(sa.select(Node.id).order_by(Node.id)))
-        known = set(session.scalars(sa.select(Node.id).where(Node.id.in_(pks))))
-        missing = sorted(set(pks) - known)
-        if missing:
-            from veglia.exceptions import NotExistent
-
-            raise NotExistent(f"No node with pk {', '.join(map(str, missing))}.")
-        processes = _processes_below(session, known)
-        created = session.scalars(
-            sa.select(Link.output_id).where(
-                Link.input_id.in_(processes), Link.link_type.in_(("create", "output"))
-            )
-        ).all()
-    return sorted(processes | set(created))
-
-
-def _producers(node_ids: set[int]) -> dict[int, list[int]]:
-    """The calc job that created each node: ``{calcjob pk: [node pks]}``."""
-    from veglia.manage import get_storage
-    from veglia.storage.models import Link, Node
-
-    with get_storage().session() as session:
-        rows = session.execute(
-            sa.select(Link.input_id, Link.output_id)
-            .join(Node, Node.id == Link.input_id)
-            .where(
-                Link.output_id.in_(node_ids),
-                Link.link_type == "create",
-                Node.node_type == "process.calcjob",
-            )
-        ).all()
-    producers: dict[int, list[int]] = {}
-    for producer, made in rows:
-        producers.setdefault(producer, []).append(made)
-    return producers
+    if not pks:
+        return queries.node_pks()
+    known = set(queries.node_pks(pks))
+    missing = sorted(set(pks) - known)
+    if missing:
+        raise NotExistent(f"No node with pk {', '.join(map(str, missing))}.")
+    processes = queries.process_tree(known)
+    return sorted(processes | queries.created_or_returned(processes))
 
 
 def _rerun(producers: dict[int, list[int]], bad_blobs: set[str]) -> int:
     """Run each producing job again; the damaged blobs are set aside first, so identical
     new content restores them for every node that shares them."""
-    from veglia import engine
-    from veglia.engine.rerun import builder_from_node
-    from veglia.manage import get_storage
-    from veglia.orm.nodes import load_node
 
     repository = get_storage().repository
     for sha256 in bad_blobs:
@@ -93,7 +43,7 @@ def _rerun(producers: dict[int, list[int]], bad_blobs: set[str]) -> int:
         original = load_node(pk)
         console.print(f"Rerunning process {pk} ({original.process_type})…")
         _, node = engine.run_get_node(builder_from_node(original))  # type: ignore[arg-type]
-        node.set_attribute("rerun_of", pk)
+        node.set_attribute(RERUN_OF, pk)
         if node.is_finished_ok:
             console.print(f"[green]✔[/green] process {pk} ran again as process {node.pk}")
         else:
@@ -116,21 +66,13 @@ def _rerun(producers: dict[int, list[int]], bad_blobs: set[str]) -> int:
 def verify(state: CliState, pks: tuple[int, ...], rerun: bool | None) -> int:
     """Recompute the SHA-256 of stored files: of PKS, what they produced and what the
     processes they called produced (or of every node)."""
-    from veglia.exceptions import NotExistent
-    from veglia.manage import get_storage
-    from veglia.storage.models import RepositoryFile
 
     state.profile  # noqa: B018 - loads the profile
     storage = get_storage()
     node_ids = _nodes_to_check(pks)
 
     def check() -> tuple[int, int, set[int], set[str]]:
-        with storage.session() as session:
-            records = session.execute(
-                sa.select(RepositoryFile.node_id, RepositoryFile.path, RepositoryFile.sha256)
-                .where(RepositoryFile.node_id.in_(node_ids))
-                .order_by(RepositoryFile.node_id, RepositoryFile.path)
-            ).all()
+        records = queries.repository_files(node_ids)
         checked: dict[str, str | None] = {}
         bad_nodes: set[int] = set()
         bad_blobs: set[str] = set()
@@ -155,7 +97,7 @@ def verify(state: CliState, pks: tuple[int, ...], rerun: bool | None) -> int:
         )
         return 0
     console.print(f"[red]✘[/red] {len(bad_nodes)} nodes have damaged or missing files.")
-    producers = _producers(bad_nodes)
+    producers = queries.creating_calcjobs(bad_nodes)
     if not producers:
         return 1
     listed = ", ".join(f"process {pk}" for pk in sorted(producers))

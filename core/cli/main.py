@@ -1,7 +1,9 @@
-"""The ``veglia`` command line: a click group whose sub-commands live in one module each."""
+"""The ``veglia`` command line: a click group whose sub-commands live in one module each,
+imported when they run."""
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 import sys
@@ -10,14 +12,128 @@ import traceback
 import click
 
 import veglia
-from veglia.cli.output import echo_error
-from veglia.cli.state import CliState
 from veglia.exceptions import VegliaError
 
 __all__ = ["cli", "main"]
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+#: Built-in commands: name -> (module, attribute, short help). A module is imported only
+#: when its command runs (or ``--help`` of it is asked), so ``veglia --version`` and each
+#: command load only what they use; tests/test_cli_startup.py keeps the help texts in step.
+BUILTIN_COMMANDS: dict[str, tuple[str, str, str]] = {
+    "archive": (
+        "veglia.cli.cmd_archive",
+        "archive_group",
+        "Write nodes with their provenance to a file; import such a file into a profile.",
+    ),
+    "calcjob": (
+        "veglia.cli.cmd_node",
+        "calcjob_group",
+        "Inspect calc jobs: their input and retrieved files, results, work dir.",
+    ),
+    "code": (
+        "veglia.cli.cmd_code",
+        "code_group",
+        "Create and inspect codes: executables installed on a computer.",
+    ),
+    "computer": (
+        "veglia.cli.cmd_computer",
+        "computer_group",
+        "Set up, configure, test and inspect computers.",
+    ),
+    "config": ("veglia.cli.cmd_config", "config_group", "Get, set and list profile options."),
+    "daemon": (
+        "veglia.cli.cmd_daemon",
+        "daemon_group",
+        "Start, stop and inspect the daemon that runs submitted processes.",
+    ),
+    "group": (
+        "veglia.cli.cmd_group",
+        "group_group",
+        "Create groups of nodes, fill them, and list what is in them.",
+    ),
+    "monitor": (
+        "veglia.cli.cmd_monitor",
+        "monitor_group",
+        "Inspect the monitors jobs can be watched with.",
+    ),
+    "node": (
+        "veglia.cli.cmd_node",
+        "node_group",
+        "Inspect and delete nodes of the provenance graph, and read their files.",
+    ),
+    "plugin": ("veglia.cli.cmd_plugin", "plugin_group", "List and inspect installed plugins."),
+    "presto": (
+        "veglia.cli.cmd_setup",
+        "presto",
+        "Create a working profile with no questions: SQLite, localhost, direct scheduler.",
+    ),
+    "process": ("veglia.cli.cmd_process", "process_group", "Inspect and control processes."),
+    "profile": ("veglia.cli.cmd_profile", "profile_group", "Inspect and manage profiles."),
+    "setup": (
+        "veglia.cli.cmd_setup",
+        "setup",
+        "Create a profile, asking for each site-wide option in turn, then self-test it.",
+    ),
+    "shell": (
+        "veglia.cli.cmd_shell",
+        "shell",
+        "Run COMMAND with bash as a calc job, with full provenance, and print its output.",
+    ),
+    "status": (
+        "veglia.cli.cmd_status",
+        "status",
+        "Check configuration, storage and broker; one ✔/✘ line each, exit 1 on any ✘.",
+    ),
+    "storage": (
+        "veglia.cli.cmd_storage",
+        "storage_group",
+        "Inspect and migrate the profile's storage.",
+    ),
+    "verify": (
+        "veglia.cli.cmd_verify",
+        "verify",
+        "Recompute the SHA-256 of stored files: of PKS, what they produced and what the "
+        "processes they called produced (or of every node).",
+    ),
+}
+
+
+class LazyGroup(click.Group):
+    """A group whose built-in sub-commands are imported when used, and whose plugin
+    commands (the ``register_commands`` hook) are added when a name is not a built-in."""
+
+    _plugins_added = False
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        _add_plugin_commands()
+        return sorted({*BUILTIN_COMMANDS, *self.commands})
+
+    def get_command(self, ctx: click.Context | None, name: str) -> click.Command | None:
+        if name in BUILTIN_COMMANDS:
+            module, attribute, _ = BUILTIN_COMMANDS[name]
+            return getattr(importlib.import_module(module), attribute)
+        _add_plugin_commands()
+        return self.commands.get(name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = []
+        for name in self.list_commands(ctx):
+            if name in BUILTIN_COMMANDS:
+                limit = formatter.width - 6 - len(name)
+                # Shortened as click shortens a loaded command's help.
+                stand_in = click.Command(name, help=BUILTIN_COMMANDS[name][2])
+                rows.append((name, stand_in.get_short_help_str(limit)))
+            else:
+                command = self.commands[name]
+                if not command.hidden:
+                    rows.append((name, command.get_short_help_str(formatter.width - 6 - len(name))))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(veglia.__version__, "--version", prog_name="veglia")
 @click.option(
     "-p",
@@ -30,6 +146,9 @@ __all__ = ["cli", "main"]
 @click.pass_context
 def cli(ctx: click.Context, profile_name: str | None, verbose: bool) -> None:
     """veglia: run calculation jobs with provenance, on any computer and scheduler."""
+    # Lazy: profiles and their config only once a command runs (not for --version, --help).
+    from veglia.cli.state import CliState
+
     ctx.obj = CliState(profile_name=profile_name, verbose=verbose)
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.WARNING,
@@ -41,83 +160,31 @@ def cli(ctx: click.Context, profile_name: str | None, verbose: bool) -> None:
         logging.getLogger().setLevel(logging.CRITICAL)
 
 
-def _register_commands() -> None:
-    from veglia.cli import (
-        cmd_archive,
-        cmd_calcjob_clean,
-        cmd_code,
-        cmd_computer,
-        cmd_config,
-        cmd_daemon,
-        cmd_group,
-        cmd_monitor,
-        cmd_node,
-        cmd_node_delete,
-        cmd_node_repo,
-        cmd_plugin,
-        cmd_process,
-        cmd_process_control,
-        cmd_profile,
-        cmd_setup,
-        cmd_shell,
-        cmd_status,
-        cmd_storage,
-        cmd_verify,
-    )
-
-    for module in (
-        cmd_config,
-        cmd_daemon,
-        cmd_plugin,
-        cmd_profile,
-        cmd_setup,
-        cmd_status,
-        cmd_storage,
-        cmd_process,
-        cmd_node,
-        cmd_computer,
-        cmd_code,
-        cmd_shell,
-        cmd_monitor,
-        cmd_verify,
-        cmd_group,
-        cmd_archive,
-    ):
-        for command in module.COMMANDS:
-            cli.add_command(command)
-    process_group = cli.commands.get("process")
-    if not isinstance(process_group, click.Group):
-        process_group = click.Group("process", help="Inspect and control processes.")
-        cli.add_command(process_group)
-    for command in cmd_process_control.PROCESS_COMMANDS:
-        process_group.add_command(command)
-    # Sub-commands kept in modules of their own, added to the groups they belong in.
-    for module in (cmd_node_delete, cmd_node_repo, cmd_calcjob_clean):
-        for parent, commands in module.SUBCOMMANDS.items():
-            group = cli.commands[parent]
-            assert isinstance(group, click.Group)
-            for command in commands:
-                group.add_command(command)
-
-
-_register_commands()
-
-
 def _add_plugin_commands() -> None:
+    """Let plugins add their commands, once; a plugin cannot replace a built-in."""
+    if LazyGroup._plugins_added:
+        return
+    LazyGroup._plugins_added = True
+    # Lazy: the plugin manager (and every plugin's module) only for a non-built-in command.
     from veglia.cli.output import echo_warning
     from veglia.exceptions import PluginError
     from veglia.plugin_manager import get_plugin_manager
 
-    builtin = dict(cli.commands)
     try:
         get_plugin_manager().hook.register_commands(cli=cli)
     except PluginError as exc:
         # Keep the CLI usable (`veglia plugin list` helps find the broken plugin).
         echo_warning(str(exc))
-    for name, command in builtin.items():
-        if cli.commands.get(name) is not command:
-            echo_warning(f"A plugin tried to replace the built-in command {name!r}; kept ours.")
-            cli.commands[name] = command
+    for name in [name for name in cli.commands if name in BUILTIN_COMMANDS]:
+        echo_warning(f"A plugin tried to replace the built-in command {name!r}; kept ours.")
+        del cli.commands[name]
+
+
+def echo_error(message: str) -> None:
+    # Lazy: rich only when there is an error to print (not for --version).
+    from veglia.cli.output import echo_error as echo
+
+    echo(message)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -125,7 +192,6 @@ def main(argv: list[str] | None = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
     verbose = "-v" in args or "--verbose" in args or os.environ.get("VEGLIA_VERBOSE") == "1"
     try:
-        _add_plugin_commands()
         result = cli.main(args=args, prog_name="veglia", standalone_mode=False)
     except click.exceptions.Abort:
         echo_error("Aborted.")

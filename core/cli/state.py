@@ -8,6 +8,7 @@ import click
 
 from veglia.config.config import Config
 from veglia.config.profile import Profile
+from veglia.manage import active_profile, load_profile
 
 __all__ = ["CliState", "pass_state"]
 
@@ -27,7 +28,6 @@ class CliState:
     @property
     def profile(self) -> Profile:
         """The profile chosen with ``-p``, or the default one; made the active profile."""
-        from veglia.manage import active_profile, load_profile
 
         current = active_profile()
         if current is not None and current.name == (self.profile_name or current.name):

@@ -63,7 +63,8 @@ class Option:
     def __post_init__(self) -> None:
         if not re.fullmatch(r"[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+", self.name):
             raise ValueError(
-                f"Option name {self.name!r} must be dotted lower-case words, like 'tower.endpoint'"
+                f"Option name {self.name!r} must be dotted lower-case words, "
+                "like 'myplugin.endpoint'"
             )
         if not self.description:
             raise ValueError(f"Option {self.name!r} needs a description")

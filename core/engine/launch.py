@@ -9,6 +9,7 @@ from veglia.engine.process import CALLED_BY, Process
 from veglia.engine.runner import get_runner
 from veglia.engine.submission import notify_daemon
 from veglia.manage import get_storage
+from veglia.orm.attributes import CALL_KEY, DAEMON
 from veglia.orm.nodes import ProcessNode, load_node
 from veglia.storage import models
 
@@ -81,7 +82,7 @@ def _to_daemon(
 
 def _hand_to_daemon(node: ProcessNode) -> None:
 
-    node.set_attribute("daemon", True)
+    node.set_attribute(DAEMON, True)
     notify_daemon(node)
 
 
@@ -104,10 +105,10 @@ def launch_child(
     if resumed and call_key is not None:
         existing = find_called(caller, call_key)
         if existing is not None:
-            if caller.get_attribute("daemon") and not existing.is_terminated:
+            if caller.get_attribute(DAEMON) and not existing.is_terminated:
                 _hand_to_daemon(existing)
             return existing
-    if caller.get_attribute("daemon"):
+    if caller.get_attribute(DAEMON):
         return _to_daemon(process, inputs, caller, call_key)
     instance = _instantiate(process, inputs, caller, call_key)
     get_runner().start_local(instance)
@@ -126,7 +127,7 @@ def find_called(caller: ProcessNode, call_key: str) -> ProcessNode | None:
             .where(
                 models.Link.input_id == caller.pk,
                 models.Link.link_type == "call",
-                models.Node.attributes["call_key"].as_string() == call_key,
+                models.Node.attributes[CALL_KEY].as_string() == call_key,
             )
             .limit(1)
         ).first()

@@ -25,6 +25,7 @@ from veglia.engine.runner import get_runner
 from veglia.entry_points import get_entry_points
 from veglia.exceptions import StepAbandoned
 from veglia.notifications import notify
+from veglia.orm.attributes import CALL_KEY, LAUNCH, PAUSED, PAUSED_REASON
 from veglia.orm.nodes import TERMINAL_STATES, Node, ProcessNode, load_node, to_node
 from veglia.storage.outage import is_storage_outage
 
@@ -122,7 +123,7 @@ class Process(plumpy.Process):
             description=self.metadata.get("description", ""),
         )
         node.process_state = ProcessState.CREATED.value
-        node.set_attribute("launch", launch_context())
+        node.set_attribute(LAUNCH, launch_context())
         self.prepare_node(node)
         incoming: list[tuple[Node, str, str]] = []
         skip = self.non_db_inputs
@@ -134,7 +135,7 @@ class Process(plumpy.Process):
             caller, call_key = call
             incoming.append((caller, "call", "CALL"))
             if call_key is not None:
-                node.set_attribute("call_key", call_key)
+                node.set_attribute(CALL_KEY, call_key)
         # One transaction: a worker that dies here leaves either no node or a whole one,
         # which a resumed caller finds by its call key.
         node.store(incoming)
@@ -251,7 +252,7 @@ class Process(plumpy.Process):
     def on_paused(self, msg: str | None = None) -> None:
         super().on_paused(msg)
         if self.node is not None:
-            self.node.set_attributes({"paused": True, "paused_reason": msg or ""})
+            self.node.set_attributes({PAUSED: True, PAUSED_REASON: msg or ""})
             self.node.add_log("REPORT", f"Paused: {msg or 'on request'}")
 
             save_checkpoint(self)
@@ -259,7 +260,7 @@ class Process(plumpy.Process):
     def on_playing(self) -> None:
         super().on_playing()
         if self.node is not None:
-            self.node.set_attributes({"paused": False, "paused_reason": ""})
+            self.node.set_attributes({PAUSED: False, PAUSED_REASON: ""})
             self.node.add_log("REPORT", "Played")
 
 

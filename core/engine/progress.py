@@ -66,7 +66,7 @@ def workflow_progress(node: ProcessNode) -> Progress:
     if node.is_terminated:
         return Progress(done, running, failed, elapsed)
     estimates: list[tuple[float, str]] = []
-    history = similar_durations(node.process_type, node.get_attribute("similarity_key"))
+    history = similar_durations(node.process_type, node.similarity_key)
     if history is not None:
         estimates.append(
             (max(0.0, history.mean - elapsed), f"{history.count} similar finished runs")
@@ -74,7 +74,7 @@ def workflow_progress(node: ProcessNode) -> Progress:
     for child in children:
         if child.is_terminated:
             continue
-        steps = similar_durations(child.process_type, child.get_attribute("similarity_key"))
+        steps = similar_durations(child.process_type, child.similarity_key)
         if steps is not None:
             left = max(0.0, steps.mean - _elapsed(child, now))
             estimates.append((left, f"{steps.count} finished steps like process {child.pk}"))

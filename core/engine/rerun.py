@@ -7,6 +7,7 @@ from typing import Any
 
 from veglia.engine.builder import ProcessBuilder
 from veglia.entry_points import load_process_class
+from veglia.orm.attributes import CODE, MONITORS
 from veglia.orm.computers import load_code
 from veglia.orm.nodes import CalcJobNode
 
@@ -24,18 +25,18 @@ def builder_from_node(node: CalcJobNode) -> ProcessBuilder:
         for namespace in namespaces:
             target = target.setdefault(namespace, {})
         target[name] = value
-    code = node.get_attribute("code")
+    code = node.get_attribute(CODE)
     if code:
         inputs["code"] = load_code(code["pk"])
-    options = {k: v for k, v in (node.get_attribute("options") or {}).items() if v is not None}
+    options = {k: v for k, v in (node.options or {}).items() if v is not None}
     options["right_size"] = False  # the same requests as the original
     inputs["metadata"] = {
         "label": f"rerun of {node.pk}" + (f" ({node.label})" if node.label else ""),
-        "computer": node.get_attribute("computer"),
+        "computer": node.computer_label,
         "options": options,
         "cache": False,
     }
-    monitors = node.get_attribute("monitors") or []
+    monitors = node.get_attribute(MONITORS) or []
     if monitors:
         inputs["monitors"] = {
             m["name"]: {k: v for k, v in m.items() if k != "name"} for m in monitors

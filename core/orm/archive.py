@@ -35,6 +35,7 @@ import sqlalchemy as sa
 import veglia
 from veglia.exceptions import ArchiveError, NotExistent, ProcessActiveError
 from veglia.manage import get_storage
+from veglia.orm.attributes import CODE
 from veglia.orm.groups import load_group
 from veglia.orm.nodes import TERMINAL_STATES, as_utc
 from veglia.orm.provenance import EXPORT_RULES, traverse
@@ -184,9 +185,9 @@ def collect(pks: Iterable[int], groups: Iterable[str | int] = ()) -> dict[str, A
         uuid_of = {row.id: row.uuid for row in rows}
         files, links, logs = _node_records(session, ids, uuid_of)
         code_pks = {
-            row.attributes["code"].get("pk")
+            row.attributes[CODE].get("pk")
             for row in rows
-            if isinstance((row.attributes or {}).get("code"), dict)
+            if isinstance((row.attributes or {}).get(CODE), dict)
         }
         codes = list(session.scalars(sa.select(models.Code).where(models.Code.id.in_(code_pks))))
         computer_ids = {row.computer_id for row in rows} | {code.computer_id for code in codes}

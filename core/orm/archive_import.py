@@ -37,6 +37,7 @@ from veglia.orm.archive import (
     METADATA,
     is_process,
 )
+from veglia.orm.attributes import CACHED_FROM, CODE
 from veglia.orm.nodes import TERMINAL_STATES
 from veglia.relative_paths import checked_relative
 from veglia.storage import models
@@ -321,12 +322,12 @@ def _remap_attributes(
     attributes: dict[str, Any], codes: dict[int, int], nodes: dict[str, int]
 ) -> dict[str, Any]:
     """The ``code`` and ``cached_from`` attributes name pks of the other profile: here's."""
-    code = attributes.get("code")
+    code = attributes.get(CODE)
     if isinstance(code, dict) and code.get("pk") in codes:
-        attributes["code"] = {**code, "pk": codes[code["pk"]]}
-    cached = attributes.get("cached_from")
+        attributes[CODE] = {**code, "pk": codes[code["pk"]]}
+    cached = attributes.get(CACHED_FROM)
     if isinstance(cached, dict) and cached.get("uuid") in nodes:
-        attributes["cached_from"] = {**cached, "pk": nodes[cached["uuid"]]}
+        attributes[CACHED_FROM] = {**cached, "pk": nodes[cached["uuid"]]}
     return attributes
 
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import posixpath
-from dataclasses import dataclass, field
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import sqlalchemy as sa
@@ -13,12 +15,22 @@ from veglia.exceptions import ConfigurationError, NotExistent
 from veglia.exceptions import ConfigurationError as _Error
 from veglia.manage import get_storage
 from veglia.orm.users import get_default_user
+from veglia.plugin_manager import get_plugin_manager
 from veglia.storage import models
 from veglia.workdir_root import expand_root
 
-__all__ = ["Code", "Computer", "load_code", "load_computer"]
+__all__ = [
+    "Code",
+    "Computer",
+    "ComputerProperty",
+    "load_code",
+    "load_computer",
+    "plugin_computer_properties",
+    "property_defaults",
+]
 
-#: Computer properties and their defaults.
+#: The built-in computer properties and their defaults (plugins add theirs through the
+#: ``computer_properties`` hook: see :func:`property_defaults`).
 COMPUTER_PROPERTIES: dict[str, Any] = {
     # Under the home: a folder in a shared /tmp can be made by another user first.
     "workdir": "{home}/veglia-work",
@@ -26,7 +38,6 @@ COMPUTER_PROPERTIES: dict[str, Any] = {
     "minimum_poll_interval": 5.0,
     "mpirun_command": "mpirun -np {tot_num_mpiprocs}",
     "default_mpiprocs_per_machine": 1,
-    "fusion": False,
     "prepend_text": "",
     "append_text": "",
     # Queues with their limits, as the scheduler.queues option writes them; empty: ask the
@@ -35,6 +46,83 @@ COMPUTER_PROPERTIES: dict[str, Any] = {
     # Wrap job commands in /usr/bin/time (when the computer has it) to record peak memory.
     "measure_usage": True,
 }
+
+
+@dataclass(frozen=True)
+class ComputerProperty:
+    """A computer property a plugin adds (the ``computer_properties`` hook).
+
+    ``parse`` turns what a user typed (a ``veglia computer setup`` flag or answer) into the
+    stored value and raises ``ValueError`` explaining what is allowed; without it, a
+    property whose default is a bool takes yes/no, any other takes the text as given.
+    """
+
+    name: str
+    default: Any
+    help: str
+    parse: Callable[[str], Any] | None = None
+
+    def __post_init__(self) -> None:
+        if not re.fullmatch(r"[a-z][a-z0-9_]*", self.name):
+            raise ValueError(
+                f"Computer property name {self.name!r} must be a lower-case word, like "
+                "'myplugin_enabled' (underscores allowed)"
+            )
+        if not self.help:
+            raise ValueError(f"Computer property {self.name!r} needs a help text")
+
+
+_plugin_properties: tuple[object, dict[str, ComputerProperty], dict[str, Any]] | None = None
+
+
+def _collected() -> tuple[dict[str, ComputerProperty], dict[str, Any]]:
+    """The plugins' properties and every default, collected once per plugin manager."""
+    global _plugin_properties
+
+    manager = get_plugin_manager()
+    if _plugin_properties is None or _plugin_properties[0] is not manager:
+        added = _collect_plugin_properties(manager)
+        defaults = {**COMPUTER_PROPERTIES, **{name: p.default for name, p in added.items()}}
+        _plugin_properties = (manager, added, defaults)
+    return _plugin_properties[1], _plugin_properties[2]
+
+
+def _collect_plugin_properties(manager: Any) -> dict[str, ComputerProperty]:
+    # A computer's own fields (and setup's names for them) are not properties either.
+    origin = dict.fromkeys(COMPUTER_PROPERTIES, "veglia")
+    reserved = {f.name for f in fields(Computer)} | {"transport", "scheduler"}
+    added: dict[str, ComputerProperty] = {}
+    # pluggy lists the last registered first: reversed, the entry points' order.
+    for impl in reversed(manager.hook.computer_properties.get_hookimpls()):
+        for prop in impl.function() or []:
+            if not isinstance(prop, ComputerProperty):
+                raise ConfigurationError(
+                    f"Plugin {impl.plugin_name!r} returned {prop!r} from computer_properties; "
+                    "it must return veglia.orm.computers.ComputerProperty objects."
+                )
+            if prop.name in reserved:
+                raise ConfigurationError(
+                    f"Computer property {prop.name!r} of plugin {impl.plugin_name!r} is a "
+                    "field of every computer; rename it."
+                )
+            if prop.name in origin:
+                raise ConfigurationError(
+                    f"Computer property {prop.name!r} of plugin {impl.plugin_name!r} clashes "
+                    f"with the one of {origin[prop.name]!r}; one of them must rename it."
+                )
+            origin[prop.name] = impl.plugin_name
+            added[prop.name] = prop
+    return added
+
+
+def plugin_computer_properties() -> dict[str, ComputerProperty]:
+    """The properties the loaded plugins add, by name, in registration order."""
+    return _collected()[0]
+
+
+def property_defaults() -> dict[str, Any]:
+    """Every computer property and its default: the built-in ones, then the plugins'."""
+    return _collected()[1]
 
 
 @dataclass
@@ -51,15 +139,16 @@ class Computer:
     uuid: str | None = None
 
     def __post_init__(self) -> None:
-        unknown = set(self.properties) - set(COMPUTER_PROPERTIES)
+        allowed = property_defaults()
+        unknown = set(self.properties) - set(allowed)
         if unknown:
             raise ConfigurationError(
                 f"Unknown computer properties {', '.join(sorted(unknown))}; allowed: "
-                f"{', '.join(COMPUTER_PROPERTIES)}."
+                f"{', '.join(allowed)}."
             )
 
     def get_property(self, name: str) -> Any:
-        return self.properties.get(name, COMPUTER_PROPERTIES[name])
+        return self.properties.get(name, property_defaults()[name])
 
     def store(self) -> Computer:
         TransportFactory(self.transport_type)
@@ -86,16 +175,18 @@ class Computer:
 
     @classmethod
     def _from_row(cls, row: models.Computer) -> Computer:
-        return cls(
+        computer = cls(
             label=row.label,
             hostname=row.hostname,
             transport_type=row.transport_type,
             scheduler_type=row.scheduler_type,
             description=row.description,
-            properties=dict(row.properties or {}),
             pk=row.id,
             uuid=row.uuid,
         )
+        # Stored, so once allowed: a property of a plugin no longer loaded is kept, unused.
+        computer.properties = dict(row.properties or {})
+        return computer
 
     @classmethod
     def list(cls) -> list[Computer]:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from veglia.exceptions import NotExistent
 from veglia.manage import get_storage
+from veglia.orm.attributes import LOCAL_COPY_LIST
 from veglia.orm.nodes import Node, load_node
 
 __all__ = ["NodeFile", "calcjob_input_files", "folder_entries", "node_files", "read_file"]
@@ -37,7 +38,7 @@ def calcjob_input_files(node: Node) -> list[NodeFile]:
     """A calc job's input files: its own, and those copied in from other nodes when it was
     uploaded (a copy wins over a file of the same name, as it did in the work dir)."""
     files = {entry.path: entry for entry in node_files(node)}
-    for uuid, source, target in node.get_attribute("local_copy_list") or []:
+    for uuid, source, target in node.get_attribute(LOCAL_COPY_LIST) or []:
         try:
             origin = load_node(uuid)
         except NotExistent:

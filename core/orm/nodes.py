@@ -21,6 +21,29 @@ from sqlalchemy.dialects.postgresql import JSONB
 
 from veglia.exceptions import ModificationNotAllowed, NotExistent, StorageError
 from veglia.manage import get_storage
+from veglia.orm.attributes import (
+    BLOCKED,
+    CACHED_FROM,
+    COMPUTER,
+    GPU_METRICS,
+    JOB_ID,
+    JOB_OUTCOME,
+    LAST_JOB_INFO,
+    OPTIONS,
+    PAUSED,
+    PAUSED_REASON,
+    REMOTE_WORKDIR,
+    RETRIEVE_LIST,
+    RIGHT_SIZED,
+    SCHEDULER_STATE,
+    SIMILARITY_KEY,
+    STARTED_AT,
+    STOPPED_BY_MONITOR,
+    SUBMITTED_AT,
+    UNREACHABLE,
+    USAGE,
+    WAITING_FOR,
+)
 from veglia.orm.users import get_default_user
 from veglia.relative_paths import checked_relative
 from veglia.storage import models
@@ -498,7 +521,7 @@ class RemoteData(Data):
 
     def __init__(self, remote_path: str = "", computer_label: str = "", **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self._attributes.update(remote_path=remote_path, computer=computer_label)
+        self._attributes.update({"remote_path": remote_path, COMPUTER: computer_label})
 
     @property
     def remote_path(self) -> str:
@@ -604,7 +627,17 @@ class ProcessNode(Node):
 
     @property
     def paused(self) -> bool:
-        return bool(self.get_attribute("paused", False))
+        return bool(self.get_attribute(PAUSED, False))
+
+    @property
+    def paused_reason(self) -> str:
+        """Why it was paused ("" when it was not, or no reason was given)."""
+        return self.get_attribute(PAUSED_REASON) or ""
+
+    @property
+    def similarity_key(self) -> str | None:
+        """Which finished processes are like this one (history, estimates, right-sizing)."""
+        return self.get_attribute(SIMILARITY_KEY)
 
     @property
     def called(self) -> list[ProcessNode]:
@@ -640,23 +673,99 @@ class ProcessNode(Node):
 
 
 class CalcJobNode(ProcessNode):
+    """The record of a calc job; its properties read what the engine wrote as it ran (the
+    names are in :mod:`veglia.orm.attributes`)."""
+
     node_type = "process.calcjob"
 
     @property
+    def options(self) -> dict[str, Any]:
+        return self.get_attribute(OPTIONS, {})
+
+    @property
+    def computer_label(self) -> str | None:
+        return self.get_attribute(COMPUTER)
+
+    @property
     def job_id(self) -> str | None:
-        return self.get_attribute("job_id")
+        """The scheduler's id of the job, once submitted."""
+        return self.get_attribute(JOB_ID)
+
+    @property
+    def scheduler_state(self) -> str | None:
+        """The job's state as last polled (a ``JobState`` value: queued, running, done...)."""
+        return self.get_attribute(SCHEDULER_STATE)
+
+    @property
+    def last_job_info(self) -> dict[str, Any] | None:
+        """The scheduler's last view of the job (a ``JobInfo`` as a dict)."""
+        return self.get_attribute(LAST_JOB_INFO)
+
+    @property
+    def submitted_at(self) -> float | None:
+        return self.get_attribute(SUBMITTED_AT)
+
+    @property
+    def started_at(self) -> float | None:
+        """When a poll first saw the job run (None if none did)."""
+        return self.get_attribute(STARTED_AT)
 
     @property
     def remote_workdir(self) -> str | None:
-        return self.get_attribute("remote_workdir")
+        return self.get_attribute(REMOTE_WORKDIR)
 
     @property
-    def options(self) -> dict[str, Any]:
-        return self.get_attribute("options", {})
+    def retrieve_list(self) -> list[str]:
+        return self.get_attribute(RETRIEVE_LIST, [])
+
+    @property
+    def blocked(self) -> dict[str, Any] | None:
+        """{"reason", "time", "computer"} while held until ``veglia process unblock``."""
+        return self.get_attribute(BLOCKED)
+
+    @property
+    def unreachable(self) -> dict[str, Any] | None:
+        """{"computer", "since", "next_probe"} while paused for an outage of its computer."""
+        return self.get_attribute(UNREACHABLE)
+
+    @property
+    def stopped_by_monitor(self) -> dict[str, Any] | None:
+        """{"name", "message", "time", ...} of the monitor that stopped the job."""
+        return self.get_attribute(STOPPED_BY_MONITOR)
+
+    @property
+    def cached_from(self) -> dict[str, Any] | None:
+        """{"pk", "uuid"} of the finished job whose outputs this one reused."""
+        return self.get_attribute(CACHED_FROM)
+
+    @property
+    def job_outcome(self) -> dict[str, Any]:
+        """What retrieving found: exit status, failure, usage ({} before retrieval)."""
+        return self.get_attribute(JOB_OUTCOME) or {}
+
+    @property
+    def usage(self) -> dict[str, Any] | None:
+        """What the job used, as measured: {"peak_memory_kb", "runtime_seconds", "source"}."""
+        return self.get_attribute(USAGE)
+
+    @property
+    def right_sized(self) -> dict[str, Any] | None:
+        """{option: {"from", "to"}} of the requests right-sizing changed."""
+        return self.get_attribute(RIGHT_SIZED)
+
+    @property
+    def gpu_metrics(self) -> dict[str, Any] | None:
+        """The GPU block of the trace record, when a plugin put one there."""
+        return self.get_attribute(GPU_METRICS)
 
 
 class WorkflowNode(ProcessNode):
     node_type = "process.workflow"
+
+    @property
+    def waiting_for(self) -> list[int]:
+        """The pks of the children it waits for, while it waits."""
+        return self.get_attribute(WAITING_FOR) or []
 
 
 def load_node(identifier: int | str) -> Node:

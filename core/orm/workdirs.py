@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 
 from veglia.exceptions import ProcessActiveError, UnsafePathError
+from veglia.orm.attributes import WORKDIR_CLEANED
 from veglia.orm.computers import Computer, load_computer
 from veglia.orm.nodes import CalcJobNode, RemoteData
 
@@ -29,7 +30,7 @@ class WorkdirToClean:
 
 def cleaned_at(node: CalcJobNode) -> datetime | None:
     """When the job's work dir was cleaned, or None."""
-    record = node.get_attribute("workdir_cleaned")
+    record = node.get_attribute(WORKDIR_CLEANED)
     return datetime.fromtimestamp(record["time"], timezone.utc) if record else None
 
 
@@ -39,7 +40,7 @@ def cleaned_message(node: CalcJobNode) -> str | None:
     if when is None:
         return None
     local = when.astimezone().strftime("%Y-%m-%d %H:%M:%S")
-    where = f"{node.get_attribute('computer')}:{node.remote_workdir}"
+    where = f"{node.computer_label}:{node.remote_workdir}"
     return (
         f"The work dir of calc job {node.pk} ({where}) was cleaned on {local} by "
         "`veglia calcjob cleanworkdir`; the files it retrieved are still here "
@@ -76,7 +77,7 @@ def plan_cleaning(nodes: Iterable[CalcJobNode]) -> tuple[list[WorkdirToClean], l
             skipped.append(f"calc job {node.pk}: its work dir was cleaned already")
             continue
         if not path:
-            why = "it was cached" if node.get_attribute("cached_from") else "it never uploaded"
+            why = "it was cached" if node.cached_from else "it never uploaded"
             skipped.append(f"calc job {node.pk}: no work dir ({why})")
             continue
         if not _expected_folder(node, path):
@@ -84,7 +85,7 @@ def plan_cleaning(nodes: Iterable[CalcJobNode]) -> tuple[list[WorkdirToClean], l
                 f"Calc job {node.pk} records {path} as its work dir, which is not a folder "
                 "veglia made for it; refusing to remove it. Nothing was removed."
             )
-        key = node.computer_pk or node.get_attribute("computer")
+        key = node.computer_pk or node.computer_label
         if key not in computers:
             computers[key] = load_computer(key)
         todo.append(WorkdirToClean(node, computers[key], path))
@@ -102,7 +103,7 @@ def clean_workdirs(todo: Iterable[WorkdirToClean]) -> int:
         with items[0].computer.get_transport() as transport:
             for item in items:
                 transport.rmtree(item.path)
-                item.node.set_attribute("workdir_cleaned", {"time": time.time()})
+                item.node.set_attribute(WORKDIR_CLEANED, {"time": time.time()})
                 outputs = item.node.outputs
                 if "remote_folder" in outputs and isinstance(outputs["remote_folder"], RemoteData):
                     outputs["remote_folder"].set_extra("cleaned", True)

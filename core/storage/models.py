@@ -94,7 +94,7 @@ class Computer(Base):
     description: Mapped[str] = mapped_column(Text, default="")
     scheduler_type: Mapped[str] = mapped_column(String(255))
     transport_type: Mapped[str] = mapped_column(String(255))
-    #: work dir, mpirun command, safe_interval, minimum_poll_interval, fusion, ...
+    #: work dir, mpirun command, safe_interval, minimum_poll_interval, plugins' own, ...
     properties: Mapped[dict[str, Any]] = mapped_column(JsonType, default=dict)
 
 
@@ -214,7 +214,7 @@ class RepositoryBlob(Base):
 
 
 class ReportOutbox(Base):
-    """Records a reporter (the Tower plugin) must deliver: kept until they are sent.
+    """Records a reporter plugin must deliver: kept until they are sent.
 
     The unique key makes queueing idempotent: a record queued twice is stored once.
     """
@@ -230,7 +230,7 @@ class ReportOutbox(Base):
     task_id: Mapped[int] = mapped_column(Integer, default=0)
     attempt: Mapped[int] = mapped_column(Integer, default=1)
     payload: Mapped[dict[str, Any]] = mapped_column(JsonType, default=dict)
-    #: pending, sent ("failed" in rows of 0.x, sent again by ``veglia tower retry``)
+    #: pending, sent ("failed" in rows of 0.x, sent again by the reporter's retry command)
     status: Mapped[str] = mapped_column(String(16), default="pending", index=True)
     tries: Mapped[int] = mapped_column(Integer, default=0)
     last_error: Mapped[str | None] = mapped_column(Text, nullable=True)

@@ -6,6 +6,7 @@ import time
 from typing import Any
 
 from veglia.engine.calcjob.monitors import MonitorResult
+from veglia.plugins.fusion.trace_file import TraceUnusable, read_trace
 
 __all__ = ["gpu_idle"]
 
@@ -25,7 +26,6 @@ def gpu_idle(
     :param threshold: utilisation (percent) under which the GPU counts as idle.
     :param seconds: how long it may stay idle.
     """
-    from veglia.plugins.fusion.trace_file import TraceUnusable, read_trace
 
     state = {} if state is None else state
     try:

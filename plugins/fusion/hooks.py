@@ -2,10 +2,32 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from veglia.hookspecs import hookimpl
 from veglia.plugins.fusion.trace_file import TraceUnusable, fusion_enabled, read_trace
+
+if TYPE_CHECKING:
+    # Lazy: every process loads this hook module; the ORM only when asked.
+    from veglia.engine.calcjob.options import CalcJobOption
+    from veglia.orm.computers import ComputerProperty
+
+
+@hookimpl
+def calcjob_options() -> list[CalcJobOption]:
+    """``metadata.options.fusion``: read this job's trace (else its computer's property)."""
+    from veglia.engine.calcjob.options import CalcJobOption  # the engine only when jobs are
+
+    return [CalcJobOption("fusion", bool, "Read the Fusion trace (defaults to the computer's).")]
+
+
+@hookimpl
+def computer_properties() -> list[ComputerProperty]:
+    """The ``fusion`` property (``veglia computer setup --fusion yes``): read every job's."""
+    # Lazy: every process loads this hook module; the ORM only when asked.
+    from veglia.orm.computers import ComputerProperty
+
+    return [ComputerProperty("fusion", False, "Read the Fusion trace of jobs (yes/no).")]
 
 
 @hookimpl
@@ -64,3 +86,25 @@ def measured_usage(record: Any, proc: dict[str, Any]) -> set[str]:
             continue
         taken.add(ours)
     return taken
+
+
+#: The GPU block's known fields in ``veglia process show``, in order, with their labels.
+GPU_FIELDS = (
+    ("name", "GPU"), ("driver", "driver"), ("mem", "memory (MiB)"), ("pct", "utilisation %"),
+    ("peak", "peak utilisation %"), ("pct_mem", "memory used %"), ("peak_mem", "peak memory %"),
+    ("avg_mem", "mean memory used (MiB)"), ("peak_mem_used", "peak memory used (MiB)"),
+    ("avg_mem_bw_util", "mean memory bandwidth %"), ("peak_mem_bw_util", "peak memory bandwidth %"),
+    ("active_time", "active time (ms)"),
+)  # fmt: skip
+
+
+@hookimpl
+def process_show_tables(node: Any) -> list[tuple[tuple[str, ...], list[tuple[Any, ...]]]]:
+    """The GPU block: the known fields in order, then any the schema added since."""
+    gpu = node.get_attribute("gpu_metrics")
+    if not gpu:
+        return []
+    known = {key for key, _ in GPU_FIELDS}
+    rows = [(label, gpu[key]) for key, label in GPU_FIELDS if key in gpu]
+    rows += [(key, value) for key, value in gpu.items() if key not in known]
+    return [(("GPU (Fusion)", "Value"), rows)]

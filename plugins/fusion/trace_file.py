@@ -6,6 +6,8 @@ import json
 from typing import Any
 
 from veglia.exceptions import TransportError
+from veglia.orm.attributes import COMPUTER
+from veglia.orm.computers import load_computer
 
 __all__ = ["MAX_TRACE_BYTES", "TRACE_PATH", "fusion_enabled", "parse_trace", "read_trace"]
 
@@ -25,9 +27,8 @@ def fusion_enabled(node: Any) -> bool:
     option = (node.options or {}).get("fusion")
     if option is not None:
         return bool(option)
-    from veglia.orm.computers import load_computer
 
-    label = node.get_attribute("computer")
+    label = node.get_attribute(COMPUTER)
     return bool(label and load_computer(label).get_property("fusion"))
 
 

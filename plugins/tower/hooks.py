@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -11,7 +11,12 @@ from veglia.hookspecs import hookimpl
 from veglia.plugins.tower.runs import active_jobs, run_key_of, run_meta
 from veglia.plugins.tower.settings import OPTIONS, settings_of
 
+if TYPE_CHECKING:
+    # Lazy: every process loads this hook module; Tower's code only when used.
+    from veglia.engine.calcjob.options import CalcJobOption
+
 __all__ = [
+    "calcjob_options",
     "daemon_started",
     "daemon_stopping",
     "register_commands",
@@ -29,7 +34,16 @@ def register_options() -> list:
     return list(OPTIONS)
 
 
+@hookimpl
+def calcjob_options() -> list[CalcJobOption]:
+    """``metadata.options.tower_run``: jobs with the same value form one Platform run."""
+    from veglia.engine.calcjob.options import CalcJobOption  # the engine only when jobs are
+
+    return [CalcJobOption("tower_run", str, "Seqera Platform run this job is a task of.")]
+
+
 def _queue(node: Any, record: Any, kind: str) -> None:
+    # Lazy: every process loads this hook module; Tower's code only when used.
     from veglia.manage import get_profile
     from veglia.plugins.tower import outbox, payload
 
@@ -46,6 +60,7 @@ def _queue(node: Any, record: Any, kind: str) -> None:
 @hookimpl
 def daemon_started(profile: Any) -> None:
     """When Tower is on, send the outbox from a thread of the daemon's supervisor."""
+    # Lazy: every process loads this hook module; Tower's code only when used.
     from veglia.plugins.tower.sender import TowerSender
 
     if not settings_of(profile).enabled:
@@ -84,6 +99,7 @@ def register_commands(cli: click.Group) -> None:
     @click.option("-p", "--profile", "profile_name", default=None, help="Profile.")
     def status(profile_name: str | None) -> None:
         """Show the outbox (pending, sent, held), the runs, and why any was refused."""
+        # Lazy: every process loads this hook module; Tower's code only when used.
         from veglia import load_profile
         from veglia.plugins.tower import outbox
         from veglia.plugins.tower.sender import TowerSender
@@ -120,6 +136,7 @@ def register_commands(cli: click.Group) -> None:
     @tower.command("flush")
     def flush() -> None:
         """Send what is pending now (the daemon does this by itself)."""
+        # Lazy: every process loads this hook module; Tower's code only when used.
         from veglia.plugins.tower.sender import TowerSender
 
         report = TowerSender(_profile()).send_pending()
@@ -135,6 +152,7 @@ def register_commands(cli: click.Group) -> None:
     @click.argument("run", required=False)
     def retry(run: str | None) -> None:
         """Send refused runs again (all, or RUN), once what was wrong is fixed."""
+        # Lazy: every process loads this hook module; Tower's code only when used.
         from veglia.plugins.tower import outbox
 
         _profile()
@@ -152,11 +170,13 @@ _RUN_STATES = ("new", "begun", "completed", "refused")
 
 
 def _profile() -> Any:
+    # Lazy: every process loads this hook module; Tower's code only when used.
     from veglia.manage import get_profile
 
     click_context = click.get_current_context()
     state = click_context.find_root().obj
     if state is not None and getattr(state, "profile_name", None):
+        # Lazy: every process loads this hook module; Tower's code only when used.
         from veglia import load_profile
 
         return load_profile(state.profile_name)

@@ -12,6 +12,7 @@ import time
 from collections import Counter
 from typing import Any
 
+from veglia.engine.process import launch_context
 from veglia.plugins.tower import schema
 
 __all__ = ["metrics", "progress", "task", "workflow"]
@@ -103,8 +104,6 @@ _META_KEYS = (
 def _default_meta() -> dict[str, str]:
     """For a run queued without its launch facts (by an older release)."""
     from pathlib import Path
-
-    from veglia.engine.process import launch_context
 
     home, launch = str(Path.home()), launch_context()
     return {

@@ -10,6 +10,11 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from veglia.entry_points import load_process_class
+from veglia.manage import get_profile, get_storage
+from veglia.orm.attributes import JOB_ID, LAUNCH, OPTIONS
+from veglia.storage.models import Node
+
 __all__ = ["active_jobs", "run_key_of", "run_meta", "unsubmitted_jobs"]
 
 _ACTIVE = ("created", "running", "waiting")
@@ -22,9 +27,8 @@ def run_key_of(node: Any) -> str:
 
 def run_meta(node: Any) -> dict[str, Any]:
     """The launch of a run as its first job tells it (the ``Workflow`` fields)."""
-    from veglia.manage import get_profile
 
-    launch = node.get_attribute("launch") or {}
+    launch = node.get_attribute(LAUNCH) or {}
     script = _source_file(node.process_type)
     home = str(Path.home())
     # The computer's work dir for the user: a job's is that, then three UUID shards.
@@ -55,7 +59,6 @@ def _user() -> str:
 
 
 def _source_file(process_type: str) -> str | None:
-    from veglia.entry_points import load_process_class
 
     try:
         return inspect.getsourcefile(load_process_class(process_type))
@@ -64,7 +67,6 @@ def _source_file(process_type: str) -> str | None:
 
 
 def _jobs_of_run(run_key: str) -> Any:
-    from veglia.storage.models import Node
 
     query = (
         sa.select(sa.func.count())
@@ -73,13 +75,11 @@ def _jobs_of_run(run_key: str) -> Any:
     )
     if run_key.startswith("veglia-process-") and run_key[15:].isdigit():
         return query.where(Node.id == int(run_key[15:]))
-    return query.where(Node.attributes["options"]["tower_run"].as_string() == run_key)
+    return query.where(Node.attributes[OPTIONS]["tower_run"].as_string() == run_key)
 
 
 def active_jobs(run_key: str, exclude_pk: int) -> int:
     """Jobs of the run that have not ended, other than ``exclude_pk``."""
-    from veglia.manage import get_storage
-    from veglia.storage.models import Node
 
     with get_storage().session() as session:
         return session.scalar(_jobs_of_run(run_key).where(Node.id != exclude_pk)) or 0
@@ -87,13 +87,11 @@ def active_jobs(run_key: str, exclude_pk: int) -> int:
 
 def unsubmitted_jobs(run_key: str) -> int:
     """Jobs of the run that wait to be submitted: the Platform's ``pending``."""
-    from veglia.manage import get_storage
-    from veglia.storage.models import Node
 
     with get_storage().session() as session:
         return (
             session.scalar(
-                _jobs_of_run(run_key).where(Node.attributes["job_id"].as_string().is_(None))
+                _jobs_of_run(run_key).where(Node.attributes[JOB_ID].as_string().is_(None))
             )
             or 0
         )

@@ -21,11 +21,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from veglia.manage import get_storage
 from veglia.plugins.tower import outbox, payload
 from veglia.plugins.tower.client import TowerClient
 from veglia.plugins.tower.exceptions import RetryLater, SettingsRejected, TowerRefused
 from veglia.plugins.tower.runs import unsubmitted_jobs
 from veglia.plugins.tower.settings import TowerSettings, check_settings, settings_of
+from veglia.storage.models import ReportRun
 
 __all__ = ["SendReport", "TowerSender"]
 
@@ -224,9 +226,6 @@ class TowerSender:
     def _heartbeats(self, client: TowerClient) -> None:
         """A begun run that sends nothing says it is alive about every minute."""
         import sqlalchemy as sa
-
-        from veglia.manage import get_storage
-        from veglia.storage.models import ReportRun
 
         with get_storage().session() as session:
             runs = list(

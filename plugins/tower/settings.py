@@ -31,6 +31,7 @@ def _workspace(text: Any) -> str:
 
 
 def _boolean(text: Any) -> bool:
+    # Lazy: options are read at every start; the client only when checked.
     from veglia.config.values import parse_boolean as parse
 
     return parse(text)
@@ -97,6 +98,7 @@ def settings_of(profile: Any) -> TowerSettings:
 
 def check_settings(settings: TowerSettings) -> None:
     """Settings no request could pass with (checked before any is sent)."""
+    # Lazy: options are read at every start; the client only when checked.
     from veglia.plugins.tower.client import check_endpoint
     from veglia.plugins.tower.exceptions import SettingsRejected
 

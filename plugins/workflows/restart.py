@@ -20,11 +20,24 @@ import math
 from typing import Any
 
 from veglia import orm
+from veglia.engine.builder import ProcessBuilder
+from veglia.engine.calcjob import CalcJob
+from veglia.engine.calcjob.history import memory_needed_after_oom
 from veglia.engine.calcjob.queues import choose_queue, queues_from_attribute
 from veglia.engine.exit_codes import ExitCode
 from veglia.engine.process import plain_data
 from veglia.engine.workflow.workchain import ToContext, WorkChain, append_, while_
 from veglia.entry_points import load_process_class
+from veglia.manage import get_profile
+from veglia.notifications import notify
+from veglia.orm.attributes import (
+    ATTEMPTS,
+    MEMORY_AFTER_OOM_KB,
+    QUEUES,
+    RESTART,
+    SIMILARITY_KEY,
+    SUBMISSION_REJECTED,
+)
 from veglia.schedulers import QueueInfo
 
 __all__ = ["RestartWorkChain"]
@@ -38,7 +51,6 @@ TIME_FACTOR = 2
 
 
 def _validate(inputs: Any, _: Any = None) -> str | None:
-    from veglia.engine.calcjob import CalcJob
 
     name = inputs.get("process")
     name = name.value if isinstance(name, orm.Str) else name
@@ -97,7 +109,6 @@ class RestartWorkChain(WorkChain):
     @classmethod
     def wrap(cls, job: Any, **inputs: Any) -> Any:
         """A builder of this workflow around ``job``: a calc job's builder (or class)."""
-        from veglia.engine.builder import ProcessBuilder
 
         builder = cls.get_builder()
         if isinstance(job, ProcessBuilder):
@@ -112,7 +123,6 @@ class RestartWorkChain(WorkChain):
 
     # -- steps -----------------------------------------------------------------------------
     def setup(self) -> None:
-        from veglia.manage import get_profile
 
         job = plain_data(self.inputs["job"])
         self.ctx.options = dict((job.get("metadata") or {}).get("options") or {})
@@ -151,11 +161,11 @@ class RestartWorkChain(WorkChain):
         process_class = load_process_class(self.inputs["process"].value)
         node = self.submit(process_class, **inputs)
         if self.ctx.attempt == 1:
-            self.node.set_attribute("similarity_key", node.get_attribute("similarity_key"))
+            self.node.set_attribute(SIMILARITY_KEY, node.similarity_key)
         else:  # why this attempt exists, on the attempt itself
-            previous = (self.node.get_attribute("attempts") or [{}])[-1]
+            previous = (self.node.get_attribute(ATTEMPTS) or [{}])[-1]
             node.set_attribute(
-                "restart",
+                RESTART,
                 {
                     "attempt": self.ctx.attempt,
                     "previous": previous.get("pk"),
@@ -174,13 +184,13 @@ class RestartWorkChain(WorkChain):
                 attempts=self.ctx.attempt, last=reason
             )
             decision = "stop"
-        attempts = list(self.node.get_attribute("attempts") or [])
+        attempts = list(self.node.get_attribute(ATTEMPTS) or [])
         attempts.append(
             {
                 "attempt": self.ctx.attempt,
                 "pk": job.pk,
-                "job_id": job.get_attribute("job_id"),
-                "queue": (job.get_attribute("last_job_info") or {}).get("queue")
+                "job_id": job.job_id,
+                "queue": (job.last_job_info or {}).get("queue")
                 or self.ctx.options.get("queue_name"),
                 "max_memory_kb": self.ctx.options.get("max_memory_kb"),
                 "max_wallclock_seconds": self.ctx.options.get("max_wallclock_seconds"),
@@ -189,7 +199,7 @@ class RestartWorkChain(WorkChain):
                 "reason": reason,
             }
         )
-        self.node.set_attribute("attempts", attempts)
+        self.node.set_attribute(ATTEMPTS, attempts)
         self.report(f"attempt {self.ctx.attempt} {reason}")
         if decision == "resubmit":
             self.ctx.options = options
@@ -204,7 +214,7 @@ class RestartWorkChain(WorkChain):
         for label, node in job.outputs.items():
             self.out(label, node)
         if self.ctx.oom and self.ctx.options.get("max_memory_kb"):
-            self.node.set_attribute("memory_after_oom_kb", self.ctx.options["max_memory_kb"])
+            self.node.set_attribute(MEMORY_AFTER_OOM_KB, self.ctx.options["max_memory_kb"])
         return None
 
     # -- the policy ---------------------------------------------------------------------------
@@ -224,12 +234,12 @@ class RestartWorkChain(WorkChain):
         if label == "ERROR_SCHEDULER_OUT_OF_WALLTIME":
             return self._more_time(job, options)
         if label == "ERROR_SUBMISSION_REJECTED":
-            if not (job.get_attribute("submission_rejected") or {}).get("resource_request"):
+            if not (job.get_attribute(SUBMISSION_REJECTED) or {}).get("resource_request"):
                 self.ctx.exit = self.exit_codes.ERROR_JOB_STOPPED.format(message=message)
                 return "stop", f"was refused by the scheduler: {message}", options
             return self._other_queue(job, options, "was refused by its queue")
         if label == "STOPPED_BY_MONITOR":
-            stop = job.get_attribute("stopped_by_monitor") or {}
+            stop = job.stopped_by_monitor or {}
             if stop.get("name") == PENDING_MONITOR:
                 return self._other_queue(job, options, stop.get("message", "cannot start"))
             self.ctx.exit = self.exit_codes.ERROR_JOB_STOPPED.format(message=message)
@@ -246,23 +256,20 @@ class RestartWorkChain(WorkChain):
         return "stop", f"failed again ({message}); stopping", options
 
     def _queues(self, job: Any) -> list[QueueInfo]:
-        return queues_from_attribute(job.get_attribute("queues"))
+        return queues_from_attribute(job.get_attribute(QUEUES))
 
     def _more_memory(self, job: Any, options: dict[str, Any]) -> tuple[str, str, dict]:
-        from veglia.engine.calcjob.history import memory_needed_after_oom
 
         self.ctx.oom = True
         if options.get("max_memory_kb") == 0:  # all of a node's memory (--mem=0) already
             need = "more memory than a whole node has"
             self.ctx.exit = self.exit_codes.ERROR_NO_QUEUE_FITS.format(need=need)
             return "stop", "was killed for memory with all of a node's memory (0)", options
-        current = options.get("max_memory_kb") or (job.get_attribute("usage") or {}).get(
-            "peak_memory_kb"
-        )
+        current = options.get("max_memory_kb") or (job.usage or {}).get("peak_memory_kb")
         base = current or ASSUMED_MEMORY_KB
         wanted = math.ceil(base * MEMORY_FACTOR / 1024) * 1024
         how = f"×{MEMORY_FACTOR}"
-        known = memory_needed_after_oom(job.get_attribute("similarity_key") or "")
+        known = memory_needed_after_oom(job.similarity_key or "")
         if known is not None and known > wanted:
             wanted, how = math.ceil(known / 1024) * 1024, "the mean similar jobs needed"
         queues = self._queues(job)
@@ -294,7 +301,7 @@ class RestartWorkChain(WorkChain):
             by_name[here].max_wallclock_seconds if here in by_name else None
         )
         if current is None:
-            current = (job.get_attribute("last_job_info") or {}).get("wallclock_seconds") or 3600
+            current = (job.last_job_info or {}).get("wallclock_seconds") or 3600
         wanted = int(current * TIME_FACTOR)
         memory = options.get("max_memory_kb")
         queue = choose_queue(
@@ -355,7 +362,6 @@ class RestartWorkChain(WorkChain):
         return "stop", f"{why}, and no queue allows {_describe(options)}", options
 
     def _tell_user(self, code: ExitCode) -> None:
-        from veglia.notifications import notify
 
         assert self.node is not None
         notify(
@@ -369,7 +375,6 @@ class RestartWorkChain(WorkChain):
 
 def job_exit_codes(job: Any) -> list[ExitCode]:
     """The exit codes the job's calculation declares."""
-    from veglia.engine.calcjob import CalcJob
 
     try:
         process_class = load_process_class(job.process_type)
@@ -383,7 +388,7 @@ def _nodes(options: dict[str, Any]) -> int | None:
 
 
 def _queue_of(job: Any, options: dict[str, Any]) -> str | None:
-    return options.get("queue_name") or (job.get_attribute("last_job_info") or {}).get("queue")
+    return options.get("queue_name") or (job.last_job_info or {}).get("queue")
 
 
 def _move(options: dict[str, Any], queue: QueueInfo | None) -> str:

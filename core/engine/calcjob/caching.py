@@ -16,6 +16,8 @@ import sqlalchemy as sa
 from veglia.engine.exit_codes import ExitCode
 from veglia.engine.process import flatten_inputs
 from veglia.manage import get_profile, get_storage
+from veglia.orm import attributes as attr
+from veglia.orm.attributes import CACHE_HASH, OPTIONS
 from veglia.orm.nodes import Node, load_node
 from veglia.storage import models
 
@@ -41,7 +43,7 @@ def calcjob_hash(process: CalcJob, inputs: list[tuple[str, Any]]) -> str:
         "process_type": process.process_type(),
         "computer": process.computer.label,
         "code": [code.executable, code.prepend_text, code.append_text] if code else None,
-        "options": process.node.get_attribute("options") if process.node else {},
+        "options": process.node.get_attribute(OPTIONS) if process.node else {},
         "inputs": sorted(
             (label, node_hash(value)) for label, value in inputs if isinstance(value, Node)
         ),
@@ -59,7 +61,7 @@ def find_cached(digest: str, exclude_pk: int) -> Node | None:
                 models.Node.process_state == "finished",
                 models.Node.exit_status == 0,
                 models.Node.id != exclude_pk,
-                models.Node.attributes["cache_hash"].as_string() == digest,
+                models.Node.attributes[CACHE_HASH].as_string() == digest,
             )
             .order_by(models.Node.id)
             .limit(1)
@@ -86,7 +88,7 @@ def from_cache(process: CalcJob) -> ExitCode | None:
         {k: v for k, v in process.inputs.items() if k not in process.non_db_inputs}
     )
     digest = calcjob_hash(process, inputs)
-    node.set_attribute("cache_hash", digest)
+    node.set_attribute(attr.CACHE_HASH, digest)
     if not _caching_enabled(process):
         return None
     source = find_cached(digest, node.pk)
@@ -96,9 +98,11 @@ def from_cache(process: CalcJob) -> ExitCode | None:
         process.out(label.replace("__", "."), clone(output))
     # The GPU block travels with the outputs: a cached job still reports it.
     copied = {
-        k: source.get_attribute(k) for k in ("gpu_metrics",) if source.get_attribute(k) is not None
+        k: source.get_attribute(k)
+        for k in (attr.GPU_METRICS,)
+        if source.get_attribute(k) is not None
     }
-    node.set_attributes({"cached_from": {"pk": source.pk, "uuid": source.uuid}, **copied})
+    node.set_attributes({attr.CACHED_FROM: {"pk": source.pk, "uuid": source.uuid}, **copied})
     process.report(f"cached from process {source.pk}: not run again")
     return ExitCode(source.exit_status or 0, source.exit_message)
 

@@ -15,6 +15,7 @@ from veglia.engine.calcjob.holds import BLOCKED, first_line
 from veglia.engine.exit_codes import ExitCode
 from veglia.engine.waiting import InterruptibleWaiting
 from veglia.exceptions import TransportTaskFailed
+from veglia.orm import attributes as attr
 
 if TYPE_CHECKING:
     from veglia.engine.calcjob.process import CalcJob
@@ -45,14 +46,14 @@ class JobWaiting(InterruptibleWaiting):
                     return self._next(BLOCKED, _BLOCKED_MESSAGE)
                 return self._next(UPDATE, "Waiting for the scheduler")
             if command == BLOCKED:
-                blocked = process.node.get_attribute("blocked") if process.node else None
+                blocked = process.node.get_attribute(attr.BLOCKED) if process.node else None
                 if blocked:  # paused here until unblocked (or played), then uploaded anew
                     raise PauseInterruption(f"blocked: {first_line(blocked['reason'])}")
                 return self._next(UPLOAD, "Waiting to upload")
             if command == UPDATE:
                 while not await self._interruptible(process.do_update(), finish_first=False):
                     pass
-                stop = process.node.get_attribute("stopped_by_monitor") if process.node else None
+                stop = process.node.get_attribute(attr.STOPPED_BY_MONITOR) if process.node else None
                 if stop and not stop.get("retrieve"):
                     return self.create_state(
                         ProcessState.RUNNING, process.finish_with, process.monitor_exit_code()

@@ -2,8 +2,9 @@
 
 Jobs are *similar* when they share a ``similarity_key``: by default the calculation, the
 code and the computer (see :meth:`CalcJob.similarity_key`). The figures come from the
-``usage`` each job recorded (the Fusion trace, the batch system's accounting such as SLURM's
-``sacct``, or the job script's ``/usr/bin/time`` measurement), and from the times the engine
+``usage`` each job recorded (a plugin's measurement through ``collect_trace``, the batch
+system's accounting such as SLURM's ``sacct``, or the job script's ``/usr/bin/time``
+measurement), and from the times the engine
 records on every job.
 """
 
@@ -17,6 +18,15 @@ from typing import Any
 import sqlalchemy as sa
 
 from veglia.manage import get_storage
+from veglia.orm.attributes import (
+    CODE,
+    MEMORY_AFTER_OOM_KB,
+    SIMILARITY_KEY,
+    STARTED_AT,
+    SUBMITTED_AT,
+    USAGE,
+)
+from veglia.orm.queries import has_attribute
 from veglia.storage.models import Node
 
 __all__ = [
@@ -88,11 +98,11 @@ def similar_usage(key: str, exclude_pk: int | None = None) -> list[dict[str, Any
         Node.node_type == "process.calcjob",
         Node.process_state == "finished",
         Node.exit_status == 0,
-        Node.attributes["similarity_key"].as_string() == key,
+        Node.attributes[SIMILARITY_KEY].as_string() == key,
     ]
     if exclude_pk is not None:
         where.append(Node.id != exclude_pk)
-    rows = _rows(where, [Node.attributes["usage"]])
+    rows = _rows(where, [Node.attributes[USAGE]])
     return [row[0] for row in rows if isinstance(row[0], dict)]
 
 
@@ -117,9 +127,9 @@ def memory_needed_after_oom(key: str) -> float | None:
             Node.node_type == "process.workflow",
             Node.process_state == "finished",
             Node.exit_status == 0,
-            Node.attributes["similarity_key"].as_string() == key,
+            Node.attributes[SIMILARITY_KEY].as_string() == key,
         ],
-        [Node.attributes["memory_after_oom_kb"]],
+        [Node.attributes[MEMORY_AFTER_OOM_KB]],
     )
     values = [row[0] for row in rows if isinstance(row[0], int | float)]
     return statistics.fmean(values) if values else None
@@ -131,10 +141,10 @@ def similar_waits(key: str) -> Distribution | None:
     rows = _rows(
         [
             Node.node_type == "process.calcjob",
-            Node.attributes["similarity_key"].as_string() == key,
-            Node.attributes["started_at"].isnot(None),
+            Node.attributes[SIMILARITY_KEY].as_string() == key,
+            has_attribute(STARTED_AT),
         ],
-        [Node.attributes["submitted_at"], Node.attributes["started_at"]],
+        [Node.attributes[SUBMITTED_AT], Node.attributes[STARTED_AT]],
     )
     waits = [float(b) - float(a) for a, b in rows if a is not None and b is not None]
     return Distribution.of(waits)
@@ -149,7 +159,7 @@ def similar_durations(process_type: str, key: str | None = None) -> Distribution
         Node.exit_status == 0,
     ]
     if key is not None:
-        where.append(Node.attributes["similarity_key"].as_string() == key)
+        where.append(Node.attributes[SIMILARITY_KEY].as_string() == key)
     rows = _rows(where, [Node.ctime, Node.mtime])
     return Distribution.of([(end - start).total_seconds() for start, end in rows])
 
@@ -162,9 +172,9 @@ def code_usage(code_pk: int) -> dict[str, list[dict[str, Any]]]:
             Node.node_type == "process.calcjob",
             Node.process_state == "finished",
             Node.exit_status == 0,
-            Node.attributes["code"]["pk"].as_integer() == code_pk,
+            Node.attributes[CODE]["pk"].as_integer() == code_pk,
         ],
-        [Node.attributes["similarity_key"], Node.attributes["usage"]],
+        [Node.attributes[SIMILARITY_KEY], Node.attributes[USAGE]],
     )
     grouped: dict[str, list[dict[str, Any]]] = {}
     for key, usage in rows:

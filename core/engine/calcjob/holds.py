@@ -10,6 +10,7 @@ import time
 from typing import TYPE_CHECKING
 
 from veglia.notifications import clear_event, event_pending, notify, notify_once
+from veglia.orm import attributes as attr
 
 if TYPE_CHECKING:
     from veglia.engine.calcjob.process import CalcJob
@@ -34,7 +35,7 @@ def block(process: CalcJob, reason: str, cause: str = "") -> str:
     node = process.node
     assert node is not None
     label = process.computer.label
-    node.set_attribute("blocked", {"reason": reason, "time": time.time(), "computer": label})
+    node.set_attribute(attr.BLOCKED, {"reason": reason, "time": time.time(), "computer": label})
     process.report(f"blocked: {reason}")
     notify_once(
         blocked_event(label, reason),
@@ -57,11 +58,11 @@ def release(process: CalcJob) -> None:
     node = process.node
     if node is None:
         return
-    if node.get_attribute("unreachable"):
-        node.delete_attribute("unreachable")
-    blocked = node.get_attribute("blocked")
+    if node.get_attribute(attr.UNREACHABLE):
+        node.delete_attribute(attr.UNREACHABLE)
+    blocked = node.get_attribute(attr.BLOCKED)
     if blocked:
-        node.delete_attribute("blocked")
+        node.delete_attribute(attr.BLOCKED)
         process.report("unblocked: uploading and submitting again")
         clear_event(blocked_event(blocked.get("computer", ""), blocked["reason"]))
 
@@ -73,8 +74,8 @@ def computer_unreachable(process: CalcJob, reason: str) -> None:
     node = process.node
     assert node is not None
     computer = process.computer
-    since = (node.get_attribute("unreachable") or {}).get("since") or time.time()
-    node.set_attribute("unreachable", {"computer": computer.label, "since": since})
+    since = (node.get_attribute(attr.UNREACHABLE) or {}).get("since") or time.time()
+    node.set_attribute(attr.UNREACHABLE, {"computer": computer.label, "since": since})
     notify_once(
         f"unreachable-{computer.label}",
         "computer_unreachable",

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from veglia.engine.runner import get_runner
+from veglia.orm import attributes as attr
 from veglia.schedulers import JobState
 
 if TYPE_CHECKING:
@@ -21,8 +22,8 @@ def job_active(node: CalcJobNode | None) -> bool:
     return bool(
         node is not None
         and node.job_id
-        and not node.get_attribute("job_cancelled")
-        and node.get_attribute("scheduler_state") != JobState.DONE.value
+        and not node.get_attribute(attr.JOB_CANCELLED)
+        and node.get_attribute(attr.SCHEDULER_STATE) != JobState.DONE.value
     )
 
 
@@ -51,7 +52,7 @@ def cancel_now(process: CalcJob) -> None:
 
 def _cancelled(process: CalcJob) -> None:
     assert process.node is not None
-    process.node.set_attributes({"job_cancelled": True})
+    process.node.set_attributes({attr.JOB_CANCELLED: True})
     process.report(f"cancelled job {process.node.job_id}")
 
 
@@ -63,6 +64,6 @@ async def wait_until_gone(process: CalcJob, polls: int = 30) -> None:
     for _ in range(polls):
         info = await poller.next_update(node.job_id)
         if info is None or info.state == JobState.DONE:
-            node.set_attributes({"scheduler_state": JobState.DONE.value})
+            node.set_attributes({attr.SCHEDULER_STATE: JobState.DONE.value})
             return
     process.report(f"job {node.job_id} still listed {polls} polls after its cancel")

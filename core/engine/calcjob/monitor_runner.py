@@ -18,6 +18,8 @@ from veglia.engine.calcjob import kill
 from veglia.engine.calcjob.monitors import MonitorResult, MonitorSpec, load_monitor, now
 from veglia.engine.runner import get_runner
 from veglia.exceptions import TransportError
+from veglia.orm import attributes as attr
+from veglia.orm.attributes import MONITOR_STATE, MONITORS
 
 if TYPE_CHECKING:
     from veglia.engine.calcjob import CalcJob
@@ -93,8 +95,8 @@ class MonitorRunner:
 
     async def run_cycle(self, lease: TransportLease) -> tuple[str, MonitorResult] | None:
         """Call the monitors that are due; return (name, result) of the one that stops the job."""
-        specs = [MonitorSpec(**data) for data in self.node.get_attribute("monitors", [])]
-        states: dict[str, dict[str, Any]] = self.node.get_attribute("monitor_state", {})
+        specs = [MonitorSpec(**data) for data in self.node.get_attribute(MONITORS, [])]
+        states: dict[str, dict[str, Any]] = self.node.get_attribute(MONITOR_STATE, {})
         outcome = None
         for spec in specs:
             state = states.setdefault(spec.name, _fresh_state(spec))
@@ -127,7 +129,7 @@ class MonitorRunner:
                 break
             outcome = (spec.name, result)
             break  # the first result that acts wins this cycle
-        self.node.set_attribute("monitor_state", states)
+        self.node.set_attribute(MONITOR_STATE, states)
         return outcome
 
     async def _call_safely(
@@ -201,7 +203,7 @@ async def run_monitors(process: CalcJob) -> bool:
     name, result = outcome
     assert process.node is not None
     process.node.set_attribute(
-        "stopped_by_monitor",
+        attr.STOPPED_BY_MONITOR,
         {
             "name": name,
             "message": result.message,

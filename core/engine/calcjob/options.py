@@ -1,14 +1,24 @@
 """The ``metadata.options`` of a calc job: what it asks of the scheduler and how it runs,
-each checked when the builder is filled, so a bad value names its port before submission."""
+each checked when the builder is filled, so a bad value names its port before submission.
+
+Plugins add options through the ``calcjob_options`` hook: each is added as a
+``metadata.options.<name>`` port after the built-in ones, so a plugin's option is built,
+validated and documented like any other.
+"""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
+from veglia.exceptions import ConfigurationError
+from veglia.plugin_manager import results_of_each
 from veglia.relative_paths import checked_relative
 from veglia.schedulers import JobResources, SchedulerError, environment_problem
 
-__all__ = ["OPTIONS", "define_options"]
+__all__ = ["OPTIONS", "CalcJobOption", "define_options", "plugin_calcjob_options"]
 
 
 def _non_negative_int(value: Any, _: Any = None) -> str | None:
@@ -64,9 +74,7 @@ OPTIONS: list[tuple[str, type, Any, str]] = [
     ("environment_variables", dict, _environment, "Variables exported in the job."),
     ("additional_retrieve_list", list, _patterns, "More file patterns to retrieve."),
     ("parser_name", str, None, "Entry point of the parser (veglia.parsers)."),
-    ("fusion", bool, None, "Read the Fusion trace (defaults to the computer's)."),
     ("withmpi", bool, None, "Run the code through the computer's mpirun."),
-    ("tower_run", str, None, "Seqera Platform run this job is a task of."),
     ("right_size", bool, None, "Adjust requests from similar jobs' history."),
 ]
 
@@ -82,4 +90,67 @@ def define_options(spec: Any) -> None:
             validator=validator,
             help=help_text,
         )
+    # Then the options plugins add (the calcjob_options hook), read by those plugins.
+    for option in plugin_calcjob_options({name for name, *_ in OPTIONS}):
+        spec.input(
+            f"metadata.options.{option.name}",
+            valid_type=option.valid_type,
+            required=False,
+            validator=option.validator,
+            help=option.help,
+            **({} if option.default is None else {"default": option.default}),
+        )
     spec.inputs["metadata"]["options"]["resources"].default = lambda: {"num_machines": 1}
+
+
+@dataclass(frozen=True)
+class CalcJobOption:
+    """One calc-job option a plugin adds.
+
+    ``validator(value, port)`` returns ``None`` when the value is fine and a message
+    otherwise (as the built-in options' validators). ``default``, when not ``None``, is set
+    on every job that does not give the option (and so stored on its node); leave it
+    ``None`` to tell "not given" apart.
+    """
+
+    name: str
+    valid_type: type | tuple[type, ...]
+    help: str
+    validator: Callable[[Any, Any], str | None] | None = None
+    default: Any = None
+
+    def __post_init__(self) -> None:
+        if not re.fullmatch(r"[a-z][a-z0-9_]*", self.name):
+            raise ValueError(
+                f"Calc-job option name {self.name!r} must be a lower-case word, like "
+                "'myplugin_run' (underscores allowed)"
+            )
+        if not self.help:
+            raise ValueError(f"Calc-job option {self.name!r} needs a help text")
+
+
+def plugin_calcjob_options(builtin: set[str]) -> list[CalcJobOption]:
+    """The options of the loaded plugins, in registration order; an error names the plugin
+    that returned something else than options, or the two sides of a clash."""
+    origin = dict.fromkeys(builtin, "veglia")
+    options: list[CalcJobOption] = []
+    results, errors = results_of_each("calcjob_options")
+    if errors:
+        plugin, exc = errors[0]
+        raise ConfigurationError(f"Plugin {plugin!r} failed in calcjob_options: {exc}") from exc
+    # pluggy lists the last registered first: reversed, the entry points' order.
+    for plugin, returned in reversed(results):
+        for option in returned or []:
+            if not isinstance(option, CalcJobOption):
+                raise ConfigurationError(
+                    f"Plugin {plugin!r} returned {option!r} from calcjob_options; it must "
+                    "return veglia.engine.calcjob.options.CalcJobOption objects."
+                )
+            if option.name in origin:
+                raise ConfigurationError(
+                    f"Calc-job option {option.name!r} of plugin {plugin!r} clashes with the "
+                    f"one of {origin[option.name]!r}; one of them must rename it."
+                )
+            origin[option.name] = plugin
+            options.append(option)
+    return options

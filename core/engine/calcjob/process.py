@@ -39,8 +39,10 @@ from veglia.engine.runner import get_runner
 from veglia.entry_points import ParserFactory
 from veglia.exceptions import TransportError, TransportTaskFailed, UnsafeWorkdirError
 from veglia.manage import get_profile
+from veglia.orm import attributes as attr
 from veglia.orm.computers import Code, Computer, load_computer
 from veglia.orm.nodes import CalcJobNode, FolderData, RemoteData
+from veglia.plugin_manager import get_plugin_manager
 from veglia.schedulers import JobFailure, JobInfo, JobState, SchedulerError, SchedulerSubmitError
 from veglia.workdir_root import private_root
 
@@ -59,6 +61,16 @@ class CalcJob(Process):
         states = dict(super().get_state_classes())
         states[ProcessState.WAITING] = JobWaiting
         return states
+
+    @classmethod
+    def spec(cls) -> Any:
+        # Plugins add options (calcjob_options): the spec is built anew when they change.
+        manager = get_plugin_manager()
+        if cls.__dict__.get("_spec_plugins") is not manager:
+            if "_spec" in cls.__dict__:
+                del cls._spec
+            cls._spec_plugins = manager
+        return super().spec()
 
     @classmethod
     def define(cls, spec: Any) -> None:
@@ -151,18 +163,18 @@ class CalcJob(Process):
         computer = self.computer
         node.computer_pk = computer.pk
         attributes = {
-            "options": plain_data(self.options),
-            "computer": computer.label,
-            "similarity_key": self.similarity_key(),
+            attr.OPTIONS: plain_data(self.options),
+            attr.COMPUTER: computer.label,
+            attr.SIMILARITY_KEY: self.similarity_key(),
         }
         monitors = parse_monitors(self.inputs.get("monitors") or {})
         if monitors:
-            attributes["monitors"] = [m.to_dict() for m in monitors]
-            attributes["monitor_provenance"] = {
+            attributes[attr.MONITORS] = [m.to_dict() for m in monitors]
+            attributes[attr.MONITOR_PROVENANCE] = {
                 m.name: provenance_of(m.entry_point, load_monitor(m.entry_point)) for m in monitors
             }
         if self.code is not None:
-            attributes["code"] = {
+            attributes[attr.CODE] = {
                 "pk": self.code.pk,
                 "label": self.code.full_label,
                 "executable": self.code.executable,
@@ -219,7 +231,7 @@ class CalcJob(Process):
         try:
             await self._upload()
         except UnsafeWorkdirError as exc:
-            if not node.get_attribute("daemon"):
+            if not node.get_attribute(attr.DAEMON):
                 raise  # a foreground run ends with the reason; nobody would unblock it
             return holds.block(
                 self, str(exc), f"veglia refused the work dir of {self.computer.label}"
@@ -258,7 +270,11 @@ class CalcJob(Process):
         # Which files came from other nodes: `veglia calcjob inputls` lists them too.
         copied = [list(item) for item in calcinfo.local_copy_list]
         node.set_attributes(
-            {"remote_workdir": workdir, "retrieve_list": retrieve, "local_copy_list": copied}
+            {
+                attr.REMOTE_WORKDIR: workdir,
+                attr.RETRIEVE_LIST: retrieve,
+                attr.LOCAL_COPY_LIST: copied,
+            }
         )
         if "remote_folder" not in node.outputs:  # replayed after a crash: one output only
             self.out("remote_folder", RemoteData(workdir, self.computer.label))
@@ -284,16 +300,16 @@ class CalcJob(Process):
             # A request the queue cannot give: a restart policy may pick another queue.
             self.report(f"submission rejected: {exc}")
             node.set_attribute(
-                "submission_rejected",
+                attr.SUBMISSION_REJECTED,
                 {"message": str(exc), "resource_request": getattr(exc, "resource_request", False)},
             )
             await self._record_queues()
             return self.exit_codes.ERROR_SUBMISSION_REJECTED.format(message=str(exc))
         node.set_attributes(
             {
-                "job_id": job_id,
-                "scheduler_state": JobState.QUEUED.value,
-                "submitted_at": time.time(),
+                attr.JOB_ID: job_id,
+                attr.SCHEDULER_STATE: JobState.QUEUED.value,
+                attr.SUBMITTED_AT: time.time(),
             }
         )
         self.report(f"submitted job {job_id}")
@@ -315,7 +331,7 @@ class CalcJob(Process):
         except (TransportError, OSError) as exc:
             node.add_log("DEBUG", f"could not list the queues: {exc}")
             queues = queues_of(self.computer, None)
-        node.set_attribute("queues", [dataclasses.asdict(q) for q in queues])
+        node.set_attribute(attr.QUEUES, [dataclasses.asdict(q) for q in queues])
 
     async def do_update(self) -> bool:
         """One poll; True when the job has left the scheduler or is done."""
@@ -328,27 +344,27 @@ class CalcJob(Process):
             return await self._update_failed(exc)
         self._update_failures = 0
         done = info is None or info.state == JobState.DONE
-        changes = {"scheduler_state": JobState.DONE.value if done else info.state.value}
+        changes = {attr.SCHEDULER_STATE: JobState.DONE.value if done else info.state.value}
         if (
             info is not None
             and info.state == JobState.RUNNING
-            and not node.get_attribute("started_at")
+            and not node.get_attribute(attr.STARTED_AT)
         ):
-            changes["started_at"] = time.time()
+            changes[attr.STARTED_AT] = time.time()
         if info is not None:
-            changes["last_job_info"] = info.to_attributes()
+            changes[attr.LAST_JOB_INFO] = info.to_attributes()
         if any(node.get_attribute(key) != value for key, value in changes.items()):
             node.set_attributes(changes)  # one write, and none while nothing changes
-            if "started_at" in changes:
+            if attr.STARTED_AT in changes:
                 tracing.updated(self, "RUNNING")
-        if not done and node.get_attribute("monitors") and await run_monitors(self):
+        if not done and node.get_attribute(attr.MONITORS) and await run_monitors(self):
             await self._record_queues()  # for a restart policy that moves the job
             return True
         return done
 
     def monitor_exit_code(self) -> ExitCode:
         assert self.node is not None
-        stop = self.node.get_attribute("stopped_by_monitor") or {}
+        stop = self.node.get_attribute(attr.STOPPED_BY_MONITOR) or {}
         return self.exit_codes.STOPPED_BY_MONITOR.format(
             name=stop.get("name", "?"), message=stop.get("message", "")
         )
@@ -368,27 +384,27 @@ class CalcJob(Process):
     async def do_retrieve(self) -> Path:
         node = self.node
         assert node is not None
-        last = node.get_attribute("last_job_info")
+        last = node.get_attribute(attr.LAST_JOB_INFO)
         last_info = JobInfo.from_attributes(last) if last else None
-        patterns = [*node.get_attribute("retrieve_list", []), *_ALWAYS_RETRIEVED]
+        patterns = [*node.get_attribute(attr.RETRIEVE_LIST, []), *_ALWAYS_RETRIEVED]
         folder, outcome = await self.with_retries(
             "retrieve", tasks.retrieve, self.computer, node.remote_workdir, patterns, last_info
         )
-        node.set_attributes({"job_outcome": outcome})
+        node.set_attributes({attr.JOB_OUTCOME: outcome})
         if outcome.get("skipped"):
             self.report(
                 "not retrieved, as not regular files (links, FIFOs, devices): "
                 + ", ".join(outcome["skipped"][:20])
             )
         await tracing.collect(self)
-        # A plugin's measurement first (Fusion's trace, turned on for this very job). Then
+        # A plugin's measurement first (a trace it read, for this very job). Then
         # what the batch system measured (SLURM's sacct) over /usr/bin/time: the scheduler
         # counts every process of the job, the prepend and append text too, as it does
         # against the job's memory request, which right-sizing sets; time's %M is the
         # largest single process of each command (an MPI run or a pipe counts once), and a
         # job killed for memory never writes it. time's figure stays in job_outcome.
         usage = (
-            tracing.measured_usage(node.get_attribute("trace_record"))
+            tracing.measured_usage(node.get_attribute(attr.TRACE_RECORD))
             or (last or {}).get("usage")
             or outcome.get("usage")
         )
@@ -396,7 +412,7 @@ class CalcJob(Process):
         if dropped:
             self.report(f"{dropped} line(s) of {tasks.USAGE_FILE} were not sane numbers: dropped")
         if usage and usage.get("peak_memory_kb") is not None:
-            node.set_attribute("usage", usage)
+            node.set_attribute(attr.USAGE, usage)
         if outcome.get("failure") in (
             JobFailure.OUT_OF_MEMORY.value,
             JobFailure.OUT_OF_WALLTIME.value,
@@ -433,9 +449,9 @@ class CalcJob(Process):
             for item in sorted(p for p in path.rglob("*") if p.is_file()):
                 retrieved.put_object_from_file(str(item.relative_to(path)), item)
             self.out("retrieved", retrieved)
-            outcome = node.get_attribute("job_outcome", {})
+            outcome = node.get_attribute(attr.JOB_OUTCOME, {})
             scheduler_code = self._scheduler_exit_code(outcome.get("failure"))
-            stop = node.get_attribute("stopped_by_monitor")
+            stop = node.get_attribute(attr.STOPPED_BY_MONITOR)
             parser_code = None
             if not stop or stop.get("parse"):
                 try:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from veglia.engine.calcjob.history import recommend
 from veglia.manage import get_profile
+from veglia.orm import attributes as attr
 
 if TYPE_CHECKING:
     from veglia.engine.calcjob.process import CalcJob
@@ -25,11 +26,11 @@ def right_size(process: CalcJob) -> None:
     explicit = process.options.get("right_size")
     mode = "off" if explicit is False else get_profile().get_option("resources.right_size")
     options = dict(node.options)
-    if mode == "off" or node.get_attribute("right_sized") is not None:
+    if mode == "off" or node.get_attribute(attr.RIGHT_SIZED) is not None:
         return
     if mode != "apply" and all(options.get(name) is None for name, _, _ in _REQUESTS):
         return  # 'warn' and 'lower' only judge requests that were made
-    advice = recommend(node.get_attribute("similarity_key"), exclude_pk=node.pk)
+    advice = recommend(node.get_attribute(attr.SIMILARITY_KEY), exclude_pk=node.pk)
     recommendations = {
         "max_memory_kb": advice.memory_kb,
         "max_wallclock_seconds": advice.wallclock_seconds,
@@ -55,7 +56,7 @@ def right_size(process: CalcJob) -> None:
     if not changed:
         return
     record = {name: {"from": old, "to": new} for name, (old, new) in changed.items()}
-    node.set_attributes({"options": options, "right_sized": record})
+    node.set_attributes({attr.OPTIONS: options, attr.RIGHT_SIZED: record})
     for name, (old, new) in changed.items():
         process.report(
             f"right-sized {name} from {old} to {new} (mean + 1 SD of {advice.samples} similar jobs)"

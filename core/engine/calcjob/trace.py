@@ -1,8 +1,8 @@
 """Trace records: what a calc job did, in the shape Nextflow's trace and Seqera Platform use.
 
 When a job ends the engine builds a :class:`TraceRecord`, lets plugins add to it through
-the ``collect_trace`` hook (Fusion adds the GPU block), stores it on the node, and hands it
-to reporters through ``trace_ready`` (Tower sends it to Seqera Platform).
+the ``collect_trace`` hook (a GPU block, say), stores it on the node, and hands it to
+reporters through ``trace_ready`` (which send it on, to Seqera Platform say).
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import time
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from veglia.orm.attributes import ATTEMPT, CACHE_HASH
 from veglia.schedulers import JobResources
 
 __all__ = ["TRANSIENT_FIELDS", "TraceRecord", "build_record", "finish_record"]
@@ -39,7 +40,7 @@ class TraceRecord:
     memory: int | None = None
     time: int | None = None
     attempt: int = 1
-    # What the job used, when something measured it (/usr/bin/time, Fusion's ``proc``):
+    # What the job used, when something measured it (/usr/bin/time, a plugin's trace):
     # %cpu of one core, bytes, counts, as in Nextflow's trace.
     pcpu: float | None = None
     pmem: float | None = None
@@ -85,13 +86,13 @@ def build_record(node: Any, computer: Any, status: str = "RUNNING") -> TraceReco
 
     options = node.options or {}
     resources = JobResources(**options.get("resources", {"num_machines": 1}))
-    info = node.get_attribute("last_job_info") or {}
+    info = node.last_job_info or {}
     memory_kb = options.get("max_memory_kb")
     wallclock = options.get("max_wallclock_seconds")
-    submitted = node.get_attribute("submitted_at")
-    started = node.get_attribute("started_at")
+    submitted = node.submitted_at
+    started = node.started_at
     # The same precedence as the job's recorded usage: the scheduler's measure, then time's.
-    usage = info.get("usage") or (node.get_attribute("job_outcome") or {}).get("usage") or {}
+    usage = info.get("usage") or node.job_outcome.get("usage") or {}
     realtime = usage.get("runtime_seconds")
     if realtime is None:
         realtime = info.get("wallclock_seconds")
@@ -101,7 +102,7 @@ def build_record(node: Any, computer: Any, status: str = "RUNNING") -> TraceReco
         status=status,
         name=node.label or f"{node.process_type} ({node.pk})",
         process=node.process_type,
-        hash=node.get_attribute("cache_hash") or "",
+        hash=node.get_attribute(CACHE_HASH) or "",
         submit=_ms(submitted) if submitted else _ms(node.ctime.timestamp()) if node.ctime else None,
         start=_ms(started),
         realtime=None if realtime is None else int(realtime * 1000),
@@ -114,15 +115,15 @@ def build_record(node: Any, computer: Any, status: str = "RUNNING") -> TraceReco
         cpus=resources.cpus,
         memory=None if memory_kb is None else int(memory_kb) * 1024,
         time=None if wallclock is None else int(wallclock) * 1000,
-        attempt=int(node.get_attribute("attempt") or 1),
+        attempt=int(node.get_attribute(ATTEMPT) or 1),
     )
 
 
 def finish_record(record: TraceRecord, node: Any) -> TraceRecord:
     """Status, exit and times once the process has terminated."""
-    outcome = node.get_attribute("job_outcome") or {}
+    outcome = node.job_outcome
     record.exit = outcome.get("exit_status")
-    if node.process_state == "finished" and node.get_attribute("cached_from"):
+    if node.process_state == "finished" and node.cached_from:
         record.status = "CACHED"
     elif node.process_state == "finished":
         record.status = "COMPLETED" if node.exit_status == 0 else "FAILED"

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from veglia.engine.calcjob.trace import TraceRecord, build_record, finish_record
 from veglia.engine.runner import get_runner
 from veglia.exceptions import TransportError
+from veglia.orm import attributes as attr
 from veglia.plugin_manager import call_each, has_implementations
 
 if TYPE_CHECKING:
@@ -55,10 +56,10 @@ def ready(process: CalcJob) -> None:
     """The process has terminated: finish the record and hand it to reporters."""
     node = process.node
     assert node is not None
-    data = node.get_attribute("trace_record")
+    data = node.get_attribute(attr.TRACE_RECORD)
     record = TraceRecord.from_dict(data) if data else _with_plugins(process, None)
-    if record.gpu_metrics is None and node.get_attribute("gpu_metrics") is not None:
-        record.gpu_metrics = node.get_attribute("gpu_metrics")  # copied from the cache
+    if record.gpu_metrics is None and node.get_attribute(attr.GPU_METRICS) is not None:
+        record.gpu_metrics = node.get_attribute(attr.GPU_METRICS)  # copied from the cache
     finish_record(record, node.refresh())
     _store(process, record)
     for plugin, exc in call_each("trace_ready", node=node, record=record):
@@ -76,9 +77,9 @@ def _with_plugins(process: CalcJob, transport: Any) -> TraceRecord:
 
 def _store(process: CalcJob, record: TraceRecord) -> None:
     assert process.node is not None
-    values: dict[str, Any] = {"trace_record": record.to_dict()}
+    values: dict[str, Any] = {attr.TRACE_RECORD: record.to_dict()}
     if record.gpu_metrics is not None:
-        values["gpu_metrics"] = record.gpu_metrics
+        values[attr.GPU_METRICS] = record.gpu_metrics
     process.node.set_attributes(values)
 
 

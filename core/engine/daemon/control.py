@@ -18,7 +18,9 @@ from veglia.engine.persistence import load_process, save_checkpoint
 from veglia.engine.runner import get_runner
 from veglia.exceptions import ControlError
 from veglia.manage import get_profile, get_storage
+from veglia.orm.attributes import CONTROL_REQUEST, UNREACHABLE
 from veglia.orm.nodes import ProcessNode, load_node
+from veglia.orm.queries import has_attribute
 from veglia.storage.models import Node
 
 __all__ = ["ControlError", "apply_database_requests", "control_process", "request_kill"]
@@ -58,9 +60,9 @@ def control_process(
         raise ControlError(f"Unknown action {action!r}; use one of {', '.join(ACTIONS)}.")
     if node.is_terminated:
         raise ControlError(f"Process {node.pk} has terminated already ({node.process_state}).")
-    if action == "pause" and node.paused and node.get_attribute("unreachable"):
+    if action == "pause" and node.paused and node.get_attribute(UNREACHABLE):
         # Paused for an outage, which the daemon ends by itself: now a person holds it.
-        node.delete_attribute("unreachable")
+        node.delete_attribute(UNREACHABLE)
         return (
             f"process {node.pk} was paused for an unreachable computer; it now waits for "
             "`veglia process play`"
@@ -81,7 +83,7 @@ def control_process(
                 send_continue_task(get_profile().broker_url, node.pk)
                 return f"process {node.pk} was held by no worker: queued it for the daemon"
     elif _daemon_running():
-        node.set_attribute("control_request", {"action": action, "message": message})
+        node.set_attribute(CONTROL_REQUEST, {"action": action, "message": message})
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if _done(node, action):
@@ -121,7 +123,7 @@ def request_kill(node: ProcessNode, message: str) -> None:
     elif get_profile().broker_url:
         get_controller().kill_process(node.pk, message)
     else:
-        node.set_attribute("control_request", {"action": "kill", "message": message})
+        node.set_attribute(CONTROL_REQUEST, {"action": "kill", "message": message})
 
 
 def _control_here(node: ProcessNode, action: str, message: str) -> str:
@@ -156,14 +158,12 @@ def apply_database_requests(active: dict[int, Any]) -> None:
         return
     with get_storage().session() as session:
         pks = session.scalars(
-            sa.select(Node.id).where(
-                Node.id.in_(running), Node.attributes["control_request"].isnot(None)
-            )
+            sa.select(Node.id).where(Node.id.in_(running), has_attribute(CONTROL_REQUEST))
         ).all()
     for pk in pks:
         node = load_node(pk)
-        request = node.get_attribute("control_request") or {}
-        node.delete_attribute("control_request")
+        request = node.get_attribute(CONTROL_REQUEST) or {}
+        node.delete_attribute(CONTROL_REQUEST)
         process = active.get(pk)
         if process is None or not request:
             continue

@@ -20,6 +20,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from veglia.manage import get_storage
+from veglia.orm.attributes import DAEMON
 from veglia.storage.models import Node, ProcessLease
 
 __all__ = [
@@ -202,7 +203,7 @@ def unleased_active(timeout: float) -> list[int]:
     now = _now()
     live = sa.select(ProcessLease.process_id).where(ProcessLease.heartbeat >= now - timeout)
     active = sa.and_(
-        Node.process_state.in_(ACTIVE_STATES), Node.attributes["daemon"].as_boolean().is_(True)
+        Node.process_state.in_(ACTIVE_STATES), Node.attributes[DAEMON].as_boolean().is_(True)
     )
     with get_storage().session() as session:
         unleased = session.scalars(sa.select(Node.id).where(active, Node.id.not_in(live))).all()

@@ -17,7 +17,9 @@ from typing import Any
 import sqlalchemy as sa
 
 from veglia.manage import get_storage
+from veglia.orm.attributes import UNREACHABLE
 from veglia.orm.computers import load_computer
+from veglia.orm.queries import has_attribute
 from veglia.storage.models import Node
 
 __all__ = ["OutageWatcher", "probe"]
@@ -53,8 +55,8 @@ class OutageWatcher:
             return {}
         with get_storage().session() as session:
             rows = session.execute(
-                sa.select(Node.id, Node.attributes["unreachable"]).where(
-                    Node.id.in_(paused), Node.attributes["unreachable"].isnot(None)
+                sa.select(Node.id, Node.attributes[UNREACHABLE]).where(
+                    Node.id.in_(paused), has_attribute(UNREACHABLE)
                 )
             ).all()
         by_computer: dict[str, list[int]] = {}
@@ -94,9 +96,9 @@ class OutageWatcher:
         for pk in pks:  # for `veglia process show`
             process = self.active.get(pk)
             node = getattr(process, "node", None)
-            mark = node.get_attribute("unreachable") if node is not None else None
+            mark = node.get_attribute(UNREACHABLE) if node is not None else None
             if mark:
-                node.set_attribute("unreachable", {**mark, "next_probe": when})
+                node.set_attribute(UNREACHABLE, {**mark, "next_probe": when})
 
     async def run(self, stop: asyncio.Event) -> None:
         while not stop.is_set():

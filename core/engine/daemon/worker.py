@@ -15,7 +15,6 @@ import signal
 import time
 from typing import Any
 
-import sqlalchemy as sa
 from plumpy.communications import LoopCommunicator
 
 from veglia.config.profile import Profile
@@ -29,10 +28,8 @@ from veglia.engine.daemon.supervisor import log_failure
 from veglia.engine.persistence import load_process
 from veglia.engine.runner import Runner, set_runner
 from veglia.exceptions import NotExistent, StepAbandoned
-from veglia.manage import get_storage
 from veglia.orm.nodes import ProcessNode, load_node
-from veglia.orm.queries import ACTIVE_STATES
-from veglia.storage.models import Node
+from veglia.orm.queries import active_process_pks
 from veglia.storage.outage import is_storage_outage, wait_for_storage
 
 __all__ = ["QuietCommunicator", "Worker"]
@@ -173,7 +170,7 @@ class Worker:
             communicator=self.communicator,  # type: ignore[arg-type]
         )
         if node.paused:  # type: ignore[attr-defined]
-            process.pause(node.get_attribute("paused_reason") or None)
+            process.pause(node.paused_reason or None)  # type: ignore[attr-defined]
         self.active[pk] = process
         await process.step_until_terminated()
 
@@ -182,14 +179,7 @@ class Worker:
 
         while not self._stop.is_set():
             try:
-                with get_storage().session() as session:
-                    pks = session.scalars(
-                        sa.select(Node.id).where(
-                            Node.process_state.in_(ACTIVE_STATES),
-                            Node.attributes["daemon"].as_boolean().is_(True),
-                        )
-                    ).all()
-                for pk in pks:
+                for pk in active_process_pks(daemon=True):
                     if pk not in self.active:
                         self.active[pk] = None
                         self.loop.create_task(self._continue_claimed(pk))

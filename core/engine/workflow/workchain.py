@@ -38,6 +38,7 @@ from veglia.engine.progress import workflow_progress
 from veglia.engine.runner import get_runner
 from veglia.engine.waiting import InterruptibleWaiting
 from veglia.notifications import notify
+from veglia.orm.attributes import WAITING_FOR
 from veglia.orm.nodes import ProcessNode, WorkflowNode, load_node
 
 __all__ = ["ToContext", "WorkChain", "WorkChainSpec", "append_", "if_", "return_", "while_"]
@@ -196,7 +197,7 @@ class WorkChain(Process):
             if self._awaiting:
                 pks = [item["pk"] for item in self._awaiting]
                 assert self.node is not None
-                self.node.set_attribute("waiting_for", pks)  # shown by `process list`
+                self.node.set_attribute(WAITING_FOR, pks)  # shown by `process list`
                 text = ", ".join(map(str, pks))
                 return plumpy.Wait(None, msg=f"Waiting for {text}", data=list(self._awaiting))
             return plumpy.Continue(self.do_step)
@@ -217,7 +218,7 @@ class WorkChain(Process):
     def resolve_awaited(self, awaited: list[dict[str, Any]]) -> None:
 
         if self.node is not None:
-            self.node.delete_attribute("waiting_for")
+            self.node.delete_attribute(WAITING_FOR)
         for item in awaited:
             node = load_node(item["pk"])
             if item["action"] == "append":

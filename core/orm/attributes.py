@@ -1,0 +1,101 @@
+"""The names of the attributes the engine keeps on process nodes, each defined once.
+
+Read them through the node's properties where there is one (``node.paused``,
+``node.job_id``, ``node.scheduler_state``, ...); write and query them with these names, never
+with the bare string (``node.set_attribute(SCHEDULER_STATE, ...)``,
+``Node.attributes[SIMILARITY_KEY]``). ``tests/test_attribute_keys.py`` fails when a bare
+one comes back in the core.
+"""
+
+from __future__ import annotations
+
+# -- every process -----------------------------------------------------------------------------
+#: Where, by whom and with what veglia the process was launched (a dict).
+LAUNCH = "launch"
+#: The caller's key for this child: a resumed workflow finds the child it launched by it.
+CALL_KEY = "call_key"
+#: True once handed to the daemon (submitted, not run in the foreground).
+DAEMON = "daemon"
+#: True while paused; PAUSED_REASON says why ("" when played again).
+PAUSED = "paused"
+PAUSED_REASON = "paused_reason"
+#: {"action", "message"}: a kill, pause or play for the worker without a broker to carry out.
+CONTROL_REQUEST = "control_request"
+#: The pk of the process that ``veglia verify --rerun`` ran this one again for.
+RERUN_OF = "rerun_of"
+#: Which finished jobs are like this one (calc jobs, and the restart policy's workflow).
+SIMILARITY_KEY = "similarity_key"
+
+# -- workflows ---------------------------------------------------------------------------------
+#: The pks of the children a workflow waits for, while it waits.
+WAITING_FOR = "waiting_for"
+
+# -- calc jobs: what they were asked to run ----------------------------------------------------
+#: The job options (``metadata.options``), as right-sizing or unblock left them.
+OPTIONS = "options"
+#: The label of the computer.
+COMPUTER = "computer"
+#: {"pk", "label", "executable"} of the code, when there is one.
+CODE = "code"
+#: The monitors (their specs as dicts), their provenance, and their state between polls.
+MONITORS = "monitors"
+MONITOR_PROVENANCE = "monitor_provenance"
+MONITOR_STATE = "monitor_state"
+#: The hash caching compares; CACHED_FROM: {"pk", "uuid"} of the job whose outputs it reused.
+CACHE_HASH = "cache_hash"
+CACHED_FROM = "cached_from"
+#: {option: {"from", "to"}} of the requests right-sizing changed.
+RIGHT_SIZED = "right_sized"
+
+# -- calc jobs: how they ran -------------------------------------------------------------------
+#: The work dir on the computer, and the file patterns brought back from it.
+REMOTE_WORKDIR = "remote_workdir"
+RETRIEVE_LIST = "retrieve_list"
+#: [[node UUID, its file, path in the work dir], ...]: the files copied in from other nodes
+#: (``local_copy_list``), which ``veglia calcjob inputls`` lists with the job's own.
+LOCAL_COPY_LIST = "local_copy_list"
+#: {"time"}: when ``veglia calcjob cleanworkdir`` removed the work dir.
+WORKDIR_CLEANED = "workdir_cleaned"
+#: The scheduler's job id, and its state as last polled (a ``JobState`` value).
+JOB_ID = "job_id"
+SCHEDULER_STATE = "scheduler_state"
+#: Times (seconds since the epoch) of the submission and of the first poll that saw it run.
+SUBMITTED_AT = "submitted_at"
+STARTED_AT = "started_at"
+#: The scheduler's last view of the job (a ``JobInfo`` as a dict).
+LAST_JOB_INFO = "last_job_info"
+#: True once veglia cancelled the scheduler job.
+JOB_CANCELLED = "job_cancelled"
+#: {"message", "resource_request"}: the scheduler refused a request the queue cannot give.
+SUBMISSION_REJECTED = "submission_rejected"
+#: {"reason", "time", "computer"}: held until ``veglia process unblock``.
+BLOCKED = "blocked"
+#: {"computer", "since", "next_probe"}: paused for an outage, played when the computer answers.
+UNREACHABLE = "unreachable"
+#: {"name", "message", "time", "retrieve", "parse", "override_exit_code"} of the monitor that
+#: stopped the job.
+STOPPED_BY_MONITOR = "stopped_by_monitor"
+#: The queues of the computer with their limits, for a restart policy to choose from.
+QUEUES = "queues"
+#: What retrieving found: the job's exit status, failure, measured usage, skipped files.
+JOB_OUTCOME = "job_outcome"
+#: {"peak_memory_kb", "runtime_seconds", "source", ...}: what the job used, as measured.
+USAGE = "usage"
+#: The job's trace record, and the GPU block a plugin put on it (Nextflow's field names).
+TRACE_RECORD = "trace_record"
+GPU_METRICS = "gpu_metrics"
+
+# -- the restart policy (``core.restart``) -----------------------------------------------------
+#: On the workflow: one dict per attempt (pk, job id, queue, requests, exit, decision, reason).
+ATTEMPTS = "attempts"
+#: On the workflow: the memory that, after a kill for memory, was enough.
+MEMORY_AFTER_OOM_KB = "memory_after_oom_kb"
+#: On an attempt's calc job: {"attempt", "previous", "reason"}.
+RESTART = "restart"
+#: Read by the trace record as the attempt number (1 when absent); nothing writes it yet.
+ATTEMPT = "attempt"
+
+#: Every name above.
+ALL_KEYS = frozenset(
+    value for name, value in list(globals().items()) if name.isupper() and isinstance(value, str)
+)

@@ -1,0 +1,61 @@
+"""The CLI imports a command's module only when the command runs, so that ``veglia
+--version`` and each command start quickly (figures in bench/cli_startup.py, not here)."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import subprocess
+import sys
+
+import click
+
+import veglia.cli
+from veglia.cli.main import BUILTIN_COMMANDS, cli
+
+
+def _loaded_after(code: str) -> set[str]:
+    result = subprocess.run(
+        [sys.executable, "-c", f"{code}; import sys; print(' '.join(sys.modules))"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    return set(result.stdout.split())
+
+
+def test_importing_the_cli_loads_no_database_engine_or_rich():
+    loaded = _loaded_after("import veglia.cli.main")
+    heavy = {"sqlalchemy", "plumpy", "rich", "paramiko", "kiwipy", "veglia.engine", "veglia.orm"}
+    assert not heavy & loaded, sorted(heavy & loaded)
+
+
+def test_a_command_loads_only_its_own_module():
+    loaded = _loaded_after("from veglia.cli.main import cli; cli.get_command(None, 'config')")
+    assert "veglia.cli.cmd_config" in loaded
+    assert not {"veglia.cli.cmd_process", "veglia.cli.cmd_node", "sqlalchemy"} & loaded
+
+
+def test_every_command_module_is_listed_with_its_help():
+    """A new built-in command must be in BUILTIN_COMMANDS, whose help text is the one
+    ``veglia --help`` shows: the command's own, as click shortens it."""
+    listed = {}
+    for module_info in pkgutil.iter_modules(veglia.cli.__path__):
+        if not module_info.name.startswith("cmd_"):
+            continue
+        module = importlib.import_module(f"veglia.cli.{module_info.name}")
+        for command in getattr(module, "COMMANDS", []):
+            listed[command.name] = (module.__name__, command)
+    assert set(listed) == set(BUILTIN_COMMANDS)
+    for name, (module, command) in listed.items():
+        home, attribute, short_help = BUILTIN_COMMANDS[name]
+        assert (home, attribute) == (module, getattr(command.callback, "__name__", attribute))
+        assert cli.get_command(None, name) is command
+        assert short_help == command.get_short_help_str(limit=1000), name
+
+
+def test_the_process_group_has_its_control_commands():
+    process = cli.get_command(None, "process")
+    assert isinstance(process, click.Group)
+    assert {"list", "show", "kill", "pause", "play", "unblock", "repair"} <= set(process.commands)

@@ -1,0 +1,210 @@
+"""``veglia.orm.queries`` and the node properties, on SQLite and PostgreSQL: what the CLI and
+the daemon ask of the stored nodes."""
+
+from __future__ import annotations
+
+import pytest
+
+from veglia import orm
+from veglia.orm import queries
+from veglia.orm.attributes import (
+    BLOCKED,
+    CACHED_FROM,
+    COMPUTER,
+    CONTROL_REQUEST,
+    DAEMON,
+    JOB_ID,
+    LAST_JOB_INFO,
+    PAUSED,
+    PAUSED_REASON,
+    SCHEDULER_STATE,
+    STOPPED_BY_MONITOR,
+    UNREACHABLE,
+    WAITING_FOR,
+)
+from veglia_fixtures.profiles import make_profile
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def any_profile(request, veglia_home):
+    from veglia.engine.runner import set_runner
+
+    options = {}
+    if request.param == "postgresql":
+        options["storage.url"] = request.getfixturevalue("postgres_database")
+    yield make_profile(**options)
+    set_runner(None)
+
+
+def _process(node_class, state, incoming=(), exit_status=None, **attributes):
+    node = node_class(process_type="core.shell" if node_class is orm.CalcJobNode else "wf")
+    node.label = attributes.pop("label", "")
+    node.process_state = state
+    node.computer_pk = orm.load_computer("localhost").pk if node_class is orm.CalcJobNode else None
+    node.store(incoming)
+    if attributes:
+        node.set_attributes(attributes)
+    if exit_status is not None:
+        node.set_exit(exit_status, None)
+    return node
+
+
+@pytest.fixture
+def graph(any_profile):
+    """A waiting workflow that called two finished jobs (one failed); a paused, blocked job
+    in the daemon; an input and a created output of the first job."""
+    workflow = _process(orm.WorkflowNode, "waiting", label="pipeline")
+    given = orm.Int(1).store()
+    ok = _process(
+        orm.CalcJobNode,
+        "finished",
+        [(workflow, "call", "CALL"), (given, "input", "x")],
+        0,
+        label="a",
+    )
+    failed = _process(orm.CalcJobNode, "finished", [(workflow, "call", "CALL")], 1)
+    held = _process(
+        orm.CalcJobNode,
+        "waiting",
+        **{PAUSED: True, PAUSED_REASON: "blocked", BLOCKED: {"reason": "no"}, DAEMON: True},
+    )
+    made = orm.FolderData()
+    made.put_object_from_bytes("out.txt", b"result")
+    made.store([(ok, "create", "retrieved")])
+    return workflow, given, ok, failed, held, made
+
+
+def test_active_processes_by_paused_blocked_and_daemon(graph):
+    workflow, _, _, _, held, _ = graph
+    assert queries.active_process_pks() == [workflow.pk, held.pk]
+    assert queries.active_process_pks(paused=True) == [held.pk]
+    assert queries.active_process_pks(paused=False) == [workflow.pk]
+    assert queries.active_process_pks(blocked=True) == [held.pk]
+    assert queries.active_process_pks(blocked=False) == [workflow.pk]
+    assert queries.active_process_pks(daemon=True) == [held.pk]
+    assert queries.active_process_pks(daemon=False, paused=False) == [workflow.pk]
+
+
+def test_a_missing_attribute_is_not_set_on_either_database(graph):
+    """SQLite's JSON_QUOTE makes a missing key 'null', not NULL: ``isnot(None)`` was true
+    for every node there."""
+    import sqlalchemy as sa
+
+    from veglia.manage import get_storage
+    from veglia.storage.models import Node
+
+    workflow, given, _, _, held, _ = graph
+    given_pks = [workflow.pk, given.pk, held.pk]
+    with get_storage().session() as session:
+        found = session.scalars(
+            sa.select(Node.id).where(Node.id.in_(given_pks), queries.has_attribute(BLOCKED))
+        ).all()
+    assert found == [held.pk]
+
+
+def test_the_daemon_touches_only_the_nodes_with_a_control_request(graph):
+    from veglia.engine.daemon.control import apply_database_requests
+
+    workflow, _, _, _, held, _ = graph
+    done = []
+
+    class Running:
+        def __init__(self, pk):
+            self.pause = lambda message: done.append((pk, "pause", message))
+
+    held.set_attribute(CONTROL_REQUEST, {"action": "pause", "message": "hold on"})
+    before = queries.node_mtime(workflow.pk)
+    apply_database_requests({workflow.pk: Running(workflow.pk), held.pk: Running(held.pk)})
+    assert done == [(held.pk, "pause", "hold on")]
+    assert orm.load_node(held.pk).get_attribute(CONTROL_REQUEST) is None
+    assert queries.node_mtime(workflow.pk) == before  # not rewritten twice a second
+
+
+def test_listed_processes_with_filters(graph):
+    workflow, _, ok, failed, held, _ = graph
+
+    def pks(*args, **kwargs):
+        return [row.pk for row in queries.list_processes(*args, **kwargs)]
+
+    assert pks() == [workflow.pk, ok.pk, failed.pk, held.pk]  # oldest first
+    assert pks(queries.ACTIVE_STATES) == [workflow.pk, held.pk]
+    assert pks(["finished"]) == [ok.pk, failed.pk]
+    assert pks(failed=True) == [failed.pk]
+    assert pks(limit=2) == [failed.pk, held.pk]  # the most recent, still oldest first
+    assert pks(past_days=1) == pks()
+    assert pks(process_type="core.shell") == [ok.pk, failed.pk, held.pk]
+    assert pks(label="a") == [ok.pk]
+    rows = {row.pk: row for row in queries.list_processes()}
+    assert rows[ok.pk].caller_pk == workflow.pk and rows[held.pk].caller_pk is None
+    assert rows[ok.pk].computer == "localhost" and rows[workflow.pk].computer is None
+    assert rows[held.pk].attributes[BLOCKED] == {"reason": "no"}
+    assert rows[failed.pk].exit_status == 1 and rows[ok.pk].node_type == "process.calcjob"
+
+
+def test_links_and_the_provenance_around_a_node(graph):
+    workflow, given, ok, _, _, made = graph
+    assert queries.links_of(ok.pk, incoming=True) == [
+        ("CALL", "call", workflow.pk, "process.workflow"),
+        ("x", "input", given.pk, "data.int"),
+    ]
+    assert queries.links_of(ok.pk, incoming=False) == [
+        ("retrieved", "create", made.pk, "data.folder")
+    ]
+    nodes, edges = queries.provenance_around(ok.pk, 1)
+    assert [row.id for row in nodes] == sorted([workflow.pk, given.pk, ok.pk, made.pk])
+    assert edges == [
+        (workflow.pk, ok.pk, "CALL", "call"),
+        (given.pk, ok.pk, "x", "input"),
+        (ok.pk, made.pk, "retrieved", "create"),
+    ]
+    assert len(queries.provenance_around(ok.pk, 2)[0]) == 5  # and the workflow's other job
+    assert queries.provenance_around(ok.pk, 0) == ([nodes[[r.id for r in nodes].index(ok.pk)]], [])
+
+
+def test_what_verify_asks(graph):
+    workflow, given, ok, failed, _, made = graph
+    assert queries.node_pks() == sorted(n.pk for n in graph)
+    assert queries.node_pks([given.pk, 10**9]) == [given.pk]
+    assert queries.process_tree({workflow.pk}) == {workflow.pk, ok.pk, failed.pk}
+    assert queries.created_or_returned({ok.pk, failed.pk}) == {made.pk}
+    assert queries.creating_calcjobs({made.pk, given.pk}) == {ok.pk: [made.pk]}
+    [(pk, path, sha256)] = queries.repository_files({made.pk, given.pk})
+    assert (pk, path) == (made.pk, "out.txt") and len(sha256) == 64
+
+
+def test_logs_mtime_and_configured_computers(graph):
+    _, _, ok, _, _, _ = graph
+    ok.add_log("REPORT", "first")
+    ok.add_log("REPORT", "second")
+    first, second = queries.logs_after(ok.pk)
+    assert (first.message, second.message) == ("first", "second")
+    assert [log.message for log in queries.logs_after(ok.pk, first.id)] == ["second"]
+    assert queries.node_mtime(ok.pk) == ok.refresh().mtime
+    assert queries.node_mtime(10**9) is None
+    orm.Computer("cluster", "nowhere.invalid", "core.ssh", "core.slurm").store()
+    assert queries.configured_computer_pks() == {orm.load_computer("localhost").pk}
+
+
+def test_node_properties_read_the_named_attributes(graph):
+    workflow, _, ok, _, held, _ = graph
+    ok.set_attributes(
+        {
+            COMPUTER: "localhost",
+            JOB_ID: "42",
+            SCHEDULER_STATE: "done",
+            LAST_JOB_INFO: {"queue": "short"},
+            STOPPED_BY_MONITOR: {"name": "m"},
+            CACHED_FROM: {"pk": 1},
+            UNREACHABLE: {"computer": "localhost"},
+        }
+    )
+    node = orm.load_node(ok.pk)
+    assert (node.computer_label, node.job_id, node.scheduler_state) == ("localhost", "42", "done")
+    assert node.last_job_info == {"queue": "short"} and node.stopped_by_monitor == {"name": "m"}
+    assert node.cached_from == {"pk": 1} and node.unreachable == {"computer": "localhost"}
+    assert node.job_outcome == {} and node.retrieve_list == [] and node.usage is None
+    held = orm.load_node(held.pk)
+    assert held.paused and held.paused_reason == "blocked" and held.blocked == {"reason": "no"}
+    assert orm.load_node(workflow.pk).waiting_for == []
+    workflow.set_attribute(WAITING_FOR, [ok.pk])
+    assert orm.load_node(workflow.pk).waiting_for == [ok.pk]
