@@ -46,7 +46,7 @@ def _json(value: Any) -> str:
 
 @click.group("node")
 def node_group() -> None:
-    """Inspect and delete nodes of the provenance graph, and read their files."""
+    """Inspect nodes and their files; delete nodes with their provenance."""
 
 
 @node_group.command("show")

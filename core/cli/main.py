@@ -60,7 +60,7 @@ BUILTIN_COMMANDS: dict[str, tuple[str, str, str]] = {
     "node": (
         "veglia.cli.cmd_node",
         "node_group",
-        "Inspect and delete nodes of the provenance graph, and read their files.",
+        "Inspect nodes and their files; delete nodes with their provenance.",
     ),
     "plugin": ("veglia.cli.cmd_plugin", "plugin_group", "List and inspect installed plugins."),
     "presto": (
