@@ -18,6 +18,8 @@ went wrong and what to do about it.
     ├── InputValidationError        an input does not fit its port
     ├── MonitorError                a monitor attached to a job is wrong
     ├── ControlError                a kill, pause or play request could not be carried out
+    ├── ProcessActiveError          a process must end first (deleting it, cleaning its work dir)
+    ├── ArchiveError                an archive file cannot be written or read (corrupt, unknown)
     ├── DaemonError                 the daemon could not be started or stopped
     ├── WatchTimeout                `process watch --timeout` ran out
     ├── SchedulerError              a scheduler command failed or printed garbage
@@ -41,6 +43,7 @@ went wrong and what to do about it.
 from __future__ import annotations
 
 __all__ = [
+    "ArchiveError",
     "BrokerError",
     "ConfigurationError",
     "ControlError",
@@ -55,6 +58,7 @@ __all__ = [
     "MonitorError",
     "NotExistent",
     "PluginError",
+    "ProcessActiveError",
     "ProfileNotFoundError",
     "RepositoryIntegrityError",
     "SchedulerError",
@@ -158,6 +162,17 @@ class MonitorError(VegliaError):
 
 class ControlError(VegliaError):
     """A kill, pause or play request could not be carried out."""
+
+
+class ProcessActiveError(VegliaError):
+    """The process has not ended, and what was asked needs it to (deleting it or what it
+    used, cleaning its work dir, putting it in an archive)."""
+
+
+class ArchiveError(VegliaError):
+    """An archive file cannot be written, or is not a veglia archive, or is damaged."""
+
+    exit_code = 9
 
 
 class DaemonError(VegliaError):

@@ -169,13 +169,14 @@ def test_outdated_schema_is_reported_and_migrated(run_cli, veglia_home):
     # The database as the release before this one left it: schema 0001.
     with sqlite3.connect(database) as connection:
         connection.execute("UPDATE alembic_version SET version_num = '0001'")
-        for table in ("report_outbox", "report_runs", "process_leases", "repository_blobs"):
+        tables = ("report_outbox", "report_runs", "process_leases", "repository_blobs")
+        for table in (*tables, "group_nodes", "groups"):
             connection.execute(f"DROP TABLE {table}")
     status = run_cli("status")
     assert status.exit_code == 1 and "veglia storage migrate" in status.stdout
-    assert "at schema 0001; this release needs 0004" in status.stdout
+    assert "at schema 0001; this release needs 0005" in status.stdout
     migrated = run_cli("storage", "migrate")
-    assert migrated.exit_code == 0 and "from 0001 to 0004" in migrated.stdout
+    assert migrated.exit_code == 0 and "from 0001 to 0005" in migrated.stdout
     assert run_cli("status").exit_code == 0
 
 

@@ -10,6 +10,10 @@ from typing import Any
 
 import click
 
+from veglia.cli.cmd_calcjob_clean import calcjob_cleanworkdir
+from veglia.cli.cmd_node_delete import node_delete
+from veglia.cli.cmd_node_repo import print_content, print_listing, repo_group
+from veglia.cli.graph_image import render_image
 from veglia.cli.output import console, echo_success, echo_warning, print_table
 from veglia.cli.process_format import format_state, format_time, relative_time
 from veglia.cli.state import CliState, pass_state
@@ -18,9 +22,11 @@ from veglia.orm import Bool, Dict, Float, Int, Str
 from veglia.orm.attributes import COMPUTER
 from veglia.orm.computers import load_computer
 from veglia.orm.data import FolderData
+from veglia.orm.files import calcjob_input_files
 from veglia.orm.nodes import Node, load_node
 from veglia.orm.process_nodes import CalcJobNode, ProcessNode
 from veglia.orm.queries import links_of, node_mtime, provenance_around
+from veglia.orm.workdirs import cleaned_message
 
 __all__ = ["graph_dot", "load_calcjob", "type_name"]
 
@@ -42,7 +48,7 @@ def _json(value: Any) -> str:
 
 @click.group("node")
 def node_group() -> None:
-    """Inspect nodes of the provenance graph."""
+    """Inspect nodes and their files; delete nodes with their provenance."""
 
 
 @node_group.command("show")
@@ -150,14 +156,22 @@ def graph_dot(pk: int, depth: int) -> str:
 @click.option(
     "-d", "--depth", type=click.IntRange(min=0), default=1, show_default=True, help="Link hops."
 )
-@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the dot file here.")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False),
+    help="Write here: an image for .png, .svg or .pdf (with Graphviz's dot), else dot text.",
+)
 @pass_state
 def node_graph(state: CliState, identifier: str, depth: int, output: str | None) -> None:
-    """Write the provenance around node PK as Graphviz dot (render: dot -Tpdf FILE)."""
+    """Draw the provenance around node PK: Graphviz dot text, or an image with -o x.png."""
     state.profile  # noqa: B018
     text = graph_dot(load_node(identifier).pk, depth)
     if output is None:
         click.echo(text, nl=False)
+        return
+    if render_image(text, Path(output)):
+        echo_success(f"Wrote {output}.")
         return
     Path(output).write_text(text)
     echo_success(f"Wrote {output}; render it with `dot -Tpdf {output} -o graph.pdf`.")
@@ -236,7 +250,8 @@ def calcjob_outputcat(state: CliState, identifier: str, path: str | None) -> Non
 def calcjob_inputcat(state: CliState, identifier: str, path: str) -> None:
     """Print input file PATH of the job (default: the submit script _veglia_submit.sh)."""
     state.profile  # noqa: B018
-    _cat(load_calcjob(identifier), path)
+    node = load_calcjob(identifier)
+    print_content(calcjob_input_files(node), path, f"Calc job {node.pk}")
 
 
 @calcjob_group.command("outputls")
@@ -247,7 +262,10 @@ def calcjob_inputcat(state: CliState, identifier: str, path: str) -> None:
 def calcjob_outputls(state: CliState, identifier: str, path: str, long: bool) -> None:
     """List the retrieved files of the job (under PATH)."""
     state.profile  # noqa: B018
-    _ls(_retrieved(load_calcjob(identifier)), path, long)
+    node = load_calcjob(identifier)
+    _ls(_retrieved(node), path, long)
+    if cleaned := cleaned_message(node):
+        echo_warning(cleaned)
 
 
 @calcjob_group.command("inputls")
@@ -256,9 +274,11 @@ def calcjob_outputls(state: CliState, identifier: str, path: str, long: bool) ->
 @click.option("-l", "--long", is_flag=True, help="Show sizes in bytes.")
 @pass_state
 def calcjob_inputls(state: CliState, identifier: str, path: str, long: bool) -> None:
-    """List the input files the job uploaded, and its submit script."""
+    """List the input files the job uploaded (those copied from other nodes too), and its
+    submit script."""
     state.profile  # noqa: B018
-    _ls(load_calcjob(identifier), path, long)
+    node = load_calcjob(identifier)
+    print_listing(calcjob_input_files(node), path, long, f"Calc job {node.pk}", node.pk)
 
 
 @calcjob_group.command("res")
@@ -293,6 +313,8 @@ def calcjob_gotocomputer(state: CliState, identifier: str, run: bool) -> None:
     state.profile  # noqa: B018
     node = load_calcjob(identifier)
     workdir = node.remote_workdir
+    if cleaned := cleaned_message(node):
+        raise NotExistent(cleaned)
     if not workdir:
         raise NotExistent(
             f"Calc job {node.pk} has no work dir yet (it is {node.process_state}); it gets one "
@@ -307,5 +329,10 @@ def calcjob_gotocomputer(state: CliState, identifier: str, run: bool) -> None:
     sys.stdout.flush()
     os.execvp("bash", ["bash", "-c", command])
 
+
+# Commands kept in modules of their own (they import from this one when they run).
+node_group.add_command(node_delete)
+node_group.add_command(repo_group)
+calcjob_group.add_command(calcjob_cleanworkdir)
 
 COMMANDS = [node_group, calcjob_group]

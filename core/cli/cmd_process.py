@@ -22,6 +22,7 @@ from veglia.cli.process_show import show_process
 from veglia.cli.state import CliState, pass_state
 from veglia.exceptions import InvalidOptionError, NotExistent, WatchTimeout
 from veglia.orm.attributes import GPU_METRICS, JOB_ID, PAUSED, SCHEDULER_STATE
+from veglia.orm.groups import in_group
 from veglia.orm.nodes import as_utc as aware
 from veglia.orm.nodes import load_node
 from veglia.orm.process_nodes import ProcessNode
@@ -144,6 +145,7 @@ def process_group() -> None:
     help="Only processes created in the last N days.",
 )
 @click.option("-l", "--limit", type=click.IntRange(min=1), help="Only the N most recent.")
+@click.option("-G", "--group", "group", metavar="GROUP", help="Only processes in this group.")
 @click.option(
     "-P",
     "--project",
@@ -161,6 +163,7 @@ def process_list(
     failed: bool,
     past_days: int | None,
     limit: int | None,
+    group: str | None,
     project: tuple[str, ...],
     raw: bool,
 ) -> None:
@@ -169,6 +172,7 @@ def process_list(
     state.profile  # noqa: B018 -- load the chosen profile
     chosen = states or (None if show_all or failed else ACTIVE_STATES)
     rows = list_processes(chosen, failed=failed, past_days=past_days, limit=limit)
+    rows = in_group(rows, group)
     tree_column = names.index("process_type") if "process_type" in names else 0
     table = []
     for row, depth in as_tree(rows):

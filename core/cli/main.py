@@ -21,6 +21,11 @@ __all__ = ["cli", "main"]
 #: when its command runs (or ``--help`` of it is asked), so ``veglia --version`` and each
 #: command load only what they use; tests/test_cli_startup.py keeps the help texts in step.
 BUILTIN_COMMANDS: dict[str, tuple[str, str, str]] = {
+    "archive": (
+        "veglia.cli.cmd_archive",
+        "archive_group",
+        "Write nodes with their provenance to a file; import such a file into a profile.",
+    ),
     "calcjob": (
         "veglia.cli.cmd_node",
         "calcjob_group",
@@ -42,12 +47,21 @@ BUILTIN_COMMANDS: dict[str, tuple[str, str, str]] = {
         "daemon_group",
         "Start, stop and inspect the daemon that runs submitted processes.",
     ),
+    "group": (
+        "veglia.cli.cmd_group",
+        "group_group",
+        "Create groups of nodes, fill them, and list what is in them.",
+    ),
     "monitor": (
         "veglia.cli.cmd_monitor",
         "monitor_group",
         "Inspect the monitors jobs can be watched with.",
     ),
-    "node": ("veglia.cli.cmd_node", "node_group", "Inspect nodes of the provenance graph."),
+    "node": (
+        "veglia.cli.cmd_node",
+        "node_group",
+        "Inspect nodes and their files; delete nodes with their provenance.",
+    ),
     "plugin": ("veglia.cli.cmd_plugin", "plugin_group", "List and inspect installed plugins."),
     "presto": (
         "veglia.cli.cmd_setup",

@@ -1,4 +1,4 @@
-"""The provenance graph as Python objects: nodes, computers, codes, users."""
+"""The provenance graph as Python objects: nodes, groups, computers, codes, users."""
 
 from veglia.orm.computers import Code, Computer, load_code, load_computer
 from veglia.orm.data import (
@@ -14,6 +14,7 @@ from veglia.orm.data import (
     Str,
     to_node,
 )
+from veglia.orm.groups import Group, load_group
 from veglia.orm.nodes import Node, load_node
 from veglia.orm.process_nodes import CalcJobNode, ProcessNode, WorkflowNode
 from veglia.orm.users import User, get_default_user
@@ -27,6 +28,7 @@ __all__ = [
     "Dict",
     "Float",
     "FolderData",
+    "Group",
     "Int",
     "List",
     "Node",
@@ -39,6 +41,7 @@ __all__ = [
     "get_default_user",
     "load_code",
     "load_computer",
+    "load_group",
     "load_node",
     "to_node",
 ]

@@ -51,6 +51,11 @@ RIGHT_SIZED = "right_sized"
 #: The work dir on the computer, and the file patterns brought back from it.
 REMOTE_WORKDIR = "remote_workdir"
 RETRIEVE_LIST = "retrieve_list"
+#: [[node UUID, its file, path in the work dir], ...]: the files copied in from other nodes
+#: (``local_copy_list``), which ``veglia calcjob inputls`` lists with the job's own.
+LOCAL_COPY_LIST = "local_copy_list"
+#: {"time"}: when ``veglia calcjob cleanworkdir`` removed the work dir.
+WORKDIR_CLEANED = "workdir_cleaned"
 #: The scheduler's job id, and its state as last polled (a ``JobState`` value).
 JOB_ID = "job_id"
 SCHEDULER_STATE = "scheduler_state"

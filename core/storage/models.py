@@ -35,6 +35,8 @@ __all__ = [
     "Base",
     "Code",
     "Computer",
+    "Group",
+    "GroupNode",
     "Link",
     "Log",
     "Node",
@@ -270,3 +272,32 @@ class ProcessLease(Base):
     pid: Mapped[int] = mapped_column(Integer)
     heartbeat: Mapped[float] = mapped_column(Float)
     acquired: Mapped[float] = mapped_column(Float)
+
+
+class Group(Base):
+    """A named set of nodes, as AiiDA's groups: labels are unique, nodes may be in many."""
+
+    __tablename__ = "groups"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    uuid: Mapped[str] = mapped_column(String(36), unique=True, default=new_uuid)
+    label: Mapped[str] = mapped_column(String(255), unique=True)
+    type_string: Mapped[str] = mapped_column(String(255), default="core")
+    description: Mapped[str] = mapped_column(Text, default="")
+    time: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    user_id: Mapped[int | None] = mapped_column(
+        ForeignKey("users.id", ondelete="SET NULL"), nullable=True
+    )
+
+
+class GroupNode(Base):
+    """A node in a group: deleting either deletes the membership, never the other."""
+
+    __tablename__ = "group_nodes"
+
+    group_id: Mapped[int] = mapped_column(
+        ForeignKey("groups.id", ondelete="CASCADE"), primary_key=True
+    )
+    node_id: Mapped[int] = mapped_column(
+        ForeignKey("nodes.id", ondelete="CASCADE"), primary_key=True, index=True
+    )

@@ -268,7 +268,15 @@ class CalcJob(Process):
             workdir = await self.with_retries("upload", upload)
         finally:
             shutil.rmtree(sandbox, ignore_errors=True)
-        node.set_attributes({attr.REMOTE_WORKDIR: workdir, attr.RETRIEVE_LIST: retrieve})
+        # Which files came from other nodes: `veglia calcjob inputls` lists them too.
+        copied = [list(item) for item in calcinfo.local_copy_list]
+        node.set_attributes(
+            {
+                attr.REMOTE_WORKDIR: workdir,
+                attr.RETRIEVE_LIST: retrieve,
+                attr.LOCAL_COPY_LIST: copied,
+            }
+        )
         if "remote_folder" not in node.outputs:  # replayed after a crash: one output only
             self.out("remote_folder", RemoteData(workdir, self.computer.label))
         self.report(f"uploaded to {self.computer.label}:{workdir}")

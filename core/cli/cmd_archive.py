@@ -1,0 +1,106 @@
+"""``veglia archive create / import``: nodes with their provenance in one portable file, as
+``verdi archive``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from veglia.cli.output import console, echo_success
+from veglia.cli.state import CliState, pass_state
+from veglia.orm.archive import create_archive
+from veglia.orm.archive_import import import_archive
+from veglia.orm.nodes import load_node
+
+
+def _plural(number: int, what: str) -> str:
+    return f"{number} {what}{'' if number == 1 else 's'}"
+
+
+def _size(count: int) -> str:
+    for unit in ("B", "kB", "MB", "GB"):
+        if count < 1000 or unit == "GB":
+            return f"{count:.0f} {unit}" if unit == "B" else f"{count:.1f} {unit}"
+        count /= 1000  # type: ignore[assignment]
+    return ""
+
+
+@click.group("archive")
+def archive_group() -> None:
+    """Write nodes with their provenance to a file; import such a file into a profile."""
+
+
+@archive_group.command("create")
+@click.argument("path", metavar="FILE", type=click.Path(dir_okay=False))
+@click.argument("identifiers", nargs=-1, metavar="[PK...]")
+@click.option(
+    "-G", "--group", "groups", multiple=True, metavar="GROUP", help="A group and its nodes."
+)
+@click.option("-f", "--force", is_flag=True, help="Overwrite FILE if it exists.")
+@pass_state
+def archive_create(
+    state: CliState, path: str, identifiers: tuple[str, ...], groups: tuple[str, ...], force: bool
+) -> None:
+    """Write nodes PK... and groups (-G) with their provenance to the archive FILE.
+
+    A process goes with its inputs, outputs, called processes and caller; data with the
+    process that created it; and so on from those, as AiiDA's export does. Their
+    attributes, logs and files go too. Processes that have not ended are refused.
+    """
+    state.profile  # noqa: B018 -- load the chosen profile
+    pks = [load_node(identifier).pk for identifier in identifiers]
+    summary = create_archive(path, pks, groups, overwrite=force)
+    parts = [
+        _plural(summary.nodes, "node") + f" ({summary.processes} processes, {summary.data} data)",
+        _plural(summary.links, "link"),
+        _plural(summary.logs, "log message"),
+        _plural(summary.files, "file") + f" ({_size(summary.bytes)})",
+    ]
+    if summary.groups:
+        parts.append(_plural(summary.groups, "group"))
+    echo_success(f"Wrote {path}: {', '.join(parts)}.")
+
+
+@archive_group.command("import")
+@click.argument("path", metavar="FILE", type=click.Path(dir_okay=False))
+@pass_state
+def archive_import(state: CliState, path: str) -> None:
+    """Import the archive FILE into this profile, keeping UUIDs.
+
+    Nodes already here (by UUID) are skipped, so importing twice adds nothing. Missing
+    computers and codes are created by label, not configured. A damaged archive is
+    refused whole.
+    """
+    state.profile  # noqa: B018
+    summary = import_archive(Path(path))
+    if not summary.changed:
+        console.print(
+            f"Nothing new in {path}: its {_plural(summary.nodes_present, 'node')} "
+            f"{'is' if summary.nodes_present == 1 else 'are'} here already."
+        )
+        return
+    parts = [_plural(summary.nodes_new, "new node")]
+    if summary.nodes_present:
+        parts.append(f"{summary.nodes_present} here already")
+    parts += [_plural(summary.links, "link"), _plural(summary.logs, "log message")]
+    if summary.groups_new:
+        parts.append(
+            f"new group{'s' if len(summary.groups_new) > 1 else ''} "
+            + ", ".join(summary.groups_new)
+        )
+    elif summary.group_members:
+        parts.append(f"{_plural(summary.group_members, 'node')} added to groups")
+    echo_success(f"Imported {path}: {', '.join(parts)}.")
+    for original, label in summary.groups_renamed:
+        console.print(f"Group {original!r} exists here already: imported as {label!r}.")
+    for label in summary.computers_created:
+        console.print(
+            f"Created computer {label!r}; set it up to run jobs with "
+            f"`veglia computer configure {label}`."
+        )
+    for label in summary.codes_created:
+        console.print(f"Created code {label!r}.")
+
+
+COMMANDS = [archive_group]

@@ -1,0 +1,77 @@
+"""``veglia node delete``: delete nodes and what goes with them by provenance, after showing
+it, as ``verdi node delete``."""
+
+from __future__ import annotations
+
+import click
+
+from veglia.cli.output import console, echo_success, print_table
+from veglia.cli.process_format import format_state
+from veglia.cli.state import CliState, pass_state
+from veglia.orm.deletion import DeletionPlan, delete_nodes, plan_deletion
+from veglia.orm.nodes import load_node
+
+
+def _plural(number: int, what: str) -> str:
+    return f"{number} {what}{'' if number == 1 else 's'}"
+
+
+def show_plan(plan: DeletionPlan) -> None:
+    # Lazy: cmd_node imports this module to add `node delete` to its group (a cycle).
+    from veglia.cli.cmd_node import type_name
+
+    counts = ", ".join(
+        f"{count} {kind}" if kind == "data" else _plural(count, kind)
+        for kind, count in plan.counts().items()
+    )
+    asked = len(plan.asked)
+    extra = len(plan.nodes) - asked
+    console.print(
+        f"Deleting {_plural(len(plan.nodes), 'node')} ({counts}): the "
+        f"{_plural(asked, 'node')} asked for"
+        + (
+            f" and {extra} that go{'es' if extra == 1 else ''} with them by provenance."
+            if extra
+            else "."
+        )
+    )
+    rows = [
+        (
+            node.pk,
+            type_name(node.node_type),
+            node.process_type or "",
+            node.label,
+            format_state(node.process_state, node.exit_status) if node.is_process else "",
+            str(node.reason) if node.reason else "asked",
+        )
+        for node in plan.nodes
+    ]
+    print_table(("PK", "Type", "Process type", "Label", "State", "Why"), rows)
+
+
+@click.command("delete")
+@click.argument("identifiers", nargs=-1, required=True, metavar="PK...")
+@click.option("-f", "--force", is_flag=True, help="Do not ask for confirmation.")
+@click.option("-n", "--dry-run", is_flag=True, help="Only show what would be deleted.")
+@pass_state
+def node_delete(state: CliState, identifiers: tuple[str, ...], force: bool, dry_run: bool) -> None:
+    """Delete nodes, and what goes with them by provenance, after showing it.
+
+    Nodes are given by PK or UUID prefix. Deleting data deletes the processes that used
+    it, and what they created; deleting a process deletes what it created, the processes it
+    called and its caller. Active processes are never deleted: kill them and wait until
+    they end.
+    """
+    state.profile  # noqa: B018 -- load the chosen profile
+    plan = plan_deletion(load_node(identifier).pk for identifier in identifiers)
+    show_plan(plan)
+    plan.check_no_active()
+    if dry_run:
+        console.print("Dry run: nothing was deleted.")
+        return
+    if not force:
+        click.confirm(
+            f"Delete these {_plural(len(plan.nodes), 'node')}? This cannot be undone", abort=True
+        )
+    deleted = delete_nodes(plan)
+    echo_success(f"Deleted {_plural(deleted, 'node')}.")
