@@ -28,10 +28,19 @@ from veglia.orm.attributes import (
 )
 from veglia.orm.nodes import CalcJobNode, ProcessNode, load_node
 from veglia.orm.nodes import as_utc as aware
-from veglia.orm.queries import ACTIVE_STATES, ProcessRow, list_processes, logs_after, node_mtime
+from veglia.orm.queries import (
+    ACTIVE_STATES,
+    ORDER_BY,
+    ProcessRow,
+    list_processes,
+    logs_after,
+    node_mtime,
+)
 from veglia.plugin_manager import results_of_each
 
 PROCESS_STATES = ("created", "running", "waiting", "finished", "excepted", "killed")
+#: Longest status text in ``process list`` (``process show`` has all of it).
+STATUS_WIDTH = 40
 
 
 # -- shared by the process, node and calcjob commands ------------------------------------------
@@ -70,6 +79,11 @@ def process_status(state: str | None, attributes: dict[str, Any]) -> str:
     if state in ACTIVE_STATES and attributes.get(WAITING_FOR):
         return "waiting for " + ", ".join(map(str, attributes[WAITING_FOR]))
     return ""
+
+
+def shorten(text: str, width: int = STATUS_WIDTH) -> str:
+    """``text`` cut to ``width`` characters, ending in '…' when cut."""
+    return text if len(text) <= width else text[: width - 1].rstrip() + "…"
 
 
 def load_process(identifier: str) -> ProcessNode:
@@ -115,7 +129,11 @@ PROCESS_LIST_COLUMNS: dict[str, ListColumn] = {
         lambda r: format_state(r.process_state, r.exit_status, bool(r.attributes.get(PAUSED))),
     ),
     "process_state": ListColumn("Process state", lambda r: r.process_state),
-    "status": ListColumn("Status", lambda r: process_status(r.process_state, r.attributes)),
+    "status": ListColumn(
+        "Status",
+        lambda r: shorten(process_status(r.process_state, r.attributes)),
+        lambda r: process_status(r.process_state, r.attributes),
+    ),
     "exit_status": ListColumn("Exit", lambda r: r.exit_status),
     "exit_message": ListColumn("Exit message", lambda r: r.exit_message),
     "computer": ListColumn("Computer", lambda r: r.computer),
@@ -152,6 +170,14 @@ def as_tree(rows: list[ProcessRow]) -> Iterator[tuple[ProcessRow, int]]:
             yield from walk(row, 0)
 
 
+def nothing_listed(states: tuple[str, ...] | None, filtered: bool) -> str:
+    """What ``process list`` says instead of an empty table."""
+    if states != ACTIVE_STATES:
+        return "No process matches."
+    what = "No active process matches" if filtered else "Nothing active"
+    return f"{what}; use -a to list finished processes too."
+
+
 def parse_projection(values: tuple[str, ...]) -> list[str]:
     names = [name.strip() for value in values for name in value.split(",") if name.strip()]
     unknown = [name for name in names if name not in PROCESS_LIST_COLUMNS]
@@ -185,7 +211,36 @@ def process_group() -> None:
     type=click.IntRange(min=0),
     help="Only processes created in the last N days.",
 )
-@click.option("-l", "--limit", type=click.IntRange(min=1), help="Only the N most recent.")
+@click.option(
+    "-l",
+    "--limit",
+    type=click.IntRange(min=1),
+    help="Only the N with the highest --order-by key (by default the N most recent).",
+)
+@click.option(
+    "-E", "--exit-status", type=int, help="Only finished with this exit status; implies --all."
+)
+@click.option(
+    "-L",
+    "--label",
+    help="Only those whose label holds this text, or matches this glob (* and ?); any case.",
+)
+@click.option(
+    "-O",
+    "--order-by",
+    type=click.Choice(list(ORDER_BY)),
+    default="ctime",
+    show_default=True,
+    help="Order by this (callers keep their called processes under them).",
+)
+@click.option(
+    "-D",
+    "--order-direction",
+    type=click.Choice(["asc", "desc"]),
+    default="asc",
+    show_default=True,
+    help="Ascending (oldest first, by default) or descending.",
+)
 @click.option(
     "-P",
     "--project",
@@ -203,14 +258,31 @@ def process_list(
     failed: bool,
     past_days: int | None,
     limit: int | None,
+    exit_status: int | None,
+    label: str | None,
+    order_by: str,
+    order_direction: str,
     project: tuple[str, ...],
     raw: bool,
 ) -> None:
     """List active processes (created, running, waiting); -a for all."""
     names = parse_projection(project)
     state.profile  # noqa: B018 -- load the chosen profile
-    chosen = states or (None if show_all or failed else ACTIVE_STATES)
-    rows = list_processes(chosen, failed=failed, past_days=past_days, limit=limit)
+    every = show_all or failed or exit_status is not None
+    chosen = states or (None if every else ACTIVE_STATES)
+    rows = list_processes(
+        chosen,
+        failed=failed,
+        past_days=past_days,
+        limit=limit,
+        label_pattern=label,
+        exit_status=exit_status,
+        order_by=order_by,
+        descending=order_direction == "desc",
+    )
+    if not rows and not raw:
+        console.print(nothing_listed(chosen, filtered=bool(label or past_days is not None)))
+        return
     tree_column = names.index("process_type") if "process_type" in names else 0
     table = []
     for row, depth in as_tree(rows):

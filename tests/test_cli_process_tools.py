@@ -1,0 +1,131 @@
+"""What a ``verdi`` user looks for in ``veglia process``: list filters and order, the call
+tree (``process status``), a dump to a folder (``process dump``), what a calculation takes
+(``plugin show``) and shell completion; on SQLite and PostgreSQL where the database is asked."""
+
+from __future__ import annotations
+
+import pytest
+
+from veglia import orm
+from veglia.orm import queries
+from veglia.orm.attributes import CALL_KEY, PAUSED, PAUSED_REASON
+from veglia_fixtures.profiles import make_profile
+
+LONG_REASON = "upload failed on every attempt: the computer refused the connection " * 2
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def any_profile(request, veglia_home):
+    from veglia.engine.runner import set_runner
+
+    options = {}
+    if request.param == "postgresql":
+        options["storage.url"] = request.getfixturevalue("postgres_database")
+    yield make_profile(**options)
+    set_runner(None)
+
+
+def _process(node_class, state, label="", exit_status=None, caller=None, **attributes):
+    node = node_class(process_type="core.shell" if node_class is orm.CalcJobNode else "demo.wf")
+    node.label = label
+    node.process_state = state
+    node.store([(caller, "call", "CALL")] if caller is not None else [])
+    if attributes:
+        node.set_attributes(attributes)
+    if exit_status is not None:
+        node.set_exit(exit_status, f"exit {exit_status}")
+    return node
+
+
+@pytest.fixture
+def made(any_profile):
+    """A finished workflow ``relax_si`` that called ``scf 1`` (ok) and ``scf 2`` (410), which
+    called ``inner``; a failed ``relax_ge`` (410); a paused ``Bands`` with a long reason."""
+    workflow = _process(orm.WorkflowNode, "finished", "relax_si", 0)
+    scf1 = _process(orm.CalcJobNode, "finished", "scf 1", 0, workflow, **{CALL_KEY: "0.0"})
+    scf2 = _process(orm.WorkflowNode, "finished", "scf 2", 410, workflow, **{CALL_KEY: "1.0"})
+    inner = _process(orm.CalcJobNode, "finished", "inner", 410, scf2)
+    failed = _process(orm.CalcJobNode, "finished", "relax_ge", 410)
+    paused = _process(
+        orm.CalcJobNode, "waiting", "Bands", **{PAUSED: True, PAUSED_REASON: LONG_REASON}
+    )
+    return workflow, scf1, scf2, inner, failed, paused
+
+
+def ok(result):
+    assert result.exit_code == 0, result.output
+    return result
+
+
+def _pks(run_cli, *args: str) -> list[int]:
+    out = ok(run_cli("-p", "test", "process", "list", "--raw", "-P", "pk", *args)).stdout
+    return [int(line) for line in out.split()]
+
+
+# -- list ------------------------------------------------------------------------------------------
+def test_listed_processes_by_label_exit_status_and_order(made):
+    workflow, scf1, scf2, inner, failed, paused = made
+
+    def pks(*args, **kwargs):
+        return [row.pk for row in queries.list_processes(*args, **kwargs)]
+
+    assert pks(label_pattern="relax") == [workflow.pk, failed.pk]  # a substring
+    assert pks(label_pattern="SCF") == [scf1.pk, scf2.pk]  # in any case
+    assert pks(label_pattern="relax_*") == [workflow.pk, failed.pk]  # a glob: the whole label
+    assert pks(label_pattern="*_s?") == [workflow.pk]
+    assert pks(label_pattern="scf_") == [] and pks(label_pattern="%") == []  # no SQL wildcards
+    assert pks(label_pattern="lax") == [workflow.pk, failed.pk]
+    assert pks(label_pattern="lax*") == []
+    assert pks(exit_status=410) == [scf2.pk, inner.pk, failed.pk]
+    assert pks(exit_status=0, label_pattern="scf") == [scf1.pk]
+
+    everything = [workflow.pk, scf1.pk, scf2.pk, inner.pk, failed.pk, paused.pk]
+    assert pks(order_by="pk") == everything == pks()
+    assert pks(order_by="pk", descending=True) == everything[::-1]
+    assert pks(order_by="label") == [paused.pk, inner.pk, failed.pk, workflow.pk, scf1.pk, scf2.pk]
+    assert pks(order_by="label", limit=2) == [scf1.pk, scf2.pk]  # the last two by label
+    assert pks(order_by="ctime", descending=True, limit=2) == [paused.pk, failed.pk]
+    scf1.set_attribute(PAUSED_REASON, "touched")  # now the last modified
+    assert pks(order_by="mtime")[-1] == scf1.pk and pks(order_by="mtime", limit=1) == [scf1.pk]
+    assert pks(pks=[inner.pk, workflow.pk]) == [workflow.pk, inner.pk]
+    with pytest.raises(ValueError, match="order_by must be one of pk, ctime, mtime, label"):
+        queries.list_processes(order_by="size")
+
+
+def test_process_list_filters_orders_and_says_when_nothing_is_active(run_cli, made):
+    workflow, scf1, scf2, inner, failed, paused = made
+    assert _pks(run_cli, "-L", "relax") == []  # active processes only, by default
+    assert _pks(run_cli, "-a", "-L", "relax") == [workflow.pk, failed.pk]
+    assert _pks(run_cli, "-a", "-L", "relax_*") == [workflow.pk, failed.pk]
+    assert _pks(run_cli, "-E", "410") == [scf2.pk, inner.pk, failed.pk]  # implies -a
+    assert _pks(run_cli, "-E", "410", "-L", "scf") == [scf2.pk]
+    assert _pks(run_cli, "-a", "-O", "pk", "-D", "desc", "-l", "2") == [paused.pk, failed.pk]
+    assert _pks(run_cli, "-a", "-O", "label", "-l", "1") == [scf2.pk]
+    wrong = run_cli("-p", "test", "process", "list", "-O", "size")
+    assert wrong.exit_code == 2 and "'size' is not one of 'pk', 'ctime', 'mtime', 'label'" in (
+        wrong.stderr
+    )
+
+    # The table nests called processes under their caller in any order.
+    table = ok(run_cli("-p", "test", "process", "list", "-a", "-O", "label", "-D", "desc"))
+    lines = table.stdout.splitlines()[1:]
+    assert [line.split()[0] for line in lines] == [
+        str(pk) for pk in (workflow.pk, scf2.pk, inner.pk, scf1.pk, failed.pk, paused.pk)
+    ]
+    assert "└─ demo.wf" in lines[1] and "   └─ core.shell" in lines[2]
+
+    # A long status is cut in the table; --raw and `process show` have all of it.
+    active = ok(run_cli("-p", "test", "process", "list")).stdout
+    assert "upload failed on every attempt: the com…" in active and LONG_REASON not in active
+    raw = ok(run_cli("-p", "test", "process", "list", "--raw", "-P", "pk,status")).stdout
+    assert raw == f"{paused.pk}\t{LONG_REASON}\n"
+    shown = ok(run_cli("-p", "test", "process", "show", str(paused.pk))).stdout
+    assert LONG_REASON.strip() in " ".join(shown.split())
+
+    paused.set_state_and_checkpoint("finished", None)
+    nothing = ok(run_cli("-p", "test", "process", "list"))
+    assert nothing.stdout == "Nothing active; use -a to list finished processes too.\n"
+    assert ok(run_cli("-p", "test", "process", "list", "--raw")).stdout == ""
+    matching = ok(run_cli("-p", "test", "process", "list", "-L", "x")).stdout
+    assert matching == "No active process matches; use -a to list finished processes too.\n"
+    assert ok(run_cli("-p", "test", "process", "list", "-E", "7")).stdout == "No process matches.\n"
