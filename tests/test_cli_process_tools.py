@@ -129,3 +129,28 @@ def test_process_list_filters_orders_and_says_when_nothing_is_active(run_cli, ma
     matching = ok(run_cli("-p", "test", "process", "list", "-L", "x")).stdout
     assert matching == "No active process matches; use -a to list finished processes too.\n"
     assert ok(run_cli("-p", "test", "process", "list", "-E", "7")).stdout == "No process matches.\n"
+
+
+# -- status ----------------------------------------------------------------------------------------
+def test_process_status_shows_the_call_tree(run_cli, made):
+    workflow, scf1, scf2, inner, failed, paused = made
+    paused.add_incoming(scf2, "call", "CALL")  # a second, active child of scf 2
+    shown = ok(run_cli("-p", "test", "process", "status", str(workflow.pk))).stdout
+    tree = [line.rstrip() for line in shown.splitlines()]
+    assert tree == [
+        f"demo.wf<{workflow.pk}> relax_si  ✔ Finished [0]",
+        f"├── core.shell<{scf1.pk}> scf 1  ✔ Finished [0]",
+        f"└── demo.wf<{scf2.pk}> scf 2  ⨯ Finished [410]  · exit 410",
+        f"    ├── core.shell<{inner.pk}> inner  ⨯ Finished [410]  · exit 410",
+        f"    └── core.shell<{paused.pk}> Bands  ⏸ Paused  · {LONG_REASON.strip()}",
+    ]
+    shallow = ok(run_cli("-p", "test", "process", "status", str(workflow.pk), "-m", "1")).stdout
+    assert shallow.splitlines()[2:] == [
+        f"└── demo.wf<{scf2.pk}> scf 2  ⨯ Finished [410]  · exit 410",
+        "    └── … 2 more (--max-depth 1)",
+    ]
+    alone = ok(run_cli("-p", "test", "process", "status", str(failed.pk))).stdout
+    assert alone == f"core.shell<{failed.pk}> relax_ge  ⨯ Finished [410]  · exit 410\n"
+    data = orm.Int(1).store()
+    wrong = run_cli("-p", "test", "process", "status", str(data.pk))
+    assert wrong.exit_code == 4 and "not a process" in wrong.stderr
