@@ -4,9 +4,13 @@ tree (``process status``), a dump to a folder (``process dump``), what a calcula
 
 from __future__ import annotations
 
+import json
+import subprocess
+
 import pytest
 
-from veglia import orm
+from veglia import engine, orm
+from veglia.entry_points import CalculationFactory
 from veglia.orm import queries
 from veglia.orm.attributes import CALL_KEY, PAUSED, PAUSED_REASON
 from veglia_fixtures.profiles import make_profile
@@ -154,3 +158,76 @@ def test_process_status_shows_the_call_tree(run_cli, made):
     data = orm.Int(1).store()
     wrong = run_cli("-p", "test", "process", "status", str(data.pk))
     assert wrong.exit_code == 4 and "not a process" in wrong.stderr
+
+
+# -- dump ------------------------------------------------------------------------------------------
+def test_process_dump_writes_a_workflow_and_its_jobs_to_rerun_by_hand(
+    run_cli, any_profile, workflows, tmp_path, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    _, flow = engine.run_get_node(
+        workflows.CountedShell,
+        command=orm.Str("echo hi"),
+        times=orm.Int(2),
+        metadata={"label": "counted"},
+    )
+    first, second = flow.called
+    dumped = ok(run_cli("-p", "test", "process", "dump", str(flow.pk))).stdout
+    folder = tmp_path / f"dump-CountedShell-{flow.pk}"
+    assert f"Wrote process {flow.pk}, with 2 called processes to {folder.name}" in dumped
+    readme = (folder / "README.md").read_text()
+    assert readme.startswith(f"# Process CountedShell {flow.pk} (counted)\n")
+    assert f"- `01-core.shell-{first.pk}/`: core.shell {first.pk}, finished [0]" in readme
+    meta = json.loads((folder / "veglia_process.json").read_text())
+    assert meta["pk"] == flow.pk and meta["exit_status"] == 0
+    assert meta["inputs"]["times"] == {
+        "pk": flow.inputs["times"].pk,
+        "uuid": flow.inputs["times"].uuid,
+        "type": "Int",
+        "value": 2,
+        "path": "inputs/times.json",
+    }
+    assert json.loads((folder / "inputs" / "command.json").read_text()) == "echo hi"
+    assert (folder / "outputs" / "last" / "stdout").read_text() == "hi\nrun 2\n"
+    assert [c["folder"] for c in meta["called"]] == [
+        f"01-core.shell-{first.pk}",
+        f"02-core.shell-{second.pk}",
+    ]
+    step = folder / f"02-core.shell-{second.pk}"
+    assert "echo hi; echo run 2" in (step / "job" / "_veglia_submit.sh").read_text()
+    assert (step / "retrieved" / "stdout").read_text() == "hi\nrun 2\n"
+    assert (step / "outputs" / "stdout" / "stdout").read_text() == "hi\nrun 2\n"
+    step_meta = json.loads((step / "veglia_process.json").read_text())
+    assert step_meta["job_id"] == second.job_id and step_meta["computer"] == "localhost"
+    assert "retrieved/stdout" in step_meta["retrieved"] and "retrieved" not in step_meta["outputs"]
+    assert "## Run it again by hand" in (step / "README.md").read_text()
+
+    # A calc job with an input file: run again by hand from the dump, as its README says.
+    _, job = engine.run_get_node(
+        CalculationFactory("core.shell"),
+        command=orm.Str("wc -w < data; echo 7 > out.txt"),
+        files={"data": orm.SinglefileData(b"1 2 3\n", "in.txt")},
+        outputs=orm.List(["out.txt"]),
+    )
+    target = tmp_path / "job"
+    ok(run_cli("-p", "test", "process", "dump", str(job.pk), "-o", str(target)))
+    assert (target / "inputs" / "files__data" / "in.txt").read_bytes() == b"1 2 3\n"
+    assert (target / "outputs" / "files__out_txt" / "out.txt").read_text() == "7\n"
+    rerun = tmp_path / "rerun"
+    rerun.mkdir()
+    for path in (target / "job").iterdir():
+        (rerun / path.name).write_bytes(path.read_bytes())
+    (rerun / "data").write_bytes((target / "inputs" / "files__data" / "in.txt").read_bytes())
+    subprocess.run(["bash", "_veglia_submit.sh"], cwd=rerun, check=True, timeout=60)
+    assert (rerun / "stdout").read_text() == (target / "retrieved" / "stdout").read_text() == "3\n"
+
+    # A non-empty folder is kept, unless --overwrite and it holds an earlier dump.
+    (target / "mine.txt").write_text("notes")
+    again = run_cli("-p", "test", "process", "dump", str(job.pk), "-o", str(target))
+    assert again.exit_code == 3 and f"The folder {target} is not empty" in again.stderr
+    assert "--overwrite" in again.stderr and (target / "mine.txt").exists()
+    ok(run_cli("-p", "test", "process", "dump", str(job.pk), "-o", str(target), "--overwrite"))
+    assert not (target / "mine.txt").exists() and (target / "README.md").exists()
+    refused = run_cli("-p", "test", "process", "dump", str(job.pk), "-o", str(rerun), "--overwrite")
+    assert refused.exit_code == 3 and "holds no earlier dump" in refused.stderr
+    assert (rerun / "data").exists()

@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from veglia.cli.cmd_process_control import PROCESS_COMMANDS
+from veglia.cli.cmd_process_dump import process_dump_command
 from veglia.cli.cmd_process_status import process_status_command
 from veglia.cli.output import console, echo_warning, print_table, raw_option
 from veglia.cli.state import CliState, pass_state
@@ -551,7 +552,8 @@ def process_watch(state: CliState, identifier: str, interval: float, timeout: fl
         raise click.exceptions.Exit(130) from None
 
 
-for _command in [*PROCESS_COMMANDS, process_status_command]:  # kill, ..., repair; status
+# kill, pause, play, unblock, repair; status, dump
+for _command in [*PROCESS_COMMANDS, process_status_command, process_dump_command]:
     process_group.add_command(_command)
 
 COMMANDS = [process_group]
