@@ -5,6 +5,7 @@ tree (``process status``), a dump to a folder (``process dump``), what a calcula
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 
 import pytest
@@ -231,3 +232,48 @@ def test_process_dump_writes_a_workflow_and_its_jobs_to_rerun_by_hand(
     refused = run_cli("-p", "test", "process", "dump", str(job.pk), "-o", str(rerun), "--overwrite")
     assert refused.exit_code == 3 and "holds no earlier dump" in refused.stderr
     assert (rerun / "data").exists()
+
+
+# -- plugin show -----------------------------------------------------------------------------------
+def _table_row(text: str, first: str) -> list[str]:
+    """The cells of the table row starting with ``first`` (two or more spaces apart)."""
+    line = next(line for line in text.splitlines() if line.startswith(f"{first} "))
+    return re.split(r"\s{2,}", line.strip())
+
+
+def test_plugin_show_lists_inputs_outputs_and_exit_codes_of_a_calculation(run_cli):
+    shown = ok(run_cli("plugin", "show", "calculations", "core.shell")).stdout
+    assert shown.startswith("core.shell  (veglia.calculations)\n")
+    assert "Run a shell command line" in shown and "signature:" not in shown
+    assert _table_row(shown, "Inputs") == ["Inputs", "Type", "Required", "Help"]
+    assert _table_row(shown, "command") == [
+        "command", "Str", "no", "A bash command line (when there is no code)."
+    ]  # fmt: skip
+    assert _table_row(shown, "files") == [
+        "files",
+        "namespace of SinglefileData | FolderData, any names",
+        "no",
+        "Files copied into the work dir.",
+    ]
+    assert _table_row(shown, "metadata.options.max_wallclock_seconds") == [
+        "metadata.options.max_wallclock_seconds", "int", "no", "Wall time the job may run."
+    ]  # fmt: skip
+    assert _table_row(shown, "stdout") == ["stdout", "SinglefileData", "no"]
+    assert _table_row(shown, "400") == [
+        "400", "ERROR_NONZERO_EXIT_STATUS", "The command exited with status {status}."
+    ]  # fmt: skip
+    assert _table_row(shown, "100")[1] == "ERROR_NO_RETRIEVED_FILES"  # the CalcJob's own
+
+    added = ok(run_cli("plugin", "show", "calculations", "core.arithmetic.add")).stdout
+    inputs = [line.split()[0] for line in added.split("Inputs")[1].splitlines()[1:6]]
+    assert inputs[:2] == ["x", "y"]  # required first
+    assert _table_row(added, "x") == ["x", "Int | Float", "yes"]
+    assert _table_row(added, "sum") == ["sum", "Int | Float", "yes"]
+
+    restart = ok(run_cli("plugin", "show", "workflows", "core.restart")).stdout
+    assert _table_row(restart, "job") == [
+        "job", "namespace, any names", "yes", "The inputs of the calc job."
+    ]  # fmt: skip
+    assert "Outputs: none" in restart and _table_row(restart, "401")[1] == "ERROR_MAX_ATTEMPTS"
+    scheduler = ok(run_cli("plugin", "show", "schedulers", "core.direct")).stdout
+    assert "signature: core.direct" in scheduler and "Inputs" not in scheduler
