@@ -9,8 +9,10 @@ import re
 import subprocess
 
 import pytest
+from click.shell_completion import ShellComplete
 
 from veglia import engine, orm
+from veglia.cli.main import cli
 from veglia.entry_points import CalculationFactory
 from veglia.orm import queries
 from veglia.orm.attributes import CALL_KEY, PAUSED, PAUSED_REASON
@@ -277,3 +279,60 @@ def test_plugin_show_lists_inputs_outputs_and_exit_codes_of_a_calculation(run_cl
     assert "Outputs: none" in restart and _table_row(restart, "401")[1] == "ERROR_MAX_ATTEMPTS"
     scheduler = ok(run_cli("plugin", "show", "schedulers", "core.direct")).stdout
     assert "signature: core.direct" in scheduler and "Inputs" not in scheduler
+
+
+# -- shell completion ------------------------------------------------------------------------------
+def _offered(*words: str) -> list[tuple[str, str | None]]:
+    """What <TAB> offers after ``veglia WORDS...`` (the last word being typed), as click's
+    shell completion asks the CLI."""
+    *args, incomplete = words
+    complete = ShellComplete(cli, {}, "veglia", "_VEGLIA_COMPLETE")
+    return [(item.value, item.help) for item in complete.get_completions(args, incomplete)]
+
+
+def test_completion_offers_recent_process_pks_nodes_computers_codes_and_plugins(made):
+    workflow, scf1, scf2, inner, failed, paused = made
+    processes = [paused, failed, inner, scf2, scf1, workflow]  # newest first
+    data = orm.Int(5).store()
+    offered = _offered("process", "show", "")
+    assert [value for value, _ in offered] == [str(p.pk) for p in processes]
+    assert dict(offered)[str(paused.pk)] == "core.shell 'Bands' waiting"
+    assert dict(offered)[str(failed.pk)] == "core.shell 'relax_ge' finished [410]"
+    assert dict(offered)[str(workflow.pk)] == "demo.wf 'relax_si' finished [0]"
+    # The digits typed so far: every PK starting with them, however old.
+    typed = str(scf1.pk)
+    assert [v for v, _ in _offered("process", "show", typed)] == [typed]
+    assert _offered("process", "show", "x") == [] and _offered("process", "show", "999") == []
+    for command in (("process", "status"), ("process", "dump"), ("process", "kill")):
+        assert [v for v, _ in _offered(*command, "")] == [str(p.pk) for p in processes]
+    assert _offered("process", "report", str(workflow.pk), "")[0][0] == str(paused.pk)
+    calcjobs = [v for v, _ in _offered("calcjob", "res", "")]
+    assert calcjobs == [str(p.pk) for p in (paused, failed, inner, scf1)]  # no workflow
+    assert _offered("node", "show", "")[0] == (str(data.pk), "data.int")
+    assert _offered("-p", "test", "process", "watch", "")[0][0] == str(paused.pk)
+    assert _offered("-p", "nope", "process", "show", "") == []  # no such profile: nothing
+
+    orm.Code(label="echo", computer=orm.load_computer("localhost"), executable="/bin/echo").store()
+    assert _offered("computer", "show", "") == [("localhost", "localhost")]
+    assert _offered("computer", "test", "x") == []
+    assert _offered("code", "show", "") == [("echo@localhost", "/bin/echo")]
+    assert _offered("code", "create", "--computer", "lo") == [("localhost", "localhost")]
+    assert [v for v, _ in _offered("plugin", "show", "calculations", "")] == [
+        "core.arithmetic.add",
+        "core.shell",
+    ]
+    assert _offered("plugin", "show", "workflows", "core.r")[0][0] == "core.restart"
+    assert [v for v, _ in _offered("monitor", "show", "core.w")] == ["core.walltime_guard"]
+    assert queries.recent_nodes("", node_type="process", limit=2) == [
+        (paused.pk, "process.calcjob", "Bands", "core.shell", "waiting", None),
+        (failed.pk, "process.calcjob", "relax_ge", "core.shell", "finished", 410),
+    ]
+
+
+def test_completion_through_the_shell_protocol(run_cli, made):
+    script = ok(run_cli("-p", "test", env={"_VEGLIA_COMPLETE": "bash_source"})).stdout
+    assert "complete -o nosort -F _veglia_completion veglia" in script
+    workflow = made[0]
+    typed = {"COMP_WORDS": f"veglia process show {workflow.pk}", "COMP_CWORD": "3"}
+    offered = run_cli(env={**typed, "_VEGLIA_COMPLETE": "bash_complete"})
+    assert ok(offered).stdout.splitlines()[0] == f"plain,{workflow.pk}"

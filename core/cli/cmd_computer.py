@@ -12,6 +12,7 @@ from typing import Any
 
 import click
 
+from veglia.cli.completion import complete_computer_labels
 from veglia.cli.output import console, echo_error, echo_info, echo_success, print_table, raw_option
 from veglia.cli.state import CliState, pass_state
 from veglia.config.values import format_queues, parse_queues
@@ -338,7 +339,7 @@ def _ask_auth(option: Any, current: Any) -> Any:
 
 
 @computer_group.command("configure", cls=_ConfigureCommand)
-@click.argument("label")
+@click.argument("label", shell_complete=complete_computer_labels)
 @click.option("-n", "--non-interactive", is_flag=True, help="Ask nothing; keep other values.")
 @pass_state
 def computer_configure(state: CliState, label: str, non_interactive: bool, **flags: Any) -> None:
@@ -416,7 +417,7 @@ def _list_jobs(transport: Any, scheduler: Any, user: str) -> str:
 
 
 @computer_group.command("test")
-@click.argument("label")
+@click.argument("label", shell_complete=complete_computer_labels)
 @pass_state
 def computer_test(state: CliState, label: str) -> int:
     """Connect to computer LABEL and check user, work dir and scheduler; ✔/✘ per check."""
@@ -471,7 +472,7 @@ def computer_list(state: CliState, raw: bool) -> None:
 
 
 @computer_group.command("show")
-@click.argument("label")
+@click.argument("label", shell_complete=complete_computer_labels)
 @pass_state
 def computer_show(state: CliState, label: str) -> None:
     """Show computer LABEL: its fields, properties and your connection options."""

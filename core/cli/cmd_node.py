@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from veglia.cli.cmd_process import format_state, format_time, relative_time
+from veglia.cli.completion import complete_calcjob_pks, complete_node_pks
 from veglia.cli.output import console, echo_success, echo_warning, print_table
 from veglia.cli.state import CliState, pass_state
 from veglia.exceptions import NotExistent
@@ -44,7 +45,9 @@ def node_group() -> None:
 
 
 @node_group.command("show")
-@click.argument("identifiers", nargs=-1, required=True, metavar="PK...")
+@click.argument(
+    "identifiers", nargs=-1, required=True, metavar="PK...", shell_complete=complete_node_pks
+)
 @pass_state
 def node_show(state: CliState, identifiers: tuple[str, ...]) -> None:
     """Show type, attributes, extras, files and links of each node PK (or UUID)."""
@@ -144,7 +147,7 @@ def graph_dot(pk: int, depth: int) -> str:
 
 
 @node_group.command("graph")
-@click.argument("identifier", metavar="PK")
+@click.argument("identifier", metavar="PK", shell_complete=complete_node_pks)
 @click.option(
     "-d", "--depth", type=click.IntRange(min=0), default=1, show_default=True, help="Link hops."
 )
@@ -214,7 +217,7 @@ def calcjob_group() -> None:
 
 
 @calcjob_group.command("outputcat")
-@click.argument("identifier", metavar="PK")
+@click.argument("identifier", metavar="PK", shell_complete=complete_calcjob_pks)
 @click.argument("path", required=False)
 @pass_state
 def calcjob_outputcat(state: CliState, identifier: str, path: str | None) -> None:
@@ -228,7 +231,7 @@ def calcjob_outputcat(state: CliState, identifier: str, path: str | None) -> Non
 
 
 @calcjob_group.command("inputcat")
-@click.argument("identifier", metavar="PK")
+@click.argument("identifier", metavar="PK", shell_complete=complete_calcjob_pks)
 @click.argument("path", required=False, default="_veglia_submit.sh")
 @pass_state
 def calcjob_inputcat(state: CliState, identifier: str, path: str) -> None:
@@ -238,7 +241,7 @@ def calcjob_inputcat(state: CliState, identifier: str, path: str) -> None:
 
 
 @calcjob_group.command("outputls")
-@click.argument("identifier", metavar="PK")
+@click.argument("identifier", metavar="PK", shell_complete=complete_calcjob_pks)
 @click.argument("path", required=False, default="")
 @click.option("-l", "--long", is_flag=True, help="Show sizes in bytes.")
 @pass_state
@@ -249,7 +252,7 @@ def calcjob_outputls(state: CliState, identifier: str, path: str, long: bool) ->
 
 
 @calcjob_group.command("inputls")
-@click.argument("identifier", metavar="PK")
+@click.argument("identifier", metavar="PK", shell_complete=complete_calcjob_pks)
 @click.argument("path", required=False, default="")
 @click.option("-l", "--long", is_flag=True, help="Show sizes in bytes.")
 @pass_state
@@ -260,7 +263,7 @@ def calcjob_inputls(state: CliState, identifier: str, path: str, long: bool) -> 
 
 
 @calcjob_group.command("res")
-@click.argument("identifier", metavar="PK")
+@click.argument("identifier", metavar="PK", shell_complete=complete_calcjob_pks)
 @click.option("-k", "--key", "keys", multiple=True, help="Only this output label (repeatable).")
 @pass_state
 def calcjob_res(state: CliState, identifier: str, keys: tuple[str, ...]) -> None:
@@ -282,7 +285,7 @@ def calcjob_res(state: CliState, identifier: str, keys: tuple[str, ...]) -> None
 
 
 @calcjob_group.command("gotocomputer")
-@click.argument("identifier", metavar="PK")
+@click.argument("identifier", metavar="PK", shell_complete=complete_calcjob_pks)
 @click.option("--exec", "run", is_flag=True, help="Open the shell instead of printing how.")
 @pass_state
 def calcjob_gotocomputer(state: CliState, identifier: str, run: bool) -> None:

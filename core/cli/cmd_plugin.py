@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from veglia.cli.completion import complete_entry_points
 from veglia.cli.output import console, print_table, raw_option
 from veglia.entry_points import GROUPS, get_entry_points, group_name, load_entry_point
 
@@ -98,7 +99,7 @@ def _show_spec(process_class: Any) -> None:
 
 @plugin_group.command("show")
 @click.argument("group", type=click.Choice(sorted(GROUPS)))
-@click.argument("name")
+@click.argument("name", shell_complete=complete_entry_points())
 def plugin_show(group: str, name: str) -> None:
     """Show the documentation and signature of plugin NAME in GROUP; for a calculation or
     a workflow, its inputs (type, required, help), outputs and exit codes."""

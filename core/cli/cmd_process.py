@@ -13,6 +13,7 @@ import click
 from veglia.cli.cmd_process_control import PROCESS_COMMANDS
 from veglia.cli.cmd_process_dump import process_dump_command
 from veglia.cli.cmd_process_status import process_status_command
+from veglia.cli.completion import complete_process_pks
 from veglia.cli.output import console, echo_warning, print_table, raw_option
 from veglia.cli.state import CliState, pass_state
 from veglia.engine.progress import format_seconds, workflow_progress
@@ -467,7 +468,9 @@ def show_process(node: ProcessNode, log_lines: int) -> None:
 
 
 @process_group.command("show")
-@click.argument("identifiers", nargs=-1, required=True, metavar="PK...")
+@click.argument(
+    "identifiers", nargs=-1, required=True, metavar="PK...", shell_complete=complete_process_pks
+)
 @click.option("--log-lines", type=click.IntRange(min=0), default=10, show_default=True)
 @pass_state
 def process_show(state: CliState, identifiers: tuple[str, ...], log_lines: int) -> None:
@@ -481,7 +484,9 @@ def process_show(state: CliState, identifiers: tuple[str, ...], log_lines: int) 
 
 
 @process_group.command("report")
-@click.argument("identifiers", nargs=-1, required=True, metavar="PK...")
+@click.argument(
+    "identifiers", nargs=-1, required=True, metavar="PK...", shell_complete=complete_process_pks
+)
 @click.option("-l", "--levelname", help="Only messages of this level (REPORT, ERROR, ...).")
 @click.option("-m", "--max-depth", type=click.IntRange(min=0), help="Depth of called processes.")
 @pass_state
@@ -506,7 +511,7 @@ def process_report(
 
 
 @process_group.command("watch")
-@click.argument("identifier", metavar="PK")
+@click.argument("identifier", metavar="PK", shell_complete=complete_process_pks)
 @click.option("--interval", type=click.FloatRange(min=0.05), default=0.5, show_default=True)
 @click.option(
     "--timeout",

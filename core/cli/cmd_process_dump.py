@@ -12,6 +12,7 @@ from typing import Any
 
 import click
 
+from veglia.cli.completion import complete_process_pks
 from veglia.cli.output import echo_success
 from veglia.cli.state import CliState, pass_state
 from veglia.exceptions import InvalidOptionError
@@ -209,7 +210,7 @@ def _make_room(folder: Path, overwrite: bool) -> None:
 
 
 @click.command("dump")
-@click.argument("identifier", metavar="PK")
+@click.argument("identifier", metavar="PK", shell_complete=complete_process_pks)
 @click.option(
     "-o",
     "--output",

@@ -6,6 +6,7 @@ import click
 from rich.text import Text
 from rich.tree import Tree
 
+from veglia.cli.completion import complete_process_pks
 from veglia.cli.output import console
 from veglia.cli.state import CliState, pass_state
 from veglia.orm.attributes import PAUSED
@@ -56,7 +57,7 @@ def call_tree(pk: int, max_depth: int | None = None) -> Tree:
 
 
 @click.command("status")
-@click.argument("identifier", metavar="PK")
+@click.argument("identifier", metavar="PK", shell_complete=complete_process_pks)
 @click.option(
     "-m", "--max-depth", type=click.IntRange(min=0), help="Levels of called processes to show."
 )
