@@ -6,6 +6,7 @@ from typing import Any
 
 import click
 
+from veglia.cli.completion import complete_code_labels, complete_computer_labels
 from veglia.cli.output import echo_success, print_table, raw_option
 from veglia.cli.state import CliState, pass_state
 from veglia.engine.calcjob.history import MIN_SAMPLES, Distribution, code_usage
@@ -41,7 +42,13 @@ def _check_plugin(name: str | None) -> str | None:
 
 @code_group.command("create")
 @click.option("-L", "--label", required=True, help="Name of the code (unique on its computer).")
-@click.option("-Y", "--computer", required=True, help="Label of the computer it is on.")
+@click.option(
+    "-Y",
+    "--computer",
+    required=True,
+    help="Label of the computer it is on.",
+    shell_complete=complete_computer_labels,
+)
 @click.option("-X", "--executable", required=True, help="Absolute path of the executable there.")
 @click.option(
     "-P",
@@ -83,7 +90,12 @@ def code_create(
 
 
 @code_group.command("list")
-@click.option("-Y", "--computer", help="Only codes on this computer.")
+@click.option(
+    "-Y",
+    "--computer",
+    help="Only codes on this computer.",
+    shell_complete=complete_computer_labels,
+)
 @raw_option
 @pass_state
 def code_list(state: CliState, computer: str | None, raw: bool) -> None:
@@ -101,7 +113,7 @@ def code_list(state: CliState, computer: str | None, raw: bool) -> None:
 
 
 @code_group.command("show")
-@click.argument("identifier", metavar="LABEL@COMPUTER")
+@click.argument("identifier", metavar="LABEL@COMPUTER", shell_complete=complete_code_labels)
 @pass_state
 def code_show(state: CliState, identifier: str) -> None:
     """Show a code, by LABEL@COMPUTER, LABEL (when unique) or PK."""
@@ -127,7 +139,7 @@ COMMANDS = [code_group]
 
 
 @code_group.command("stats")
-@click.argument("identifier", metavar="LABEL")
+@click.argument("identifier", metavar="LABEL", shell_complete=complete_code_labels)
 @raw_option
 @pass_state
 def code_stats(state: CliState, identifier: str, raw: bool) -> None:

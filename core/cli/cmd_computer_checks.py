@@ -12,6 +12,7 @@ from typing import Any
 
 import click
 
+from veglia.cli.completion import complete_computer_labels
 from veglia.cli.output import console, echo_success
 from veglia.cli.state import CliState, pass_state
 from veglia.exceptions import ConfigurationError, VegliaError
@@ -63,7 +64,7 @@ def _list_jobs(transport: Any, scheduler: Any, user: str) -> str:
 
 
 @click.command("test")
-@click.argument("label")
+@click.argument("label", shell_complete=complete_computer_labels)
 @pass_state
 def computer_test(state: CliState, label: str) -> int:
     """Connect to computer LABEL and check user, work dir and scheduler; ✔/✘ per check."""

@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from veglia.cli.cmd_computer_setup import parse_yes_no, shown
+from veglia.cli.completion import complete_computer_labels
 from veglia.cli.output import echo_error, echo_info, echo_success
 from veglia.cli.state import CliState, pass_state
 from veglia.entry_points import TransportFactory, get_entry_points
@@ -85,7 +86,7 @@ def _ask_auth(option: Any, current: Any) -> Any:
 
 
 @click.command("configure", cls=_ConfigureCommand)
-@click.argument("label")
+@click.argument("label", shell_complete=complete_computer_labels)
 @click.option("-n", "--non-interactive", is_flag=True, help="Ask nothing; keep other values.")
 @pass_state
 def computer_configure(state: CliState, label: str, non_interactive: bool, **flags: Any) -> None:

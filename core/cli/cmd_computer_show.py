@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from veglia.cli.cmd_computer_setup import shown
+from veglia.cli.completion import complete_computer_labels
 from veglia.cli.output import console, print_table, raw_option
 from veglia.cli.state import CliState, pass_state
 from veglia.exceptions import ConfigurationError
@@ -33,7 +34,7 @@ def computer_list(state: CliState, raw: bool) -> None:
 
 
 @click.command("show")
-@click.argument("label")
+@click.argument("label", shell_complete=complete_computer_labels)
 @pass_state
 def computer_show(state: CliState, label: str) -> None:
     """Show computer LABEL: its fields, properties and your connection options."""

@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from veglia.cli.completion import complete_entry_points
 from veglia.cli.output import console, print_table, raw_option
 from veglia.entry_points import get_entry_points, load_entry_point
 
@@ -43,7 +44,7 @@ def monitor_list(raw: bool) -> None:
 
 
 @monitor_group.command("show")
-@click.argument("name")
+@click.argument("name", shell_complete=complete_entry_points("monitors"))
 def monitor_show(name: str) -> None:
     """Show the documentation and signature of monitor NAME."""
     function = load_entry_point("monitors", name)

@@ -13,6 +13,7 @@ import click
 from veglia.cli.cmd_calcjob_clean import calcjob_cleanworkdir
 from veglia.cli.cmd_node_delete import node_delete
 from veglia.cli.cmd_node_repo import print_content, print_listing, repo_group
+from veglia.cli.completion import complete_calcjob_pks, complete_node_pks
 from veglia.cli.graph_image import render_image
 from veglia.cli.output import console, echo_success, echo_warning, print_table
 from veglia.cli.process_format import format_state, format_time, relative_time
@@ -52,7 +53,9 @@ def node_group() -> None:
 
 
 @node_group.command("show")
-@click.argument("identifiers", nargs=-1, required=True, metavar="PK...")
+@click.argument(
+    "identifiers", nargs=-1, required=True, metavar="PK...", shell_complete=complete_node_pks
+)
 @pass_state
 def node_show(state: CliState, identifiers: tuple[str, ...]) -> None:
     """Show type, attributes, extras, files and links of each node PK (or UUID)."""
@@ -152,7 +155,7 @@ def graph_dot(pk: int, depth: int) -> str:
 
 
 @node_group.command("graph")
-@click.argument("identifier", metavar="PK")
+@click.argument("identifier", metavar="PK", shell_complete=complete_node_pks)
 @click.option(
     "-d", "--depth", type=click.IntRange(min=0), default=1, show_default=True, help="Link hops."
 )
@@ -230,7 +233,7 @@ def calcjob_group() -> None:
 
 
 @calcjob_group.command("outputcat")
-@click.argument("identifier", metavar="PK")
+@click.argument("identifier", metavar="PK", shell_complete=complete_calcjob_pks)
 @click.argument("path", required=False)
 @pass_state
 def calcjob_outputcat(state: CliState, identifier: str, path: str | None) -> None:
@@ -244,7 +247,7 @@ def calcjob_outputcat(state: CliState, identifier: str, path: str | None) -> Non
 
 
 @calcjob_group.command("inputcat")
-@click.argument("identifier", metavar="PK")
+@click.argument("identifier", metavar="PK", shell_complete=complete_calcjob_pks)
 @click.argument("path", required=False, default="_veglia_submit.sh")
 @pass_state
 def calcjob_inputcat(state: CliState, identifier: str, path: str) -> None:
@@ -255,7 +258,7 @@ def calcjob_inputcat(state: CliState, identifier: str, path: str) -> None:
 
 
 @calcjob_group.command("outputls")
-@click.argument("identifier", metavar="PK")
+@click.argument("identifier", metavar="PK", shell_complete=complete_calcjob_pks)
 @click.argument("path", required=False, default="")
 @click.option("-l", "--long", is_flag=True, help="Show sizes in bytes.")
 @pass_state
@@ -269,7 +272,7 @@ def calcjob_outputls(state: CliState, identifier: str, path: str, long: bool) ->
 
 
 @calcjob_group.command("inputls")
-@click.argument("identifier", metavar="PK")
+@click.argument("identifier", metavar="PK", shell_complete=complete_calcjob_pks)
 @click.argument("path", required=False, default="")
 @click.option("-l", "--long", is_flag=True, help="Show sizes in bytes.")
 @pass_state
@@ -282,7 +285,7 @@ def calcjob_inputls(state: CliState, identifier: str, path: str, long: bool) -> 
 
 
 @calcjob_group.command("res")
-@click.argument("identifier", metavar="PK")
+@click.argument("identifier", metavar="PK", shell_complete=complete_calcjob_pks)
 @click.option("-k", "--key", "keys", multiple=True, help="Only this output label (repeatable).")
 @pass_state
 def calcjob_res(state: CliState, identifier: str, keys: tuple[str, ...]) -> None:
@@ -304,7 +307,7 @@ def calcjob_res(state: CliState, identifier: str, keys: tuple[str, ...]) -> None
 
 
 @calcjob_group.command("gotocomputer")
-@click.argument("identifier", metavar="PK")
+@click.argument("identifier", metavar="PK", shell_complete=complete_calcjob_pks)
 @click.option("--exec", "run", is_flag=True, help="Open the shell instead of printing how.")
 @pass_state
 def calcjob_gotocomputer(state: CliState, identifier: str, run: bool) -> None:

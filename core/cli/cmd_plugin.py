@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import inspect
+from collections.abc import Iterator, Mapping
 from importlib.metadata import EntryPoint
 from typing import Any
 
 import click
 
+from veglia.cli.completion import complete_entry_points
 from veglia.cli.output import console, print_table, raw_option
 from veglia.entry_points import GROUPS, get_entry_points, group_name, load_entry_point
 
@@ -50,23 +52,72 @@ def _signature(obj: Any) -> str:
         return ""
 
 
+def _type_name(valid_type: Any) -> str:
+    if valid_type is None:
+        return "any"
+    if isinstance(valid_type, tuple):
+        return " | ".join(_type_name(one) for one in valid_type)
+    return getattr(valid_type, "__name__", str(valid_type))
+
+
+def _ports(namespace: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str, str, Any]]:
+    """(dotted name, type, port) of every port; a namespace's own row when it takes any
+    names (``files``: namespace of SinglefileData, any names), else its ports'."""
+    for name, port in namespace.items():
+        full = f"{prefix}{name}"
+        if not isinstance(port, Mapping):
+            yield full, _type_name(port.valid_type), port
+        elif port.dynamic or not port:
+            of = f" of {_type_name(port.valid_type)}" if port.valid_type is not None else ""
+            yield full, f"namespace{of}, any names", port
+        else:
+            yield from _ports(port, f"{full}.")
+
+
+def _show_spec(process_class: Any) -> None:
+    """The inputs (required first; ``metadata.*``, the run's settings, last), outputs and
+    exit codes of a calculation or workflow class."""
+    spec = process_class.spec()
+    inputs = sorted(
+        _ports(spec.inputs),
+        key=lambda item: (item[0].startswith("metadata."), not item[2].required),
+    )
+    for title, ports in (("Inputs", inputs), ("Outputs", list(_ports(spec.outputs)))):
+        console.print("")
+        rows = [(name, kind, port.required, port.help or "") for name, kind, port in ports]
+        if rows:
+            print_table((title, "Type", "Required", "Help"), rows)
+        else:
+            console.print(f"{title}: none")
+    codes = [(c.status, c.label, c.message) for c in spec.exit_codes.values()]
+    console.print("")
+    if codes:
+        print_table(("Exit code", "Label", "Message"), sorted(codes))
+    else:
+        console.print("Exit codes: none besides 0")
+
+
 @plugin_group.command("show")
 @click.argument("group", type=click.Choice(sorted(GROUPS)))
-@click.argument("name")
+@click.argument("name", shell_complete=complete_entry_points())
 def plugin_show(group: str, name: str) -> None:
-    """Show the documentation and signature of plugin NAME in GROUP."""
+    """Show the documentation and signature of plugin NAME in GROUP; for a calculation or
+    a workflow, its inputs (type, required, help), outputs and exit codes."""
     obj = load_entry_point(group, name)
     entry_point = next(ep for ep in get_entry_points(group) if ep.name == name)
     console.print(f"[bold]{name}[/bold]  ({group_name(group)})")
     console.print(f"object:  {entry_point.value}")
     console.print(f"package: {_distribution(entry_point)}")
+    is_process = group in ("calculations", "workflows") and callable(getattr(obj, "spec", None))
     if inspect.ismodule(obj):
         hooks = sorted(n for n, v in vars(obj).items() if callable(v) and hasattr(v, "veglia_impl"))
         console.print(f"hooks:   {', '.join(hooks) or 'none'}")
-    else:
+    elif not is_process:
         console.print(f"signature: {name}{_signature(obj)}")
     console.print("")
     console.print(inspect.getdoc(obj) or "(no documentation)", markup=False)
+    if is_process:
+        _show_spec(obj)
 
 
 COMMANDS = [plugin_group]

@@ -10,6 +10,9 @@ from typing import Any
 import click
 
 from veglia.cli.cmd_process_control import PROCESS_COMMANDS
+from veglia.cli.cmd_process_dump import process_dump_command
+from veglia.cli.cmd_process_status import process_status_command
+from veglia.cli.completion import complete_process_pks
 from veglia.cli.output import console, print_table, raw_option
 from veglia.cli.process_format import (
     format_state,
@@ -21,14 +24,28 @@ from veglia.cli.process_format import (
 from veglia.cli.process_show import show_process
 from veglia.cli.state import CliState, pass_state
 from veglia.exceptions import InvalidOptionError, NotExistent, WatchTimeout
-from veglia.orm.attributes import GPU_METRICS, JOB_ID, PAUSED, SCHEDULER_STATE
+from veglia.orm.attributes import (
+    GPU_METRICS,
+    JOB_ID,
+    PAUSED,
+    SCHEDULER_STATE,
+)
 from veglia.orm.groups import in_group
 from veglia.orm.nodes import as_utc as aware
 from veglia.orm.nodes import load_node
 from veglia.orm.process_nodes import ProcessNode
-from veglia.orm.queries import ACTIVE_STATES, ProcessRow, list_processes, logs_after, node_mtime
+from veglia.orm.queries import (
+    ACTIVE_STATES,
+    ORDER_BY,
+    ProcessRow,
+    list_processes,
+    logs_after,
+    node_mtime,
+)
 
 PROCESS_STATES = ("created", "running", "waiting", "finished", "excepted", "killed")
+#: Longest status text in ``process list`` (``process show`` has all of it).
+STATUS_WIDTH = 40
 
 
 def load_process(identifier: str) -> ProcessNode:
@@ -74,7 +91,11 @@ PROCESS_LIST_COLUMNS: dict[str, ListColumn] = {
         lambda r: format_state(r.process_state, r.exit_status, bool(r.attributes.get(PAUSED))),
     ),
     "process_state": ListColumn("Process state", lambda r: r.process_state),
-    "status": ListColumn("Status", lambda r: process_status(r.process_state, r.attributes)),
+    "status": ListColumn(
+        "Status",
+        lambda r: shorten(process_status(r.process_state, r.attributes)),
+        lambda r: process_status(r.process_state, r.attributes),
+    ),
     "exit_status": ListColumn("Exit", lambda r: r.exit_status),
     "exit_message": ListColumn("Exit message", lambda r: r.exit_message),
     "computer": ListColumn("Computer", lambda r: r.computer),
@@ -111,6 +132,19 @@ def as_tree(rows: list[ProcessRow]) -> Iterator[tuple[ProcessRow, int]]:
             yield from walk(row, 0)
 
 
+def shorten(text: str, width: int = STATUS_WIDTH) -> str:
+    """``text`` cut to ``width`` characters, ending in '…' when cut."""
+    return text if len(text) <= width else text[: width - 1].rstrip() + "…"
+
+
+def nothing_listed(states: tuple[str, ...] | None, filtered: bool) -> str:
+    """What ``process list`` says instead of an empty table."""
+    if states != ACTIVE_STATES:
+        return "No process matches."
+    what = "No active process matches" if filtered else "Nothing active"
+    return f"{what}; use -a to list finished processes too."
+
+
 def parse_projection(values: tuple[str, ...]) -> list[str]:
     names = [name.strip() for value in values for name in value.split(",") if name.strip()]
     unknown = [name for name in names if name not in PROCESS_LIST_COLUMNS]
@@ -144,7 +178,36 @@ def process_group() -> None:
     type=click.IntRange(min=0),
     help="Only processes created in the last N days.",
 )
-@click.option("-l", "--limit", type=click.IntRange(min=1), help="Only the N most recent.")
+@click.option(
+    "-l",
+    "--limit",
+    type=click.IntRange(min=1),
+    help="Only the N with the highest --order-by key (by default the N most recent).",
+)
+@click.option(
+    "-E", "--exit-status", type=int, help="Only finished with this exit status; implies --all."
+)
+@click.option(
+    "-L",
+    "--label",
+    help="Only those whose label holds this text, or matches this glob (* and ?); any case.",
+)
+@click.option(
+    "-O",
+    "--order-by",
+    type=click.Choice(list(ORDER_BY)),
+    default="ctime",
+    show_default=True,
+    help="Order by this (callers keep their called processes under them).",
+)
+@click.option(
+    "-D",
+    "--order-direction",
+    type=click.Choice(["asc", "desc"]),
+    default="asc",
+    show_default=True,
+    help="Ascending (oldest first, by default) or descending.",
+)
 @click.option("-G", "--group", "group", metavar="GROUP", help="Only processes in this group.")
 @click.option(
     "-P",
@@ -164,15 +227,33 @@ def process_list(
     past_days: int | None,
     limit: int | None,
     group: str | None,
+    exit_status: int | None,
+    label: str | None,
+    order_by: str,
+    order_direction: str,
     project: tuple[str, ...],
     raw: bool,
 ) -> None:
     """List active processes (created, running, waiting); -a for all."""
     names = parse_projection(project)
     state.profile  # noqa: B018 -- load the chosen profile
-    chosen = states or (None if show_all or failed else ACTIVE_STATES)
-    rows = list_processes(chosen, failed=failed, past_days=past_days, limit=limit)
+    every = show_all or failed or exit_status is not None
+    chosen = states or (None if every else ACTIVE_STATES)
+    rows = list_processes(
+        chosen,
+        failed=failed,
+        past_days=past_days,
+        limit=limit,
+        label_pattern=label,
+        exit_status=exit_status,
+        order_by=order_by,
+        descending=order_direction == "desc",
+    )
     rows = in_group(rows, group)
+    if not rows and not raw:
+        filtered = bool(label or group or past_days is not None)
+        console.print(nothing_listed(chosen, filtered=filtered))
+        return
     tree_column = names.index("process_type") if "process_type" in names else 0
     table = []
     for row, depth in as_tree(rows):
@@ -185,7 +266,9 @@ def process_list(
 
 
 @process_group.command("show")
-@click.argument("identifiers", nargs=-1, required=True, metavar="PK...")
+@click.argument(
+    "identifiers", nargs=-1, required=True, metavar="PK...", shell_complete=complete_process_pks
+)
 @click.option("--log-lines", type=click.IntRange(min=0), default=10, show_default=True)
 @pass_state
 def process_show(state: CliState, identifiers: tuple[str, ...], log_lines: int) -> None:
@@ -199,7 +282,9 @@ def process_show(state: CliState, identifiers: tuple[str, ...], log_lines: int) 
 
 
 @process_group.command("report")
-@click.argument("identifiers", nargs=-1, required=True, metavar="PK...")
+@click.argument(
+    "identifiers", nargs=-1, required=True, metavar="PK...", shell_complete=complete_process_pks
+)
 @click.option("-l", "--levelname", help="Only messages of this level (REPORT, ERROR, ...).")
 @click.option("-m", "--max-depth", type=click.IntRange(min=0), help="Depth of called processes.")
 @pass_state
@@ -224,7 +309,7 @@ def process_report(
 
 
 @process_group.command("watch")
-@click.argument("identifier", metavar="PK")
+@click.argument("identifier", metavar="PK", shell_complete=complete_process_pks)
 @click.option("--interval", type=click.FloatRange(min=0.05), default=0.5, show_default=True)
 @click.option(
     "--timeout",
@@ -270,7 +355,8 @@ def process_watch(state: CliState, identifier: str, interval: float, timeout: fl
         raise click.exceptions.Exit(130) from None
 
 
-for _command in PROCESS_COMMANDS:  # kill, pause, play, unblock, repair
+# kill, pause, play, unblock, repair; status, dump
+for _command in [*PROCESS_COMMANDS, process_status_command, process_dump_command]:
     process_group.add_command(_command)
 
 COMMANDS = [process_group]

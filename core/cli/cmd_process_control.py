@@ -6,6 +6,7 @@ from typing import Any
 
 import click
 
+from veglia.cli.completion import complete_process_pks
 from veglia.cli.output import echo_success, echo_warning
 from veglia.cli.state import CliState, pass_state
 from veglia.exceptions import VegliaError
@@ -46,7 +47,7 @@ def _control(
 
 def _control_command(action: str, help_text: str) -> click.Command:
     @click.command(action, help=help_text)
-    @click.argument("pks", nargs=-1, type=int)
+    @click.argument("pks", nargs=-1, type=int, shell_complete=complete_process_pks)
     @click.option("-a", "--all", "everything", is_flag=True, help=f"{action} every one.")
     @click.option("-m", "--message", default="", help="Reason, recorded on the node.")
     @click.option("-t", "--timeout", default=60.0, show_default=True, help="Seconds to wait.")
@@ -83,7 +84,7 @@ def _option_value(text: str) -> tuple[str, Any]:
 
 
 @click.command("unblock")
-@click.argument("pks", nargs=-1, type=int)
+@click.argument("pks", nargs=-1, type=int, shell_complete=complete_process_pks)
 @click.option("-a", "--all", "everything", is_flag=True, help="Every blocked process.")
 @click.option(
     "-o",

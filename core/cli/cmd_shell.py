@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from veglia import engine, orm
+from veglia.cli.completion import complete_computer_labels
 from veglia.cli.output import echo_info, echo_success
 from veglia.cli.state import CliState, pass_state
 from veglia.entry_points import CalculationFactory
@@ -15,7 +16,12 @@ from veglia.entry_points import CalculationFactory
 
 @click.command("shell")
 @click.argument("command")
-@click.option("-c", "--computer", help="Computer label (default: the computer.default option).")
+@click.option(
+    "-c",
+    "--computer",
+    help="Computer label (default: the computer.default option).",
+    shell_complete=complete_computer_labels,
+)
 @click.option(
     "-f",
     "--file",

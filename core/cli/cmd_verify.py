@@ -8,6 +8,7 @@ import sys
 import click
 
 from veglia import engine
+from veglia.cli.completion import complete_node_pks
 from veglia.cli.output import console
 from veglia.cli.state import CliState, pass_state
 from veglia.engine.rerun import builder_from_node
@@ -56,7 +57,7 @@ def _rerun(producers: dict[int, list[int]], bad_blobs: set[str]) -> int:
 
 
 @click.command("verify")
-@click.argument("pks", nargs=-1, type=int)
+@click.argument("pks", nargs=-1, type=int, shell_complete=complete_node_pks)
 @click.option(
     "--rerun/--no-rerun",
     default=None,

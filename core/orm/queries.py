@@ -21,12 +21,14 @@ from veglia.storage.models import AuthInfo, Computer, Link, Log, Node, Repositor
 
 __all__ = [
     "ACTIVE_STATES",
+    "ORDER_BY",
     "ProcessRow",
     "active_process_pks",
     "configured_computer_pks",
     "created_or_returned",
     "creating_calcjobs",
     "has_attribute",
+    "label_condition",
     "links_of",
     "list_processes",
     "logs_after",
@@ -34,11 +36,14 @@ __all__ = [
     "node_pks",
     "process_tree",
     "provenance_around",
+    "recent_nodes",
     "repository_files",
 ]
 
 #: The states of a process that has not ended.
 ACTIVE_STATES = ("created", "running", "waiting")
+#: What :func:`list_processes` can order by -> the column.
+ORDER_BY = {"pk": "id", "ctime": "ctime", "mtime": "mtime", "label": "label"}
 
 
 def has_attribute(key: str) -> Any:
@@ -104,17 +109,28 @@ def list_processes(
     limit: int | None = None,
     process_type: str | None = None,
     label: str | None = None,
+    label_pattern: str | None = None,
+    exit_status: int | None = None,
+    pks: Iterable[int] | None = None,
+    order_by: str = "ctime",
+    descending: bool = False,
 ) -> list[ProcessRow]:
-    """Processes in one query, oldest first (the ``limit`` most recent when given): those
-    in ``states``, finished with a non-zero exit status (``failed``), created in the last
-    ``past_days`` days, of a ``process_type``, with a ``label``, as asked."""
+    """Processes in one query, by ``order_by`` (one of :data:`ORDER_BY`), ascending unless
+    ``descending``; with a ``limit``, the ``limit`` greatest by that key (the most recent by
+    default). Only those in ``states``, finished with a non-zero exit status (``failed``),
+    created in the last ``past_days`` days, of a ``process_type``, with a ``label``, a label
+    matching ``label_pattern`` (see :func:`label_condition`), an ``exit_status``, among
+    ``pks``, as asked."""
+    if order_by not in ORDER_BY:
+        raise ValueError(f"order_by must be one of {', '.join(ORDER_BY)}, not {order_by!r}")
+    key = getattr(Node, ORDER_BY[order_by])
     call = aliased(Link)
     query = (
         sa.select(*(getattr(Node, name) for name in _ROW_COLUMNS), Computer.label, call.input_id)
         .outerjoin(Computer, Computer.id == Node.computer_id)
         .outerjoin(call, sa.and_(call.output_id == Node.id, call.link_type == "call"))
         .where(sa.or_(Node.node_type == "process", Node.node_type.like("process.%")))
-        .order_by(Node.ctime.desc(), Node.id.desc())
+        .order_by(key.desc(), Node.id.desc())
     )
     if states:
         query = query.where(Node.process_state.in_(tuple(states)))
@@ -126,14 +142,53 @@ def list_processes(
         query = query.where(Node.process_type == process_type)
     if label is not None:
         query = query.where(Node.label == label)
+    if label_pattern is not None:
+        query = query.where(label_condition(label_pattern))
+    if exit_status is not None:
+        query = query.where(Node.exit_status == exit_status)
+    if pks is not None:
+        query = query.where(Node.id.in_(set(pks)))
     if limit is not None:
         query = query.limit(limit)
     with get_storage().session() as session:
         rows = session.execute(query).all()
     seen: dict[int, ProcessRow] = {}
-    for row in reversed(rows):
+    for row in rows if descending else reversed(rows):
         seen.setdefault(row[0], ProcessRow(*row[:10], row[10] or {}, row[11], row[12]))
     return list(seen.values())
+
+
+def label_condition(pattern: str) -> Any:
+    """A condition on ``Node``: the label holds ``pattern``, or matches it when it is a glob
+    (``*`` any text, ``?`` one character); case-insensitive on every database."""
+    escaped = pattern.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    if "*" in pattern or "?" in pattern:
+        like = escaped.replace("*", "%").replace("?", "_")
+    else:
+        like = f"%{escaped}%"
+    return Node.label.ilike(like, escape="\\")
+
+
+def recent_nodes(
+    pk_prefix: str = "", *, node_type: str | None = None, limit: int = 50
+) -> list[tuple[int, str, str, str | None, str | None, int | None]]:
+    """(pk, node type, label, process type, process state, exit status) of the ``limit``
+    newest nodes whose pk starts with ``pk_prefix``, of ``node_type`` or a sub-type of it
+    (``"process"``: every process), newest first: what shell completion offers."""
+    if pk_prefix and not pk_prefix.isdigit():
+        return []
+    query = sa.select(
+        Node.id, Node.node_type, Node.label, Node.process_type, Node.process_state, Node.exit_status
+    )
+    if pk_prefix:
+        query = query.where(sa.cast(Node.id, sa.String).like(f"{pk_prefix}%"))
+    if node_type is not None:
+        query = query.where(
+            sa.or_(Node.node_type == node_type, Node.node_type.like(f"{node_type}.%"))
+        )
+    with get_storage().session() as session:
+        rows = session.execute(query.order_by(Node.id.desc()).limit(limit)).all()
+    return [tuple(row) for row in rows]  # type: ignore[misc]
 
 
 def logs_after(pk: int, last_id: int = 0) -> list[Log]:
