@@ -120,8 +120,8 @@ for command in commands:
     try:
         exec(compile(code, block["path"], "exec"), namespace)
         ok = True
-    except BaseException:
-        traceback.print_exc()
+    except BaseException as exc:
+        traceback.print_exception(type(exc), exc, exc.__traceback__.tb_next)  # from the page
         ok = False
     sys.stdout.flush()
     sys.stderr.flush()
