@@ -52,6 +52,26 @@ def test_invalid_values_explain_what_is_allowed(name, value, message):
         get_option(name).validate(value)
 
 
+def test_notify_email_takes_addresses_separated_by_commas():
+    option = get_option("notify.email")
+    assert option.validate("ada@example.org,ops@example.org") == "ada@example.org, ops@example.org"
+    assert option.validate(" ada@example.org ,  ") == "ada@example.org"
+    assert option.validate("") == ""
+    with pytest.raises(InvalidOptionError, match="'nobody' is not an e-mail address"):
+        option.validate("ada@example.org, nobody")
+    with pytest.raises(InvalidOptionError, match="e-mail address"):
+        get_option("user.email").validate("ada@example.org,ops@example.org")
+
+
+def test_setup_takes_several_notify_addresses(run_cli):
+    result = run_cli(
+        "setup", "-n", "--profile-name", "site", "--notify-email", "a@example.org,b@example.org"
+    )
+    assert result.exit_code == 0, result.output
+    shown = run_cli("-p", "site", "config", "get", "notify.email")
+    assert shown.stdout.strip() == "a@example.org, b@example.org"
+
+
 def test_unknown_option_suggests_a_close_name():
     with pytest.raises(InvalidOptionError, match="Did you mean jobs.max_per_user"):
         get_option("jobs.max_per_usr")

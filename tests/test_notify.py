@@ -52,6 +52,28 @@ def test_an_excepted_process_sends_one_email(notified_profile, smtp_server):
     )
 
 
+def test_each_address_of_notify_email_gets_the_email(veglia_home, smtp_server):
+    from veglia.engine.runner import set_runner
+
+    make_profile(
+        **{
+            "notify.email": "ada@example.org,ops@example.org",
+            "notify.smtp_host": "127.0.0.1",
+            "notify.smtp_port": str(smtp_server.port),
+        }
+    )
+    with pytest.raises(RuntimeError):
+        engine.run_get_node(Broken)
+    deadline = time.monotonic() + 10
+    while not smtp_server.messages:
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    recipients, message = smtp_server.messages[0]
+    assert recipients == ["ada@example.org", "ops@example.org"]
+    assert message["To"] == "ada@example.org, ops@example.org"
+    set_runner(None)
+
+
 def test_an_unreachable_computer_is_reported_once_for_all_its_jobs(
     notified_profile, smtp_server, daemon
 ):

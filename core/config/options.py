@@ -19,6 +19,7 @@ from veglia.config.values import (
     parse_boolean,
     parse_duration,
     parse_email,
+    parse_email_list,
     parse_log_level,
     parse_non_negative_float,
     parse_positive_int,
@@ -190,12 +191,12 @@ BUILTIN_OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "notify.email",
-        "E-mail address told about finished pipelines and errors needing a person. Empty: "
-        "no e-mail.",
+        "E-mail addresses, separated by commas, told about finished pipelines and errors "
+        "needing a person. Empty: no e-mail.",
         default="",
-        parse=parse_email,
+        parse=parse_email_list,
         setup=True,
-        hint="name@example.org or empty",
+        hint="name@example.org, several separated by commas, or empty",
     ),
     Option(
         "logging.level",

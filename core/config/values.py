@@ -15,6 +15,7 @@ __all__ = [
     "parse_boolean",
     "parse_duration",
     "parse_email",
+    "parse_email_list",
     "parse_log_level",
     "parse_non_negative_float",
     "parse_positive_int",
@@ -161,6 +162,15 @@ def parse_email(text: Any) -> str:
     if value and not re.fullmatch(r"[^@\s]+@[^@\s]+\.[^@\s]+", value):
         raise ValueError(f"{value!r} is not an e-mail address like name@example.org")
     return value
+
+
+def parse_email_list(text: Any) -> str:
+    """``"ada@example.org, ops@example.org"``: addresses separated by commas, each checked
+    like :func:`parse_email`; written back as ``"a, b"``. Empty: none."""
+    addresses = [part.strip() for part in str(text).split(",") if part.strip()]
+    for address in addresses:
+        parse_email(address)
+    return ", ".join(addresses)
 
 
 def url_with_schemes(*schemes: str, allow_empty: bool = False) -> Callable[[Any], str]:
