@@ -337,3 +337,42 @@ def test_blocks_of_a_page_share_variables_and_folder(veglia_home: Path, tmp_path
             run.run(Block("README.md", 1, "bash", "false\necho after\n", None))
     finally:
         run.close()
+
+
+def test_every_veglia_command_of_the_verdi_table_exists():
+    """docs/cli.md's "From verdi" table names only commands veglia has (or says "not yet")."""
+    import click
+
+    from veglia.cli.main import cli
+
+    text = (ROOT / "docs" / "cli.md").read_text()
+    table = text.split("## From verdi", 1)[1].split("\n## ", 1)[0]
+    missing = []
+    for row in table.splitlines():
+        cells = [cell.strip() for cell in row.strip("|").split("|")]
+        if len(cells) < 2 or "not yet" in cells[1]:
+            continue
+        for code in re.findall(r"`(veglia [^`]+)`", cells[1]):
+            words = code.split()[1:]
+            group = cli.get_command(None, words[0])
+            if group is None:
+                missing.append(code)
+                continue
+            rest = " ".join(words[1:])
+            if not isinstance(group, click.Group) or not rest:
+                continue
+            parent = group
+            for number, part in enumerate(rest.split(" / ")):
+                names = [w for w in part.split() if not w.startswith(("-", "[", "<", "("))]
+                names = [w for w in names if not w.isupper()]
+                # "repo ls / cat": an alternative of one word is a sibling of the last one.
+                here = parent if number and len(names) == 1 else group
+                for name in names:
+                    if not isinstance(here, click.Group):
+                        break  # a command: the words after it are its arguments
+                    found = here.get_command(None, name)
+                    if found is None:
+                        missing.append(f"{code}: {name}")
+                        break
+                    parent, here = here, found
+    assert not missing, missing
