@@ -147,6 +147,8 @@ class CalcJob(Process):
 
     @property
     def computer(self) -> Computer:
+        """The job's computer, with its settings as stored now (a daemon worker follows
+        changes while the job runs)."""
         computer = self.__dict__.get("_computer")
         if computer is None:
             if self.code is not None:
@@ -156,7 +158,9 @@ class CalcJob(Process):
                     "computer.default"
                 )
                 computer = load_computer(label)
-            self.__dict__["_computer"] = computer
+        if computer.pk is not None:
+            computer = get_runner().current_computer(computer)
+        self.__dict__["_computer"] = computer
         return computer
 
     def prepare_node(self, node: Any) -> None:

@@ -1,0 +1,127 @@
+"""Issue 15's silent traps, each as a user meets it (through the CLI where there is one):
+it is either gone or said out loud now."""
+
+from __future__ import annotations
+
+import re
+import socket
+import time
+
+import pytest
+
+from veglia_fixtures.profiles import wait_for
+
+SHELL_SUBMITTED = re.compile(r"Submitted process (\d+)")
+
+
+def ok(result):
+    assert result.exit_code == 0, result.output
+    return result
+
+
+def _closed_port() -> int:
+    with socket.socket() as probe:  # bound then released: nothing listens there
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _submit_shell(run_cli, *args: str) -> int:
+    result = ok(run_cli("-p", "test", "shell", "--submit", *args))
+    return int(SHELL_SUBMITTED.search(result.output).group(1))
+
+
+# -- 1. a running daemon follows config set and computer configure --------------------------
+@pytest.fixture
+def notify_profile(veglia_home, smtp_server):
+    from veglia.engine.runner import set_runner
+    from veglia_fixtures.profiles import make_profile
+
+    profile = make_profile(
+        **{
+            "notify.email": "old@example.org",
+            "notify.smtp_host": "127.0.0.1",
+            "notify.smtp_port": str(smtp_server.port),
+        }
+    )
+    yield profile
+    set_runner(None)
+
+
+def test_a_running_daemon_follows_config_set_and_computer_configure(
+    notify_profile, smtp_server, services_env, ssh_params, daemon, run_cli
+):
+    from veglia.orm.nodes import load_node
+
+    ok(
+        run_cli(
+            "-p", "test", "computer", "setup", "-n", "--label", "flaky", "--hostname",
+            services_env["SSH_HOST"], "--transport", "core.ssh", "--scheduler", "core.direct",
+            "--workdir", f"{services_env['SSH_USER_HOME']}/veglia-work", "--safe-interval", "0",
+            "--minimum-poll-interval", "0.5",
+        )
+    )  # fmt: skip
+    wrong = _closed_port()
+    ok(
+        run_cli(
+            "-p", "test", "computer", "configure", "flaky", "-n", "--port", str(wrong),
+            "--username", services_env["SSH_USER"], "--key-filename", services_env["SSH_KEY"],
+            "--known-hosts", services_env["SSH_KNOWN_HOSTS"], "--no-look-for-keys",
+            "--no-allow-agent", "--timeout", "5",
+        )
+    )  # fmt: skip
+    daemon(1)
+
+    # The e-mail address changes under the running daemon; its first notification uses it.
+    changed = ok(run_cli("-p", "test", "config", "set", "notify.email", "new@example.org"))
+    assert "The running daemon uses the new notify.email" in changed.output
+    restart = ok(run_cli("-p", "test", "config", "set", "daemon.lease_timeout", "40"))
+    assert "takes effect at `veglia daemon restart`" in restart.output
+    time.sleep(1.5)  # the daemon looks at the configuration files twice a second
+    pk = _submit_shell(run_cli, "-c", "flaky", "echo hello")
+    node = load_node(pk)
+    wait_for([node], lambda n: n.paused, timeout=90)
+    deadline = time.monotonic() + 30
+    while not smtp_server.messages:
+        assert time.monotonic() < deadline, "no notification of the unreachable computer"
+        time.sleep(0.2)
+    recipients, message = smtp_server.messages[0]
+    assert message["X-Veglia-Event"] == "computer_unreachable"
+    assert recipients == ["new@example.org"]
+
+    # The right port, then play: the job runs on the new settings, no daemon restart.
+    ok(run_cli("-p", "test", "computer", "configure", "flaky", "-n", "--port", "2222"))
+    ok(run_cli("-p", "test", "process", "play", "--all"))
+    wait_for([node], lambda n: n.is_terminated, timeout=90)
+    assert node.is_finished_ok, (node.process_state, node.exit_message)
+    shown = ok(run_cli("-p", "test", "calcjob", "outputcat", str(pk), "stdout"))
+    assert "hello" in shown.stdout
+
+
+def test_tower_turned_on_under_a_running_daemon_reports_the_next_job(
+    veglia_home, platform, daemon, run_cli
+):
+    from veglia.engine.runner import set_runner
+    from veglia.orm.nodes import load_node
+    from veglia_fixtures.profiles import make_profile
+    from veglia_fixtures.seqera_platform import TOKEN
+
+    make_profile(
+        **{
+            "tower.enabled": "no",
+            "tower.endpoint": platform.url,
+            "tower.access_token": TOKEN,
+            "tower.workspace_id": "42",
+        }
+    )
+    try:
+        daemon(1)
+        ok(run_cli("-p", "test", "config", "set", "tower.enabled", "yes"))
+        time.sleep(1.5)  # the daemon looks at the configuration files twice a second
+        pk = _submit_shell(run_cli, "echo reported")
+        wait_for([load_node(pk)], lambda n: n.is_terminated, timeout=60)
+        deadline = time.monotonic() + 60
+        while platform.tasks().get(pk, {}).get("status") != "COMPLETED":
+            assert time.monotonic() < deadline, (platform.requests, platform.refusals)
+            time.sleep(0.2)
+    finally:
+        set_runner(None)
