@@ -125,3 +125,69 @@ def test_tower_turned_on_under_a_running_daemon_reports_the_next_job(
             time.sleep(0.2)
     finally:
         set_runner(None)
+
+
+# -- 2. submitting with the daemon stopped -----------------------------------------------
+NO_DAEMON = "no daemon is running for profile 'test': start it with `veglia -p test daemon start`"
+
+
+def _no_daemon_warnings(run_cli, pk: int) -> list[str]:
+    """What a user sees of the missing daemon: submit, watch, list."""
+    seen = []
+    for args in (("process", "watch", str(pk), "--timeout", "1"), ("process", "list")):
+        result = run_cli("-p", "test", *args)
+        seen.append(result.output)
+    return seen
+
+
+@pytest.mark.parametrize("with_broker", [False, True], ids=["no-broker", "broker"])
+def test_submitting_without_a_daemon_says_so(
+    with_broker, request, veglia_home, run_cli, daemon, caplog, monkeypatch
+):
+    from veglia import engine, orm
+    from veglia.engine import launch
+    from veglia.engine.runner import set_runner
+    from veglia.entry_points import CalculationFactory
+    from veglia_fixtures.profiles import make_profile
+
+    options = {"broker.url": request.getfixturevalue("rabbitmq_url")} if with_broker else {}
+    make_profile(**options)
+    try:
+        submitted = ok(run_cli("-p", "test", "shell", "--submit", "echo hi"))
+        assert "✔ Submitted process" in submitted.output
+        assert f"Warning: {NO_DAEMON}" in submitted.output
+        pk = int(SHELL_SUBMITTED.search(submitted.output).group(1))
+        watched, listed = _no_daemon_warnings(run_cli, pk)
+        assert NO_DAEMON in watched and "no daemon runs to take it up" in watched
+        assert f"1 submitted process(es) wait, and {NO_DAEMON}" in listed
+
+        # From Python too, once a minute at most.
+        monkeypatch.setattr(launch, "_warned_at", float("-inf"))
+        monkeypatch.setattr("veglia.engine.daemon.presence._answers", {})
+        with caplog.at_level("WARNING", logger="veglia.engine"):
+            node = engine.submit(CalculationFactory("core.shell"), command=orm.Str("echo py"))
+            engine.submit(CalculationFactory("core.shell"), command=orm.Str("echo py"))
+        warnings = [r.getMessage() for r in caplog.records if "no daemon" in r.getMessage()]
+        assert warnings == [f"{NO_DAEMON}; the process waits until it runs"]
+
+        # With the daemon running, not a word of it; the processes run.
+        daemon(1)
+        monkeypatch.setattr(launch, "_warned_at", float("-inf"))
+        monkeypatch.setattr("veglia.engine.daemon.presence._answers", {})
+        from veglia.orm.nodes import load_node
+
+        wait_for([load_node(pk), node], lambda n: n.is_finished_ok, timeout=60)
+        if with_broker:  # seen from another host too: its workers consume the task queue
+            from veglia.engine.daemon.presence import _task_consumers
+            from veglia.manage import get_profile
+
+            assert _task_consumers(get_profile()) == 1
+        again = ok(run_cli("-p", "test", "shell", "--submit", "echo hi"))
+        assert "no daemon" not in again.output
+        assert "no daemon" not in ok(run_cli("-p", "test", "process", "list")).output
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="veglia.engine"):
+            engine.submit(CalculationFactory("core.shell"), command=orm.Str("echo py"))
+        assert not [r for r in caplog.records if "no daemon" in r.getMessage()]
+    finally:
+        set_runner(None)

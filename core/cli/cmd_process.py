@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from veglia.cli.cmd_process_control import PROCESS_COMMANDS
+from veglia.cli.daemon_hint import warn_if_no_daemon, warn_if_waiting_for_no_daemon
 from veglia.cli.output import console, echo_warning, print_table, raw_option
 from veglia.cli.state import CliState, pass_state
 from veglia.engine.progress import format_seconds, workflow_progress
@@ -220,6 +221,7 @@ def process_list(
             cells[tree_column] = f"{'   ' * (depth - 1)}└─ {cells[tree_column]}"
         table.append(cells)
     print_table([PROCESS_LIST_COLUMNS[name].header for name in names], table, raw=raw)
+    warn_if_waiting_for_no_daemon()
 
 
 # -- show ------------------------------------------------------------------------------------------
@@ -444,6 +446,7 @@ def process_watch(state: CliState, identifier: str, interval: float, timeout: fl
     """Print state changes and new log lines of process PK until it terminates."""
     state.profile  # noqa: B018
     node = load_process(identifier)
+    no_daemon = warn_if_no_daemon(node)
     deadline = None if timeout is None else time.monotonic() + timeout
     shown: tuple[str, str] | None = None
     last_log = 0
@@ -468,9 +471,13 @@ def process_watch(state: CliState, identifier: str, interval: float, timeout: fl
                     console.print(f"{' ' * 8}  {node.exit_message}", markup=False)
                 return 0
             if deadline is not None and time.monotonic() >= deadline:
+                then = (
+                    "no daemon runs to take it up: start one with `veglia daemon start`"
+                    if no_daemon
+                    else f"watch it again with `veglia process watch {node.pk}`"
+                )
                 raise WatchTimeout(
-                    f"Process {node.pk} is still {node.process_state} after {timeout:g} s; "
-                    f"watch it again with `veglia process watch {node.pk}`."
+                    f"Process {node.pk} is still {node.process_state} after {timeout:g} s; {then}."
                 )
             time.sleep(interval)
     except KeyboardInterrupt:
