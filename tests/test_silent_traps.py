@@ -191,3 +191,57 @@ def test_submitting_without_a_daemon_says_so(
         assert not [r for r in caplog.records if "no daemon" in r.getMessage()]
     finally:
         set_runner(None)
+
+
+# -- 3. an unconfigured computer ---------------------------------------------------------
+def test_an_unconfigured_computer_is_refused_at_submission(profile, run_cli, services_env):
+    from veglia.orm.queries import list_processes
+
+    ok(
+        run_cli(
+            "-p", "test", "computer", "setup", "-n", "--label", "x", "--hostname",
+            services_env["SSH_HOST"], "--transport", "core.ssh", "--scheduler", "core.direct",
+        )
+    )  # fmt: skip
+    refused = run_cli("-p", "test", "shell", "--submit", "-c", "x", "echo hi")
+    assert refused.exit_code != 0
+    assert "Computer 'x' is not configured" in refused.output
+    assert "`veglia computer configure x`" in refused.output
+    assert "Submitted" not in refused.output and not list_processes()  # nothing stored
+    foreground = run_cli("-p", "test", "shell", "-c", "x", "echo hi")
+    assert "`veglia computer configure x`" in foreground.output and not list_processes()
+
+
+def test_a_local_computer_needs_no_configure(profile, run_cli, tmp_path):
+    set_up = ok(
+        run_cli(
+            "-p", "test", "computer", "setup", "-n", "--label", "here", "--hostname",
+            "localhost", "--transport", "core.local", "--scheduler", "core.direct",
+            "--workdir", str(tmp_path / "work"), "--safe-interval", "0",
+        )
+    )  # fmt: skip
+    assert "Next: `veglia computer test here`" in set_up.output
+    listed = ok(run_cli("-p", "test", "computer", "list", "--raw")).stdout
+    assert "here\tlocalhost\tcore.local\tcore.direct\tyes" in listed
+    ran = ok(run_cli("-p", "test", "shell", "-c", "here", "echo local"))
+    assert "local" in ran.stdout
+
+    # One stored before this rule (no authinfo) is configured when first used.
+    from veglia import orm
+    from veglia.orm.computers import load_computer
+
+    orm.Computer(
+        label="older",
+        hostname="localhost",
+        transport_type="core.local",
+        scheduler_type="core.direct",
+        properties={"workdir": str(tmp_path / "older"), "safe_interval": 0.0},
+    ).store()
+    from veglia.manage import get_storage
+    from veglia.storage.models import AuthInfo
+
+    with get_storage().session() as session:
+        session.query(AuthInfo).filter(AuthInfo.computer_id == load_computer("older").pk).delete()
+    assert not load_computer("older").is_configured()
+    ran = ok(run_cli("-p", "test", "shell", "-c", "older", "echo older"))
+    assert "older" in ran.stdout and load_computer("older").is_configured()

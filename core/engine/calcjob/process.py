@@ -31,6 +31,7 @@ from veglia.engine.calcjob.monitors import (
     validate_monitors_port,
 )
 from veglia.engine.calcjob.options import define_options
+from veglia.engine.calcjob.preflight import check_computer
 from veglia.engine.calcjob.queues import queues_of
 from veglia.engine.calcjob.right_sizing import right_size
 from veglia.engine.exit_codes import ExitCode
@@ -165,6 +166,7 @@ class CalcJob(Process):
 
     def prepare_node(self, node: Any) -> None:
         computer = self.computer
+        check_computer(computer)
         node.computer_pk = computer.pk
         attributes = {
             attr.OPTIONS: plain_data(self.options),
