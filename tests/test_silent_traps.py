@@ -245,3 +245,75 @@ def test_a_local_computer_needs_no_configure(profile, run_cli, tmp_path):
     assert not load_computer("older").is_configured()
     ran = ok(run_cli("-p", "test", "shell", "-c", "older", "echo older"))
     assert "older" in ran.stdout and load_computer("older").is_configured()
+
+
+# -- 4. a monitor kwarg of the wrong type; a monitor that faults at every fast poll -------
+@pytest.fixture
+def helper_monitors(profile, monkeypatch):
+    """Monitors by import path allowed, with tests/monitor_helpers importable."""
+    from pathlib import Path
+
+    from veglia.config import Config
+
+    Config().set_option("test", "monitors.allow_import_path", "yes")
+    profile.options["monitors.allow_import_path"] = True
+    monkeypatch.syspath_prepend(str(Path(__file__).parent))
+
+
+def test_a_monitor_kwarg_of_the_wrong_type_is_refused_in_the_builder(profile):
+    from veglia import engine, orm
+    from veglia.engine import InputValidationError
+    from veglia.entry_points import CalculationFactory
+    from veglia.orm.queries import list_processes
+
+    ShellJob = CalculationFactory("core.shell")
+    stall = {"entry_point": "core.stalled_output", "kwargs": {"path": "out.log", "seconds": "ten"}}
+    expected = (
+        "Monitor 'stall' (core.stalled_output): kwarg 'seconds' must be float, not str ('ten')"
+    )
+    builder = ShellJob.get_builder()
+    with pytest.raises(InputValidationError, match=re.escape(expected)):
+        builder.monitors = {"stall": stall}
+    with pytest.raises(ValueError, match=re.escape(expected)):
+        engine.submit(ShellJob, command=orm.Str("sleep 1"), monitors={"stall": stall})
+    assert not list_processes()
+    # The right types pass, an int for a float too; an optional one may be None.
+    builder.monitors = {"stall": {**stall, "kwargs": {"path": "out.log", "seconds": 10}}}
+    builder.monitors = {"guard": {"entry_point": "core.walltime_guard", "kwargs": {"fraction": 1}}}
+
+
+def _job_with_a_raising_monitor(seconds: int):
+    from veglia import engine, orm
+    from veglia.entry_points import CalculationFactory
+
+    return engine.run_get_node(
+        CalculationFactory("core.shell"),
+        command=orm.Str(f"sleep {seconds}; echo fine"),
+        monitors={"raises": {"entry_point": "monitor_helpers:raising"}},
+    )[1]
+
+
+def test_monitor_faults_count_over_time_and_process_show_names_them(
+    helper_monitors, run_cli, monkeypatch
+):
+    from veglia.engine.calcjob import monitor_runner
+
+    # Faulting at every poll (a tenth of a second here) for two seconds, under the default
+    # window: not disabled, and `process show` says it keeps failing.
+    node = _job_with_a_raising_monitor(2)
+    state = node.get_attribute("monitor_state")["raises"]
+    assert node.is_finished_ok and not state["disabled"] and state["failures"] > 3
+    shown = ok(run_cli("-p", "test", "process", "show", str(node.pk))).stdout
+    assert "monitor raises failing:" in shown
+    assert "the last: raised RuntimeError: monitor bug" in shown
+
+    # Faults spanning the window: disabled, and `process show` says so and why.
+    monkeypatch.setattr(monitor_runner, "FAULT_WINDOW", 1.0)
+    node = _job_with_a_raising_monitor(3)
+    state = node.get_attribute("monitor_state")["raises"]
+    assert node.is_finished_ok and state["disabled"]
+    assert state["failures"] > 3  # max_failures (3) came long before the window was spanned
+    shown = ok(run_cli("-p", "test", "process", "show", str(node.pk))).stdout
+    assert re.search(
+        r"monitor raises disabled: \d+ failures in a row over 1 s: raised RuntimeError", shown
+    ), shown

@@ -12,6 +12,7 @@ import click
 
 from veglia.cli.cmd_process_control import PROCESS_COMMANDS
 from veglia.cli.daemon_hint import warn_if_no_daemon, warn_if_waiting_for_no_daemon
+from veglia.cli.monitor_notes import monitor_lines
 from veglia.cli.output import console, echo_warning, print_table, raw_option
 from veglia.cli.state import CliState, pass_state
 from veglia.engine.progress import format_seconds, workflow_progress
@@ -364,6 +365,7 @@ def show_process(node: ProcessNode, log_lines: int) -> None:
             ("work dir", node.remote_workdir),
             ("cached from", cached_from and f"process {cached_from['pk']}"),
             ("stopped by monitor", _monitor_stop(node.stopped_by_monitor)),
+            ("monitors", monitor_lines(attrs)),
             ("blocked", (node.blocked or {}).get("reason")),
             ("paused", _outage(node.unreachable) if node.paused else None),
             ("resubmitted", _restart(attrs.get(RESTART))),
