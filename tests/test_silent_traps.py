@@ -317,3 +317,22 @@ def test_monitor_faults_count_over_time_and_process_show_names_them(
     assert re.search(
         r"monitor raises disabled: \d+ failures in a row over 1 s: raised RuntimeError", shown
     ), shown
+
+
+# -- 5. a monitor stop that keeps the parser's exit code ------------------------------------
+def test_a_job_a_monitor_stopped_says_so_even_with_exit_code_0(helper_monitors, run_cli):
+    from veglia import engine, orm
+    from veglia.entry_points import CalculationFactory
+
+    _, node = engine.run_get_node(
+        CalculationFactory("core.shell"),
+        command=orm.Str("echo out; sleep 30"),
+        monitors={"keep": {"entry_point": "monitor_helpers:stop_and_keep"}},
+    )
+    assert node.exit_status == 0  # the parser's verdict, kept, but the command was killed
+    state = "✔ Finished [0] (stopped by monitor keep)"
+    listed = ok(run_cli("-p", "test", "process", "list", "-a", "--raw")).stdout
+    assert f"{node.pk}\t" in listed and state in listed
+    shown = ok(run_cli("-p", "test", "process", "show", str(node.pk))).stdout
+    assert state in shown and "stop but keep" in shown
+    assert state in ok(run_cli("-p", "test", "node", "show", str(node.pk))).stdout

@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from veglia.cli.cmd_process import format_state, format_time, relative_time
+from veglia.cli.monitor_notes import stopped_by
 from veglia.cli.output import console, echo_success, echo_warning, print_table
 from veglia.cli.state import CliState, pass_state
 from veglia.exceptions import NotExistent
@@ -65,7 +66,10 @@ def node_show(state: CliState, identifiers: tuple[str, ...]) -> None:
         ]
         if isinstance(node, ProcessNode):
             rows.append(("process type", node.process_type))
-            rows.append(("state", format_state(node.process_state, node.exit_status, node.paused)))
+            state = format_state(
+                node.process_state, node.exit_status, node.paused, stopped_by(node.attributes)
+            )
+            rows.append(("state", state))
         print_table(("Property", "Value"), [r for r in rows if r[1] not in (None, "")])
         for title, value in (("Attributes", node.attributes), ("Extras", node.extras)):
             console.print(f"\n[bold]{title}[/bold]")

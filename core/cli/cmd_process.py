@@ -12,7 +12,7 @@ import click
 
 from veglia.cli.cmd_process_control import PROCESS_COMMANDS
 from veglia.cli.daemon_hint import warn_if_no_daemon, warn_if_waiting_for_no_daemon
-from veglia.cli.monitor_notes import monitor_lines
+from veglia.cli.monitor_notes import monitor_lines, stopped_by
 from veglia.cli.output import console, echo_warning, print_table, raw_option
 from veglia.cli.state import CliState, pass_state
 from veglia.engine.progress import format_seconds, workflow_progress
@@ -53,12 +53,17 @@ def relative_time(value: datetime | None, now: datetime | None = None) -> str:
     return f"{max(0, int(seconds))}s ago"
 
 
-def format_state(state: str | None, exit_status: int | None, paused: bool = False) -> str:
-    """``⏵ Waiting``, ``✔ Finished [0]``, ``⨯ Finished [400]``, ``✘ Excepted``, ..."""
+def format_state(
+    state: str | None, exit_status: int | None, paused: bool = False, stopped_by: str | None = None
+) -> str:
+    """``⏵ Waiting``, ``✔ Finished [0]``, ``⨯ Finished [400]``, ``✘ Excepted``, ...; a job a
+    monitor stopped says so: ``✔ Finished [0] (stopped by monitor X)``, as its command was
+    killed even when the parser's exit code was kept."""
     if paused and state in ACTIVE_STATES:
         return "⏸ Paused"
     if state == "finished":
-        return f"{'✔' if exit_status == 0 else '⨯'} Finished [{exit_status}]"
+        by = f" (stopped by monitor {stopped_by})" if stopped_by else ""
+        return f"{'✔' if exit_status == 0 else '⨯'} Finished [{exit_status}]{by}"
     symbol = {"excepted": "✘", "killed": "☠", "created": "⏹"}.get(state or "", "⏵")
     return f"{symbol} {(state or 'unknown').capitalize()}"
 
@@ -114,7 +119,12 @@ PROCESS_LIST_COLUMNS: dict[str, ListColumn] = {
     "node_type": ListColumn("Node type", lambda r: r.node_type),
     "state": ListColumn(
         "State",
-        lambda r: format_state(r.process_state, r.exit_status, bool(r.attributes.get(PAUSED))),
+        lambda r: format_state(
+            r.process_state,
+            r.exit_status,
+            bool(r.attributes.get(PAUSED)),
+            stopped_by(r.attributes),
+        ),
     ),
     "process_state": ListColumn("Process state", lambda r: r.process_state),
     "status": ListColumn("Status", lambda r: process_status(r.process_state, r.attributes)),
@@ -342,7 +352,10 @@ def show_process(node: ProcessNode, log_lines: int) -> None:
     attrs = node.attributes
     rows: list[tuple[str, Any]] = [
         ("type", f"{type(node).__name__} ({node.process_type})"),
-        ("state", format_state(node.process_state, node.exit_status, node.paused)),
+        (
+            "state",
+            format_state(node.process_state, node.exit_status, node.paused, stopped_by(attrs)),
+        ),
         ("status", process_status(node.process_state, attrs)),
         ("exit status", node.exit_status),
         ("exit message", node.exit_message),
@@ -385,7 +398,13 @@ def show_process(node: ProcessNode, log_lines: int) -> None:
         print_table(
             ("Called", "PK", "State"),
             [
-                (c.process_type, c.pk, format_state(c.process_state, c.exit_status, c.paused))
+                (
+                    c.process_type,
+                    c.pk,
+                    format_state(
+                        c.process_state, c.exit_status, c.paused, stopped_by(c.attributes)
+                    ),
+                )
                 for c in called
             ],
         )
@@ -456,7 +475,9 @@ def process_watch(state: CliState, identifier: str, interval: float, timeout: fl
         while True:
             node.refresh()
             current = (
-                format_state(node.process_state, node.exit_status, node.paused),
+                format_state(
+                    node.process_state, node.exit_status, node.paused, stopped_by(node.attributes)
+                ),
                 process_status(node.process_state, node.attributes),
             )
             for log in logs_after(node.pk, last_log):
