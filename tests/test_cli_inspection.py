@@ -344,11 +344,14 @@ def test_computer_setup_configure_test_and_run_a_job(run_cli, local, tmp_path):
     assert "second" not in ok(run_cli("computer", "list")).stdout
 
     flags = ("-T", "core.local", "-w", str(workdir), "--minimum-poll-interval", "0.1")
-    assert "computer configure second" in ok(run_cli(*base, *flags, "--fusion", "no")).stdout
+    # core.local takes no connection options: configured at once.
+    assert (
+        "Next: `veglia computer test second`" in ok(run_cli(*base, *flags, "--fusion", "no")).stdout
+    )
     again = run_cli(*base, *flags)
     assert again.exit_code == 3 and "exists already" in again.stderr
     listed = _raw_rows(run_cli("computer", "list", "--raw"))
-    assert listed[-1][1:] == ["second", "localhost", "core.local", "core.direct", "no"]
+    assert listed[-1][1:] == ["second", "localhost", "core.local", "core.direct", "yes"]
 
     ok(run_cli("computer", "configure", "second", "-n"))
     refused = run_cli("computer", "configure", "second", "-n", "--port", "22")

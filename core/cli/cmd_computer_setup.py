@@ -255,7 +255,8 @@ def computer_setup(state: CliState, non_interactive: bool, **given: str | None) 
     }
     fields = ("label", "hostname", "transport", "scheduler", "description")
     computer = Computer(*(values[name] for name in fields), properties=properties).store()
+    step = "configure" if not computer.needs_no_configuration else "test"
     echo_success(
         f"Computer {computer.label!r} (pk {computer.pk}) set up: {computer.transport_type}, "
-        f"{computer.scheduler_type}. Next: `veglia computer configure {computer.label}`."
+        f"{computer.scheduler_type}. Next: `veglia computer {step} {computer.label}`."
     )

@@ -6,9 +6,11 @@ import json
 
 import click
 
-from veglia.cli.output import echo_success, print_table, raw_option
+from veglia.cli.output import echo_info, echo_success, print_table, raw_option
 from veglia.cli.state import CliState, pass_state
 from veglia.config.options import get_option, get_options
+from veglia.config.profile import Profile
+from veglia.engine.daemon.files import DaemonFiles
 
 MASK = "****"
 
@@ -74,6 +76,7 @@ def config_set(state: CliState, name: str, value: str) -> None:
     profile = state.profile
     stored = state.config.set_option(profile.name, name, value)
     echo_success(f"{name} = {shown_value(name, stored)} for profile {profile.name!r}.")
+    _tell_when_in_effect(profile, name)
 
 
 @config_group.command("unset")
@@ -84,6 +87,17 @@ def config_unset(state: CliState, name: str) -> None:
     profile = state.profile
     state.config.unset_option(profile.name, name)
     echo_success(f"{name} is back to its default for profile {profile.name!r}.")
+    _tell_when_in_effect(profile, name)
+
+
+def _tell_when_in_effect(profile: Profile, name: str) -> None:
+    """A running daemon reads changed options within a second, except those it reads once."""
+    if DaemonFiles(profile).supervisor_pid() is None:
+        return
+    if get_option(name).needs_restart:
+        echo_info(f"The daemon is running: {name} takes effect at `veglia daemon restart`.")
+    else:
+        echo_info(f"The running daemon uses the new {name} within a second.")
 
 
 COMMANDS = [config_group]

@@ -15,6 +15,7 @@ from veglia.cli.cmd_node_delete import node_delete
 from veglia.cli.cmd_node_repo import print_content, print_listing, repo_group
 from veglia.cli.completion import complete_calcjob_pks, complete_node_pks
 from veglia.cli.graph_image import render_image
+from veglia.cli.monitor_notes import stopped_by
 from veglia.cli.output import console, echo_success, echo_warning, print_table
 from veglia.cli.process_format import format_state, format_time, relative_time
 from veglia.cli.state import CliState, pass_state
@@ -76,7 +77,10 @@ def node_show(state: CliState, identifiers: tuple[str, ...]) -> None:
         ]
         if isinstance(node, ProcessNode):
             rows.append(("process type", node.process_type))
-            rows.append(("state", format_state(node.process_state, node.exit_status, node.paused)))
+            state = format_state(
+                node.process_state, node.exit_status, node.paused, stopped_by(node.attributes)
+            )
+            rows.append(("state", state))
         print_table(("Property", "Value"), [r for r in rows if r[1] not in (None, "")])
         for title, value in (("Attributes", node.attributes), ("Extras", node.extras)):
             console.print(f"\n[bold]{title}[/bold]")

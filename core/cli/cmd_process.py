@@ -13,6 +13,8 @@ from veglia.cli.cmd_process_control import PROCESS_COMMANDS
 from veglia.cli.cmd_process_dump import process_dump_command
 from veglia.cli.cmd_process_status import process_status_command
 from veglia.cli.completion import complete_process_pks
+from veglia.cli.daemon_hint import warn_if_no_daemon, warn_if_waiting_for_no_daemon
+from veglia.cli.monitor_notes import stopped_by
 from veglia.cli.output import console, print_table, raw_option
 from veglia.cli.process_format import (
     format_state,
@@ -88,7 +90,12 @@ PROCESS_LIST_COLUMNS: dict[str, ListColumn] = {
     "node_type": ListColumn("Node type", lambda r: r.node_type),
     "state": ListColumn(
         "State",
-        lambda r: format_state(r.process_state, r.exit_status, bool(r.attributes.get(PAUSED))),
+        lambda r: format_state(
+            r.process_state,
+            r.exit_status,
+            bool(r.attributes.get(PAUSED)),
+            stopped_by(r.attributes),
+        ),
     ),
     "process_state": ListColumn("Process state", lambda r: r.process_state),
     "status": ListColumn(
@@ -263,6 +270,7 @@ def process_list(
             cells[tree_column] = f"{'   ' * (depth - 1)}└─ {cells[tree_column]}"
         table.append(cells)
     print_table([PROCESS_LIST_COLUMNS[name].header for name in names], table, raw=raw)
+    warn_if_waiting_for_no_daemon()
 
 
 @process_group.command("show")
@@ -321,6 +329,7 @@ def process_watch(state: CliState, identifier: str, interval: float, timeout: fl
     """Print state changes and new log lines of process PK until it terminates."""
     state.profile  # noqa: B018
     node = load_process(identifier)
+    no_daemon = warn_if_no_daemon(node)
     deadline = None if timeout is None else time.monotonic() + timeout
     shown: tuple[str, str] | None = None
     last_log = 0
@@ -328,7 +337,9 @@ def process_watch(state: CliState, identifier: str, interval: float, timeout: fl
         while True:
             node.refresh()
             current = (
-                format_state(node.process_state, node.exit_status, node.paused),
+                format_state(
+                    node.process_state, node.exit_status, node.paused, stopped_by(node.attributes)
+                ),
                 process_status(node.process_state, node.attributes),
             )
             for log in logs_after(node.pk, last_log):
@@ -345,9 +356,13 @@ def process_watch(state: CliState, identifier: str, interval: float, timeout: fl
                     console.print(f"{' ' * 8}  {node.exit_message}", markup=False)
                 return 0
             if deadline is not None and time.monotonic() >= deadline:
+                then = (
+                    "no daemon runs to take it up: start one with `veglia daemon start`"
+                    if no_daemon
+                    else f"watch it again with `veglia process watch {node.pk}`"
+                )
                 raise WatchTimeout(
-                    f"Process {node.pk} is still {node.process_state} after {timeout:g} s; "
-                    f"watch it again with `veglia process watch {node.pk}`."
+                    f"Process {node.pk} is still {node.process_state} after {timeout:g} s; {then}."
                 )
             time.sleep(interval)
     except KeyboardInterrupt:

@@ -8,6 +8,7 @@ from rich.tree import Tree
 
 from veglia.cli.completion import complete_process_pks
 from veglia.cli.output import console
+from veglia.cli.process_format import format_state, process_status
 from veglia.cli.state import CliState, pass_state
 from veglia.orm.attributes import PAUSED
 from veglia.orm.queries import ProcessRow, list_processes, process_tree
@@ -16,9 +17,6 @@ __all__ = ["call_tree", "process_status_command"]
 
 
 def _line(row: ProcessRow) -> Text:
-    # Lazy: cmd_process imports this module to add the command to its group (a cycle).
-    from veglia.cli.cmd_process import format_state, process_status
-
     name = (row.process_type or row.node_type).rsplit(":", 1)[-1]
     state = format_state(row.process_state, row.exit_status, bool(row.attributes.get(PAUSED)))
     style = "green" if state.startswith("✔") else "red" if state[0] in "⨯✘☠" else "yellow"

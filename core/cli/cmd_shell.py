@@ -9,6 +9,7 @@ import click
 
 from veglia import engine, orm
 from veglia.cli.completion import complete_computer_labels
+from veglia.cli.daemon_hint import warn_if_no_daemon
 from veglia.cli.output import echo_info, echo_success
 from veglia.cli.state import CliState, pass_state
 from veglia.entry_points import CalculationFactory
@@ -67,6 +68,7 @@ def shell(
         echo_success(
             f"Submitted process {node.pk}; follow it with `veglia process watch {node.pk}`."
         )
+        warn_if_no_daemon()
         return 0
     results, node = engine.run_get_node(builder)
     if "stdout" in results:

@@ -31,12 +31,17 @@ def relative_time(value: datetime | None, now: datetime | None = None) -> str:
     return f"{max(0, int(seconds))}s ago"
 
 
-def format_state(state: str | None, exit_status: int | None, paused: bool = False) -> str:
-    """``⏵ Waiting``, ``✔ Finished [0]``, ``⨯ Finished [400]``, ``✘ Excepted``, ..."""
+def format_state(
+    state: str | None, exit_status: int | None, paused: bool = False, stopped_by: str | None = None
+) -> str:
+    """``⏵ Waiting``, ``✔ Finished [0]``, ``⨯ Finished [400]``, ``✘ Excepted``, ...; a job a
+    monitor stopped says so: ``✔ Finished [0] (stopped by monitor X)``, as its command was
+    killed even when the parser's exit code was kept."""
     if paused and state in ACTIVE_STATES:
         return "⏸ Paused"
     if state == "finished":
-        return f"{'✔' if exit_status == 0 else '⨯'} Finished [{exit_status}]"
+        by = f" (stopped by monitor {stopped_by})" if stopped_by else ""
+        return f"{'✔' if exit_status == 0 else '⨯'} Finished [{exit_status}]{by}"
     symbol = {"excepted": "✘", "killed": "☠", "created": "⏹"}.get(state or "", "⏵")
     return f"{symbol} {(state or 'unknown').capitalize()}"
 

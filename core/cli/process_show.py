@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
+from veglia.cli.monitor_notes import monitor_lines, stopped_by
 from veglia.cli.output import console, echo_warning, print_table
 from veglia.cli.process_format import (
     format_state,
@@ -126,7 +127,10 @@ def show_process(node: ProcessNode, log_lines: int) -> None:
     attrs = node.attributes
     rows: list[tuple[str, Any]] = [
         ("type", f"{type(node).__name__} ({node.process_type})"),
-        ("state", format_state(node.process_state, node.exit_status, node.paused)),
+        (
+            "state",
+            format_state(node.process_state, node.exit_status, node.paused, stopped_by(attrs)),
+        ),
         ("status", process_status(node.process_state, attrs)),
         ("exit status", node.exit_status),
         ("exit message", node.exit_message),
@@ -149,6 +153,7 @@ def show_process(node: ProcessNode, log_lines: int) -> None:
             ("work dir", node.remote_workdir),
             ("cached from", cached_from and f"process {cached_from['pk']}"),
             ("stopped by monitor", _monitor_stop(node.stopped_by_monitor)),
+            ("monitors", monitor_lines(attrs)),
             ("blocked", (node.blocked or {}).get("reason")),
             ("paused", _outage(node.unreachable) if node.paused else None),
             ("resubmitted", _restart(attrs.get(RESTART))),
@@ -168,7 +173,13 @@ def show_process(node: ProcessNode, log_lines: int) -> None:
         print_table(
             ("Called", "PK", "State"),
             [
-                (c.process_type, c.pk, format_state(c.process_state, c.exit_status, c.paused))
+                (
+                    c.process_type,
+                    c.pk,
+                    format_state(
+                        c.process_state, c.exit_status, c.paused, stopped_by(c.attributes)
+                    ),
+                )
                 for c in called
             ],
         )

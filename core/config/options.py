@@ -59,6 +59,8 @@ class Option:
     setup: bool = False
     #: Shown in prompts to explain the accepted syntax.
     hint: str = ""
+    #: Read once by a daemon worker at start: a change waits for `veglia daemon restart`.
+    needs_restart: bool = False
     format: Callable[[Any], str] = field(default=lambda value: "" if value is None else str(value))
 
     def __post_init__(self) -> None:
@@ -107,6 +109,7 @@ BUILTIN_OPTIONS: tuple[Option, ...] = (
         parse=url_with_schemes("sqlite", "postgresql", allow_empty=True),
         setup=True,
         hint="empty for SQLite in the profile, or postgresql://user@host:port/db",
+        needs_restart=True,
     ),
     Option(
         "storage.password",
@@ -115,6 +118,7 @@ BUILTIN_OPTIONS: tuple[Option, ...] = (
         secret=True,
         setup=True,
         hint="empty when the database needs none",
+        needs_restart=True,
     ),
     Option(
         "storage.repository",
@@ -124,6 +128,7 @@ BUILTIN_OPTIONS: tuple[Option, ...] = (
         "the folder.",
         default="folder",
         choices=("folder", "database"),
+        needs_restart=True,
     ),
     Option(
         "broker.url",
@@ -133,6 +138,7 @@ BUILTIN_OPTIONS: tuple[Option, ...] = (
         parse=url_with_schemes("amqp", "amqps", allow_empty=True),
         setup=True,
         hint="amqp://guest@127.0.0.1:5672/ or empty for no broker",
+        needs_restart=True,
     ),
     Option(
         "broker.password",
@@ -141,6 +147,7 @@ BUILTIN_OPTIONS: tuple[Option, ...] = (
         secret=True,
         setup=True,
         hint="empty when the URL's user needs none",
+        needs_restart=True,
     ),
     Option(
         "user.email",
@@ -233,6 +240,7 @@ BUILTIN_OPTIONS: tuple[Option, ...] = (
         "Most processes one daemon worker runs at once (its broker prefetch).",
         default=1000,
         parse=parse_positive_int,
+        needs_restart=True,
     ),
     Option(
         "daemon.lease_timeout",
@@ -240,6 +248,7 @@ BUILTIN_OPTIONS: tuple[Option, ...] = (
         "cut off, frozen) loses it, and another worker may take the process over.",
         default=30.0,
         parse=parse_non_negative_float,
+        needs_restart=True,
     ),
     Option(
         "monitors.allow_import_path",

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import logging
+import time
 from typing import Any
 
 from veglia.engine.builder import ProcessBuilder
+from veglia.engine.daemon.presence import daemon_running, no_daemon_message
 from veglia.engine.process import CALLED_BY, Process
 from veglia.engine.runner import get_runner
 from veglia.engine.submission import notify_daemon
@@ -15,6 +18,11 @@ from veglia.orm.process_nodes import ProcessNode
 from veglia.storage import models
 
 __all__ = ["run", "run_get_node", "submit"]
+
+LOGGER = logging.getLogger("veglia.engine")
+#: Seconds between two warnings that no daemon runs (a loop of submissions gets one).
+NO_DAEMON_WARNING_EVERY = 60.0
+_warned_at = float("-inf")
 
 
 def _split(process: type[Process] | ProcessBuilder, inputs: dict[str, Any]) -> tuple[type, dict]:
@@ -45,8 +53,22 @@ def run(process: type[Process] | ProcessBuilder, /, **inputs: Any) -> dict[str, 
 
 
 def submit(process: type[Process] | ProcessBuilder, /, **inputs: Any) -> ProcessNode:
-    """Store the process and hand it to the daemon; return its node at once."""
-    return _to_daemon(process, inputs, caller=None)
+    """Store the process and hand it to the daemon; return its node at once.
+
+    When no daemon runs for the profile, a warning says so (logged on ``veglia.engine``,
+    at most once a minute): the process waits, created, until one starts.
+    """
+    node = _to_daemon(process, inputs, caller=None)
+    _warn_if_no_daemon()
+    return node
+
+
+def _warn_if_no_daemon() -> None:
+    global _warned_at
+    if time.monotonic() - _warned_at < NO_DAEMON_WARNING_EVERY or daemon_running():
+        return
+    _warned_at = time.monotonic()
+    LOGGER.warning("%s; the process waits until it runs", no_daemon_message())
 
 
 def _instantiate(

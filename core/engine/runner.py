@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from plumpy import run_until_complete
 
 from veglia.engine.calcjob.job_poller import JobPoller
+from veglia.engine.computer_settings import ComputerSettings
 from veglia.engine.daemon.child_watcher import ChildWatcher
 from veglia.engine.transport_queue import TransportLease, TransportQueue
 from veglia.manage import get_profile
@@ -25,36 +26,64 @@ _runner: Runner | None = None
 
 
 class Runner:
-    """Runs processes on one asyncio loop, sharing transports and pollers among them."""
+    """Runs processes on one asyncio loop, sharing transports and pollers among them.
+
+    The profile's options are read when used, and the computers' settings are checked
+    again as jobs use them (``computers``), so a daemon worker follows `veglia config set`
+    and `veglia computer configure` while it runs.
+    """
 
     def __init__(self, loop: asyncio.AbstractEventLoop | None = None, communicator: Any = None):
         self.loop = loop or asyncio.new_event_loop()
         self.communicator = communicator
-        profile = get_profile()
         self.transport_queue = TransportQueue()
-        self.poll_interval = float(profile.get_option("engine.poll_interval"))
-        self.default_safe_interval = float(profile.get_option("transport.safe_interval"))
-        self.retry_interval = float(profile.get_option("transport.retry_initial_interval"))
-        self.retry_attempts = int(profile.get_option("transport.retry_attempts"))
+        self.computers = ComputerSettings()
         self._pollers: dict[int, JobPoller] = {}
         self.child_watcher = ChildWatcher()
         #: Processes stepping on this loop by pk (a daemon worker shares its own table).
         self.local_processes: dict[int, Any] = {}
 
+    @property
+    def poll_interval(self) -> float:
+        return float(get_profile().get_option("engine.poll_interval"))
+
+    @property
+    def default_safe_interval(self) -> float:
+        return float(get_profile().get_option("transport.safe_interval"))
+
+    @property
+    def retry_interval(self) -> float:
+        return float(get_profile().get_option("transport.retry_initial_interval"))
+
+    @property
+    def retry_attempts(self) -> int:
+        return int(get_profile().get_option("transport.retry_attempts"))
+
+    def current_computer(self, computer: Computer) -> Computer:
+        """``computer`` with its settings as stored now."""
+        return self.computers.current(computer).computer
+
     @asynccontextmanager
     async def lease_transport(self, computer: Computer) -> AsyncIterator[TransportLease]:
-        safe = computer.properties.get("safe_interval", self.default_safe_interval)
-        key = (computer.pk, get_default_user().pk)
-        async with self.transport_queue.lease(key, computer.get_transport, float(safe)) as lease:
+        state = self.computers.current(computer)
+        current = state.computer
+        safe = float(current.properties.get("safe_interval", self.default_safe_interval))
+        key = (current.pk, get_default_user().pk)
+        lease_of = self.transport_queue.lease(key, current.get_transport, safe, state.version)
+        async with lease_of as lease:
             yield lease
 
     def poller(self, computer: Computer) -> JobPoller:
         assert computer.pk is not None
-        if computer.pk not in self._pollers:
-            # The computer's own interval when it has one, else the profile's default.
-            interval = float(computer.properties.get("minimum_poll_interval", self.poll_interval))
-            self._pollers[computer.pk] = JobPoller(self, computer, interval)
-        return self._pollers[computer.pk]
+        current = self.current_computer(computer)
+        # The computer's own interval when it has one, else the profile's default.
+        interval = float(current.properties.get("minimum_poll_interval", self.poll_interval))
+        poller = self._pollers.get(computer.pk)
+        if poller is None:
+            poller = self._pollers[computer.pk] = JobPoller(self, current, interval)
+        else:
+            poller.computer, poller.interval = current, interval
+        return poller
 
     def pollers(self) -> list[JobPoller]:
         return list(self._pollers.values())

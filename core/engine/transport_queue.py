@@ -5,6 +5,10 @@
 connection open uses it at once. A connection nobody has used for ``idle_timeout`` seconds is
 closed. Each connection has one thread of its own, so transport calls (blocking paramiko
 I/O) never stall the event loop and never run concurrently on one connection.
+
+A lease names the ``version`` of the settings it wants (see ``computer_settings``): when
+they changed (`veglia computer configure`), a new connection is made with them and the old
+one is closed as soon as no task uses it.
 """
 
 from __future__ import annotations
@@ -36,6 +40,9 @@ class _Entry:
     last_open: float = float("-inf")
     opens: int = 0
     close_handle: asyncio.TimerHandle | None = None
+    version: str = ""
+    #: Replaced by a connection with newer settings: closed when its last user is done.
+    retired: bool = False
 
 
 class TransportLease:
@@ -60,20 +67,54 @@ class TransportQueue:
     def __init__(self, idle_timeout: float = 60.0) -> None:
         self.idle_timeout = idle_timeout
         self._entries: dict[tuple[Any, ...], _Entry] = {}
+        self._retired_opens = 0
 
     def total_opens(self) -> int:
         """Connection opens so far, all computers together (the daemon reports it)."""
-        return sum(entry.opens for entry in self._entries.values())
+        return self._retired_opens + sum(entry.opens for entry in self._entries.values())
+
+    def _entry(
+        self, key: tuple[Any, ...], factory: Callable[[], Transport], safe: float, version: str
+    ) -> _Entry:
+        entry = self._entries.get(key)
+        if entry is not None and entry.version != version:
+            self._retire(key, entry)
+            # Still one computer: the throttle between opens goes on from the last one.
+            last_open, entry = entry.last_open, None
+        else:
+            last_open = float("-inf")
+        if entry is None:
+            entry = self._entries[key] = _Entry(factory(), safe, version=version)
+            entry.last_open = last_open
+        return entry
+
+    def _retire(self, key: tuple[Any, ...], entry: _Entry) -> None:
+        del self._entries[key]
+        self._retired_opens += entry.opens
+        entry.retired = True
+        if entry.users == 0:
+            self._shut(entry)
+
+    @staticmethod
+    def _shut(entry: _Entry) -> None:
+        if entry.close_handle is not None:
+            entry.close_handle.cancel()
+            entry.close_handle = None
+        entry.executor.submit(entry.transport.close)
+        entry.executor.shutdown(wait=False)
 
     @asynccontextmanager
     async def lease(
-        self, key: tuple[Any, ...], factory: Callable[[], Transport], safe_interval: float
+        self,
+        key: tuple[Any, ...],
+        factory: Callable[[], Transport],
+        safe_interval: float,
+        version: str = "",
     ) -> AsyncIterator[TransportLease]:
-        """Hold the open transport for ``key`` (computer pk, user pk) for the block."""
+        """Hold the open transport for ``key`` (computer pk, user pk) for the block, one made
+        with the settings of ``version``."""
         loop = asyncio.get_running_loop()
-        entry = self._entries.get(key)
-        if entry is None:
-            entry = self._entries[key] = _Entry(factory(), safe_interval)
+        entry = self._entry(key, factory, safe_interval, version)
         entry.users += 1
         if entry.close_handle is not None:
             entry.close_handle.cancel()
@@ -91,7 +132,9 @@ class TransportQueue:
             yield lease
         finally:
             entry.users -= 1
-            if entry.users == 0:
+            if entry.users == 0 and entry.retired:
+                self._shut(entry)
+            elif entry.users == 0:
                 entry.close_handle = loop.call_later(self.idle_timeout, self._close_idle, key)
 
     def _close_idle(self, key: tuple[Any, ...]) -> None:

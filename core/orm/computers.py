@@ -171,6 +171,8 @@ class Computer:
             session.add(row)
             session.flush()
             self.pk, self.uuid = row.id, row.uuid
+        if self.needs_no_configuration:
+            self.configure()  # core.local: there is nothing to ask
         return self
 
     @classmethod
@@ -214,6 +216,18 @@ class Computer:
                 )
             else:
                 row.auth_params = auth_params
+
+    @property
+    def needs_no_configuration(self) -> bool:
+        """Its transport takes no connection options (``core.local``): configured when
+        stored, and when first used if it was stored before that rule."""
+        return not TransportFactory(self.transport_type).auth_options
+
+    def is_configured(self) -> bool:
+        """Whether the default user configured it (`veglia computer configure`)."""
+        user = get_default_user()
+        with get_storage().session() as session:
+            return self._authinfo(session, user.pk) is not None
 
     def get_auth_params(self) -> dict[str, Any]:
         user = get_default_user()

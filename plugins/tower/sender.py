@@ -250,10 +250,17 @@ class TowerSender:
             self._touch(run)
 
     def run_forever(self, stop: Any, interval: float = 1.0) -> None:
-        """Send until ``stop`` (a threading.Event) is set (the daemon's sender thread)."""
+        """Send until ``stop`` (a threading.Event) is set (the daemon's sender thread).
+
+        The settings are read at each pass: `veglia config set tower.enabled yes` (or a new
+        token, endpoint) takes effect in a running daemon, and sending stops while
+        ``tower.enabled`` is off.
+        """
         while not stop.is_set():
+            self.settings = settings_of(self.profile)
             try:
-                self.send_pending()
+                if self.settings.enabled:
+                    self.send_pending()
             except Exception:  # a bug here must not take the daemon down
                 LOGGER.exception("the Tower sender failed; trying again")
             stop.wait(interval)

@@ -2,7 +2,9 @@
 
 Faults of a monitor are not faults of the job: a monitor that raises, hangs past its timeout
 or returns something else than ``str | MonitorResult | None`` is retried at the next poll,
-and disabled after ``max_failures`` such faults in a row; each is logged on the node.
+and disabled after ``max_failures`` such faults in a row that span at least
+``FAULT_WINDOW`` seconds (so a fast poll does not disable it within a second); each is
+logged on the node, and `veglia process show` names a disabled monitor and why.
 """
 
 from __future__ import annotations
@@ -33,6 +35,9 @@ _POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="veglia-monitor")
 
 #: Monitor calls made in this process (the daemon worker reports it; bench/ reads it).
 CALLS = {"count": 0}
+#: Seconds a monitor's run of faults must span, besides counting ``max_failures``, before
+#: it is disabled: a fault counts per poll, and polls may come every tenth of a second.
+FAULT_WINDOW = 60.0
 
 
 class _JobTransport:
@@ -78,6 +83,8 @@ def _fresh_state(spec: MonitorSpec) -> dict[str, Any]:
     return {
         "last_call": None,
         "failures": 0,
+        "first_failure": None,
+        "last_fault": "",
         "disabled": spec.disable_on_start,
         "disabled_reason": "disabled on start" if spec.disable_on_start else "",
         "last_result": None,
@@ -145,7 +152,7 @@ class MonitorRunner:
         except Exception as exc:
             return self._failed(spec, state, f"raised {type(exc).__name__}: {exc}")
         if result is None:
-            state["failures"] = 0
+            state["failures"], state["first_failure"] = 0, None
             return None
         if isinstance(result, str):
             result = MonitorResult(message=result)
@@ -155,7 +162,7 @@ class MonitorRunner:
                 state,
                 f"returned {type(result).__name__}, not a message, a MonitorResult or None",
             )
-        state["failures"] = 0
+        state["failures"], state["first_failure"] = 0, None
         return result
 
     async def _call(self, spec: MonitorSpec, lease: TransportLease, state: dict[str, Any]) -> Any:
@@ -174,12 +181,19 @@ class MonitorRunner:
 
     def _failed(self, spec: MonitorSpec, state: dict[str, Any], why: str) -> None:
         state["failures"] += 1
+        if state.get("first_failure") is None:  # also a state written before it was kept
+            state["first_failure"] = now()
+        state["last_fault"] = why
+        span = now() - state["first_failure"]
         self.node.add_log(
             "WARNING",
-            f"monitor {spec.name} {why} ({state['failures']}/{spec.max_failures}); the job goes on",
+            f"monitor {spec.name} {why} ({state['failures']}/{spec.max_failures}, over "
+            f"{span:.0f}/{FAULT_WINDOW:g} s); the job goes on",
         )
-        if state["failures"] >= spec.max_failures:
-            self._disable(spec.name, state, f"{state['failures']} failures in a row: {why}")
+        if state["failures"] >= spec.max_failures and span >= FAULT_WINDOW:
+            self._disable(
+                spec.name, state, f"{state['failures']} failures in a row over {span:.0f} s: {why}"
+            )
         return None
 
     def _disable(self, name: str, state: dict[str, Any], reason: str) -> None:

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from veglia.engine.calcjob.annotations import describe, fits, parameter_annotations
 from veglia.entry_points import MonitorFactory, get_entry_points
 from veglia.exceptions import MonitorError, VegliaError
 from veglia.manage import get_profile
@@ -156,7 +157,8 @@ def provenance_of(entry_point: str, function: Callable[..., Any]) -> dict[str, A
 
 
 def check_arguments(spec: MonitorSpec, function: Callable[..., Any]) -> None:
-    """Refuse kwargs the function does not take, and missing required ones."""
+    """Refuse kwargs the function does not take, missing required ones, and those whose
+    value is not of the parameter's annotated type."""
     signature = inspect.signature(function)
     parameters = list(signature.parameters.values())[2:]  # after node, transport
     accepts_any = any(p.kind is p.VAR_KEYWORD for p in parameters)
@@ -180,6 +182,13 @@ def check_arguments(spec: MonitorSpec, function: Callable[..., Any]) -> None:
         raise MonitorError(
             f"Monitor {spec.name!r} ({spec.entry_point}) needs {', '.join(missing)} in kwargs."
         )
+    annotations = parameter_annotations(function)
+    for name, value in spec.kwargs.items():
+        if name in annotations and name in named and not fits(value, annotations[name]):
+            raise MonitorError(
+                f"Monitor {spec.name!r} ({spec.entry_point}): kwarg {name!r} must be "
+                f"{describe(annotations[name])}, not {type(value).__name__} ({value!r})."
+            )
 
 
 def parse_monitors(value: Any) -> list[MonitorSpec]:

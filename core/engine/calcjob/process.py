@@ -31,6 +31,7 @@ from veglia.engine.calcjob.monitors import (
     validate_monitors_port,
 )
 from veglia.engine.calcjob.options import define_options
+from veglia.engine.calcjob.preflight import check_computer
 from veglia.engine.calcjob.queues import queues_of
 from veglia.engine.calcjob.right_sizing import right_size
 from veglia.engine.exit_codes import ExitCode
@@ -148,6 +149,8 @@ class CalcJob(Process):
 
     @property
     def computer(self) -> Computer:
+        """The job's computer, with its settings as stored now (a daemon worker follows
+        changes while the job runs)."""
         computer = self.__dict__.get("_computer")
         if computer is None:
             if self.code is not None:
@@ -157,11 +160,14 @@ class CalcJob(Process):
                     "computer.default"
                 )
                 computer = load_computer(label)
-            self.__dict__["_computer"] = computer
+        if computer.pk is not None:
+            computer = get_runner().current_computer(computer)
+        self.__dict__["_computer"] = computer
         return computer
 
     def prepare_node(self, node: Any) -> None:
         computer = self.computer
+        check_computer(computer)
         node.computer_pk = computer.pk
         attributes = {
             attr.OPTIONS: plain_data(self.options),

@@ -28,6 +28,7 @@ __all__ = [
     "WorkerId",
     "acquire",
     "holder",
+    "live_workers",
     "release",
     "renew",
     "this_worker",
@@ -194,6 +195,15 @@ def holder(pk: int, timeout: float) -> Lease | None:
     gone = _local_holder_gone(row.worker, row.pid)
     age = float(row.age)
     return Lease(pk, row.worker, row.host, row.pid, age, live=age <= timeout and not gone)
+
+
+def live_workers(timeout: float) -> int:
+    """How many workers, on any host, renewed a lease within ``timeout`` seconds."""
+    query = sa.select(sa.func.count(sa.distinct(ProcessLease.worker))).where(
+        ProcessLease.heartbeat >= _now() - timeout
+    )
+    with get_storage().session() as session:
+        return int(session.scalar(query) or 0)
 
 
 def unleased_active(timeout: float) -> list[int]:

@@ -14,6 +14,8 @@ from typing import Any
 from veglia.config.private_paths import private_file, private_folder
 from veglia.config.profile import Profile
 from veglia.engine.daemon.files import DaemonFiles, write_json
+from veglia.engine.daemon.live_config import INTERVAL as CONFIG_INTERVAL
+from veglia.engine.daemon.live_config import follow_config
 from veglia.engine.daemon.reconcile import Reconciler
 from veglia.plugin_manager import call_each
 from veglia.storage.outage import is_storage_outage
@@ -55,6 +57,7 @@ def supervise(profile: Profile, workers: int) -> None:
     if profile.broker_url:
         reconciler = Reconciler(profile)
     next_look = time.time() + RECONCILE_SECONDS
+    next_config = time.time() + CONFIG_INTERVAL
 
     def write_status() -> None:
         write_json(
@@ -76,6 +79,12 @@ def supervise(profile: Profile, workers: int) -> None:
     LOGGER.warning("daemon started with %d worker(s)", workers)
     while not stopping:
         time.sleep(0.2)
+        if time.time() >= next_config:
+            next_config = time.time() + CONFIG_INTERVAL
+            try:
+                follow_config()  # the hooks' threads (a reporter's sender) read them too
+            except Exception as exc:
+                log_failure("could not read the profile's options again", exc)
         if reconciler is not None and time.time() >= next_look:
             next_look = time.time() + RECONCILE_SECONDS
             try:

@@ -23,6 +23,8 @@ from veglia.engine.daemon import leases
 from veglia.engine.daemon.broker_tasks import create_communicator
 from veglia.engine.daemon.control import apply_database_requests
 from veglia.engine.daemon.files import DaemonFiles, write_json
+from veglia.engine.daemon.live_config import INTERVAL as CONFIG_INTERVAL
+from veglia.engine.daemon.live_config import follow_config
 from veglia.engine.daemon.outages import OutageWatcher
 from veglia.engine.daemon.supervisor import log_failure
 from veglia.engine.persistence import load_process
@@ -81,6 +83,7 @@ class Worker:
         else:
             self.loop.create_task(self._take_from_database())
         self.loop.create_task(self._write_status())
+        self.loop.create_task(self._follow_config())
         self.loop.create_task(self._renew_leases())
         self.loop.create_task(OutageWatcher(self.active).run(self._stop))
         try:
@@ -103,6 +106,7 @@ class Worker:
         """
         if self.active.get(pk) is not None:  # a duplicate task: the running one will ack
             return True
+        follow_config(log=False)  # a new process starts with the options as they are now
         held = False
         try:
             while True:
@@ -230,6 +234,16 @@ class Worker:
         )
         logging.shutdown()
         os._exit(3)
+
+    async def _follow_config(self) -> None:
+        """`veglia config set` while the worker runs: the options are read again (the
+        supervisor logs what changed)."""
+        while not self._stop.is_set():
+            try:
+                follow_config(log=False)
+            except Exception:  # never the end of the worker
+                LOGGER.exception("could not read the profile's options again")
+            await asyncio.sleep(CONFIG_INTERVAL)
 
     async def _write_status(self) -> None:
         while not self._stop.is_set():

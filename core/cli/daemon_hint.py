@@ -1,0 +1,29 @@
+"""Saying that no daemon runs, where a user would otherwise wait for nothing: after a
+submission, when watching a submitted process, and under a list of processes that wait."""
+
+from __future__ import annotations
+
+from veglia.cli.output import echo_warning
+from veglia.engine.daemon.presence import daemon_running, no_daemon_message
+from veglia.orm.attributes import DAEMON
+from veglia.orm.process_nodes import ProcessNode
+from veglia.orm.queries import active_process_pks
+
+__all__ = ["warn_if_no_daemon", "warn_if_waiting_for_no_daemon"]
+
+
+def warn_if_no_daemon(node: ProcessNode | None = None) -> bool:
+    """Warn when no daemon runs (for ``node``: only when it waits for one); True if warned."""
+    if node is not None and (node.is_terminated or not node.get_attribute(DAEMON)):
+        return False
+    if daemon_running():
+        return False
+    echo_warning(no_daemon_message())
+    return True
+
+
+def warn_if_waiting_for_no_daemon() -> None:
+    """Under ``process list``: submitted processes wait, and no daemon runs."""
+    waiting = len(active_process_pks(daemon=True))
+    if waiting and not daemon_running():
+        echo_warning(f"{waiting} submitted process(es) wait, and {no_daemon_message()}.")

@@ -1,0 +1,70 @@
+"""The stored settings of the computers a runner uses, read again while it runs.
+
+A daemon worker keeps one open connection per computer (``transport_queue``) and one poller
+per computer; both were made from the settings read when the first job needed them. Here
+they are checked against the database again, at most every ``TTL`` seconds per computer
+(two small queries): when `veglia computer configure` (or anything else) changed what
+reaching the computer depends on, the next transport lease opens a new connection with the
+new settings, and the old one is closed once no task uses it. No daemon restart is needed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import dataclass
+
+from veglia.exceptions import ConfigurationError
+from veglia.orm.computers import Computer, load_computer
+
+__all__ = ["TTL", "ComputerSettings", "ComputerState"]
+
+#: Seconds a computer's settings, once read, are taken as current.
+TTL = 1.0
+
+
+@dataclass(frozen=True)
+class ComputerState:
+    """A computer as stored now, and a digest of everything reaching it depends on."""
+
+    computer: Computer
+    version: str
+
+
+def _version(computer: Computer, auth_params: dict | None) -> str:
+    settings = [
+        computer.hostname,
+        computer.transport_type,
+        computer.scheduler_type,
+        computer.properties,
+        auth_params,
+    ]
+    text = json.dumps(settings, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+class ComputerSettings:
+    """One runner's view of its computers' stored settings."""
+
+    def __init__(self, ttl: float = TTL) -> None:
+        self.ttl = ttl
+        self._seen: dict[int, tuple[float, ComputerState]] = {}
+
+    def current(self, computer: Computer) -> ComputerState:
+        """``computer`` as stored now (read again when the last read is over ``ttl`` old)."""
+        assert computer.pk is not None
+        seen = self._seen.get(computer.pk)
+        now = time.monotonic()
+        if seen is not None and now - seen[0] < self.ttl:
+            return seen[1]
+        fresh = load_computer(computer.pk)
+        try:
+            auth_params: dict | None = fresh.get_auth_params()
+        except ConfigurationError:  # not configured: opening a transport says so
+            auth_params = None
+        state = ComputerState(fresh, _version(fresh, auth_params))
+        if seen is not None and seen[1].version == state.version:
+            state = seen[1]  # unchanged: the same object as before
+        self._seen[computer.pk] = (now, state)
+        return state
