@@ -75,3 +75,28 @@ def test_idle_connection_is_closed_and_a_busy_one_is_not():
         assert not transport.is_open
 
     asyncio.run(main())
+
+
+def test_new_settings_get_a_new_connection_and_the_old_one_closes_when_idle():
+    made: list[CountingTransport] = []
+
+    def factory() -> CountingTransport:
+        made.append(CountingTransport())
+        return made[-1]
+
+    queue = TransportQueue(idle_timeout=60)
+
+    async def main() -> None:
+        async with queue.lease(("c", 1), factory, 0.0, version="port 1") as old:
+            async with queue.lease(("c", 1), factory, 0.0, version="port 2") as new:
+                assert new.transport is not old.transport and len(made) == 2
+                assert old.transport.is_open  # in use: left to its task
+            await old.run(old.transport.exec_command, "true")
+        await asyncio.sleep(0.1)  # closed on its own thread once its last user is done
+        assert not made[0].is_open and made[1].is_open
+        async with queue.lease(("c", 1), factory, 0.0, version="port 2") as same:
+            assert same.transport is made[1]
+        assert queue.total_opens() == 2
+
+    asyncio.run(main())
+    queue.close()

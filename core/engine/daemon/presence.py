@@ -32,7 +32,7 @@ def _task_consumers(profile: Profile) -> int:
     from aio_pika.exceptions import ChannelNotFoundEntity
 
     async def count() -> int:
-        connection = await aio_pika.connect(profile.broker_url, timeout=5)
+        connection = await aio_pika.connect(profile.broker_url, timeout=2)
         async with connection:
             channel = await connection.channel()
             try:
