@@ -4,6 +4,10 @@ The transport work happens in the WAITING state, one command at a time (see
 :mod:`~veglia.engine.calcjob.commands`). Each command ends in a new WAITING state, so every
 step is checkpointed before the next begins; a process loaded from its checkpoint re-runs
 only the step it was in, and the steps are idempotent (see :mod:`~veglia.engine.calcjob.tasks`).
+
+At about 490 lines this is over the house's 450 on purpose: it is the one class whose methods
+are the checkpointed steps and what subclasses override; what could live elsewhere has
+moved out (options, holds, right-sizing, tracing, kill, caching, preflight, commands).
 """
 
 from __future__ import annotations

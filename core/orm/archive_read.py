@@ -1,0 +1,261 @@
+"""Reading an archive (see :mod:`veglia.orm.archive` for its format) and checking all of it
+before anything is imported: the archive's own checksum of its rows, the SHA-256 of every
+file content, the rows' shape and references. A damaged archive is refused whole.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid as uuid_module
+import zipfile
+import zlib
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from veglia.exceptions import ArchiveError, UnsafePathError
+from veglia.orm.archive import (
+    ARCHIVE_FORMAT,
+    ARCHIVE_VERSION,
+    BLOBS,
+    DATA,
+    METADATA,
+    is_process,
+)
+from veglia.orm.process_nodes import TERMINAL_STATES
+from veglia.relative_paths import checked_relative
+from veglia.storage import models
+
+__all__ = ["ArchiveContent", "parse_time", "read_archive"]
+
+_READ = 1024 * 1024
+#: What reading a damaged zip file raises: a bad header, a CRC or decompression error, an
+#: entry that claims a method or version zipfile does not know, a bad offset.
+_ZIP_ERRORS = (
+    zipfile.BadZipFile,
+    zipfile.LargeZipFile,
+    zlib.error,
+    EOFError,
+    OSError,
+    NotImplementedError,
+    RuntimeError,
+    ValueError,
+)
+
+
+# -- reading and checking ------------------------------------------------------------------
+# What is wrong with a damaged archive is raised as a ValueError saying it in a few words,
+# and reported by read_archive as an ArchiveError.
+_Damaged = ValueError
+
+
+def _no_constants(name: str) -> Any:
+    raise _Damaged(f"{name} is not a JSON number")
+
+
+def _json(content: bytes, name: str) -> Any:
+    try:
+        return json.loads(content, parse_constant=_no_constants)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise _Damaged(f"{name} is not valid JSON ({exc})") from None
+
+
+def _check(condition: bool, what: str) -> None:
+    if not condition:
+        raise _Damaged(what)
+
+
+def _is_uuid(value: Any) -> bool:
+    try:
+        return isinstance(value, str) and str(uuid_module.UUID(value)) == value
+    except ValueError:
+        return False
+
+
+def _is_sha256(value: Any) -> bool:
+    return (
+        isinstance(value, str) and len(value) == 64 and all(c in "0123456789abcdef" for c in value)
+    )
+
+
+def parse_time(value: Any, what: str) -> datetime:
+    try:
+        parsed = datetime.fromisoformat(value)
+    except (TypeError, ValueError):
+        raise _Damaged(f"{what} has no valid time ({value!r})") from None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+
+
+def _strings(row: dict[str, Any], what: str, *keys: str, optional: Iterable[str] = ()) -> None:
+    for key in keys:
+        _check(isinstance(row.get(key), str), f"{what} has no text {key!r}")
+    for key in optional:
+        _check(row.get(key) is None or isinstance(row.get(key), str), f"{what}: bad {key!r}")
+
+
+def _validate(data: Any) -> None:
+    """The rows have the shape and references an archive's rows have, or :class:`_Damaged`."""
+    _check(isinstance(data, dict), "data.json is not an object")
+    for key in ("users", "computers", "codes", "nodes", "links", "logs", "groups"):
+        _check(isinstance(data.get(key), list), f"data.json has no list {key!r}")
+        _check(all(isinstance(row, dict) for row in data[key]), f"{key} are not all objects")
+    emails = set()
+    for user in data["users"]:
+        _strings(user, "a user", "email")
+        emails.add(user["email"])
+    computers = set()
+    for computer in data["computers"]:
+        what = f"computer {computer.get('label')!r}"
+        _strings(computer, what, "label", "hostname", "scheduler_type", "transport_type")
+        _check(_is_uuid(computer.get("uuid")), f"{what} has no valid UUID")
+        _check(isinstance(computer.get("properties", {}), dict), f"{what}: bad properties")
+        computers.add(computer["uuid"])
+    for code in data["codes"]:
+        what = f"code {code.get('label')!r}"
+        _strings(code, what, "label", "executable", optional=["default_calc_job_plugin"])
+        _check(code.get("computer") in computers, f"{what} is on a computer not in the archive")
+        _check(isinstance(code.get("pk"), int), f"{what} has no pk")
+    nodes = set()
+    for node in data["nodes"]:
+        what = f"node {node.get('uuid')!r}"
+        _check(_is_uuid(node.get("uuid")), f"{what} has no valid UUID")
+        _check(node["uuid"] not in nodes, f"{what} is in the archive twice")
+        nodes.add(node["uuid"])
+        _strings(node, what, "node_type", optional=["process_type", "process_state"])
+        _check(node["node_type"] != "selftest", f"{what} is a self-test record")
+        parse_time(node.get("ctime"), what)
+        parse_time(node.get("mtime"), what)
+        _check(node.get("user") is None or node["user"] in emails, f"{what} has an unknown user")
+        _check(
+            node.get("computer") is None or node["computer"] in computers,
+            f"{what} is on a computer not in the archive",
+        )
+        for key in ("attributes", "extras"):
+            _check(isinstance(node.get(key), dict), f"{what} has no {key}")
+        _check(
+            node.get("exit_status") is None or isinstance(node["exit_status"], int),
+            f"{what}: bad exit status",
+        )
+        if is_process(node["node_type"]):
+            _check(
+                node.get("process_state") in TERMINAL_STATES,
+                f"{what} is a process that has not ended ({node.get('process_state')})",
+            )
+        _check(isinstance(node.get("files"), list), f"{what} has no list of files")
+        for entry in node["files"]:
+            _check(
+                isinstance(entry, list) and len(entry) == 3 and isinstance(entry[2], int),
+                f"{what} has a bad file entry",
+            )
+            try:
+                checked_relative(entry[0])
+            except UnsafePathError as exc:
+                raise _Damaged(f"{what}: {exc}") from None
+            _check(_is_sha256(entry[1]), f"{what} has a file without a valid SHA-256")
+    for link in data["links"]:
+        _strings(link, "a link", "label", "link_type")
+        _check(link["link_type"] in models.LINK_TYPES, f"a link has type {link['link_type']!r}")
+        _check(
+            link.get("input") in nodes and link.get("output") in nodes,
+            "a link names a node not in the archive",
+        )
+    for log in data["logs"]:
+        _check(_is_uuid(log.get("uuid")), "a log message has no valid UUID")
+        _check(log.get("node") in nodes, "a log message is of a node not in the archive")
+        _strings(log, "a log message", "levelname", "message")
+        _check(isinstance(log.get("details", {}), dict), "a log message has bad details")
+        parse_time(log.get("time"), "a log message")
+    for group in data["groups"]:
+        what = f"group {group.get('label')!r}"
+        _check(_is_uuid(group.get("uuid")), f"{what} has no valid UUID")
+        _strings(group, what, "label")
+        _check(bool(group["label"].strip()), f"{what} has an empty label")
+        if group.get("time") is not None:
+            parse_time(group["time"], what)
+        _check(
+            isinstance(group.get("nodes"), list) and set(group["nodes"]) <= nodes,
+            f"{what} holds nodes not in the archive",
+        )
+
+
+@dataclass
+class ArchiveContent:
+    """An archive read and checked, its blobs still in the zip file."""
+
+    path: Path
+    metadata: dict[str, Any]
+    data: dict[str, Any]
+    blobs: list[str]
+
+
+def _open(path: Path) -> zipfile.ZipFile:
+    if not path.is_file():
+        raise ArchiveError(f"No archive file {path}; check the name.")
+    try:
+        return zipfile.ZipFile(path)
+    except _ZIP_ERRORS as exc:
+        raise ArchiveError(
+            f"{path} is not a veglia archive, or is damaged: it is not a whole zip file "
+            f"({exc}). Copy it again, or write it again with `veglia archive create`. "
+            "Nothing was imported."
+        ) from None
+
+
+def _read_checked(archive: zipfile.ZipFile, path: Path) -> ArchiveContent:
+    try:
+        metadata = _json(archive.read(METADATA), METADATA)
+    except KeyError:
+        raise ArchiveError(
+            f"{path} is not a veglia archive: it has no {METADATA}. Make one with "
+            "`veglia archive create`. Nothing was imported."
+        ) from None
+    if not isinstance(metadata, dict) or metadata.get("format") != ARCHIVE_FORMAT:
+        raise ArchiveError(
+            f"{path} is not a veglia archive (its {METADATA} does not say so). Nothing was "
+            "imported."
+        )
+    version = metadata.get("version")
+    if not isinstance(version, int) or version > ARCHIVE_VERSION:
+        raise ArchiveError(
+            f"{path} was written by a newer veglia (archive version {version}; this release "
+            f"reads up to {ARCHIVE_VERSION}). Upgrade veglia to import it."
+        )
+    try:
+        text = archive.read(DATA)
+    except KeyError:
+        raise _Damaged(f"it has no {DATA}") from None
+    _check(
+        hashlib.sha256(text).hexdigest() == metadata.get("data_sha256"),
+        f"{DATA} does not match the checksum in {METADATA}",
+    )
+    data = _json(text, DATA)
+    _validate(data)
+    blobs = sorted({entry[1] for node in data["nodes"] for entry in node["files"]})
+    names = set(archive.namelist())
+    for sha256 in blobs:
+        _check(BLOBS + sha256 in names, f"the file content {sha256} is missing")
+        digest = hashlib.sha256()
+        with archive.open(BLOBS + sha256) as handle:
+            while chunk := handle.read(_READ):
+                digest.update(chunk)
+        _check(digest.hexdigest() == sha256, f"the file content {sha256} does not match its hash")
+    return ArchiveContent(path, metadata, data, blobs)
+
+
+def read_archive(path: Path | str) -> ArchiveContent:
+    """Read and check the whole archive; :class:`ArchiveError` saying what is wrong."""
+    path = Path(path)
+    with _open(path) as archive:
+        try:
+            return _read_checked(archive, path)
+        except _ZIP_ERRORS as exc:  # ValueError (_Damaged) among them
+            raise ArchiveError(
+                f"{path} is damaged: {exc}. Copy it again, or write it again with "
+                "`veglia archive create`. Nothing was imported."
+            ) from None
+
+
+# -- writing ------------------------------------------------------------------------------------
