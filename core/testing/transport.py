@@ -2,25 +2,19 @@
 
 from __future__ import annotations
 
-import errno
 import functools
-import getpass
 import os
 import re
-import shlex
-import shutil
-import signal
-import stat as stat_module
-import subprocess
 import tempfile
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
-from veglia.exceptions import TransportConnectionError, TransportError, TransportTimeoutError
-from veglia.transports import AuthOption, FileStat, Transport
+from veglia.exceptions import TransportConnectionError, TransportError
+from veglia.local_transport_base import LocalTransportBase
+from veglia.transports import AuthOption
 
 __all__ = ["Call", "CommandHandler", "CommandResult", "FakeTransport"]
 
@@ -71,7 +65,7 @@ def _recorded(method: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
-class FakeTransport(Transport):
+class FakeTransport(LocalTransportBase):
     """A computer in a sandbox folder on this machine, recording every call.
 
     Paths are this machine's own paths, absolute or relative to :attr:`cwd` (the sandbox,
@@ -174,123 +168,19 @@ class FakeTransport(Transport):
             )
         return absolute
 
-    def _os_error(self, action: str, path: str, exc: OSError) -> TransportError:
-        return TransportError(
-            f"Could not {action} {path} on {self.hostname}: {exc.strerror or exc}"
-        )
-
-    def _open_regular(self, source: str) -> BinaryIO:
-        """The file opened for reading, refused unless it is a regular file (checked on the
-        descriptor: no symlink followed, no FIFO waited on), as the real transports do."""
-        try:
-            fd = os.open(source, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-        except OSError as exc:
-            if exc.errno != errno.ELOOP:
-                raise
-            fd = None
-        if fd is None or not stat_module.S_ISREG(os.fstat(fd).st_mode):
-            if fd is not None:
-                os.close(fd)
-            raise TransportError(
-                f"{source} on {self.hostname} is not a regular file (a link, FIFO or device): "
-                "veglia reads only regular files from a job's folder."
-            )
-        return os.fdopen(fd, "rb")
-
-    # -- files ------------------------------------------------------------------------------
-    def putfile(self, localpath: str | Path, remotepath: str) -> None:
-        target = self._local(remotepath)
-        try:
-            shutil.copyfile(localpath, target)
-        except OSError as exc:
-            raise self._os_error("copy a file to", target, exc) from None
-
-    def getfile(self, remotepath: str, localpath: str | Path) -> None:
-        source = self._local(remotepath)
-        try:
-            with self._open_regular(source) as handle, open(localpath, "wb") as target:
-                shutil.copyfileobj(handle, target)
-        except OSError as exc:
-            Path(localpath).unlink(missing_ok=True)
-            raise self._os_error("copy a file from", source, exc) from None
-
-    def read_bytes(self, remotepath: str, offset: int = 0, size: int | None = None) -> bytes:
-        source = self._local(remotepath)
-        try:
-            with self._open_regular(source) as handle:
-                handle.seek(offset)
-                return handle.read() if size is None else handle.read(size)
-        except OSError as exc:
-            raise self._os_error("read", source, exc) from None
-
-    def write_bytes(self, remotepath: str, data: bytes) -> None:
-        target = self._local(remotepath)
-        try:
-            Path(target).write_bytes(data)
-        except OSError as exc:
-            raise self._os_error("write", target, exc) from None
-
-    def listdir(self, path: str = ".") -> list[str]:
-        folder = self._local(path)
-        try:
-            return sorted(os.listdir(folder))
-        except OSError as exc:
-            raise self._os_error("list", folder, exc) from None
-
-    def stat(self, path: str) -> FileStat:
-        return self._stat(path, os.stat)
-
-    def lstat(self, path: str) -> FileStat:
-        return self._stat(path, os.lstat)
-
-    def _stat(self, path: str, how: Callable[[str], os.stat_result]) -> FileStat:
-        target = self._local(path)
-        try:
-            result = how(target)
-        except OSError as exc:
-            raise self._os_error("stat", target, exc) from None
-        return FileStat(size=result.st_size, mtime=result.st_mtime, mode=result.st_mode)
-
-    def makedirs(self, path: str, exist_ok: bool = True) -> None:
-        target = self._local(path)
-        try:
-            os.makedirs(target, exist_ok=exist_ok)
-        except OSError as exc:
-            raise self._os_error("create the folder", target, exc) from None
-
-    def remove(self, path: str) -> None:
-        target = self._local(path)
-        try:
-            os.remove(target)
-        except OSError as exc:
-            raise self._os_error("remove", target, exc) from None
+    def _target(self, path: str | Path) -> str:
+        return self._local(path)
 
     def rmtree(self, path: str) -> None:
-        target = self._local(path)
-        if target == str(self.root):
+        if self._local(path) == str(self.root):
             raise TransportError("Refusing to remove the FakeTransport's whole sandbox.")
-        try:
-            shutil.rmtree(target)
-        except FileNotFoundError:
-            return
-        except OSError as exc:
-            raise self._os_error("remove the folder", target, exc) from None
-
-    def symlink(self, source: str, link: str) -> None:
-        target = self._local(link)
-        try:
-            os.symlink(self.path(source), target)
-        except OSError as exc:
-            raise self._os_error("create the symlink", target, exc) from None
+        super().rmtree(path)
 
     def home(self) -> str:
         """``<root>/home``, created when first asked."""
         home = self._local(self.root / "home")
         os.makedirs(home, exist_ok=True)
         return home
-
-    def whoami(self) -> str:
-        return getpass.getuser()
 
     # -- commands ---------------------------------------------------------------------------
     def exec_command(
@@ -314,30 +204,13 @@ class FakeTransport(Transport):
                 "register one with respond()."
             )
         home = self.home()
-        try:
-            process = subprocess.Popen(
-                ["bash", "-c", command],
-                cwd=directory or home,
-                env={**os.environ, "HOME": home},
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                start_new_session=True,
-            )
-        except OSError as exc:
-            raise self._os_error("run a command in", directory or home, exc) from None
-        try:
-            stdout, stderr = process.communicate(stdin or b"", timeout=timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.communicate()
-            raise TransportTimeoutError(
-                f"`{command}` on {self.hostname} ran past its timeout of {timeout} s."
-            ) from None
-        return process.returncode, stdout.decode(errors="replace"), stderr.decode(errors="replace")
-
-    def gotocomputer_command(self, workdir: str) -> str:
-        return f"cd {shlex.quote(self.path(workdir))} && exec bash -l"
+        return self._run_bash(
+            command,
+            cwd=directory or home,
+            stdin=stdin,
+            timeout=timeout,
+            env={**os.environ, "HOME": home},
+        )
 
 
 for _name in _RECORDED:
