@@ -401,6 +401,10 @@ def test_a_setup_that_cannot_reach_its_database_leaves_nothing_and_runs_again(
     assert not config.profile_folder("pg").exists()
     listed = run_cli("profile", "list")
     assert "pg" not in listed.output
+    # Asked one by one, the answers come back as the command that gives them again.
+    asked = run_cli("setup", "--profile-name", "pg", "--storage-url", url, input="\n" * 40)
+    assert asked.exit_code == 4 and Config().profile_names == []
+    assert f"veglia setup -n --profile-name pg --storage-url {url}\n" in asked.output
 
     # The database answers on that port now: the very same command works.
     forwarder = _Forwarder(port, (real.hostname, real.port or 5432))

@@ -51,7 +51,7 @@ def computer_delete(state: CliState, label: str, force: bool, dry_run: bool) -> 
             ("PK", "Code", "Executable"), [(c.pk, c.full_label, c.executable) for c in codes]
         )
     if plan is not None:
-        show_plan(plan)
+        show_plan(plan, "that ran on it", "ran on it")
         plan.check_no_active()
     if dry_run:
         console.print("Dry run: nothing was deleted.")

@@ -131,8 +131,8 @@ def computer_set(state: CliState, label: str, reset: tuple[str, ...], **given: s
     if active:
         echo_info(
             f"{len(active)} active job(s) on it use the new settings from their next step "
-            "(a running daemon reads them again within a second); their work dirs stay where "
-            "they are."
+            "(a running daemon reads them again within a second); those already uploaded keep "
+            "their work dirs."
         )
     if computer.transport_type != before[0]:
         step = "test" if computer.needs_no_configuration else "configure"
