@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from veglia.broker import ping_broker
 from veglia.config.config import Config
 from veglia.config.profile import Profile
-from veglia.exceptions import BrokerError
+from veglia.exceptions import BrokerError, VegliaError
 from veglia.storage.backend import StorageBackend
 from veglia.storage.models import AuthInfo, Computer, User
 
@@ -44,9 +44,11 @@ def _default_email() -> str:
 def create_profile(config: Config, name: str, options: dict[str, Any]) -> SetupReport:
     """Write the profile, migrate its storage and create its user and default computer.
 
-    The profile is written first, so a failing database step loses nothing the user typed:
-    fix the cause and run ``veglia storage migrate``.
+    All or nothing: when a database step fails (an unreachable PostgreSQL, say), the
+    profile is removed again, with the folder it got, so the same command works once the
+    cause is fixed. What the database already holds is kept: a rerun migrates on from there.
     """
+    folder_existed = config.profile_folder(name).exists()
     profile = config.add_profile(name, options)
     report = SetupReport(profile)
     report.actions.append(f"wrote profile {name!r} to {config.path}")
@@ -54,7 +56,22 @@ def create_profile(config: Config, name: str, options: dict[str, Any]) -> SetupR
         report.actions.append(f"wrote its secrets to {config.secrets_path} (mode 0600)")
     if config.default_profile == name:
         report.actions.append(f"made {name!r} the default profile")
+    try:
+        _fill_storage(profile, report)
+    except BaseException as exc:
+        config.delete_profile(name, keep_data=folder_existed)
+        if isinstance(exc, VegliaError) and exc.args:
+            # The message the user sees says that nothing is left to clean up.
+            exc.args = (
+                f"{exc.args[0]} Profile {name!r} was not saved: fix this, then run the same "
+                "command again.",
+                *exc.args[1:],
+            )
+        raise
+    return report
 
+
+def _fill_storage(profile: Profile, report: SetupReport) -> None:
     storage = StorageBackend.from_profile(profile)
     try:
         before, after = storage.migrate()
@@ -96,4 +113,3 @@ def create_profile(config: Config, name: str, options: dict[str, Any]) -> SetupR
                 )
     finally:
         storage.close()
-    return report

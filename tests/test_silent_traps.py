@@ -3,8 +3,10 @@ it is either gone or said out loud now."""
 
 from __future__ import annotations
 
+import contextlib
 import re
 import socket
+import threading
 import time
 
 import pytest
@@ -336,3 +338,82 @@ def test_a_job_a_monitor_stopped_says_so_even_with_exit_code_0(helper_monitors, 
     shown = ok(run_cli("-p", "test", "process", "show", str(node.pk))).stdout
     assert state in shown and "stop but keep" in shown
     assert state in ok(run_cli("-p", "test", "node", "show", str(node.pk))).stdout
+
+
+# -- 6. computers cannot be changed: tests/test_computer_changes.py ------------------------------
+
+
+# -- 7. a half-made profile --------------------------------------------------------------
+class _Forwarder:
+    """Listens on a port and passes each connection on to ``target``: the database server
+    "started" on the port that setup could not reach."""
+
+    def __init__(self, port: int, target: tuple[str, int]) -> None:
+        self.target = target
+        self.server = socket.create_server(("127.0.0.1", port))
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.server.accept()
+            except OSError:  # closed
+                return
+            upstream = socket.create_connection(self.target)
+            for source, sink in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pipe, args=(source, sink), daemon=True).start()
+
+    @staticmethod
+    def _pipe(source: socket.socket, sink: socket.socket) -> None:
+        try:
+            while data := source.recv(65536):
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for end in (source, sink):
+                with contextlib.suppress(OSError):
+                    end.shutdown(socket.SHUT_RDWR)
+
+    def close(self) -> None:
+        self.server.close()
+
+
+def test_a_setup_that_cannot_reach_its_database_leaves_nothing_and_runs_again(
+    postgres_database, run_cli, veglia_home
+):
+    from urllib.parse import urlsplit
+
+    from veglia.config import Config
+
+    real = urlsplit(postgres_database)
+    port = _closed_port()
+    url = real._replace(netloc=f"{real.username}@127.0.0.1:{port}").geturl()
+    command = ("setup", "-n", "--profile-name", "pg", "--storage-url", url)
+
+    failed = run_cli(*command)
+    assert failed.exit_code == 4, failed.output
+    message = " ".join(failed.output.split())
+    assert f"Cannot reach the database at {url}" in message
+    assert "Profile 'pg' was not saved: fix this, then run the same command again." in message
+    config = Config()
+    assert config.profile_names == [] and config.default_profile is None
+    assert not config.profile_folder("pg").exists()
+    listed = run_cli("profile", "list")
+    assert "pg" not in listed.output
+    # Asked one by one, the answers come back as the command that gives them again.
+    asked = run_cli("setup", "--profile-name", "pg", "--storage-url", url, input="\n" * 40)
+    assert asked.exit_code == 4 and Config().profile_names == []
+    assert f"veglia setup -n --profile-name pg --storage-url {url}\n" in asked.output
+
+    # The database answers on that port now: the very same command works.
+    forwarder = _Forwarder(port, (real.hostname, real.port or 5432))
+    try:
+        again = ok(run_cli(*command))
+        assert "Profile 'pg' is ready" in again.output
+        assert "exists already" not in again.output
+        assert ok(run_cli("-p", "pg", "computer", "list", "--raw")).stdout.startswith(
+            "1\tlocalhost"
+        )
+    finally:
+        forwarder.close()

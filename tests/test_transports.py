@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import posixpath
+import shlex
+import shutil
+import subprocess
 import uuid
 
 import pytest
@@ -15,6 +18,7 @@ from veglia.exceptions import (
 )
 from veglia.plugins.transports.local import LocalTransport
 from veglia.plugins.transports.ssh import SshTransport
+from veglia_fixtures.services import service_missing
 
 
 @pytest.fixture(params=["core.local", "core.ssh"])
@@ -141,3 +145,68 @@ def test_ssh_closed_connection_is_reported(ssh_transport):
         ssh_transport.exec_command("true")
     ssh_transport.open()
     assert ssh_transport.exec_command("true")[0] == 0
+
+
+# -- gotocomputer: the ssh command line reaches the host as the transport does -------------------
+def _gotocomputer(transport: SshTransport, workdir: str, commands: str):
+    """Run `veglia calcjob gotocomputer`'s command with ``commands`` on its stdin: the shell
+    it opens reads them instead of a terminal."""
+    if shutil.which("ssh") is None:
+        service_missing("the OpenSSH client `ssh` is not installed")
+    command = transport.gotocomputer_command(workdir)
+    return subprocess.run(
+        ["bash", "-c", command], input=commands, capture_output=True, text=True, timeout=60
+    )
+
+
+def test_gotocomputer_uses_the_known_hosts_and_the_jump_host(services_env, ssh_params, tmp_path):
+    host, user, home = (
+        services_env["SSH_HOST"],
+        services_env["SSH_USER"],
+        services_env["SSH_USER_HOME"],
+    )
+    known = services_env["SSH_KNOWN_HOSTS"]
+    transport = SshTransport(host, **ssh_params)
+    args = shlex.split(transport.gotocomputer_command(home))
+    assert args[:4] == ["ssh", "-t", "-p", str(ssh_params["port"])]
+    for option in (
+        f"UserKnownHostsFile=~/.ssh/known_hosts {known}",
+        "StrictHostKeyChecking=yes",
+        "IdentityAgent=none",
+        "ConnectTimeout=10",
+    ):
+        assert args[args.index(option) - 1] == "-o"
+    assert args[-3:] == ["--", f"{user}@{host}", f"cd {home} && exec bash -l"]
+    shell = _gotocomputer(transport, home, "pwd; whoami\n")
+    assert shell.stdout.split() == [home, user], shell.stderr
+
+    # Through a jump host: ssh's -J would reach it without the key and the known_hosts.
+    jump = f"{user}@{host}:{ssh_params['port']}"
+    jumped = SshTransport(host, **ssh_params, proxy_jump=jump)
+    args = shlex.split(jumped.gotocomputer_command(home))
+    assert "-J" not in args
+    proxy = shlex.split(next(a for a in args if a.startswith("ProxyCommand=")).split("=", 1)[1])
+    assert proxy[:3] == ["ssh", "-p", str(ssh_params["port"])]
+    assert f"UserKnownHostsFile=~/.ssh/known_hosts {known}" in proxy
+    assert proxy[-4:] == ["-W", "%h:%p", "--", f"{user}@{host}"]
+    shell = _gotocomputer(jumped, home, "pwd; whoami\n")
+    assert shell.stdout.split() == [home, user], shell.stderr
+
+    # A known_hosts holding another key for the host: refused, as the transport refuses it.
+    import paramiko
+
+    other = paramiko.Ed25519Key.from_private_key_file(services_env["SSH_KEY"])
+    forged = tmp_path / "known_hosts"
+    forged.write_text(f"[{host}]:{ssh_params['port']} ssh-ed25519 {other.get_base64()}\n")
+    refused = _gotocomputer(
+        SshTransport(host, **{**ssh_params, "known_hosts": str(forged)}), home, "whoami\n"
+    )
+    assert refused.returncode != 0 and user not in refused.stdout
+    assert "Host key verification failed" in refused.stderr
+
+
+def test_gotocomputer_without_host_key_checking_says_so_to_ssh():
+    transport = SshTransport("cluster", port=22, host_key_checking=False, keepalive_interval=0)
+    args = shlex.split(transport.gotocomputer_command("/w"))
+    assert "StrictHostKeyChecking=no" in args
+    assert not any(a.startswith(("UserKnownHostsFile", "ServerAliveInterval")) for a in args)

@@ -91,7 +91,10 @@ def computer_test(state: CliState, label: str) -> int:
             _check(checks, "whoami", fix, lambda: f"commands run as {whoami()}")
             user = whoami() if checks[-1].ok else "unknown"
             workdir = computer.get_workdir(user, transport.home() if checks[-1].ok else "")
-            hint = "pick a work dir under your home (`veglia computer setup -w`)"
+            hint = (
+                f"pick a work dir you can write, e.g. under your home: "
+                f"`veglia computer set {label} -w '{{home}}/veglia-work'`"
+            )
             _check(checks, "work dir", hint, lambda: _workdir_check(transport, workdir))
             hint = f"is {computer.scheduler_type} installed there, and on the PATH?"
             _check(checks, "scheduler", hint, lambda: _list_jobs(transport, scheduler, user))

@@ -23,7 +23,17 @@ from veglia.orm.computers import (
     property_defaults,
 )
 
-__all__ = ["SETUP_FIELDS", "SetupField", "computer_setup", "parse_yes_no", "setup_fields", "shown"]
+__all__ = [
+    "SETUP_FIELDS",
+    "FieldFlagsCommand",
+    "SetupField",
+    "check_label",
+    "computer_setup",
+    "parse_yes_no",
+    "setup_fields",
+    "shown",
+    "with_field_flags",
+]
 
 
 _TRUE, _FALSE = ("true", "yes", "y", "1", "on"), ("false", "no", "n", "0", "off")
@@ -40,7 +50,8 @@ def _installed(group: str, kind: str, value: str) -> str:
     return value
 
 
-def _label(value: str) -> str:
+def check_label(value: str) -> str:
+    """A new computer label: well formed and not taken."""
 
     value = value.strip()
     if not value or any(c.isspace() for c in value) or "@" in value or value.isdigit():
@@ -48,7 +59,10 @@ def _label(value: str) -> str:
             f"Computer label {value!r} must be non-empty, without spaces or '@', and not a number."
         )
     if any(computer.label == value for computer in Computer.list()):
-        raise InvalidOptionError(f"A computer labelled {value!r} exists already; pick another.")
+        raise InvalidOptionError(
+            f"A computer labelled {value!r} exists already; pick another, or change that one "
+            f"with `veglia computer set {value}`."
+        )
     return value
 
 
@@ -134,7 +148,7 @@ _transport = functools.partial(_installed, "transports", "transport")
 _scheduler = functools.partial(_installed, "schedulers", "scheduler")
 _F = SetupField
 SETUP_FIELDS: list[SetupField] = [
-    _F("label", "-L --label", "Short unique name of the computer.", _label, True),
+    _F("label", "-L --label", "Short unique name of the computer.", check_label, True),
     _F("hostname", "-H --hostname", "Host to connect to.", _required, True),
     _F("description", "-D --description", "What it is.", _text),
     _F("transport", "-T --transport", "How to reach it (a transport plugin).", _transport, True),
@@ -204,13 +218,20 @@ def _ask(field: SetupField, hint: str = "") -> Any:
             echo_info("  Please answer again.")
 
 
-def _with_setup_flags(function: Any) -> Any:
-    for field in reversed(SETUP_FIELDS):
-        function = click.option(*field.flags.split(), field.name, help=_flag_help(field))(function)
-    return function
+def with_field_flags(*, skip: tuple[str, ...] = (), defaults: bool = True) -> Any:
+    """A decorator adding one option per built-in field but ``skip``; with ``defaults``
+    their help shows the default (setup), without it not (set, duplicate: they keep)."""
+
+    def decorate(function: Any) -> Any:
+        for field in reversed([f for f in SETUP_FIELDS if f.name not in skip]):
+            text = _flag_help(field) if defaults else field.help
+            function = click.option(*field.flags.split(), field.name, help=text)(function)
+        return function
+
+    return decorate
 
 
-class _SetupCommand(click.Command):
+class FieldFlagsCommand(click.Command):
     """Adds one flag per property the plugins add, loaded only when used."""
 
     def get_params(self, ctx: click.Context) -> list[click.Parameter]:
@@ -224,9 +245,9 @@ class _SetupCommand(click.Command):
         return [*params[:-1], *extra, params[-1]] if params else extra
 
 
-@click.command("setup", cls=_SetupCommand)
+@click.command("setup", cls=FieldFlagsCommand)
 @click.option("-n", "--non-interactive", is_flag=True, help="Ask nothing; use flags and defaults.")
-@_with_setup_flags
+@with_field_flags()
 @pass_state
 def computer_setup(state: CliState, non_interactive: bool, **given: str | None) -> None:
     """Create a computer, asking for each field not given as a flag."""

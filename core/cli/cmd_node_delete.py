@@ -16,7 +16,9 @@ def _plural(number: int, what: str) -> str:
     return f"{number} {what}{'' if number == 1 else 's'}"
 
 
-def show_plan(plan: DeletionPlan) -> None:
+def show_plan(plan: DeletionPlan, asked_for: str = "asked for", why: str = "asked") -> None:
+    """The plan as a sentence and a table; ``asked_for`` and ``why`` say how the first
+    nodes were chosen ("that ran on it", "ran on it": a computer's)."""
     # Lazy: cmd_node imports this module to add `node delete` to its group (a cycle).
     from veglia.cli.cmd_node import type_name
 
@@ -28,7 +30,7 @@ def show_plan(plan: DeletionPlan) -> None:
     extra = len(plan.nodes) - asked
     console.print(
         f"Deleting {_plural(len(plan.nodes), 'node')} ({counts}): the "
-        f"{_plural(asked, 'node')} asked for"
+        f"{_plural(asked, 'node')} {asked_for}"
         + (
             f" and {extra} that go{'es' if extra == 1 else ''} with them by provenance."
             if extra
@@ -42,7 +44,7 @@ def show_plan(plan: DeletionPlan) -> None:
             node.process_type or "",
             node.label,
             format_state(node.process_state, node.exit_status) if node.is_process else "",
-            str(node.reason) if node.reason else "asked",
+            str(node.reason) if node.reason else why,
         )
         for node in plan.nodes
     ]

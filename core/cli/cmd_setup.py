@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from typing import Any
 
 import click
@@ -9,7 +10,7 @@ import click
 from veglia.cli.output import console, echo_error, echo_info, echo_success, is_interactive
 from veglia.cli.state import CliState, pass_state
 from veglia.config.options import BUILTIN_OPTIONS, Option, get_option, get_options
-from veglia.exceptions import InvalidOptionError
+from veglia.exceptions import InvalidOptionError, VegliaError
 from veglia.profile_setup import SetupReport, create_profile, detect_local_broker
 from veglia.selftest import CheckResult, run_checks
 
@@ -172,8 +173,30 @@ def setup(
         for name, value in values.items()
         if value != get_options()[name].default and value != ""
     }
-    report = create_profile(config, profile_name, options)
+    try:
+        report = create_profile(config, profile_name, options)
+    except VegliaError:
+        if not non_interactive:
+            _print_rerun(profile_name, options)
+        raise
     return _summary(report, run_checks(report.profile))
+
+
+def _print_rerun(profile_name: str, options: dict[str, Any]) -> None:
+    """The answers as flags: after fixing the cause, the same setup without the questions."""
+    flags = {_flag(option): option.name for option in BUILTIN_OPTIONS if option.setup}
+    words = ["veglia", "setup", "-n", "--profile-name", profile_name]
+    for name, value in options.items():
+        option = get_option(name)
+        text = "****" if option.secret else option.format(value)
+        flag = next((f for f, n in flags.items() if n == name), None)
+        words += [flag, text] if flag else ["--option", f"{name}={text}"]
+    echo_info(
+        "Your answers, to run the setup again without questions once the cause is fixed"
+        + (" (type the password instead of ****)" if "****" in words else "")
+        + ":\n  "
+        + shlex.join(words),
+    )
 
 
 COMMANDS = [presto, setup]

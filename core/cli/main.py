@@ -39,7 +39,7 @@ BUILTIN_COMMANDS: dict[str, tuple[str, str, str]] = {
     "computer": (
         "veglia.cli.cmd_computer",
         "computer_group",
-        "Set up, configure, test and inspect computers.",
+        "Set up, configure, test, change and delete computers.",
     ),
     "config": ("veglia.cli.cmd_config", "config_group", "Get, set and list profile options."),
     "daemon": (

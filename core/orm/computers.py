@@ -175,6 +175,62 @@ class Computer:
             self.configure()  # core.local: there is nothing to ask
         return self
 
+    def save(self) -> Computer:
+        """Write a stored computer's fields back (`veglia computer set`, `relabel`).
+
+        A new transport drops every user's connection options (they were the old
+        transport's); a running daemon reads the new settings within ``computer_settings.TTL``.
+        """
+        TransportFactory(self.transport_type)
+        SchedulerFactory(self.scheduler_type)
+        with get_storage().session() as session:
+            row = session.get(models.Computer, self.pk)
+            if row is None:
+                raise NotExistent(f"Computer {self.label!r} (pk {self.pk}) was deleted.")
+            taken = session.scalar(
+                sa.select(models.Computer.id).where(
+                    models.Computer.label == self.label, models.Computer.id != self.pk
+                )
+            )
+            if taken is not None:
+                raise ConfigurationError(
+                    f"A computer labelled {self.label!r} exists already; pick another label."
+                )
+            new_transport = row.transport_type != self.transport_type
+            row.label, row.hostname, row.description = self.label, self.hostname, self.description
+            row.transport_type, row.scheduler_type = self.transport_type, self.scheduler_type
+            row.properties = dict(self.properties)
+            if new_transport:
+                session.execute(
+                    sa.delete(models.AuthInfo).where(models.AuthInfo.computer_id == self.pk)
+                )
+        if new_transport and self.needs_no_configuration:
+            self.configure()
+        return self
+
+    def delete(self) -> int:
+        """Delete the computer with its codes and connection options; how many codes went.
+
+        Refused while a node still points at it (delete those first: `veglia computer
+        delete` shows them and does both)."""
+        with get_storage().session() as session:
+            used = session.scalar(
+                sa.select(sa.func.count(models.Node.id)).where(models.Node.computer_id == self.pk)
+            )
+            if used:
+                raise ConfigurationError(
+                    f"Computer {self.label!r} is used by {used} nodes; delete them first "
+                    f"(`veglia computer delete {self.label}` shows and deletes them)."
+                )
+            codes = session.execute(
+                sa.delete(models.Code).where(models.Code.computer_id == self.pk)
+            ).rowcount
+            session.execute(
+                sa.delete(models.AuthInfo).where(models.AuthInfo.computer_id == self.pk)
+            )
+            session.execute(sa.delete(models.Computer).where(models.Computer.id == self.pk))
+        return int(codes or 0)
+
     @classmethod
     def _from_row(cls, row: models.Computer) -> Computer:
         computer = cls(

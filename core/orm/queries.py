@@ -34,7 +34,9 @@ __all__ = [
     "logs_after",
     "node_mtime",
     "node_pks",
+    "node_pks_on_computer",
     "process_tree",
+    "processes_on_computer",
     "provenance_around",
     "recent_nodes",
     "repository_files",
@@ -331,3 +333,24 @@ def configured_computer_pks() -> set[int]:
     query = sa.select(AuthInfo.computer_id).where(AuthInfo.user_id == get_default_user().pk)
     with get_storage().session() as session:
         return set(session.scalars(query))
+
+
+def processes_on_computer(computer_pk: int, *, active: bool = True) -> list[tuple[int, str, str]]:
+    """(pk, process type, state) of the processes run on the computer, oldest first; only
+    those that have not ended, unless ``active`` is False."""
+    query = sa.select(Node.id, Node.process_type, Node.process_state).where(
+        Node.computer_id == computer_pk, Node.process_state.isnot(None)
+    )
+    if active:
+        query = query.where(Node.process_state.in_(ACTIVE_STATES))
+    with get_storage().session() as session:
+        return [
+            (pk, kind or "", state) for pk, kind, state in session.execute(query.order_by(Node.id))
+        ]
+
+
+def node_pks_on_computer(computer_pk: int) -> list[int]:
+    """The pks of every node that points at the computer (its jobs, their remote folders)."""
+    query = sa.select(Node.id).where(Node.computer_id == computer_pk).order_by(Node.id)
+    with get_storage().session() as session:
+        return list(session.scalars(query))

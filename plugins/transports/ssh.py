@@ -339,16 +339,50 @@ class SshTransport(Transport):
             self._whoami = super().whoami()
         return self._whoami
 
+    def ssh_options(self, port: int) -> list[str]:
+        """OpenSSH client options that reach a host as this transport does: the same key,
+        known_hosts files, host key checking, agent, time-out and keep-alives."""
+        params = self.auth_params
+        options = ["-p", str(port)]
+        if params["key_filename"]:
+            options += ["-i", str(Path(params["key_filename"]).expanduser())]
+        if params["known_hosts"]:
+            # As paramiko here: the user's known_hosts, and the extra file beside it.
+            extra = Path(params["known_hosts"]).expanduser()
+            options += ["-o", f"UserKnownHostsFile=~/.ssh/known_hosts {extra}"]
+        checking = "yes" if params["host_key_checking"] else "no"
+        options += ["-o", f"StrictHostKeyChecking={checking}"]
+        if not params["allow_agent"]:
+            options += ["-o", "IdentityAgent=none"]
+        if params["timeout"]:
+            options += ["-o", f"ConnectTimeout={max(1, round(float(params['timeout'])))}"]
+        if params["keepalive_interval"]:
+            options += ["-o", f"ServerAliveInterval={int(params['keepalive_interval'])}"]
+        return options
+
+    def ssh_command(self, *, tty: bool = False) -> list[str]:
+        """``ssh`` and its options up to the destination: the command ``gotocomputer`` uses.
+
+        A jump host becomes a ``ProxyCommand`` rather than ``-J``, because OpenSSH applies
+        command-line options to the destination only, and paramiko reaches the jump host
+        with the same key and known_hosts.
+        """
+        params = self.auth_params
+        parts = ["ssh", *(["-t"] if tty else []), *self.ssh_options(params["port"])]
+        if params["proxy_jump"]:
+            user, host, port = _split_destination(params["proxy_jump"])
+            jump = ["ssh", *self.ssh_options(port), "-W", "%h:%p", "--"]
+            jump.append(f"{user}@{host}" if user else host)
+            # ssh expands %-tokens in ProxyCommand: literal ones in paths are doubled.
+            text = shlex.join(jump).replace("%", "%%").replace("%%h:%%p", "%h:%p")
+            parts += ["-o", f"ProxyCommand={text}"]
+        return parts
+
     def gotocomputer_command(self, workdir: str) -> str:
         params = self.auth_params
-        parts = ["ssh", "-t", "-p", str(params["port"])]
-        if params["key_filename"]:
-            parts += ["-i", str(params["key_filename"])]
-        if params["proxy_jump"]:
-            parts += ["-J", params["proxy_jump"]]
         destination = (
             f"{params['username']}@{self.hostname}" if params["username"] else self.hostname
         )
         remote = f"cd {shlex.quote(self.path(workdir))} && exec bash -l"
         # "--": a host name starting with "-" must not be read as an ssh option.
-        return " ".join([*map(shlex.quote, [*parts, "--", destination, remote])])
+        return shlex.join([*self.ssh_command(tty=True), "--", destination, remote])
