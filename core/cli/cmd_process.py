@@ -32,7 +32,6 @@ from veglia.orm.attributes import (
     PAUSED,
     SCHEDULER_STATE,
 )
-from veglia.orm.groups import in_group
 from veglia.orm.nodes import as_utc as aware
 from veglia.orm.nodes import load_node
 from veglia.orm.process_nodes import ProcessNode
@@ -253,10 +252,10 @@ def process_list(
         limit=limit,
         label_pattern=label,
         exit_status=exit_status,
+        group=group,
         order_by=order_by,
         descending=order_direction == "desc",
     )
-    rows = in_group(rows, group)
     if not rows and not raw:
         filtered = bool(label or group or past_days is not None)
         console.print(nothing_listed(chosen, filtered=filtered))
