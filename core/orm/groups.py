@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime
-from typing import Any
 
 import sqlalchemy as sa
 
