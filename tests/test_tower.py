@@ -10,7 +10,7 @@ import pytest
 from test_fusion import EXAMPLE, _job_writing
 from veglia import engine, orm
 from veglia.config import Config
-from veglia.entry_points import CalculationFactory
+from veglia.entry_points import CalculationFactory, WorkflowFactory
 from veglia.plugins.tower import outbox
 from veglia.plugins.tower.sender import TowerSender
 from veglia_fixtures.profiles import make_profile, wait_for
@@ -315,3 +315,16 @@ def test_an_idle_run_sends_heartbeats_and_a_refused_one_is_only_a_warning(
     tower.send_pending()
     assert platform.refusals[-1]["kind"] == "heartbeat"
     assert outbox.refused_runs() == [] and outbox.status_counts()["runs"] == {"begun": 1}
+
+
+def test_a_resubmitted_attempt_reaches_the_platform_as_attempt_2(tower_profile, platform, tmp_path):
+    marker = tmp_path / "marker"
+    builder = ShellJob.get_builder()
+    builder.command = orm.Str(f"if [ -e {marker} ]; then echo ok; else touch {marker}; exit 1; fi")
+    node = engine.run_get_node(WorkflowFactory("core.restart").wrap(builder))[1]
+    first, second = sorted(node.called, key=lambda child: child.pk)
+    _flush(tower_profile)
+    _assert_all_taken(platform)
+    tasks = platform.tasks()
+    assert tasks[first.pk]["attempt"] == 1 and tasks[first.pk]["status"] == "FAILED"
+    assert tasks[second.pk]["attempt"] == 2 and tasks[second.pk]["status"] == "COMPLETED"
