@@ -226,3 +226,18 @@ def test_plugin_show_prints_docstring_and_signature(run_cli):
     assert "core.always_kill(node: 'Any', transport: 'Any', message: 'str'" in result.stdout
     missing = run_cli("plugin", "show", "monitors", "core.nope")
     assert missing.exit_code == 5 and "Installed: core.always_kill" in missing.stderr
+
+
+@pytest.mark.parametrize(("command", "code"), [("exit 3", 3), ("true", 0), ("exit 42", 42)])
+def test_shell_propagate_exit_hands_on_the_commands_status(run_cli, command, code):
+    assert run_cli("presto", "--no-broker").exit_code == 0
+    result = run_cli("shell", "--propagate-exit", command)
+    assert result.exit_code == code, result.output
+    # Without the flag, any failure is 1.
+    assert run_cli("shell", command).exit_code == (0 if code == 0 else 1)
+
+
+def test_shell_propagate_exit_needs_to_wait(run_cli):
+    assert run_cli("presto", "--no-broker").exit_code == 0
+    result = run_cli("shell", "--submit", "--propagate-exit", "true")
+    assert result.exit_code == 2 and "--submit does not wait" in result.stderr
