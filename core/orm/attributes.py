@@ -91,7 +91,7 @@ ATTEMPTS = "attempts"
 #: On the workflow: the memory that, after a kill for memory, was enough.
 MEMORY_AFTER_OOM_KB = "memory_after_oom_kb"
 #: On an attempt's calc job after the first: {"attempt", "previous", "reason"}, written as
-#: the policy submits it (``node.attempt`` reads the number; trace and Tower records carry it).
+#: the policy submits it (``node.attempt`` reads the number; trace records carry it).
 RESTART = "restart"
 
 #: Every name above.
