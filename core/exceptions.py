@@ -2,7 +2,8 @@
 
 Callers catch :class:`VegliaError` to handle anything veglia reports; the CLI shows such an
 error as one line (its ``str``) and exits with its ``exit_code``, so each message says what
-went wrong and what to do about it.
+went wrong and what to do about it. :class:`CliExit` lists every exit code of the CLI
+(docs/cli.md shows the same table; a test keeps them equal).
 
     VegliaError
     ├── ConfigurationError          a config file or option is wrong
@@ -13,6 +14,7 @@ went wrong and what to do about it.
     │   ├── SchemaOutdatedError     the database schema is older than this release
     │   ├── SchemaNewerError        the database was migrated by a newer release
     │   ├── NotExistent             no row/node/blob for the given identifier
+    │   │   └── WrongNodeTypeError  the node is not of the kind asked for (not a process)
     │   ├── ModificationNotAllowed  a stored node's content cannot change
     │   └── RepositoryIntegrityError a stored blob does not match its recorded hash
     ├── InputValidationError        an input does not fit its port
@@ -42,9 +44,12 @@ went wrong and what to do about it.
 
 from __future__ import annotations
 
+from enum import IntEnum
+
 __all__ = [
     "ArchiveError",
     "BrokerError",
+    "CliExit",
     "ConfigurationError",
     "ControlError",
     "DaemonError",
@@ -76,20 +81,54 @@ __all__ = [
     "UnsafeWorkdirError",
     "VegliaError",
     "WatchTimeout",
+    "WrongNodeTypeError",
 ]
+
+
+class CliExit(IntEnum):
+    """The exit codes of the ``veglia`` command, one per kind of outcome."""
+
+    #: It did what was asked.
+    OK = 0
+    #: A check failed (``status``, ``verify``, a kill that did not happen), or an
+    #: unexpected error.
+    FAILED = 1
+    #: Wrong usage: an unknown option, a missing argument, a value of the wrong type.
+    USAGE = 2
+    #: The configuration, a profile or an option is wrong.
+    CONFIGURATION = 3
+    #: Storage: no such node (or not one of the kind asked for: not a process, not a calc
+    #: job), group, computer or code; the database or the file repository failed.
+    STORAGE = 4
+    #: A plugin is missing or broken.
+    PLUGIN = 5
+    #: The message broker cannot be reached.
+    BROKER = 6
+    #: A transport (SSH, local) operation failed.
+    TRANSPORT = 7
+    #: A scheduler command failed.
+    SCHEDULER = 8
+    #: Invalid input (a port, a monitor, a damaged archive).
+    INVALID_INPUT = 9
+    #: The daemon could not be started or stopped.
+    DAEMON = 10
+    #: ``process watch --timeout`` ran out.
+    TIMEOUT = 124
+    #: Interrupted (Ctrl-C).
+    INTERRUPTED = 130
 
 
 class VegliaError(Exception):
     """Base class of every error veglia raises on purpose."""
 
     #: The process exit code the CLI uses when this error ends a command.
-    exit_code: int = 1
+    exit_code: int = CliExit.FAILED
 
 
 class ConfigurationError(VegliaError):
     """The configuration folder, a profile or an option is wrong."""
 
-    exit_code = 3
+    exit_code = CliExit.CONFIGURATION
 
 
 class InvalidOptionError(ConfigurationError):
@@ -103,7 +142,7 @@ class ProfileNotFoundError(ConfigurationError):
 class StorageError(VegliaError):
     """The database or the file repository failed."""
 
-    exit_code = 4
+    exit_code = CliExit.STORAGE
 
 
 class StorageUnavailable(StorageError):
@@ -122,6 +161,11 @@ class NotExistent(StorageError):
     """No row, node or blob exists for the identifier that was asked for."""
 
 
+class WrongNodeTypeError(NotExistent):
+    """The node exists, but is not of the kind the command works on (a process, a calc
+    job): to that command there is no such process, and it exits as for a missing node."""
+
+
 class ModificationNotAllowed(StorageError):
     """A stored node's content cannot change: it is part of the provenance."""
 
@@ -133,7 +177,7 @@ class RepositoryIntegrityError(StorageError):
 class PluginError(VegliaError):
     """An entry point or a pluggy plugin could not be used."""
 
-    exit_code = 5
+    exit_code = CliExit.PLUGIN
 
 
 class MissingEntryPointError(PluginError):
@@ -151,13 +195,13 @@ class InvalidPluginError(PluginError):
 class InputValidationError(VegliaError):
     """An input does not fit the port it is given to."""
 
-    exit_code = 9
+    exit_code = CliExit.INVALID_INPUT
 
 
 class MonitorError(VegliaError):
     """A monitor attached to a job is wrong (unknown, wrong arguments, bad interval)."""
 
-    exit_code = 9
+    exit_code = CliExit.INVALID_INPUT
 
 
 class ControlError(VegliaError):
@@ -172,25 +216,25 @@ class ProcessActiveError(VegliaError):
 class ArchiveError(VegliaError):
     """An archive file cannot be written, or is not a veglia archive, or is damaged."""
 
-    exit_code = 9
+    exit_code = CliExit.INVALID_INPUT
 
 
 class DaemonError(VegliaError):
     """The daemon could not be started or stopped."""
 
-    exit_code = 10
+    exit_code = CliExit.DAEMON
 
 
 class WatchTimeout(VegliaError):
     """``veglia process watch --timeout`` ran out before the process ended."""
 
-    exit_code = 124
+    exit_code = CliExit.TIMEOUT
 
 
 class SchedulerError(VegliaError):
     """A scheduler command failed or printed what we cannot parse."""
 
-    exit_code = 8
+    exit_code = CliExit.SCHEDULER
 
 
 class SchedulerSubmitError(SchedulerError):
@@ -225,13 +269,13 @@ class UnsafeWorkdirError(VegliaError):
 class BrokerError(VegliaError):
     """The message broker cannot be reached or refused the connection."""
 
-    exit_code = 6
+    exit_code = CliExit.BROKER
 
 
 class TransportError(VegliaError):
     """A transport operation (file copy, remote command, connection) failed."""
 
-    exit_code = 7
+    exit_code = CliExit.TRANSPORT
 
 
 class TransportConnectionError(TransportError):

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import stat
+from pathlib import Path
 
 import pytest
 
 import veglia
+from veglia.exceptions import CliExit
 
 
 def test_version(run_cli):
@@ -226,3 +228,98 @@ def test_plugin_show_prints_docstring_and_signature(run_cli):
     assert "core.always_kill(node: 'Any', transport: 'Any', message: 'str'" in result.stdout
     missing = run_cli("plugin", "show", "monitors", "core.nope")
     assert missing.exit_code == 5 and "Installed: core.always_kill" in missing.stderr
+
+
+@pytest.mark.parametrize(("command", "code"), [("exit 3", 3), ("true", 0), ("exit 42", 42)])
+def test_shell_propagate_exit_hands_on_the_commands_status(run_cli, command, code):
+    assert run_cli("presto", "--no-broker").exit_code == 0
+    result = run_cli("shell", "--propagate-exit", command)
+    assert result.exit_code == code, result.output
+    # Without the flag, any failure is 1.
+    assert run_cli("shell", command).exit_code == (0 if code == 0 else 1)
+
+
+def test_shell_propagate_exit_needs_to_wait(run_cli):
+    assert run_cli("presto", "--no-broker").exit_code == 0
+    result = run_cli("shell", "--submit", "--propagate-exit", "true")
+    assert result.exit_code == 2 and "--submit does not wait" in result.stderr
+
+
+#: Commands that take the PK of a process (or of a calc job, for `calcjob`).
+PROCESS_PK_COMMANDS = [
+    ("process", "show"),
+    ("process", "report"),
+    ("process", "watch"),
+    ("process", "status"),
+    ("process", "dump"),
+    ("process", "kill"),
+    ("process", "pause"),
+    ("process", "play"),
+    ("process", "unblock"),
+    ("calcjob", "res"),
+    ("calcjob", "inputls"),
+    ("calcjob", "outputls"),
+    ("calcjob", "inputcat"),
+    ("calcjob", "outputcat"),
+    ("calcjob", "gotocomputer"),
+    ("calcjob", "cleanworkdir"),
+]
+#: Commands that take the PK of any node.
+NODE_PK_COMMANDS = [
+    ("node", "show"),
+    ("node", "graph"),
+    ("node", "delete", "--force"),
+    ("node", "repo", "ls"),
+    ("verify",),
+    ("group", "add", "campaign"),
+]
+
+
+@pytest.mark.parametrize("command", PROCESS_PK_COMMANDS + NODE_PK_COMMANDS, ids=" ".join)
+def test_a_missing_node_exits_4(run_cli, profile, command):
+    from veglia import orm
+
+    orm.Group(label="campaign").store()
+    result = run_cli("-p", "test", *command, "999999")
+    assert result.exit_code == 4, result.output
+    assert "999999" in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("command", PROCESS_PK_COMMANDS, ids=" ".join)
+def test_a_node_of_the_wrong_kind_exits_4_saying_what_it_is(run_cli, profile, command):
+    from veglia import orm
+
+    pk = orm.Str("not a process").store().pk
+    result = run_cli("-p", "test", *command, str(pk))
+    assert result.exit_code == 4, result.output
+    kind = "a calc job" if command[0] == "calcjob" else "a process"
+    assert f"Node {pk} is a Str, not {kind}." in result.stderr
+    assert f"veglia node show {pk}" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("process", "show"),  # a missing argument
+        ("process", "kill", "abc"),  # not a number
+        ("process", "list", "--limit", "0"),  # out of range
+        ("process", "list", "--no-such-option"),
+        ("no-such-command",),
+    ],
+    ids=" ".join,
+)
+def test_wrong_usage_exits_2(run_cli, profile, args):
+    result = run_cli("-p", "test", *args)
+    assert result.exit_code == 2, result.output
+    assert "Usage:" in result.stderr or "Error:" in result.stderr
+
+
+def test_the_exit_codes_in_the_docs_are_the_cli_s():
+    text = (Path(__file__).parent.parent / "docs" / "cli.md").read_text()
+    section = text.split("## Exit codes", 1)[1].split("\n## ", 1)[0]
+    documented = {
+        int(line.split("|")[1].strip().strip("`"))
+        for line in section.splitlines()
+        if line.startswith("| `")
+    }
+    assert documented == {int(code) for code in CliExit}

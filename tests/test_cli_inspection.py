@@ -471,3 +471,40 @@ def test_code_create_list_show_and_run(run_cli, local):
 def test_commands_need_a_profile(run_cli):
     result = run_cli("process", "list")
     assert result.exit_code == 3 and "veglia presto" in result.stderr
+
+
+def test_a_workflow_without_history_has_no_estimate_not_overdue(run_cli, local):
+    from veglia.orm import CalcJobNode, WorkflowNode
+    from veglia.orm.attributes import SIMILARITY_KEY
+
+    def process(node_class, process_type, state, key=None):
+        node = node_class(process_type=process_type)
+        node.process_state = state
+        node.store()
+        if key:
+            node.set_attribute(SIMILARITY_KEY, key)
+        if state == "finished":
+            node.set_exit(0, None)
+        return node
+
+    # Quick steps like the one the new workflow runs finished before; no run of it did.
+    for _ in range(3):
+        process(CalcJobNode, "core.shell", "finished", key="echo-like")
+    workflow = process(WorkflowNode, "demo.new", "waiting")
+    shown = ok(run_cli("process", "show", str(workflow.pk))).stdout
+    assert re.search(r"time left\s+no estimate yet \(nothing similar has finished\)", shown)
+
+    step = process(CalcJobNode, "core.shell", "waiting", key="echo-like")
+    step.add_incoming(workflow, "call", "CALL_CALC")
+    # The step has run longer than the quick ones: that says nothing of the time left.
+    shown = ok(run_cli("process", "show", str(workflow.pk))).stdout
+    assert "overdue" not in shown
+    assert re.search(
+        rf"no estimate yet \(process {step.pk} has run longer than similar finished steps\)",
+        shown,
+    )
+
+    # With finished runs of its own, running longer than they took is overdue.
+    process(WorkflowNode, "demo.new", "finished")
+    shown = ok(run_cli("process", "show", str(workflow.pk))).stdout
+    assert re.search(r"estimated time left\s+overdue \(1 similar finished runs\)", shown)

@@ -143,3 +143,22 @@ def test_process_list_by_group(run_cli, profile):
     assert ok(run_cli("process", "list", "-G", "campaign", "--raw")).stdout == ""  # none active
     unknown = run_cli("process", "list", "-G", "nope")
     assert unknown.exit_code == 4 and "No group 'nope'" in unknown.stderr
+
+
+def test_process_list_limit_counts_group_members_only(run_cli, profile):
+    from veglia import orm
+
+    members = []
+    for i in range(12):
+        node = orm.CalcJobNode(process_type="core.shell", label=f"job{i}")
+        node.process_state = "finished"
+        node.store().set_exit(0, None)
+        if i % 3 == 0:
+            members.append(node)
+    orm.Group(label="every-third").store().add_nodes(members)
+    # The newest processes are not in the group: a limit taken before the group filter
+    # would leave one member, or none.
+    rows = ok(run_cli("process", "list", "-a", "-G", "every-third", "-l", "3", "--raw", "-P", "pk"))
+    assert rows.stdout.split() == [str(n.pk) for n in members[-3:]]
+    rows = ok(run_cli("process", "list", "-a", "-G", "every-third", "-l", "5", "--raw", "-P", "pk"))
+    assert rows.stdout.split() == [str(n.pk) for n in members]

@@ -184,7 +184,7 @@ def test_requests_are_right_sized_from_similar_jobs(profile, run_cli):
 
     warned = job(64 * 1024 * 1024)
     assert warned.options["max_memory_kb"] == 64 * 1024 * 1024
-    assert any("over twice the" in log.message for log in warned.logs)
+    assert any("over twice what 3 similar jobs needed" in log.message for log in warned.logs)
 
     run_cli("-p", "test", "config", "set", "resources.right_size", "lower")
     profile.options["resources.right_size"] = "lower"
@@ -201,6 +201,30 @@ def test_requests_are_right_sized_from_similar_jobs(profile, run_cli):
     assert "peak memory (MB)" in stats.stdout and "core.shell" in stats.stdout
     none = run_cli("-p", "test", "code", "stats", "nosuch")
     assert none.exit_code != 0 and "No code is called 'nosuch'" in none.stderr
+
+
+def test_right_sizing_says_what_similar_jobs_measured_not_its_floor(profile, run_cli):
+    orm.Code("bash", orm.load_computer("localhost"), "/bin/bash", "core.shell").store()
+    code = orm.load_code("bash@localhost")
+
+    def job(seconds: int):
+        builder = code.get_builder()
+        builder.arguments = orm.List(["-c", "sleep 1"])
+        builder.metadata.options.max_wallclock_seconds = seconds
+        return engine.run_get_node(builder)[1]
+
+    history = [job(600) for _ in range(3)]
+    assert all(1 <= n.get_attribute("usage")["runtime_seconds"] < 5 for n in history)
+    warned = job(3600)
+    [message] = [log.message for log in warned.logs if "over twice" in log.message]
+    assert re.search(r"3 similar jobs needed: [1-5] s \(mean \+ 1 SD", message), message
+    assert "never sets less than 60 s" in message and "60 s that" not in message
+
+    profile.options["resources.right_size"] = "lower"
+    lowered = job(3600)
+    assert lowered.options["max_wallclock_seconds"] == 60
+    [message] = [log.message for log in lowered.logs if "right-sized" in log.message]
+    assert re.search(r"from 3600 to 60: 4 similar jobs needed: [1-5] s", message), message
 
 
 def test_verify_reruns_only_the_step_behind_a_damaged_file(profile, workflows, run_cli):

@@ -10,7 +10,7 @@ import pytest
 from test_fusion import EXAMPLE, _job_writing
 from veglia import engine, orm
 from veglia.config import Config
-from veglia.entry_points import CalculationFactory
+from veglia.entry_points import CalculationFactory, WorkflowFactory
 from veglia.plugins.tower import outbox
 from veglia.plugins.tower.sender import TowerSender
 from veglia_fixtures.profiles import make_profile, wait_for
@@ -210,7 +210,12 @@ def test_bad_token_pauses_reporting_until_it_is_fixed(tower_profile, platform, r
     status = run_cli("-p", "test", "tower", "status")
     assert "paused:" in status.stdout and "sent:      0" in status.stdout
     assert "pending:   0" not in status.stdout
+    [last] = [line for line in status.stdout.splitlines() if line.startswith("last error:")]
+    assert "refused the access token (401 on create" in last
     assert TOKEN not in status.output
+    flushed = run_cli("-p", "test", "tower", "flush")
+    assert flushed.exit_code == 1 and "sent nothing" in flushed.stdout
+    assert "paused: Seqera Platform refused the access token (401" in flushed.stderr
 
     Config().set_option("test", "tower.access_token", "another-token")
     tower_profile.secrets["tower.access_token"] = "another-token"
@@ -315,3 +320,46 @@ def test_an_idle_run_sends_heartbeats_and_a_refused_one_is_only_a_warning(
     tower.send_pending()
     assert platform.refusals[-1]["kind"] == "heartbeat"
     assert outbox.refused_runs() == [] and outbox.status_counts()["runs"] == {"begun": 1}
+
+
+def test_a_resubmitted_attempt_reaches_the_platform_as_attempt_2(tower_profile, platform, tmp_path):
+    marker = tmp_path / "marker"
+    builder = ShellJob.get_builder()
+    builder.command = orm.Str(f"if [ -e {marker} ]; then echo ok; else touch {marker}; exit 1; fi")
+    node = engine.run_get_node(WorkflowFactory("core.restart").wrap(builder))[1]
+    first, second = sorted(node.called, key=lambda child: child.pk)
+    _flush(tower_profile)
+    _assert_all_taken(platform)
+    tasks = platform.tasks()
+    assert tasks[first.pk]["attempt"] == 1 and tasks[first.pk]["status"] == "FAILED"
+    assert tasks[second.pk]["attempt"] == 2 and tasks[second.pk]["status"] == "COMPLETED"
+
+
+def test_flush_counts_what_it_sent_as_status_counts_it(tower_profile, platform, run_cli):
+    for i in range(3):
+        builder = ShellJob.get_builder()
+        builder.command = orm.Str(f"echo {i}")
+        builder.metadata.options.tower_run = "pair" if i else "alone"
+        engine.run_get_node(builder)
+    pending = outbox.status_counts()["pending"]
+    flushed = run_cli("-p", "test", "tower", "flush")
+    assert flushed.exit_code == 0, flushed.output
+    # Each job queued its events (submitted, running when seen, its end); each run its end.
+    assert pending >= 3 * 2 + 2
+    assert f"sent {pending} record(s) of 2 run(s): 3 task update(s), 2 run(s) completed" in (
+        flushed.stdout
+    )
+    status = run_cli("-p", "test", "tower", "status").stdout
+    assert f"sent:      {pending}" in status and "last error: -" in status
+    assert "sent nothing" in run_cli("-p", "test", "tower", "flush").stdout
+
+
+def test_status_shows_the_last_error_of_a_busy_platform(tower_profile, platform, run_cli):
+    engine.run_get_node(ShellJob, command=orm.Str("true"))
+    platform.fail_until = time.monotonic() + 60
+    flushed = run_cli("-p", "test", "tower", "flush")
+    assert flushed.exit_code == 0 and "sent nothing" in flushed.stdout
+    assert "not yet: create: HTTP 503" in flushed.stdout
+    status = run_cli("-p", "test", "tower", "status").stdout
+    [last] = [line for line in status.splitlines() if line.startswith("last error:")]
+    assert last.endswith("create: HTTP 503") and "paused:" not in status

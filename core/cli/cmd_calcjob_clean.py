@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import click
 
+from veglia.cli.node_args import load_calcjob
 from veglia.cli.output import console, echo_success, print_table
 from veglia.cli.state import CliState, pass_state
 from veglia.orm.workdirs import clean_workdirs, plan_cleaning
@@ -24,9 +25,6 @@ def calcjob_cleanworkdir(state: CliState, identifiers: tuple[str, ...], force: b
     The retrieved files stay in the repository; the jobs record that their work dir is
     gone. Jobs that have not ended are refused.
     """
-    # Lazy: cmd_node imports this module to add `calcjob cleanworkdir` to its group (a cycle).
-    from veglia.cli.cmd_node import load_calcjob
-
     state.profile  # noqa: B018 -- load the chosen profile
     nodes = {node.pk: node for node in map(load_calcjob, identifiers)}
     todo, skipped = plan_cleaning(nodes.values())

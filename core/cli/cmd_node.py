@@ -16,6 +16,7 @@ from veglia.cli.cmd_node_repo import print_content, print_listing, repo_group
 from veglia.cli.completion import complete_calcjob_pks, complete_node_pks
 from veglia.cli.graph_image import render_image
 from veglia.cli.monitor_notes import stopped_by
+from veglia.cli.node_args import load_calcjob
 from veglia.cli.output import console, echo_success, echo_warning, print_table
 from veglia.cli.process_format import format_state, format_time, relative_time
 from veglia.cli.state import CliState, pass_state
@@ -30,7 +31,7 @@ from veglia.orm.process_nodes import CalcJobNode, ProcessNode
 from veglia.orm.queries import links_of, node_mtime, provenance_around
 from veglia.orm.workdirs import cleaned_message
 
-__all__ = ["graph_dot", "load_calcjob", "type_name"]
+__all__ = ["graph_dot", "type_name"]
 
 
 def type_name(node_type: str) -> str:
@@ -185,16 +186,6 @@ def node_graph(state: CliState, identifier: str, depth: int, output: str | None)
 
 
 # -- calcjob ---------------------------------------------------------------------------------------
-def load_calcjob(identifier: str) -> CalcJobNode:
-    node = load_node(identifier)
-    if not isinstance(node, CalcJobNode):
-        raise NotExistent(
-            f"Node {identifier} is a {type(node).__name__}, not a calc job. "
-            f"Inspect it with `veglia node show {identifier}`."
-        )
-    return node
-
-
 def _retrieved(node: CalcJobNode) -> FolderData:
     outputs = node.outputs
     if "retrieved" not in outputs:

@@ -15,6 +15,7 @@ from veglia.cli.cmd_process_status import process_status_command
 from veglia.cli.completion import complete_process_pks
 from veglia.cli.daemon_hint import warn_if_no_daemon, warn_if_waiting_for_no_daemon
 from veglia.cli.monitor_notes import stopped_by
+from veglia.cli.node_args import load_process
 from veglia.cli.output import console, print_table, raw_option
 from veglia.cli.process_format import (
     format_state,
@@ -25,16 +26,14 @@ from veglia.cli.process_format import (
 )
 from veglia.cli.process_show import show_process
 from veglia.cli.state import CliState, pass_state
-from veglia.exceptions import InvalidOptionError, NotExistent, WatchTimeout
+from veglia.exceptions import CliExit, InvalidOptionError, WatchTimeout
 from veglia.orm.attributes import (
     GPU_METRICS,
     JOB_ID,
     PAUSED,
     SCHEDULER_STATE,
 )
-from veglia.orm.groups import in_group
 from veglia.orm.nodes import as_utc as aware
-from veglia.orm.nodes import load_node
 from veglia.orm.process_nodes import ProcessNode
 from veglia.orm.queries import (
     ACTIVE_STATES,
@@ -48,17 +47,6 @@ from veglia.orm.queries import (
 PROCESS_STATES = ("created", "running", "waiting", "finished", "excepted", "killed")
 #: Longest status text in ``process list`` (``process show`` has all of it).
 STATUS_WIDTH = 40
-
-
-def load_process(identifier: str) -> ProcessNode:
-    """The process node with this pk or UUID (prefix); NotExistent otherwise."""
-    node = load_node(identifier)
-    if not isinstance(node, ProcessNode):
-        raise NotExistent(
-            f"Node {identifier} is a {type(node).__name__}, not a process. "
-            f"Inspect it with `veglia node show {identifier}`."
-        )
-    return node
 
 
 # -- list ------------------------------------------------------------------------------------------
@@ -253,10 +241,10 @@ def process_list(
         limit=limit,
         label_pattern=label,
         exit_status=exit_status,
+        group=group,
         order_by=order_by,
         descending=order_direction == "desc",
     )
-    rows = in_group(rows, group)
     if not rows and not raw:
         filtered = bool(label or group or past_days is not None)
         console.print(nothing_listed(chosen, filtered=filtered))
@@ -367,7 +355,7 @@ def process_watch(state: CliState, identifier: str, interval: float, timeout: fl
             time.sleep(interval)
     except KeyboardInterrupt:
         console.print(f"Stopped watching process {node.pk}; it goes on.")
-        raise click.exceptions.Exit(130) from None
+        raise click.exceptions.Exit(CliExit.INTERRUPTED) from None
 
 
 # kill, pause, play, unblock, repair; status, dump

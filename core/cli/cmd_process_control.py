@@ -7,12 +7,12 @@ from typing import Any
 import click
 
 from veglia.cli.completion import complete_process_pks
+from veglia.cli.node_args import load_process
 from veglia.cli.output import echo_success, echo_warning
 from veglia.cli.state import CliState, pass_state
 from veglia.exceptions import VegliaError
 from veglia.orm.attributes import OPTIONS
-from veglia.orm.nodes import load_node
-from veglia.orm.process_nodes import CalcJobNode, ProcessNode
+from veglia.orm.process_nodes import CalcJobNode
 from veglia.orm.queries import active_process_pks
 
 
@@ -34,9 +34,7 @@ def _control(
         raise click.UsageError("Give process PKs, or --all.")
     failed = 0
     for pk in pks:
-        node = load_node(pk)
-        if not isinstance(node, ProcessNode):
-            raise VegliaError(f"Node {pk} is not a process.")
+        node = load_process(pk)
         try:
             echo_success(control_process(node, action, message, timeout))
         except VegliaError as exc:
@@ -119,7 +117,7 @@ def process_unblock(
         raise click.UsageError("Give process PKs, or --all.")
     failed = 0
     for pk in pks:
-        node = load_node(pk)
+        node = load_process(pk)
         if not isinstance(node, CalcJobNode) or not node.blocked:
             echo_warning(f"Process {pk} is not blocked.")
             failed += 1

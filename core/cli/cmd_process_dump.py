@@ -13,6 +13,7 @@ from typing import Any
 import click
 
 from veglia.cli.completion import complete_process_pks
+from veglia.cli.node_args import load_process
 from veglia.cli.output import echo_success
 from veglia.cli.state import CliState, pass_state
 from veglia.exceptions import InvalidOptionError
@@ -226,9 +227,6 @@ def process_dump_command(
 ) -> None:
     """Write process PK to a folder: its inputs, outputs, a calc job's submit script and
     retrieved files, and (in sub-folders) each process a workflow called, with a README."""
-    # Lazy: cmd_process imports this module to add the command to its group (a cycle).
-    from veglia.cli.cmd_process import load_process
-
     state.profile  # noqa: B018 -- load the chosen profile
     node = load_process(identifier)
     folder = folder or Path(f"dump-{safe_name(short_type(node))}-{node.pk}")

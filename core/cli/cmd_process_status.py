@@ -7,6 +7,7 @@ from rich.text import Text
 from rich.tree import Tree
 
 from veglia.cli.completion import complete_process_pks
+from veglia.cli.node_args import load_process
 from veglia.cli.output import console
 from veglia.cli.process_format import format_state, process_status
 from veglia.cli.state import CliState, pass_state
@@ -62,8 +63,5 @@ def call_tree(pk: int, max_depth: int | None = None) -> Tree:
 @pass_state
 def process_status_command(state: CliState, identifier: str, max_depth: int | None) -> None:
     """Show process PK with the processes it called, theirs, ...: their state and status."""
-    # Lazy: cmd_process imports this module to add the command to its group (a cycle).
-    from veglia.cli.cmd_process import load_process
-
     state.profile  # noqa: B018 -- load the chosen profile
     console.print(call_tree(load_process(identifier).pk, max_depth))

@@ -39,6 +39,11 @@ from veglia.entry_points import CalculationFactory
     help="A file pattern to bring back as an output; repeatable.",
 )
 @click.option("--submit", is_flag=True, help="Hand the job to the daemon and return at once.")
+@click.option(
+    "--propagate-exit",
+    is_flag=True,
+    help="Exit with the command's own exit status (1 when the job failed without one).",
+)
 @click.option("-l", "--label", default="", help="Label of the job.")
 @pass_state
 def shell(
@@ -48,10 +53,16 @@ def shell(
     files: tuple[str, ...],
     outputs: tuple[str, ...],
     submit: bool,
+    propagate_exit: bool,
     label: str,
 ) -> int:
     """Run COMMAND with bash as a calc job, with full provenance, and print its output."""
 
+    if submit and propagate_exit:
+        raise click.UsageError(
+            "--propagate-exit waits for the command's exit status; --submit does not wait. "
+            "Give one of them."
+        )
     state.profile  # noqa: B018 - loads the profile
     builder = CalculationFactory("core.shell").get_builder()
     builder.command = orm.Str(command)
@@ -80,11 +91,22 @@ def shell(
     status = f"exit {node.exit_status}" if node.exit_status is not None else node.process_state
     if node.is_finished_ok:
         echo_success(f"Process {node.pk} finished ({status}); `veglia process show {node.pk}`.")
-        return 0
-    echo_info(
-        f"[red]✘[/red] Process {node.pk} {node.process_state} ({status}): {node.exit_message}"
-    )
-    return 1
+    else:
+        echo_info(
+            f"[red]✘[/red] Process {node.pk} {node.process_state} ({status}): {node.exit_message}"
+        )
+    if propagate_exit:
+        return _command_status(node.job_outcome.get("exit_status"), node.is_finished_ok)
+    return 0 if node.is_finished_ok else 1
+
+
+def _command_status(status: int | None, finished_ok: bool) -> int:
+    """The command's own exit status as this process's; 1 when it gave none (the job failed
+    before it ended), one no process can exit with, or 0 for a job that failed all the same
+    (files not retrieved, say): a failed job never looks like a success."""
+    if not isinstance(status, int) or not 0 <= status <= 255:
+        return 1
+    return 1 if status == 0 and not finished_ok else status
 
 
 COMMANDS = [shell]

@@ -12,9 +12,9 @@ import traceback
 import click
 
 import veglia
-from veglia.exceptions import PluginError, VegliaError
+from veglia.exceptions import CliExit, PluginError, VegliaError
 
-__all__ = ["cli", "main"]
+__all__ = ["cli", "exit_code_of", "main"]
 
 
 #: Built-in commands: name -> (module, attribute, short help). A module is imported only
@@ -186,28 +186,43 @@ def echo_error(message: str) -> None:
     echo(message)
 
 
+def exit_code_of(exc: BaseException) -> int:
+    """The one place that decides what exit code an exception ends a command with (the codes
+    are :class:`veglia.exceptions.CliExit`, listed in docs/cli.md)."""
+    if isinstance(exc, click.exceptions.Exit):
+        return exc.exit_code
+    if isinstance(exc, click.UsageError):
+        return CliExit.USAGE
+    if isinstance(exc, VegliaError):
+        return int(exc.exit_code)
+    if isinstance(exc, KeyboardInterrupt):
+        return CliExit.INTERRUPTED
+    # click's Abort (a prompt answered no, or Ctrl-D), a plugin's ClickException, a bug.
+    return CliExit.FAILED
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``veglia`` console script."""
     args = list(sys.argv[1:] if argv is None else argv)
     verbose = "-v" in args or "--verbose" in args or os.environ.get("VEGLIA_VERBOSE") == "1"
     try:
         result = cli.main(args=args, prog_name="veglia", standalone_mode=False)
-    except click.exceptions.Abort:
+    except click.exceptions.Exit as exc:
+        sys.exit(exit_code_of(exc))
+    except click.exceptions.Abort as exc:
         echo_error("Aborted.")
-        sys.exit(1)
+        sys.exit(exit_code_of(exc))
     except click.ClickException as exc:
         exc.show()
-        sys.exit(exc.exit_code)
-    except click.exceptions.Exit as exc:
-        sys.exit(exc.exit_code)
+        sys.exit(exit_code_of(exc))
     except VegliaError as exc:
         if verbose:
             traceback.print_exc()
         echo_error(str(exc))
-        sys.exit(exc.exit_code)
-    except KeyboardInterrupt:
+        sys.exit(exit_code_of(exc))
+    except KeyboardInterrupt as exc:
         echo_error("Interrupted.")
-        sys.exit(130)
+        sys.exit(exit_code_of(exc))
     except Exception as exc:
         if verbose:
             traceback.print_exc()
@@ -215,8 +230,8 @@ def main(argv: list[str] | None = None) -> None:
             f"Unexpected {type(exc).__name__}: {exc} (run again with --verbose for the "
             "traceback, and please report it)"
         )
-        sys.exit(1)
-    sys.exit(result if isinstance(result, int) else 0)
+        sys.exit(exit_code_of(exc))
+    sys.exit(result if isinstance(result, int) else CliExit.OK)
 
 
 if __name__ == "__main__":  # pragma: no cover

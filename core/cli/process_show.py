@@ -87,7 +87,7 @@ def _workflow_rows(node: ProcessNode) -> list[tuple[str, Any]]:
         left = format_seconds(progress.remaining) if progress.remaining >= 1 else "overdue"
         rows.append(("estimated time left", f"{left} ({progress.basis})"))
     elif not node.is_terminated:
-        rows.append(("estimated time left", "unknown: nothing similar has finished yet"))
+        rows.append(("estimated time left", f"no estimate yet ({progress.basis})"))
     return rows
 
 

@@ -31,7 +31,8 @@ class Progress:
     running: int
     failed: int
     elapsed: float
-    #: Seconds left, and what the estimate rests on; None when nothing similar has finished.
+    #: Seconds left, and what the estimate rests on; None when there is no estimate, and
+    #: ``basis`` then says why.
     remaining: float | None = None
     basis: str = ""
 
@@ -54,8 +55,10 @@ def workflow_progress(node: ProcessNode) -> Progress:
     """Steps (the processes the workflow called) and the time left.
 
     The estimate is the longer of: the mean duration of similar finished workflows minus
-    the time this one has run, and, for each running step, the mean duration of processes
-    like it minus the time it has run.
+    the time this one has run (0 once it has run longer: overdue), and, for each running
+    step, the mean duration of processes like it minus the time it has run. A step that has
+    run longer than those says nothing of the time left, so a workflow without finished
+    runs like it of its own has no estimate then, rather than one of 0 s.
     """
 
     now = datetime.now(timezone.utc)
@@ -67,6 +70,7 @@ def workflow_progress(node: ProcessNode) -> Progress:
     if node.is_terminated:
         return Progress(done, running, failed, elapsed)
     estimates: list[tuple[float, str]] = []
+    past: list[int] = []
     history = similar_durations(node.process_type, node.similarity_key)
     if history is not None:
         estimates.append(
@@ -76,10 +80,19 @@ def workflow_progress(node: ProcessNode) -> Progress:
         if child.is_terminated:
             continue
         steps = similar_durations(child.process_type, child.similarity_key)
-        if steps is not None:
-            left = max(0.0, steps.mean - _elapsed(child, now))
+        if steps is None:
+            continue
+        left = steps.mean - _elapsed(child, now)
+        if left > 0:
             estimates.append((left, f"{steps.count} finished steps like process {child.pk}"))
+        else:
+            past.append(child.pk)
     if not estimates:
-        return Progress(done, running, failed, elapsed)
+        why = (
+            f"process {', '.join(map(str, past))} has run longer than similar finished steps"
+            if past
+            else "nothing similar has finished"
+        )
+        return Progress(done, running, failed, elapsed, basis=why)
     remaining, basis = max(estimates)
     return Progress(done, running, failed, elapsed, remaining, basis)

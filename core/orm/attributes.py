@@ -90,10 +90,9 @@ GPU_METRICS = "gpu_metrics"
 ATTEMPTS = "attempts"
 #: On the workflow: the memory that, after a kill for memory, was enough.
 MEMORY_AFTER_OOM_KB = "memory_after_oom_kb"
-#: On an attempt's calc job: {"attempt", "previous", "reason"}.
+#: On an attempt's calc job after the first: {"attempt", "previous", "reason"}, written as
+#: the policy submits it (``node.attempt`` reads the number; trace records carry it).
 RESTART = "restart"
-#: Read by the trace record as the attempt number (1 when absent); nothing writes it yet.
-ATTEMPT = "attempt"
 
 #: Every name above.
 ALL_KEYS = frozenset(

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime
-from typing import Any
 
 import sqlalchemy as sa
 
@@ -236,12 +235,3 @@ def group_member_pks(identifier: str | int) -> set[int]:
                 sa.select(models.GroupNode.node_id).where(models.GroupNode.group_id == group.pk)
             )
         )
-
-
-def in_group(rows: Iterable[Any], identifier: str | int | None) -> list[Any]:
-    """The rows (anything with a ``pk``) whose node is in the group; all when no group."""
-    rows = list(rows)
-    if identifier is None:
-        return rows
-    members = group_member_pks(identifier)
-    return [row for row in rows if row.pk in members]

@@ -25,6 +25,7 @@ from veglia.orm.attributes import (
     PAUSED,
     PAUSED_REASON,
     REMOTE_WORKDIR,
+    RESTART,
     RETRIEVE_LIST,
     RIGHT_SIZED,
     SCHEDULER_STATE,
@@ -249,6 +250,12 @@ class CalcJobNode(ProcessNode):
     def job_outcome(self) -> dict[str, Any]:
         """What retrieving found: exit status, failure, usage ({} before retrieval)."""
         return self.get_attribute(JOB_OUTCOME) or {}
+
+    @property
+    def attempt(self) -> int:
+        """Which attempt of a restart policy this job is (1 for the first, or without one)."""
+        restart = self.get_attribute(RESTART) or {}
+        return int(restart.get("attempt") or 1)
 
     @property
     def usage(self) -> dict[str, Any] | None:

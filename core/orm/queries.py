@@ -16,8 +16,9 @@ from sqlalchemy.orm import aliased
 
 from veglia.manage import get_storage
 from veglia.orm.attributes import BLOCKED, DAEMON, PAUSED
+from veglia.orm.groups import load_group
 from veglia.orm.users import get_default_user
-from veglia.storage.models import AuthInfo, Computer, Link, Log, Node, RepositoryFile
+from veglia.storage.models import AuthInfo, Computer, GroupNode, Link, Log, Node, RepositoryFile
 
 __all__ = [
     "ACTIVE_STATES",
@@ -114,6 +115,7 @@ def list_processes(
     label_pattern: str | None = None,
     exit_status: int | None = None,
     pks: Iterable[int] | None = None,
+    group: str | int | None = None,
     order_by: str = "ctime",
     descending: bool = False,
 ) -> list[ProcessRow]:
@@ -122,7 +124,8 @@ def list_processes(
     default). Only those in ``states``, finished with a non-zero exit status (``failed``),
     created in the last ``past_days`` days, of a ``process_type``, with a ``label``, a label
     matching ``label_pattern`` (see :func:`label_condition`), an ``exit_status``, among
-    ``pks``, as asked."""
+    ``pks``, in the ``group`` (label, pk or UUID), as asked. Every filter applies before
+    the ``limit``: it counts the processes that pass them."""
     if order_by not in ORDER_BY:
         raise ValueError(f"order_by must be one of {', '.join(ORDER_BY)}, not {order_by!r}")
     key = getattr(Node, ORDER_BY[order_by])
@@ -150,6 +153,9 @@ def list_processes(
         query = query.where(Node.exit_status == exit_status)
     if pks is not None:
         query = query.where(Node.id.in_(set(pks)))
+    if group is not None:
+        members = sa.select(GroupNode.node_id).where(GroupNode.group_id == load_group(group).pk)
+        query = query.where(Node.id.in_(members))
     if limit is not None:
         query = query.limit(limit)
     with get_storage().session() as session:

@@ -117,8 +117,9 @@ def register_commands(cli: click.Group) -> None:
         click.echo(
             "runs:      " + ", ".join(f"{runs.get(state, 0)} {state}" for state in _RUN_STATES)
         )
-        click.echo(f"last error: {counts['last_error'] or '-'}")
-        paused = TowerSender(profile, settings).paused_reason()
+        sender = TowerSender(profile, settings)
+        click.echo(f"last error: {sender.last_error() or counts['last_error'] or '-'}")
+        paused = sender.paused_reason()
         if paused:
             click.echo(f"paused:    {paused}")
         refused = outbox.refused_runs()
@@ -139,7 +140,7 @@ def register_commands(cli: click.Group) -> None:
         from veglia.plugins.tower.sender import TowerSender
 
         report = TowerSender(_profile()).send_pending()
-        click.echo(f"sent {report.sent} task record(s)")
+        click.echo(_sent_line(report))
         for error in report.errors:
             click.echo(f"not yet: {error}")
         for refused in report.refused:
@@ -166,6 +167,17 @@ def register_commands(cli: click.Group) -> None:
 
 
 _RUN_STATES = ("new", "begun", "completed", "refused")
+
+
+def _sent_line(report: Any) -> str:
+    """What one pass sent, counted as `tower status` counts it (records), then by kind."""
+    if not report.records:
+        return "sent nothing"
+    runs = len(report.runs)
+    return (
+        f"sent {report.records} record(s) of {runs} run(s): {report.sent} task update(s), "
+        f"{report.completed} run(s) completed"
+    )
 
 
 def _profile() -> Any:

@@ -39,7 +39,14 @@ BATCH = 100
 
 @dataclass
 class SendReport:
+    #: Task updates sent (one per task and request, its latest event).
     sent: int = 0
+    #: Outbox records the Platform took (what ``tower status`` counts as sent): every
+    #: event of each task sent, and each run's completion.
+    records: int = 0
+    #: Runs something was sent for, and how many of them were completed.
+    runs: list[str] = field(default_factory=list)
+    completed: int = 0
     errors: list[str] = field(default_factory=list)
     refused: list[str] = field(default_factory=list)
     paused: str = ""
@@ -76,10 +83,23 @@ class TowerSender:
         return ""
 
     def _pause(self, message: str) -> None:
-        self.state_file.write_text(
-            json.dumps({"settings": _settings_id(self.settings), "message": message})
-        )
+        self._write_state(settings=_settings_id(self.settings), message=message)
+        self._note_error(message)
         LOGGER.error("%s Reporting to Seqera Platform is paused.", message)
+
+    def _write_state(self, **values: Any) -> None:
+        self.state_file.write_text(json.dumps({**self._state(), **values}))
+
+    def _note_error(self, message: str) -> None:
+        """Keep what went wrong last, for `veglia tower status` (a pass in the daemon leaves
+        no other trace the CLI can read)."""
+        now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        self._write_state(last_error={"message": message, "time": now})
+
+    def last_error(self) -> str:
+        """The last error a pass met (a 401, a 503, a refused run), with its time; "" if none."""
+        error = self._state().get("last_error") or {}
+        return f"{error['time']}: {error['message']}" if error.get("message") else ""
 
     # -- one pass ------------------------------------------------------------------------
     def send_pending(self) -> SendReport:
@@ -112,6 +132,7 @@ class TowerSender:
             self.retry_at = time.monotonic() + wait
             self.delay = min(self.delay * 2, 300.0)
             report.errors.append(f"{exc}; retrying in {wait:.0f} s")
+            self._note_error(str(exc))
         except SettingsRejected as exc:
             self._pause(str(exc))
             report.paused = str(exc)
@@ -122,19 +143,25 @@ class TowerSender:
     def _send_run_alone(self, client: TowerClient, run_key: str, report: SendReport) -> None:
         """One run; whatever goes wrong with it alone marks it, and the pass goes on."""
         run = outbox.get_run(run_key)
+        records = report.records
         try:
-            report.sent += self._send_run(client, run)
+            self._send_run(client, run, report)
         except (RetryLater, SettingsRejected):
             raise
         except TowerRefused as exc:
             outbox.refuse_run(run, exc.request, exc.status, exc.message)
             report.refused.append(f"{run_key}: {exc}")
+            self._note_error(f"run {run_key} refused: {exc}")
             LOGGER.error("Seqera Platform refused run %s: %s", run_key, exc)
         except Exception as exc:  # a bug or a corrupt record must not stop the other runs
             LOGGER.exception("run %s cannot be reported", run_key)
             message = f"{type(exc).__name__}: {exc}"
             outbox.refuse_run(run, self._request, None, message[:500])
             report.refused.append(f"{run_key}: {message}")
+            self._note_error(f"run {run_key} cannot be sent: {message[:500]}")
+        finally:
+            if report.records > records:
+                report.runs.append(run_key)
 
     # -- one run -------------------------------------------------------------------------
     def _tasks(self, run_key: str) -> list[dict[str, Any]]:
@@ -162,7 +189,7 @@ class TowerSender:
         run.data = {**run.data, "peaks": peaks}
         return result
 
-    def _send_run(self, client: TowerClient, run: Any) -> int:
+    def _send_run(self, client: TowerClient, run: Any, report: SendReport) -> None:
         self._request = "create"
         tasks = self._tasks(run.run_key)
         if run.remote_id is None:
@@ -182,7 +209,7 @@ class TowerSender:
             )
             run.state, run.data = "begun", {**run.data, "watch_url": watch}
             self._touch(run)
-        sent = self._send_tasks(client, run, tasks)
+        self._send_tasks(client, run, tasks, report)
         for row in outbox.pending_rows(run.run_key, ("complete",)):
             self._request = "complete"
             client.complete(
@@ -194,11 +221,14 @@ class TowerSender:
                 },
             )
             outbox.mark([row.id], "sent")
+            report.records += 1
+            report.completed += 1
             run.state = "completed"
             self._touch(run)
-        return sent
 
-    def _send_tasks(self, client: TowerClient, run: Any, tasks: list[dict[str, Any]]) -> int:
+    def _send_tasks(
+        self, client: TowerClient, run: Any, tasks: list[dict[str, Any]], report: SendReport
+    ) -> None:
         """Pending task events, the latest per task, at most ``BATCH`` tasks a request."""
         self._request = "progress"
         rows = outbox.pending_rows(run.run_key, outbox.TASK_KINDS)
@@ -206,7 +236,6 @@ class TowerSender:
         for row in rows:
             by_task.setdefault(row.task_id, []).append(row)
         task_ids = list(by_task)
-        sent = 0
         for start in range(0, len(task_ids), BATCH):
             batch = task_ids[start : start + BATCH]
             maps = []
@@ -214,10 +243,11 @@ class TowerSender:
                 events = [_task(row.payload) for row in by_task[task_id]]
                 maps.append(max(reversed(events), key=payload.rank))
             client.progress(run.remote_id, {"tasks": maps, "progress": self._progress(run, tasks)})
-            outbox.mark([row.id for task_id in batch for row in by_task[task_id]], "sent")
-            sent += len(batch)
+            ids = [row.id for task_id in batch for row in by_task[task_id]]
+            outbox.mark(ids, "sent")
+            report.sent += len(batch)
+            report.records += len(ids)
             self._touch(run)
-        return sent
 
     def _touch(self, run: Any) -> None:
         run.last_sent = datetime.now(timezone.utc)
@@ -247,6 +277,7 @@ class TowerSender:
             except TowerRefused as exc:  # as Nextflow: a refused heartbeat is only a warning
                 LOGGER.warning("Seqera Platform refused the heartbeat of %s: %s", run.run_key, exc)
                 run.data = {**run.data, "last_error": str(exc)}
+                self._note_error(f"heartbeat of {run.run_key} refused: {exc}")
             self._touch(run)
 
     def run_forever(self, stop: Any, interval: float = 1.0) -> None:

@@ -36,11 +36,13 @@ def right_size(process: CalcJob) -> None:
         "max_wallclock_seconds": advice.wallclock_seconds,
     }
     changed = {}
+    needed = {}
     for name, floor, unit in _REQUESTS:
-        recommended = recommendations[name]
-        if recommended is None:
+        measured = recommendations[name]
+        if measured is None:
             continue
-        recommended = max(recommended, floor)
+        needed[name] = _needed(measured, floor, unit, advice.samples)
+        recommended = max(measured, floor)
         requested = options.get(name)
         too_big = requested is not None and requested > 2 * recommended
         if mode == "apply" or (too_big and mode == "lower"):
@@ -49,15 +51,20 @@ def right_size(process: CalcJob) -> None:
                 options[name] = recommended
         elif too_big:
             process.report(
-                f"{name} = {requested} {unit} is over twice the {recommended} {unit} that "
-                f"{advice.samples} similar jobs needed (mean + 1 SD); set the profile "
-                "option resources.right_size to 'lower' to lower such requests"
+                f"{name} = {requested} {unit} is over twice what {needed[name]}; set the "
+                "profile option resources.right_size to 'lower' to lower such requests"
             )
     if not changed:
         return
     record = {name: {"from": old, "to": new} for name, (old, new) in changed.items()}
     node.set_attributes({attr.OPTIONS: options, attr.RIGHT_SIZED: record})
     for name, (old, new) in changed.items():
-        process.report(
-            f"right-sized {name} from {old} to {new} (mean + 1 SD of {advice.samples} similar jobs)"
-        )
+        process.report(f"right-sized {name} from {old} to {new}: {needed[name]}")
+
+
+def _needed(measured: int, floor: int, unit: str, samples: int) -> str:
+    """What the similar jobs measured, and the least right-sizing sets when that is below."""
+    text = f"{samples} similar jobs needed: {measured} {unit} (mean + 1 SD of what they used)"
+    if measured < floor:
+        text += f"; right-sizing never sets less than {floor} {unit}"
+    return text

@@ -11,7 +11,7 @@ import time
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from veglia.orm.attributes import ATTEMPT, CACHE_HASH
+from veglia.orm.attributes import CACHE_HASH
 from veglia.schedulers import JobResources
 
 __all__ = ["TRANSIENT_FIELDS", "TraceRecord", "build_record", "finish_record"]
@@ -115,7 +115,7 @@ def build_record(node: Any, computer: Any, status: str = "RUNNING") -> TraceReco
         cpus=resources.cpus,
         memory=None if memory_kb is None else int(memory_kb) * 1024,
         time=None if wallclock is None else int(wallclock) * 1000,
-        attempt=int(node.get_attribute(ATTEMPT) or 1),
+        attempt=node.attempt,
     )
 
 
@@ -123,6 +123,8 @@ def finish_record(record: TraceRecord, node: Any) -> TraceRecord:
     """Status, exit and times once the process has terminated."""
     outcome = node.job_outcome
     record.exit = outcome.get("exit_status")
+    # A restart policy numbers its attempt after submitting it: read it again at the end.
+    record.attempt = node.attempt
     if node.process_state == "finished" and node.cached_from:
         record.status = "CACHED"
     elif node.process_state == "finished":
