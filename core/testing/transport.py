@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from veglia.exceptions import TransportConnectionError, TransportError, TransportTimeoutError
+from veglia.file_reads import read_per_file
 from veglia.transports import AuthOption, FileStat, Transport
 
 __all__ = ["Call", "CommandHandler", "CommandResult", "FakeTransport"]
@@ -44,7 +45,7 @@ _RECORDED = (
     "putfile", "getfile", "read_bytes", "write_bytes", "listdir", "stat", "lstat", "makedirs",
     "remove", "rmtree", "symlink", "exec_command", "gotocomputer_command", "exists", "isdir",
     "isfile", "is_real_dir", "get_regular", "puttree", "gettree", "put", "get", "home",
-    "whoami",
+    "whoami", "read_files",
 )  # fmt: skip
 
 
@@ -222,6 +223,10 @@ class FakeTransport(Transport):
                 return handle.read() if size is None else handle.read(size)
         except OSError as exc:
             raise self._os_error("read", source, exc) from None
+
+    def read_files(self, payload: dict[str, Any]) -> list[Any]:
+        """With ``lstat`` and ``read_bytes`` (the generic path), so it stays in the sandbox."""
+        return read_per_file(self, payload)
 
     def write_bytes(self, remotepath: str, data: bytes) -> None:
         target = self._local(remotepath)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from veglia.exceptions import TransportError, TransportTimeoutError
+from veglia.file_reads import read_requests
 from veglia.transports import FileStat, Transport
 
 __all__ = ["LocalTransport"]
@@ -138,6 +139,10 @@ class LocalTransport(Transport):
             os.symlink(self.path(source), target)
         except OSError as exc:
             raise self._os_error("create the symlink", target, exc) from None
+
+    def read_files(self, payload: dict[str, Any]) -> list[Any]:
+        """In process: the files are on this machine, no command is needed."""
+        return read_requests(payload)
 
     def exec_command(
         self,

@@ -17,9 +17,10 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from veglia.engine.calcjob import kill
+from veglia.engine.calcjob.file_watch import requests_for, slices_from, watches_of
 from veglia.engine.calcjob.monitors import MonitorResult, MonitorSpec, load_monitor, now
 from veglia.engine.runner import get_runner
-from veglia.exceptions import TransportError
+from veglia.exceptions import MonitorError, TransportError
 from veglia.orm import attributes as attr
 from veglia.orm.attributes import MONITOR_STATE, MONITORS
 
@@ -99,12 +100,16 @@ class MonitorRunner:
         self.process = process
         assert process.node is not None
         self.node = process.node
+        #: This cycle's watch_files monitors, their file reads (by monitor name), the
+        #: offsets to keep once they have seen them, and declarations that are broken.
+        self._watched: set[str] = set()
+        self._answers: dict[str, Any] | None = {}
+        self._kept: dict[str, Any] = {}
+        self._bad_watch: dict[str, str] = {}
 
-    async def run_cycle(self, lease: TransportLease) -> tuple[str, MonitorResult] | None:
-        """Call the monitors that are due; return (name, result) of the one that stops the job."""
-        specs = [MonitorSpec(**data) for data in self.node.get_attribute(MONITORS, [])]
-        states: dict[str, dict[str, Any]] = self.node.get_attribute(MONITOR_STATE, {})
-        outcome = None
+    def _due(self, specs: list[MonitorSpec], states: dict[str, Any]) -> list[Any]:
+        """(spec, state) of the monitors to call this cycle, in call order."""
+        due = []
         for spec in specs:
             state = states.setdefault(spec.name, _fresh_state(spec))
             if state["disabled"]:
@@ -112,6 +117,54 @@ class MonitorRunner:
             interval = spec.minimum_poll_interval
             if interval and state["last_call"] and now() - state["last_call"] < interval:
                 continue
+            due.append((spec, state))
+        return due
+
+    async def _read_watched(self, due: list[Any]) -> dict[str, Any] | None:
+        """The answers to the file reads of the due ``watch_files`` monitors, by monitor
+        name, read with the other jobs' in one call; None when the read failed."""
+        workdir = self.node.remote_workdir or "/"
+        counts: list[tuple[str, int]] = []
+        requests: list[dict[str, Any]] = []
+        for spec, state in due:
+            try:
+                function = load_monitor(spec.entry_point)
+            except Exception:
+                continue  # a fault of its own when it is called
+            if watches_of(function) is None:
+                continue
+            self._watched.add(spec.name)
+            try:
+                wanted = requests_for(function, spec.kwargs, workdir, state.get("files", {}))
+            except MonitorError as exc:
+                self._bad_watch[spec.name] = str(exc)
+                continue
+            counts.append((spec.name, len(wanted)))
+            requests += wanted
+        if not requests:
+            return {}
+        try:
+            answers = await get_runner().file_batcher(self.process.computer).read(requests)
+        except Exception as exc:  # the computer's fault: the poller's backoff handles it
+            names = ", ".join(name for name, _ in counts)
+            self.node.add_log("WARNING", f"monitor {names}: reading the files failed: {exc}")
+            return None
+        by_name, start = {}, 0
+        for name, count in counts:
+            by_name[name] = answers[start : start + count]
+            start += count
+        return by_name
+
+    async def run_cycle(self, lease: TransportLease) -> tuple[str, MonitorResult] | None:
+        """Call the monitors that are due; return (name, result) of the one that stops the job."""
+        specs = [MonitorSpec(**data) for data in self.node.get_attribute(MONITORS, [])]
+        states: dict[str, dict[str, Any]] = self.node.get_attribute(MONITOR_STATE, {})
+        due = self._due(specs, states)
+        self._answers = await self._read_watched(due)
+        outcome = None
+        for spec, state in due:
+            if self._answers is None and spec.name in self._watched:
+                continue  # its files could not be read: not its fault, try at the next poll
             state["last_call"] = now()
             result = await self._call_safely(spec, lease, state)
             if result is None:
@@ -151,6 +204,8 @@ class MonitorRunner:
             return self._failed(spec, state, f"timed out after {spec.timeout:g} s")
         except Exception as exc:
             return self._failed(spec, state, f"raised {type(exc).__name__}: {exc}")
+        if spec.name in self._kept:  # seen without fault: the next cycle reads on from here
+            state["files"] = self._kept.pop(spec.name)
         if result is None:
             state["failures"], state["first_failure"] = 0, None
             return None
@@ -172,6 +227,14 @@ class MonitorRunner:
         if "state" in inspect.signature(function).parameters:
             kwargs["state"] = state["data"]
         workdir = self.node.remote_workdir or "/"
+        if spec.name in self._bad_watch:
+            raise MonitorError(self._bad_watch[spec.name])
+        if self._answers and spec.name in self._answers:
+            known = state.get("files", {})
+            answers = self._answers[spec.name]
+            kwargs["files"], self._kept[spec.name] = slices_from(
+                function, spec.kwargs, workdir, known, answers
+            )
         if inspect.iscoroutinefunction(function):
             coroutine = function(self.node, AsyncTransport(lease, workdir), **kwargs)
             return await asyncio.wait_for(coroutine, spec.timeout)
@@ -210,8 +273,10 @@ class MonitorRunner:
 async def run_monitors(process: CalcJob) -> bool:
     """After a poll: the job's monitors; True when one of them stopped the job, which is
     then cancelled and gone from the scheduler."""
-    async with get_runner().lease_transport(process.computer) as lease:
+    runner = get_runner()
+    async with runner.lease_transport(process.computer) as lease:
         outcome = await MonitorRunner(process).run_cycle(lease)
+    runner.poller(process.computer).monitors_done_at = time.monotonic()
     if outcome is None:
         return False
     name, result = outcome

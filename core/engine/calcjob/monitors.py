@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from veglia.engine.calcjob.annotations import describe, fits, parameter_annotations
+from veglia.engine.calcjob.file_watch import watches_of
 from veglia.entry_points import MonitorFactory, get_entry_points
 from veglia.exceptions import MonitorError, VegliaError
 from veglia.manage import get_profile
@@ -164,6 +165,8 @@ def check_arguments(spec: MonitorSpec, function: Callable[..., Any]) -> None:
     accepts_any = any(p.kind is p.VAR_KEYWORD for p in parameters)
     named = {p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
     named.discard("state")
+    if watches_of(function) is not None:
+        named.discard("files")  # the engine's to give (veglia.engine.calcjob.file_watch)
     unknown = set(spec.kwargs) - named
     if unknown and not accepts_any:
         raise MonitorError(
@@ -176,7 +179,7 @@ def check_arguments(spec: MonitorSpec, function: Callable[..., Any]) -> None:
         if p.default is p.empty
         and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
         and p.name not in spec.kwargs
-        and p.name != "state"
+        and p.name not in ("state", "files")
     ]
     if missing:
         raise MonitorError(
