@@ -286,3 +286,28 @@ def test_answers_cross_as_text(tmp_path):
     (tmp_path / "bin").write_bytes(bytes(range(256)))
     answer = read_requests({"requests": [{"path": str(tmp_path / "bin"), "mode": "new"}]})
     assert base64.b64decode(answer[0][0][6]) == bytes(range(256))
+
+
+def test_a_running_job_s_clock_alone_is_not_written_at_every_poll(profile):
+    """A thousand jobs' elapsed times written at every poll kept the engine from keeping
+    up: the clock alone is kept on the node in memory, and written now and then."""
+    from veglia.engine.calcjob.poll_writes import write_poll
+    from veglia.orm.nodes import load_node
+
+    node = get_runner().instantiate(ShellJob, {"command": orm.Str("true")}).node
+    info = {"state": "running", "wallclock_seconds": 10}
+    written: dict = {}
+    first = {attr.SCHEDULER_STATE: "running", attr.LAST_JOB_INFO: info}
+    assert write_poll(node, first, written)
+    assert not write_poll(node, first, written)  # nothing changed
+    ticked = {**first, attr.LAST_JOB_INFO: {**info, "wallclock_seconds": 12}}
+    assert not write_poll(node, ticked, written)
+    assert node.last_job_info["wallclock_seconds"] == 12  # what a monitor sees at once
+    assert load_node(node.pk).last_job_info["wallclock_seconds"] == 10  # not yet written
+    written["at"] -= 31  # CLOCK_WRITE_INTERVAL later
+    assert write_poll(
+        node, {**first, attr.LAST_JOB_INFO: {**info, "wallclock_seconds": 43}}, written
+    )
+    assert load_node(node.pk).last_job_info["wallclock_seconds"] == 43
+    held = {attr.SCHEDULER_STATE: "queued", attr.LAST_JOB_INFO: {**info, "state": "queued"}}
+    assert write_poll(node, held, written)  # any other change is written at once

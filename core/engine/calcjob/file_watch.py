@@ -136,15 +136,15 @@ def watches_of(function: Any) -> tuple[FileWatch, ...] | None:
     return getattr(function, "__veglia_watches__", None)
 
 
+@functools.lru_cache(maxsize=256)
+def _defaults(function: Callable[..., Any]) -> dict[str, Any]:
+    parameters = inspect.signature(function).parameters.items()
+    return {name: p.default for name, p in parameters if p.default is not p.empty}
+
+
 def _keywords(function: Callable[..., Any], kwargs: dict[str, Any]) -> dict[str, Any]:
     """The monitor's keywords with their defaults, to fill the paths' ``{name}`` fields."""
-    values = {
-        name: p.default
-        for name, p in inspect.signature(function).parameters.items()
-        if p.default is not p.empty
-    }
-    values.update(kwargs)
-    return values
+    return {**_defaults(function), **kwargs}
 
 
 def requests_for(

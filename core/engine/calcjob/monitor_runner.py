@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
+import json
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
@@ -39,6 +40,26 @@ CALLS = {"count": 0}
 #: Seconds a monitor's run of faults must span, besides counting ``max_failures``, before
 #: it is disabled: a fault counts per poll, and polls may come every tenth of a second.
 FAULT_WINDOW = 60.0
+#: Seconds after which a monitor's ``last_call`` is written even when nothing else changed.
+#: Only monitors with a ``minimum_poll_interval`` need it exact (and get it at every call):
+#: writing a thousand jobs' states at every poll is what kept the engine from keeping up.
+LAST_CALL_REFRESH = 60.0
+
+
+@functools.lru_cache(maxsize=256)
+def _takes_state(function: Any) -> bool:
+    return "state" in inspect.signature(function).parameters
+
+
+def _what_is_kept(states: dict[str, Any], specs: list[MonitorSpec]) -> str:
+    """The states as they must be stored: without the last call of monitors that have no
+    interval (informative only; written every LAST_CALL_REFRESH seconds)."""
+    exact = {spec.name for spec in specs if spec.minimum_poll_interval}
+    kept = {
+        name: {k: v for k, v in record.items() if k != "last_call" or name in exact}
+        for name, record in states.items()
+    }
+    return json.dumps(kept, sort_keys=True, default=str)
 
 
 class _JobTransport:
@@ -106,6 +127,27 @@ class MonitorRunner:
         self._answers: dict[str, Any] | None = {}
         self._kept: dict[str, Any] = {}
         self._bad_watch: dict[str, str] = {}
+        self._functions: dict[str, Any] = {}
+
+    def _specs(self) -> list[MonitorSpec]:
+        """The job's monitors, read once per process: they are fixed at submission."""
+        specs = getattr(self.process, "_monitor_specs", None)
+        if specs is None:
+            specs = [MonitorSpec(**data) for data in self.node.get_attribute(MONITORS, [])]
+            self.process._monitor_specs = specs  # type: ignore[attr-defined]
+        return specs
+
+    def _load(self, spec: MonitorSpec) -> Any:
+        """The monitor's function (loaded once per cycle; an error raised again each time)."""
+        if spec.name not in self._functions:
+            try:
+                self._functions[spec.name] = load_monitor(spec.entry_point)
+            except Exception as exc:
+                self._functions[spec.name] = exc
+        function = self._functions[spec.name]
+        if isinstance(function, Exception):
+            raise function
+        return function
 
     def _due(self, specs: list[MonitorSpec], states: dict[str, Any]) -> list[Any]:
         """(spec, state) of the monitors to call this cycle, in call order."""
@@ -128,7 +170,7 @@ class MonitorRunner:
         requests: list[dict[str, Any]] = []
         for spec, state in due:
             try:
-                function = load_monitor(spec.entry_point)
+                function = self._load(spec)
             except Exception:
                 continue  # a fault of its own when it is called
             if watches_of(function) is None:
@@ -157,8 +199,10 @@ class MonitorRunner:
 
     async def run_cycle(self, lease: TransportLease) -> tuple[str, MonitorResult] | None:
         """Call the monitors that are due; return (name, result) of the one that stops the job."""
-        specs = [MonitorSpec(**data) for data in self.node.get_attribute(MONITORS, [])]
+        specs = self._specs()
         states: dict[str, dict[str, Any]] = self.node.get_attribute(MONITOR_STATE, {})
+        before = _what_is_kept(states, specs)
+        last_write = max((r.get("last_call") or 0 for r in states.values()), default=0)
         due = self._due(specs, states)
         self._answers = await self._read_watched(due)
         outcome = None
@@ -189,7 +233,8 @@ class MonitorRunner:
                 break
             outcome = (spec.name, result)
             break  # the first result that acts wins this cycle
-        self.node.set_attribute(MONITOR_STATE, states)
+        if now() - last_write >= LAST_CALL_REFRESH or _what_is_kept(states, specs) != before:
+            self.node.set_attribute(MONITOR_STATE, states)
         return outcome
 
     async def _call_safely(
@@ -222,9 +267,9 @@ class MonitorRunner:
 
     async def _call(self, spec: MonitorSpec, lease: TransportLease, state: dict[str, Any]) -> Any:
         CALLS["count"] += 1
-        function = load_monitor(spec.entry_point)
+        function = self._load(spec)
         kwargs = dict(spec.kwargs)
-        if "state" in inspect.signature(function).parameters:
+        if _takes_state(function):
             kwargs["state"] = state["data"]
         workdir = self.node.remote_workdir or "/"
         if spec.name in self._bad_watch:
