@@ -114,7 +114,7 @@ def main() -> None:
                 },
             }
             nodes.append(engine.submit(builder))
-        print(f"{args.jobs} jobs submitted in {time.monotonic() - start:.0f} s")
+        print(f"{args.jobs} jobs submitted in {time.monotonic() - start:.0f} s", flush=True)
         while (
             sum(n.refresh().get_attribute("scheduler_state") == "running" for n in nodes)
             < args.jobs
@@ -122,7 +122,7 @@ def main() -> None:
             if time.monotonic() - start > 900:
                 raise SystemExit("the jobs did not all start within 15 minutes")
             time.sleep(2)
-        print(f"{args.jobs} jobs running after {time.monotonic() - start:.0f} s")
+        print(f"{args.jobs} jobs running after {time.monotonic() - start:.0f} s", flush=True)
         files = DaemonFiles(profile)
         pid = files.read_status()["workers"][0]["pid"]
 

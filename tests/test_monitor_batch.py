@@ -17,11 +17,15 @@ from veglia.engine.calcjob.file_watch import (
     watch_files,
 )
 from veglia.engine.calcjob.monitor_runner import MonitorRunner
+from veglia.engine.calcjob.monitors import MonitorSpec, check_arguments
+from veglia.engine.calcjob.poll_writes import write_poll
 from veglia.engine.runner import get_runner
 from veglia.entry_points import CalculationFactory
 from veglia.exceptions import MonitorError
 from veglia.file_reads import python_command, read_requests
+from veglia.monitors.files import file_pattern, stalled_output
 from veglia.orm import attributes as attr
+from veglia.orm.nodes import load_node
 from veglia.plugins.transports.local import LocalTransport
 from veglia.plugins.transports.ssh import SshTransport
 from veglia.testing import FakeTransport
@@ -171,12 +175,12 @@ def test_the_declaration_is_checked():
 
 def test_called_directly_a_monitor_reads_through_its_transport(tmp_path):
     """As in a plugin's own test: no engine, a FakeTransport."""
-    from veglia.monitors.files import file_pattern
-
     with FakeTransport(root=str(tmp_path)) as transport:
         (transport.root / "out.log").write_text("step 1\nNaN found\n")
         result = file_pattern(None, transport, path="out.log", pattern="NaN")
+        stalled = stalled_output(None, transport, "out.log", 60.0, state := {})  # positional
     assert result.message == "out.log matched 'NaN': NaN found"
+    assert stalled is None and state["size"] == len("step 1\nNaN found\n")
 
 
 # -- the engine: many jobs, one command ------------------------------------------------------
@@ -291,9 +295,6 @@ def test_answers_cross_as_text(tmp_path):
 def test_a_running_job_s_clock_alone_is_not_written_at_every_poll(profile):
     """A thousand jobs' elapsed times written at every poll kept the engine from keeping
     up: the clock alone is kept on the node in memory, and written now and then."""
-    from veglia.engine.calcjob.poll_writes import write_poll
-    from veglia.orm.nodes import load_node
-
     node = get_runner().instantiate(ShellJob, {"command": orm.Str("true")}).node
     info = {"state": "running", "wallclock_seconds": 10}
     written: dict = {}
@@ -311,3 +312,13 @@ def test_a_running_job_s_clock_alone_is_not_written_at_every_poll(profile):
     assert load_node(node.pk).last_job_info["wallclock_seconds"] == 43
     held = {attr.SCHEDULER_STATE: "queued", attr.LAST_JOB_INFO: {**info, "state": "queued"}}
     assert write_poll(node, held, written)  # any other change is written at once
+
+
+def test_a_path_naming_a_keyword_the_monitor_lacks_is_refused_before_the_job_runs():
+    @watch_files(FileWatch("{filename}"))
+    def misnamed(node, transport, path: str = "out.log", files: dict | None = None):
+        """Test monitor."""
+
+    spec = MonitorSpec(name="bad", entry_point="x:misnamed", kwargs={"path": "a.log"})
+    with pytest.raises(MonitorError, match="Monitor 'bad'.*names no keyword 'filename'"):
+        check_arguments(spec, misnamed)

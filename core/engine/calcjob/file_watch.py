@@ -112,7 +112,8 @@ def watch_files(*watches: FileWatch) -> Callable[[F], F]:
                 f"{function.__name__}: a watch_files monitor gets its bytes handed over and "
                 "needs no transport calls; make it a plain def."
             )
-        if "files" not in inspect.signature(function).parameters:
+        signature = inspect.signature(function)
+        if "files" not in signature.parameters:
             raise MonitorError(
                 f"{function.__name__}: a watch_files monitor takes a `files` keyword "
                 "(files: dict[str, FileSlice] | None = None)."
@@ -123,7 +124,8 @@ def watch_files(*watches: FileWatch) -> Callable[[F], F]:
         @functools.wraps(function)  # which copies __veglia_watches__ too
         def monitor(node: Any, transport: Any, *args: Any, **kwargs: Any) -> Any:
             if kwargs.get("files") is None:  # called directly: read them now
-                kwargs["files"] = read_directly(function, watches, transport, kwargs)
+                given = signature.bind_partial(node, transport, *args, **kwargs).arguments
+                kwargs["files"] = read_directly(function, watches, transport, given)
             return function(node, transport, *args, **kwargs)
 
         return monitor  # type: ignore[return-value]

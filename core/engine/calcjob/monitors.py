@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from veglia.engine.calcjob.annotations import describe, fits, parameter_annotations
-from veglia.engine.calcjob.file_watch import watches_of
+from veglia.engine.calcjob.file_watch import requests_for, watches_of
 from veglia.entry_points import MonitorFactory, get_entry_points
 from veglia.exceptions import MonitorError, VegliaError
 from veglia.manage import get_profile
@@ -185,6 +185,11 @@ def check_arguments(spec: MonitorSpec, function: Callable[..., Any]) -> None:
         raise MonitorError(
             f"Monitor {spec.name!r} ({spec.entry_point}) needs {', '.join(missing)} in kwargs."
         )
+    if watches_of(function) is not None:
+        try:  # the FileWatch paths name keywords the monitor has
+            requests_for(function, spec.kwargs, "/", {})
+        except MonitorError as exc:
+            raise MonitorError(f"Monitor {spec.name!r} ({spec.entry_point}): {exc}") from None
     annotations = parameter_annotations(function)
     for name, value in spec.kwargs.items():
         if name in annotations and name in named and not fits(value, annotations[name]):
