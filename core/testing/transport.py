@@ -45,7 +45,7 @@ _RECORDED = (
     "putfile", "getfile", "read_bytes", "write_bytes", "listdir", "stat", "lstat", "makedirs",
     "remove", "rmtree", "symlink", "exec_command", "gotocomputer_command", "exists", "isdir",
     "isfile", "is_real_dir", "get_regular", "puttree", "gettree", "put", "get", "home",
-    "whoami", "read_files",
+    "whoami",
 )  # fmt: skip
 
 
@@ -225,7 +225,8 @@ class FakeTransport(Transport):
             raise self._os_error("read", source, exc) from None
 
     def read_files(self, payload: dict[str, Any]) -> list[Any]:
-        """With ``lstat`` and ``read_bytes`` (the generic path), so it stays in the sandbox."""
+        """With ``lstat`` and ``read_bytes`` (the generic path), so it stays in the sandbox;
+        those calls are what :attr:`calls` records."""
         return read_per_file(self, payload)
 
     def write_bytes(self, remotepath: str, data: bytes) -> None:

@@ -8,7 +8,9 @@ hands each monitor a ``{path: FileSlice}`` mapping: the new bytes since the last
 offsets are kept on the job, across daemon restarts), the last bytes, or only the size.
 
 Called directly (in a test, with a ``FakeTransport``), such a monitor reads its files itself
-through the transport, as on a first cycle.
+through the transport; given a ``state`` dict (even one it does not declare), it keeps its
+offsets there (under ``watched_files``) and reads only new bytes at the next call, as in the
+engine.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ from veglia.file_reads import DEFAULT_BUDGET
 __all__ = ["FileSlice", "FileWatch", "watch_files", "watches_of"]
 
 F = TypeVar("F", bound=Callable[..., Any])
+#: Where a monitor called directly with a ``state`` dict keeps its offsets in it.
+DIRECT_OFFSETS = "watched_files"
 MODES = ("new", "tail", "stat")
 #: Known offsets of one monitor: absolute path -> [offset, inode or None].
 Known = dict[str, list[Any]]
@@ -119,13 +123,17 @@ def watch_files(*watches: FileWatch) -> Callable[[F], F]:
                 "(files: dict[str, FileSlice] | None = None)."
             )
 
+        takes_state = "state" in signature.parameters
         function.__veglia_watches__ = watches  # type: ignore[attr-defined]
 
         @functools.wraps(function)  # which copies __veglia_watches__ too
         def monitor(node: Any, transport: Any, *args: Any, **kwargs: Any) -> Any:
             if kwargs.get("files") is None:  # called directly: read them now
+                state = kwargs.get("state") if takes_state else kwargs.pop("state", None)
                 given = signature.bind_partial(node, transport, *args, **kwargs).arguments
-                kwargs["files"] = read_directly(function, watches, transport, given)
+                state = given.get("state", state)
+                offsets = state.setdefault(DIRECT_OFFSETS, {}) if isinstance(state, dict) else {}
+                kwargs["files"] = read_directly(function, transport, given, offsets)
             return function(node, transport, *args, **kwargs)
 
         return monitor  # type: ignore[return-value]
@@ -212,10 +220,14 @@ def slices_from(
 
 
 def read_directly(
-    function: Callable[..., Any], watches: tuple[FileWatch, ...], transport: Any, kwargs: Any
+    function: Callable[..., Any], transport: Any, kwargs: Any, offsets: Known
 ) -> dict[str, FileSlice]:
-    """The files of a monitor called outside the engine, read through its transport."""
+    """The files of a monitor called outside the engine, read through its transport; the
+    offsets are kept in ``offsets`` (from the ``state`` dict the caller passed, if any)."""
     workdir = getattr(transport, "cwd", "/")
-    requests = requests_for(function, kwargs, workdir, {})
+    requests = requests_for(function, kwargs, workdir, offsets)
     answers = transport.read_files({"budget": DEFAULT_BUDGET, "requests": requests})
-    return slices_from(function, kwargs, workdir, {}, answers)[0]
+    files, kept = slices_from(function, kwargs, workdir, offsets, answers)
+    offsets.clear()
+    offsets.update(kept)
+    return files
