@@ -15,7 +15,9 @@ that test.
   :class:`QueueInfo`;
 - calculations and parsers (``veglia.calculations``, ``veglia.parsers``): :class:`CalcJob`,
   :class:`CalcInfo`, :class:`CodeInfo`, :class:`ExitCode`, :class:`Parser`;
-- monitors (``veglia.monitors``): :class:`MonitorResult`;
+- monitors (``veglia.monitors``): :class:`MonitorResult`; :func:`watch_files` with
+  :class:`FileWatch` declares the files a monitor reads, handed over as :class:`FileSlice`
+  objects read for many jobs at once;
 - the exceptions plugins raise, under :class:`VegliaError`;
 - test doubles (``veglia.testing``): :class:`FakeTransport`, :class:`FakeScheduler`,
   :class:`FakeCluster`, :class:`FakeNode`.
@@ -28,6 +30,7 @@ from __future__ import annotations
 from veglia.config.options import Option
 from veglia.engine.calcjob import CalcJob
 from veglia.engine.calcjob.calcinfo import CalcInfo, CodeInfo
+from veglia.engine.calcjob.file_watch import FileSlice, FileWatch, watch_files
 from veglia.engine.calcjob.monitors import MonitorResult
 from veglia.engine.calcjob.options import CalcJobOption
 from veglia.engine.exit_codes import ExitCode
@@ -68,7 +71,9 @@ __all__ = [
     "FakeNode",
     "FakeScheduler",
     "FakeTransport",
+    "FileSlice",
     "FileStat",
+    "FileWatch",
     "HostKeyError",
     "JobFailure",
     "JobInfo",
@@ -89,4 +94,5 @@ __all__ = [
     "TransportTimeoutError",
     "VegliaError",
     "hookimpl",
+    "watch_files",
 ]

@@ -1,4 +1,8 @@
-"""Monitors that read the job's output files in its work directory."""
+"""Monitors that read the job's output files in its work directory.
+
+All three declare their file with ``watch_files``: the engine reads it for every job of a
+computer in one command per cycle and hands over only what is new (or only the size).
+"""
 
 from __future__ import annotations
 
@@ -6,55 +10,34 @@ import re
 import time
 from typing import Any
 
+from veglia.engine.calcjob.file_watch import FileSlice, FileWatch, watch_files
 from veglia.engine.calcjob.monitors import MonitorResult
-from veglia.exceptions import TransportError
 
 __all__ = ["convergence", "file_pattern", "stalled_output"]
 
 _MAX_READ = 4 * 1024 * 1024
+Files = dict[str, FileSlice]
 
 
-def _new_bytes(transport: Any, path: str, state: dict[str, Any]) -> str:
-    """What was appended to ``path`` since the last call (at most 4 MiB at a time)."""
-    try:
-        info = transport.lstat(path)
-    except TransportError:
-        return ""  # not written yet
-    if not info.is_file:
-        return ""  # a link or a FIFO the job made: never followed, never waited on
-    size = info.size
-    offset = state.get("offset", 0)
-    if size < offset:  # truncated or rewritten: read it again from the start
-        offset = 0
-    data = (
-        transport.read_bytes(path, offset, min(size - offset, _MAX_READ)) if size > offset else b""
-    )
-    state["offset"] = offset + len(data)
-    # Keep a line cut in two by the read for the next call.
-    tail = state.pop("partial", "")
-    text = tail + data.decode(errors="replace")
-    head, newline, rest = text.rpartition("\n")
-    state["partial"] = rest[-4096:]
-    return head + newline
-
-
+@watch_files(FileWatch("{path}", lines=True, max_bytes=_MAX_READ))
 def file_pattern(
     node: Any,
     transport: Any,
     path: str,
     pattern: str,
-    state: dict[str, Any],
     retrieve: bool = True,
+    files: Files | None = None,
 ) -> MonitorResult | None:
     """Kill the job when a line of ``path`` (in its work directory) matches the regex
-    ``pattern``. Only the bytes written since the last poll are read.
+    ``pattern``. Only the lines written since the last poll are read.
 
     :param path: file to watch, relative to the work directory.
     :param pattern: regular expression searched in each new line.
     :param retrieve: bring the job's files back before ending it.
     """
+    assert files is not None  # watch_files fills it
     regex = re.compile(pattern)
-    for line in _new_bytes(transport, path, state).splitlines():
+    for line in files[path].lines():
         if regex.search(line):
             return MonitorResult(
                 message=f"{path} matched {pattern!r}: {line.strip()[:200]}", retrieve=retrieve
@@ -62,18 +45,22 @@ def file_pattern(
     return None
 
 
+@watch_files(FileWatch("{path}", mode="stat"))
 def stalled_output(
-    node: Any, transport: Any, path: str, seconds: float, state: dict[str, Any]
+    node: Any,
+    transport: Any,
+    path: str,
+    seconds: float,
+    state: dict[str, Any],
+    files: Files | None = None,
 ) -> MonitorResult | None:
     """Kill the job when ``path`` has not grown for ``seconds`` (a hung program).
 
     :param path: file to watch, relative to the work directory.
     :param seconds: how long it may stay the same size.
     """
-    try:
-        size = transport.stat(path).size
-    except TransportError:
-        size = -1
+    assert files is not None  # watch_files fills it
+    size = files[path].size
     now = time.time()
     if size != state.get("size"):
         state.update(size=size, since=now)
@@ -86,6 +73,7 @@ def stalled_output(
     return None
 
 
+@watch_files(FileWatch("{path}", lines=True, max_bytes=_MAX_READ))
 def convergence(
     node: Any,
     transport: Any,
@@ -94,6 +82,7 @@ def convergence(
     window: int = 5,
     rtol: float = 1e-3,
     state: dict[str, Any] | None = None,
+    files: Files | None = None,
 ) -> MonitorResult | None:
     """Kill the job when a numeric series stops improving (a stagnating SCF, say).
 
@@ -106,10 +95,11 @@ def convergence(
     :param window: how many values to judge.
     :param rtol: the relative improvement that counts as progress.
     """
+    assert files is not None  # watch_files fills it
     state = {} if state is None else state
     regex = re.compile(pattern)
     values = state.setdefault("values", [])
-    for line in _new_bytes(transport, path, state).splitlines():
+    for line in files[path].lines():
         match = regex.search(line)
         if match:
             try:

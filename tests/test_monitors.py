@@ -53,7 +53,8 @@ def test_file_pattern_kills_the_job_and_its_process(profile):
     stop = node.get_attribute("stopped_by_monitor")
     assert stop["name"] == "diverged" and stop["time"] > 0
     assert not pid_alive(node.job_id)
-    assert node.get_attribute("monitor_state")["diverged"]["data"]["offset"] > 0
+    files = node.get_attribute("monitor_state")["diverged"]["files"]
+    assert [offset for offset, _ in files.values()] == [len("step 1\nstep 2\nstep 3\nDIVERGED\n")]
 
 
 def test_monitors_are_validated_before_anything_runs(profile):

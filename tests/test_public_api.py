@@ -40,7 +40,9 @@ PLUGIN_API_ALL = [
     "FakeNode",
     "FakeScheduler",
     "FakeTransport",
+    "FileSlice",
     "FileStat",
+    "FileWatch",
     "HostKeyError",
     "JobFailure",
     "JobInfo",
@@ -61,6 +63,7 @@ PLUGIN_API_ALL = [
     "TransportTimeoutError",
     "VegliaError",
     "hookimpl",
+    "watch_files",
 ]
 
 #: Where each name of the plugin API is defined: it is re-exported, never redefined.
@@ -70,6 +73,7 @@ HOMES = {
     "veglia.engine.calcjob": ["CalcJob"],
     "veglia.engine.exit_codes": ["ExitCode"],
     "veglia.engine.calcjob.monitors": ["MonitorResult"],
+    "veglia.engine.calcjob.file_watch": ["FileSlice", "FileWatch", "watch_files"],
     "veglia.engine.calcjob.options": ["CalcJobOption"],
     "veglia.orm.computers": ["ComputerProperty"],
     "veglia.exceptions": [

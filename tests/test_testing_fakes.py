@@ -101,7 +101,7 @@ def test_a_monitor_runs_against_the_fake_transport_and_node():
     assert isinstance(result, MonitorResult) and "step 2 DIVERGED" in result.message
     # Only the new bytes are read, never the whole file again.
     reads = [call.args for call in transport.calls if call.name == "read_bytes"]
-    assert reads == [("out.log", 0, 10), ("out.log", 10, 16)]
+    assert reads == [(str(log), 0, 10), (str(log), 10, 16)]
 
 
 def test_a_monitor_reads_the_nodes_job_info():

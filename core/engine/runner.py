@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from plumpy import run_until_complete
 
+from veglia.engine.calcjob.file_batcher import FileBatcher
 from veglia.engine.calcjob.job_poller import JobPoller
 from veglia.engine.computer_settings import ComputerSettings
 from veglia.engine.daemon.child_watcher import ChildWatcher
@@ -39,6 +40,7 @@ class Runner:
         self.transport_queue = TransportQueue()
         self.computers = ComputerSettings()
         self._pollers: dict[int, JobPoller] = {}
+        self._file_batchers: dict[int, FileBatcher] = {}
         self.child_watcher = ChildWatcher()
         #: Processes stepping on this loop by pk (a daemon worker shares its own table).
         self.local_processes: dict[int, Any] = {}
@@ -87,6 +89,18 @@ class Runner:
 
     def pollers(self) -> list[JobPoller]:
         return list(self._pollers.values())
+
+    def file_batcher(self, computer: Computer) -> FileBatcher:
+        """What reads the watched files of all jobs on ``computer``, one call per cycle."""
+        assert computer.pk is not None
+        batcher = self._file_batchers.get(computer.pk)
+        if batcher is None:
+            batcher = self._file_batchers[computer.pk] = FileBatcher(self, computer)
+        batcher.computer = self.current_computer(computer)
+        return batcher
+
+    def file_batchers(self) -> list[FileBatcher]:
+        return list(self._file_batchers.values())
 
     def instantiate(self, process_class: type[Process], inputs: dict[str, Any]) -> Process:
         return process_class(inputs=inputs, loop=self.loop, communicator=self.communicator)

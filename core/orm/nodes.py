@@ -122,6 +122,13 @@ class Node:
         else:
             self._attributes.update(values)
 
+    def note_attributes(self, values: dict[str, Any]) -> None:
+        """Change attributes of this in-memory node only, not in the database: for values
+        the engine refreshes at every poll and writes now and then (a job's elapsed time)."""
+        if not self.is_stored:
+            raise ModificationNotAllowed(f"{self!r} is not stored: set its attributes instead.")
+        self._attributes.update(copy.deepcopy(values))
+
     def delete_attribute(self, key: str) -> None:
         if self.is_stored and not self._mutable_when_stored:
             raise ModificationNotAllowed(f"{self!r} is stored; its attributes cannot change.")

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from veglia.exceptions import TransportConnectionError, TransportError
+from veglia.file_reads import read_per_file
 from veglia.local_transport_base import LocalTransportBase
 from veglia.transports import AuthOption
 
@@ -170,6 +171,11 @@ class FakeTransport(LocalTransportBase):
 
     def _target(self, path: str | Path) -> str:
         return self._local(path)
+
+    def read_files(self, payload: dict[str, Any]) -> list[Any]:
+        """With ``lstat`` and ``read_bytes`` (the generic path), so it stays in the sandbox;
+        those calls are what :attr:`calls` records."""
+        return read_per_file(self, payload)
 
     def rmtree(self, path: str) -> None:
         if self._local(path) == str(self.root):

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from veglia.file_reads import read_requests
 from veglia.local_transport_base import LocalTransportBase
 
 __all__ = ["LocalTransport"]
@@ -23,3 +26,7 @@ class LocalTransport(LocalTransportBase):
     @property
     def is_open(self) -> bool:
         return self._open
+
+    def read_files(self, payload: dict[str, Any]) -> list[Any]:
+        """In process: the files are on this machine, no command is needed."""
+        return read_requests(payload)

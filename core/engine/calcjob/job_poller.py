@@ -32,6 +32,12 @@ class JobPoller:
         self._task: asyncio.Task | None = None
         self._last_poll = float("-inf")
         self._listeners: list[Any] = []
+        #: When the last poll's answers were handed to the jobs, and when the last of their
+        #: monitor cycles ended: the bench's cycle time, counted at the next poll.
+        self.delivered_at = 0.0
+        self.monitors_done_at = 0.0
+        self.cycles = 0
+        self.cycle_seconds = 0.0
 
     async def next_update(self, job_id: str) -> JobInfo | None:
         """The job's info from the next poll; None when the scheduler no longer knows it."""
@@ -60,6 +66,10 @@ class JobPoller:
                         if not future.done():
                             future.set_exception(exc)
                 continue
+            if self.monitors_done_at > self.delivered_at > 0:
+                self.cycles += 1
+                self.cycle_seconds += self.monitors_done_at - self.delivered_at
+            self.delivered_at = time.monotonic()
             for job_id, futures in waiters.items():
                 for future in futures:
                     if not future.done():

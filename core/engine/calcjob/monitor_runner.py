@@ -12,14 +12,16 @@ from __future__ import annotations
 import asyncio
 import functools
 import inspect
+import json
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from veglia.engine.calcjob import kill
+from veglia.engine.calcjob.file_watch import requests_for, slices_from, watches_of
 from veglia.engine.calcjob.monitors import MonitorResult, MonitorSpec, load_monitor, now
 from veglia.engine.runner import get_runner
-from veglia.exceptions import TransportError
+from veglia.exceptions import MonitorError, TransportError
 from veglia.orm import attributes as attr
 from veglia.orm.attributes import MONITOR_STATE, MONITORS
 
@@ -38,6 +40,26 @@ CALLS = {"count": 0}
 #: Seconds a monitor's run of faults must span, besides counting ``max_failures``, before
 #: it is disabled: a fault counts per poll, and polls may come every tenth of a second.
 FAULT_WINDOW = 60.0
+#: Seconds after which a monitor's ``last_call`` is written even when nothing else changed.
+#: Only monitors with a ``minimum_poll_interval`` need it exact (and get it at every call):
+#: writing a thousand jobs' states at every poll is what kept the engine from keeping up.
+LAST_CALL_REFRESH = 60.0
+
+
+@functools.lru_cache(maxsize=256)
+def _takes_state(function: Any) -> bool:
+    return "state" in inspect.signature(function).parameters
+
+
+def _what_is_kept(states: dict[str, Any], specs: list[MonitorSpec]) -> str:
+    """The states as they must be stored: without the last call of monitors that have no
+    interval (informative only; written every LAST_CALL_REFRESH seconds)."""
+    exact = {spec.name for spec in specs if spec.minimum_poll_interval}
+    kept = {
+        name: {k: v for k, v in record.items() if k != "last_call" or name in exact}
+        for name, record in states.items()
+    }
+    return json.dumps(kept, sort_keys=True, default=str)
 
 
 class _JobTransport:
@@ -99,12 +121,37 @@ class MonitorRunner:
         self.process = process
         assert process.node is not None
         self.node = process.node
+        #: This cycle's watch_files monitors, their file reads (by monitor name), the
+        #: offsets to keep once they have seen them, and declarations that are broken.
+        self._watched: set[str] = set()
+        self._answers: dict[str, Any] | None = {}
+        self._kept: dict[str, Any] = {}
+        self._bad_watch: dict[str, str] = {}
+        self._functions: dict[str, Any] = {}
 
-    async def run_cycle(self, lease: TransportLease) -> tuple[str, MonitorResult] | None:
-        """Call the monitors that are due; return (name, result) of the one that stops the job."""
-        specs = [MonitorSpec(**data) for data in self.node.get_attribute(MONITORS, [])]
-        states: dict[str, dict[str, Any]] = self.node.get_attribute(MONITOR_STATE, {})
-        outcome = None
+    def _specs(self) -> list[MonitorSpec]:
+        """The job's monitors, read once per process: they are fixed at submission."""
+        specs = getattr(self.process, "_monitor_specs", None)
+        if specs is None:
+            specs = [MonitorSpec(**data) for data in self.node.get_attribute(MONITORS, [])]
+            self.process._monitor_specs = specs  # type: ignore[attr-defined]
+        return specs
+
+    def _load(self, spec: MonitorSpec) -> Any:
+        """The monitor's function (loaded once per cycle; an error raised again each time)."""
+        if spec.name not in self._functions:
+            try:
+                self._functions[spec.name] = load_monitor(spec.entry_point)
+            except Exception as exc:
+                self._functions[spec.name] = exc
+        function = self._functions[spec.name]
+        if isinstance(function, Exception):
+            raise function
+        return function
+
+    def _due(self, specs: list[MonitorSpec], states: dict[str, Any]) -> list[Any]:
+        """(spec, state) of the monitors to call this cycle, in call order."""
+        due = []
         for spec in specs:
             state = states.setdefault(spec.name, _fresh_state(spec))
             if state["disabled"]:
@@ -112,6 +159,56 @@ class MonitorRunner:
             interval = spec.minimum_poll_interval
             if interval and state["last_call"] and now() - state["last_call"] < interval:
                 continue
+            due.append((spec, state))
+        return due
+
+    async def _read_watched(self, due: list[Any]) -> dict[str, Any] | None:
+        """The answers to the file reads of the due ``watch_files`` monitors, by monitor
+        name, read with the other jobs' in one call; None when the read failed."""
+        workdir = self.node.remote_workdir or "/"
+        counts: list[tuple[str, int]] = []
+        requests: list[dict[str, Any]] = []
+        for spec, state in due:
+            try:
+                function = self._load(spec)
+            except Exception:
+                continue  # a fault of its own when it is called
+            if watches_of(function) is None:
+                continue
+            self._watched.add(spec.name)
+            try:
+                wanted = requests_for(function, spec.kwargs, workdir, state.get("files", {}))
+            except MonitorError as exc:
+                self._bad_watch[spec.name] = str(exc)
+                continue
+            counts.append((spec.name, len(wanted)))
+            requests += wanted
+        if not requests:
+            return {}
+        try:
+            answers = await get_runner().file_batcher(self.process.computer).read(requests)
+        except Exception as exc:  # the computer's fault: the poller's backoff handles it
+            names = ", ".join(name for name, _ in counts)
+            self.node.add_log("WARNING", f"monitor {names}: reading the files failed: {exc}")
+            return None
+        by_name, start = {}, 0
+        for name, count in counts:
+            by_name[name] = answers[start : start + count]
+            start += count
+        return by_name
+
+    async def run_cycle(self, lease: TransportLease) -> tuple[str, MonitorResult] | None:
+        """Call the monitors that are due; return (name, result) of the one that stops the job."""
+        specs = self._specs()
+        states: dict[str, dict[str, Any]] = self.node.get_attribute(MONITOR_STATE, {})
+        before = _what_is_kept(states, specs)
+        last_write = max((r.get("last_call") or 0 for r in states.values()), default=0)
+        due = self._due(specs, states)
+        self._answers = await self._read_watched(due)
+        outcome = None
+        for spec, state in due:
+            if self._answers is None and spec.name in self._watched:
+                continue  # its files could not be read: not its fault, try at the next poll
             state["last_call"] = now()
             result = await self._call_safely(spec, lease, state)
             if result is None:
@@ -136,7 +233,8 @@ class MonitorRunner:
                 break
             outcome = (spec.name, result)
             break  # the first result that acts wins this cycle
-        self.node.set_attribute(MONITOR_STATE, states)
+        if now() - last_write >= LAST_CALL_REFRESH or _what_is_kept(states, specs) != before:
+            self.node.set_attribute(MONITOR_STATE, states)
         return outcome
 
     async def _call_safely(
@@ -151,6 +249,8 @@ class MonitorRunner:
             return self._failed(spec, state, f"timed out after {spec.timeout:g} s")
         except Exception as exc:
             return self._failed(spec, state, f"raised {type(exc).__name__}: {exc}")
+        if spec.name in self._kept:  # seen without fault: the next cycle reads on from here
+            state["files"] = self._kept.pop(spec.name)
         if result is None:
             state["failures"], state["first_failure"] = 0, None
             return None
@@ -167,11 +267,19 @@ class MonitorRunner:
 
     async def _call(self, spec: MonitorSpec, lease: TransportLease, state: dict[str, Any]) -> Any:
         CALLS["count"] += 1
-        function = load_monitor(spec.entry_point)
+        function = self._load(spec)
         kwargs = dict(spec.kwargs)
-        if "state" in inspect.signature(function).parameters:
+        if _takes_state(function):
             kwargs["state"] = state["data"]
         workdir = self.node.remote_workdir or "/"
+        if spec.name in self._bad_watch:
+            raise MonitorError(self._bad_watch[spec.name])
+        if self._answers and spec.name in self._answers:
+            known = state.get("files", {})
+            answers = self._answers[spec.name]
+            kwargs["files"], self._kept[spec.name] = slices_from(
+                function, spec.kwargs, workdir, known, answers
+            )
         if inspect.iscoroutinefunction(function):
             coroutine = function(self.node, AsyncTransport(lease, workdir), **kwargs)
             return await asyncio.wait_for(coroutine, spec.timeout)
@@ -210,8 +318,10 @@ class MonitorRunner:
 async def run_monitors(process: CalcJob) -> bool:
     """After a poll: the job's monitors; True when one of them stopped the job, which is
     then cancelled and gone from the scheduler."""
-    async with get_runner().lease_transport(process.computer) as lease:
+    runner = get_runner()
+    async with runner.lease_transport(process.computer) as lease:
         outcome = await MonitorRunner(process).run_cycle(lease)
+    runner.poller(process.computer).monitors_done_at = time.monotonic()
     if outcome is None:
         return False
     name, result = outcome

@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from veglia.engine.calcjob.annotations import describe, fits, parameter_annotations
+from veglia.engine.calcjob.file_watch import requests_for, watches_of
 from veglia.entry_points import MonitorFactory, get_entry_points
 from veglia.exceptions import MonitorError, VegliaError
 from veglia.manage import get_profile
@@ -164,6 +165,8 @@ def check_arguments(spec: MonitorSpec, function: Callable[..., Any]) -> None:
     accepts_any = any(p.kind is p.VAR_KEYWORD for p in parameters)
     named = {p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
     named.discard("state")
+    if watches_of(function) is not None:
+        named.discard("files")  # the engine's to give (veglia.engine.calcjob.file_watch)
     unknown = set(spec.kwargs) - named
     if unknown and not accepts_any:
         raise MonitorError(
@@ -176,12 +179,17 @@ def check_arguments(spec: MonitorSpec, function: Callable[..., Any]) -> None:
         if p.default is p.empty
         and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
         and p.name not in spec.kwargs
-        and p.name != "state"
+        and p.name not in ("state", "files")
     ]
     if missing:
         raise MonitorError(
             f"Monitor {spec.name!r} ({spec.entry_point}) needs {', '.join(missing)} in kwargs."
         )
+    if watches_of(function) is not None:
+        try:  # the FileWatch paths name keywords the monitor has
+            requests_for(function, spec.kwargs, "/", {})
+        except MonitorError as exc:
+            raise MonitorError(f"Monitor {spec.name!r} ({spec.entry_point}): {exc}") from None
     annotations = parameter_annotations(function)
     for name, value in spec.kwargs.items():
         if name in annotations and name in named and not fits(value, annotations[name]):

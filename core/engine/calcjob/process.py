@@ -35,6 +35,7 @@ from veglia.engine.calcjob.monitors import (
     validate_monitors_port,
 )
 from veglia.engine.calcjob.options import define_options
+from veglia.engine.calcjob.poll_writes import write_poll
 from veglia.engine.calcjob.preflight import check_computer
 from veglia.engine.calcjob.queues import queues_of
 from veglia.engine.calcjob.right_sizing import right_size
@@ -364,10 +365,10 @@ class CalcJob(Process):
             changes[attr.STARTED_AT] = time.time()
         if info is not None:
             changes[attr.LAST_JOB_INFO] = info.to_attributes()
-        if any(node.get_attribute(key) != value for key, value in changes.items()):
-            node.set_attributes(changes)  # one write, and none while nothing changes
-            if attr.STARTED_AT in changes:
-                tracing.updated(self, "RUNNING")
+        # One write, none while nothing changes, and the clock alone only now and then.
+        written = write_poll(node, changes, self.__dict__.setdefault("_clock_written", {}))
+        if written and attr.STARTED_AT in changes:
+            tracing.updated(self, "RUNNING")
         if not done and node.get_attribute(attr.MONITORS) and await run_monitors(self):
             await self._record_queues()  # for a restart policy that moves the job
             return True

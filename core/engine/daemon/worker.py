@@ -256,6 +256,9 @@ class Worker:
                     "transport_opens": self.runner.transport_queue.total_opens(),
                     "scheduler_queries": sum(p.queries for p in self.runner.pollers()),
                     "monitor_calls": MONITOR_CALLS["count"],
+                    "file_reads": sum(b.reads for b in self.runner.file_batchers()),
+                    "monitor_cycles": sum(p.cycles for p in self.runner.pollers()),
+                    "monitor_cycle_seconds": sum(p.cycle_seconds for p in self.runner.pollers()),
                     "child_queries": self.runner.child_watcher.queries,
                 },
             )
