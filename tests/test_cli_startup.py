@@ -59,3 +59,19 @@ def test_the_process_group_has_its_control_commands():
     process = cli.get_command(None, "process")
     assert isinstance(process, click.Group)
     assert {"list", "show", "kill", "pause", "play", "unblock", "repair"} <= set(process.commands)
+
+
+def test_a_command_on_an_up_to_date_profile_does_not_load_alembic(run_cli):
+    """The schema check reads the recorded revision; Alembic is for migrating, and for
+    saying what is wrong with a schema that is not this release's."""
+    assert run_cli("presto", "--no-broker").exit_code == 0
+    code = (
+        "from veglia.cli.main import main\n"
+        "try:\n    main(['process', 'list', '-a'])\nexcept SystemExit:\n    pass\n"
+        "import sys; print('loaded alembic:', 'alembic' in sys.modules)"
+    )  # VEGLIA_HOME is the test's (the veglia_home fixture)
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert "No process matches" in result.stdout  # the command ran, on the database
+    assert result.stdout.strip().splitlines()[-1] == "loaded alembic: False", result.stdout

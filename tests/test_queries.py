@@ -141,6 +141,18 @@ def test_listed_processes_with_filters(graph):
     assert rows[failed.pk].exit_status == 1 and rows[ok.pk].node_type == "process.calcjob"
 
 
+def test_listed_processes_bring_only_the_attributes_asked_for(graph):
+    """``process list`` reads the few attributes its columns show, not a job's whole record."""
+    _, _, ok, _, held, _ = graph
+    ok.set_attributes({JOB_ID: "12", SCHEDULER_STATE: "done"})
+    rows = {row.pk: row for row in queries.list_processes(attribute_keys=[BLOCKED, JOB_ID])}
+    assert rows[held.pk].attributes == {BLOCKED: {"reason": "no"}}
+    assert rows[ok.pk].attributes == {JOB_ID: "12"}
+    assert queries.list_processes(attribute_keys=[])[0].attributes == {}
+    every = {row.pk: row for row in queries.list_processes()}
+    assert every[ok.pk].attributes[SCHEDULER_STATE] == "done"
+
+
 def test_links_and_the_provenance_around_a_node(graph):
     workflow, given, ok, _, _, made = graph
     assert queries.links_of(ok.pk, incoming=True) == [
