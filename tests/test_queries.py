@@ -220,3 +220,27 @@ def test_node_properties_read_the_named_attributes(graph):
     assert orm.load_node(workflow.pk).waiting_for == []
     workflow.set_attribute(WAITING_FOR, [ok.pk])
     assert orm.load_node(workflow.pk).waiting_for == [ok.pk]
+
+
+def test_a_workflow_s_progress_asks_the_history_once_per_kind_of_step(any_profile, monkeypatch):
+    """``process show`` of a workflow with many running steps: one history query per kind of
+    step (process type and similarity key), not one per step."""
+    from veglia.engine import progress
+    from veglia.orm.attributes import SIMILARITY_KEY
+
+    asked = []
+    real = progress.similar_durations
+
+    def counted(process_type, key=None):
+        asked.append((process_type, key))
+        return real(process_type, key)
+
+    monkeypatch.setattr(progress, "similar_durations", counted)
+    workflow = _process(orm.WorkflowNode, "waiting")
+    for key in ("small", "small", "small", "big"):
+        _process(orm.CalcJobNode, "running", [(workflow, "call", "CALL")], **{SIMILARITY_KEY: key})
+    _process(orm.CalcJobNode, "finished", [(workflow, "call", "CALL")], 0)
+    shown = progress.workflow_progress(orm.load_node(workflow.pk))
+    assert (shown.done, shown.running) == (1, 4)
+    steps = [kind for kind in asked if kind[0] == "core.shell"]
+    assert sorted(steps) == [("core.shell", "big"), ("core.shell", "small")]
