@@ -35,6 +35,11 @@ The database server's own time is not in it (PostgreSQL's plans are printed inst
     node show                              1.03 / 0.90           1.16 / 1.04          5
     (* the load rose between the runs; interleaved A/B below)
 
+    The same on SQLite, before and after run in turn (3 times each, median CPU), so both
+    saw the same load: process list 1.31 / 1.01, -a -l 50 1.02 / 0.83, -a 13.21 / 1.51,
+    -a -P pk,state --raw 2.10 / 1.37, process show 1.09 / 0.85, process show of a running
+    workflow 1.22 / 0.94, node show 1.06 / 0.91.
+
     daemon query, wall ms          SQLite before/after   PostgreSQL before/after  SQL
     right-sizing: similar jobs           320 / 0.6             29 / 0.9             1
     caching: a job with no equal         290 / 1.5            (all rows) / 1.2      1
