@@ -508,3 +508,31 @@ def test_a_workflow_without_history_has_no_estimate_not_overdue(run_cli, local):
     process(WorkflowNode, "demo.new", "finished")
     shown = ok(run_cli("process", "show", str(workflow.pk))).stdout
     assert re.search(r"estimated time left\s+overdue \(1 similar finished runs\)", shown)
+
+
+def test_a_long_table_looks_as_a_short_one(monkeypatch):
+    """Past PLAIN_ROWS rows (``process list -a`` on a big profile) veglia lays the table out
+    itself, for speed: the same text rich prints, wide characters and empty cells included;
+    a table too wide for the console is left to rich, which folds its cells."""
+    import io
+
+    from rich.console import Console
+
+    from veglia.cli import output
+
+    headers = ["PK", "Label", "State", "Status", "Exit"]
+    rows = [
+        (pk, f"job-{pk}" if pk % 3 else "", "✔ Finished [0]" if pk % 2 else "⏸ Paused", None, 1)
+        for pk in range(output.PLAIN_ROWS + 50)
+    ]
+
+    def printed(plain_rows: int, width: int = 240) -> str:
+        monkeypatch.setattr(output, "PLAIN_ROWS", plain_rows)
+        monkeypatch.setattr(output, "console", Console(file=io.StringIO(), width=width))
+        output.print_table(headers, rows)
+        return output.console.file.getvalue()
+
+    by_rich = printed(len(rows) + 1)
+    assert printed(10) == by_rich
+    assert by_rich.splitlines()[1].startswith("0    ")  # the check has teeth: a table it is
+    assert printed(10, width=30) == printed(len(rows) + 1, width=30)  # folded by rich

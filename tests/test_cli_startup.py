@@ -59,3 +59,36 @@ def test_the_process_group_has_its_control_commands():
     process = cli.get_command(None, "process")
     assert isinstance(process, click.Group)
     assert {"list", "show", "kill", "pause", "play", "unblock", "repair"} <= set(process.commands)
+
+
+def test_a_command_on_an_up_to_date_profile_does_not_load_alembic(run_cli):
+    """The schema check reads the recorded revision; Alembic is for migrating, and for
+    saying what is wrong with a schema that is not this release's."""
+    assert run_cli("presto", "--no-broker").exit_code == 0
+    code = (
+        "from veglia.cli.main import main\n"
+        "try:\n    main(['process', 'list', '-a'])\nexcept SystemExit:\n    pass\n"
+        "import sys; print('loaded alembic:', 'alembic' in sys.modules)"
+    )  # VEGLIA_HOME is the test's (the veglia_home fixture)
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert "No process matches" in result.stdout  # the command ran, on the database
+    assert result.stdout.strip().splitlines()[-1] == "loaded alembic: False", result.stdout
+
+
+def test_help_loads_the_plugins_but_not_the_database_engine():
+    """``veglia --help`` lists plugins' commands, so it loads every plugin's hook module:
+    those (Fusion's and Tower's among them) defer SQLAlchemy and the ORM to their hooks."""
+    code = (
+        "import contextlib, sys\n"
+        "from veglia.cli.main import main\n"
+        "with contextlib.suppress(SystemExit):\n    main(['--help'])\n"
+        "print('LOADED', ' '.join(sys.modules))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    loaded = set(result.stdout.split("LOADED", 1)[1].split())
+    assert "veglia.plugins.tower.hooks" in loaded and "veglia.plugins.fusion.hooks" in loaded
+    assert not {"sqlalchemy", "veglia.orm", "plumpy"} & loaded

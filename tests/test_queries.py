@@ -141,6 +141,18 @@ def test_listed_processes_with_filters(graph):
     assert rows[failed.pk].exit_status == 1 and rows[ok.pk].node_type == "process.calcjob"
 
 
+def test_listed_processes_bring_only_the_attributes_asked_for(graph):
+    """``process list`` reads the few attributes its columns show, not a job's whole record."""
+    _, _, ok, _, held, _ = graph
+    ok.set_attributes({JOB_ID: "12", SCHEDULER_STATE: "done"})
+    rows = {row.pk: row for row in queries.list_processes(attribute_keys=[BLOCKED, JOB_ID])}
+    assert rows[held.pk].attributes == {BLOCKED: {"reason": "no"}}
+    assert rows[ok.pk].attributes == {JOB_ID: "12"}
+    assert queries.list_processes(attribute_keys=[])[0].attributes == {}
+    every = {row.pk: row for row in queries.list_processes()}
+    assert every[ok.pk].attributes[SCHEDULER_STATE] == "done"
+
+
 def test_links_and_the_provenance_around_a_node(graph):
     workflow, given, ok, _, _, made = graph
     assert queries.links_of(ok.pk, incoming=True) == [
@@ -208,3 +220,27 @@ def test_node_properties_read_the_named_attributes(graph):
     assert orm.load_node(workflow.pk).waiting_for == []
     workflow.set_attribute(WAITING_FOR, [ok.pk])
     assert orm.load_node(workflow.pk).waiting_for == [ok.pk]
+
+
+def test_a_workflow_s_progress_asks_the_history_once_per_kind_of_step(any_profile, monkeypatch):
+    """``process show`` of a workflow with many running steps: one history query per kind of
+    step (process type and similarity key), not one per step."""
+    from veglia.engine import progress
+    from veglia.orm.attributes import SIMILARITY_KEY
+
+    asked = []
+    real = progress.similar_durations
+
+    def counted(process_type, key=None):
+        asked.append((process_type, key))
+        return real(process_type, key)
+
+    monkeypatch.setattr(progress, "similar_durations", counted)
+    workflow = _process(orm.WorkflowNode, "waiting")
+    for key in ("small", "small", "small", "big"):
+        _process(orm.CalcJobNode, "running", [(workflow, "call", "CALL")], **{SIMILARITY_KEY: key})
+    _process(orm.CalcJobNode, "finished", [(workflow, "call", "CALL")], 0)
+    shown = progress.workflow_progress(orm.load_node(workflow.pk))
+    assert (shown.done, shown.running) == (1, 4)
+    steps = [kind for kind in asked if kind[0] == "core.shell"]
+    assert sorted(steps) == [("core.shell", "big"), ("core.shell", "small")]

@@ -31,7 +31,10 @@ from veglia.orm.attributes import (
     GPU_METRICS,
     JOB_ID,
     PAUSED,
+    PAUSED_REASON,
     SCHEDULER_STATE,
+    STOPPED_BY_MONITOR,
+    WAITING_FOR,
 )
 from veglia.orm.nodes import as_utc as aware
 from veglia.orm.process_nodes import ProcessNode
@@ -52,30 +55,36 @@ STATUS_WIDTH = 40
 # -- list ------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class ListColumn:
-    """A column of ``veglia process list``: its header, its cell, and its ``--raw`` cell."""
+    """A column of ``veglia process list``: its header, its cell, its ``--raw`` cell, and the
+    attributes its cells read (``None``: it may read any, so every row brings them all)."""
 
     header: str
     value: Callable[[ProcessRow], Any]
     raw: Callable[[ProcessRow], Any] | None = None
+    reads: tuple[str, ...] | None = None
+
+
+_GPU = (GPU_METRICS,)
 
 
 def _gpu(row: Any, key: str) -> Any:
     return (row.attributes.get(GPU_METRICS) or {}).get(key)
 
 
-#: Columns ``-P/--project`` can choose from; add yours (``PROCESS_LIST_COLUMNS["gpu"] = ...``).
+#: Columns ``-P/--project`` can choose from; add yours (``PROCESS_LIST_COLUMNS["gpu"] = ...``),
+#: naming in ``reads`` the attributes it reads, so that a long list reads only those.
 PROCESS_LIST_COLUMNS: dict[str, ListColumn] = {
-    "pk": ListColumn("PK", lambda r: r.pk),
-    "uuid": ListColumn("UUID", lambda r: r.uuid),
+    "pk": ListColumn("PK", lambda r: r.pk, reads=()),
+    "uuid": ListColumn("UUID", lambda r: r.uuid, reads=()),
     "ctime": ListColumn(
-        "Created", lambda r: relative_time(r.ctime), lambda r: aware(r.ctime).isoformat()
+        "Created", lambda r: relative_time(r.ctime), lambda r: aware(r.ctime).isoformat(), ()
     ),
     "mtime": ListColumn(
-        "Modified", lambda r: relative_time(r.mtime), lambda r: aware(r.mtime).isoformat()
+        "Modified", lambda r: relative_time(r.mtime), lambda r: aware(r.mtime).isoformat(), ()
     ),
-    "label": ListColumn("Label", lambda r: r.label),
-    "process_type": ListColumn("Process type", lambda r: r.process_type),
-    "node_type": ListColumn("Node type", lambda r: r.node_type),
+    "label": ListColumn("Label", lambda r: r.label, reads=()),
+    "process_type": ListColumn("Process type", lambda r: r.process_type, reads=()),
+    "node_type": ListColumn("Node type", lambda r: r.node_type, reads=()),
     "state": ListColumn(
         "State",
         lambda r: format_state(
@@ -84,27 +93,31 @@ PROCESS_LIST_COLUMNS: dict[str, ListColumn] = {
             bool(r.attributes.get(PAUSED)),
             stopped_by(r.attributes),
         ),
+        reads=(PAUSED, STOPPED_BY_MONITOR),
     ),
-    "process_state": ListColumn("Process state", lambda r: r.process_state),
+    "process_state": ListColumn("Process state", lambda r: r.process_state, reads=()),
     "status": ListColumn(
         "Status",
         lambda r: shorten(process_status(r.process_state, r.attributes)),
         lambda r: process_status(r.process_state, r.attributes),
+        reads=(PAUSED, PAUSED_REASON, SCHEDULER_STATE, WAITING_FOR),
     ),
-    "exit_status": ListColumn("Exit", lambda r: r.exit_status),
-    "exit_message": ListColumn("Exit message", lambda r: r.exit_message),
-    "computer": ListColumn("Computer", lambda r: r.computer),
-    "job_id": ListColumn("Job id", lambda r: r.attributes.get(JOB_ID)),
-    "scheduler_state": ListColumn("Scheduler state", lambda r: r.attributes.get(SCHEDULER_STATE)),
-    "paused": ListColumn("Paused", lambda r: bool(r.attributes.get(PAUSED))),
+    "exit_status": ListColumn("Exit", lambda r: r.exit_status, reads=()),
+    "exit_message": ListColumn("Exit message", lambda r: r.exit_message, reads=()),
+    "computer": ListColumn("Computer", lambda r: r.computer, reads=()),
+    "job_id": ListColumn("Job id", lambda r: r.attributes.get(JOB_ID), reads=(JOB_ID,)),
+    "scheduler_state": ListColumn(
+        "Scheduler state", lambda r: r.attributes.get(SCHEDULER_STATE), reads=(SCHEDULER_STATE,)
+    ),
+    "paused": ListColumn("Paused", lambda r: bool(r.attributes.get(PAUSED)), reads=(PAUSED,)),
     # The trace record's GPU block (``gpu_metrics``), in the Nextflow/Platform field names.
-    "gpu_name": ListColumn("GPU", lambda r: _gpu(r, "name")),
-    "gpu_pct": ListColumn("GPU %", lambda r: _gpu(r, "pct")),
-    "gpu_peak": ListColumn("GPU peak %", lambda r: _gpu(r, "peak")),
-    "gpu_mem": ListColumn("GPU memory (MiB)", lambda r: _gpu(r, "mem")),
-    "gpu_pct_mem": ListColumn("GPU mem %", lambda r: _gpu(r, "pct_mem")),
-    "gpu_peak_mem": ListColumn("GPU peak mem %", lambda r: _gpu(r, "peak_mem")),
-    "gpu_active_time": ListColumn("GPU active (ms)", lambda r: _gpu(r, "active_time")),
+    "gpu_name": ListColumn("GPU", lambda r: _gpu(r, "name"), reads=_GPU),
+    "gpu_pct": ListColumn("GPU %", lambda r: _gpu(r, "pct"), reads=_GPU),
+    "gpu_peak": ListColumn("GPU peak %", lambda r: _gpu(r, "peak"), reads=_GPU),
+    "gpu_mem": ListColumn("GPU memory (MiB)", lambda r: _gpu(r, "mem"), reads=_GPU),
+    "gpu_pct_mem": ListColumn("GPU mem %", lambda r: _gpu(r, "pct_mem"), reads=_GPU),
+    "gpu_peak_mem": ListColumn("GPU peak mem %", lambda r: _gpu(r, "peak_mem"), reads=_GPU),
+    "gpu_active_time": ListColumn("GPU active (ms)", lambda r: _gpu(r, "active_time"), reads=_GPU),
 }
 DEFAULT_LIST_PROJECTION = ("pk", "ctime", "label", "process_type", "state", "status", "exit_status")
 
@@ -234,6 +247,7 @@ def process_list(
     state.profile  # noqa: B018 -- load the chosen profile
     every = show_all or failed or exit_status is not None
     chosen = states or (None if every else ACTIVE_STATES)
+    reads = [PROCESS_LIST_COLUMNS[name].reads for name in names]
     rows = list_processes(
         chosen,
         failed=failed,
@@ -244,6 +258,7 @@ def process_list(
         group=group,
         order_by=order_by,
         descending=order_direction == "desc",
+        attribute_keys=None if None in reads else {k for keys in reads for k in keys or ()},
     )
     if not rows and not raw:
         filtered = bool(label or group or past_days is not None)

@@ -7,13 +7,17 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import click
+from rich.cells import cell_len
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 __all__ = ["console", "echo_error", "echo_info", "echo_success", "echo_warning", "print_table"]
 
 # Piped output is for scripts and logs: do not fold it to 80 columns.
 _WIDTH = None if sys.stdout.isatty() else 240
+#: Tables longer than this are laid out by veglia rather than rich (same look, much faster).
+PLAIN_ROWS = 100
 console = Console(highlight=False, soft_wrap=True, width=_WIDTH)
 error_console = Console(stderr=True, highlight=False, soft_wrap=True, width=_WIDTH)
 
@@ -54,12 +58,39 @@ def print_table(
         for row in rows:
             click.echo("\t".join(_cell(v) for v in row))
         return
+    rows = [[_cell(v) for v in row] for row in rows]
+    if len(rows) > PLAIN_ROWS and title is None and _print_plain(columns, rows):
+        return
     table = Table(title=title, header_style="bold", box=None, pad_edge=False)
     for column in columns:
         table.add_column(column, overflow="fold")
     for row in rows:
-        table.add_row(*(_cell(v) for v in row), style=None)
+        table.add_row(*row, style=None)
     console.print(table)
+
+
+def _print_plain(columns: Sequence[str], rows: list[list[str]]) -> bool:
+    """Lay out a long table as rich would (cells padded to their column, two spaces between
+    columns), without rich's cost per cell (10 s for 18,000 rows of ``process list``); False,
+    printing nothing, when it does not fit the console's width (rich then folds cells)."""
+    widths = [cell_len(header) for header in columns]
+    for row in rows:
+        for index, cell in enumerate(row):
+            if "\n" in cell:
+                return False
+            widths[index] = max(widths[index], cell_len(cell))
+    if sum(widths) + 2 * (len(widths) - 1) > console.width:
+        return False
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(
+            cell + " " * (width - cell_len(cell)) for cell, width in zip(cells, widths, strict=True)
+        )
+
+    console.print(Text(line(columns), style="bold"))
+    console.file.write("".join(line(row) + "\n" for row in rows))
+    console.file.flush()
+    return True
 
 
 raw_option = click.option(

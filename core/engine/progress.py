@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from veglia.engine.calcjob.history import similar_durations
+from veglia.engine.calcjob.history import Distribution, similar_durations
 from veglia.orm.nodes import as_utc
 from veglia.orm.process_nodes import ProcessNode
 
@@ -76,10 +76,15 @@ def workflow_progress(node: ProcessNode) -> Progress:
         estimates.append(
             (max(0.0, history.mean - elapsed), f"{history.count} similar finished runs")
         )
+    # One query per kind of step, not per running step: a workflow runs many alike.
+    history_of: dict[tuple[str, str | None], Distribution | None] = {}
     for child in children:
         if child.is_terminated:
             continue
-        steps = similar_durations(child.process_type, child.similarity_key)
+        kind = (child.process_type, child.similarity_key)
+        if kind not in history_of:
+            history_of[kind] = similar_durations(*kind)
+        steps = history_of[kind]
         if steps is None:
             continue
         left = steps.mean - _elapsed(child, now)

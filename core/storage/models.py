@@ -29,7 +29,10 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from veglia.storage.attribute_text import attribute_text
+
 __all__ = [
+    "INDEXED_ATTRIBUTES",
     "LINK_TYPES",
     "AuthInfo",
     "Base",
@@ -159,6 +162,17 @@ class Node(Base):
     exit_message: Mapped[str | None] = mapped_column(Text, nullable=True)
     #: Versioned plain-data checkpoint of a running process (JSON text).
     checkpoint: Mapped[str | None] = mapped_column(Text, nullable=True)
+
+
+#: Attributes looked up by value among many finished jobs (caching, right-sizing), by
+#: index name: ``veglia.orm.attributes.CACHE_HASH`` and ``SIMILARITY_KEY`` (storage does not
+#: import the ORM; a test checks that the names agree). Query them with ``attribute_text``.
+INDEXED_ATTRIBUTES = {
+    "ix_nodes_cache_hash": "cache_hash",
+    "ix_nodes_similarity_key": "similarity_key",
+}
+for _name, _key in INDEXED_ATTRIBUTES.items():
+    Index(_name, attribute_text(Node.attributes, _key))
 
 
 class Link(Base):

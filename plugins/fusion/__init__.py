@@ -13,6 +13,17 @@ When Fusion is off the file is never read.
 
 from __future__ import annotations
 
-from veglia.plugins.fusion.trace_file import TRACE_PATH, fusion_enabled, read_trace
+from typing import Any
 
 __all__ = ["TRACE_PATH", "fusion_enabled", "read_trace"]
+
+
+def __getattr__(name: str) -> Any:
+    """The names of ``trace_file``, loaded on first use: every veglia process loads this
+    package with its hook module (``veglia --help`` too), and ``trace_file`` brings the ORM."""
+    if name not in __all__:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    # Lazy: the ORM and SQLAlchemy only for a process that reads a trace.
+    from veglia.plugins.fusion import trace_file
+
+    return getattr(trace_file, name)

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from veglia.hookspecs import hookimpl
-from veglia.plugins.fusion.trace_file import TraceUnusable, fusion_enabled, read_trace
 
 if TYPE_CHECKING:
     # Lazy: every process loads this hook module; the ORM only when asked.
@@ -33,6 +32,10 @@ def computer_properties() -> list[ComputerProperty]:
 @hookimpl
 def collect_trace(node: Any, transport: Any, record: Any) -> None:
     """Put the Fusion trace's ``gpu``, ``proc`` and ``cgroup`` blocks on the record."""
+    # Lazy: every process loads this hook module (`veglia --help` too); the trace reader
+    # brings the ORM and SQLAlchemy.
+    from veglia.plugins.fusion.trace_file import TraceUnusable, fusion_enabled, read_trace
+
     if transport is None or not fusion_enabled(node):
         return
     try:

@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from veglia.hookspecs import hookimpl
-from veglia.plugins.tower.runs import active_jobs, run_key_of, run_meta
 from veglia.plugins.tower.settings import OPTIONS, settings_of
 
 if TYPE_CHECKING:
@@ -43,9 +42,11 @@ def calcjob_options() -> list[CalcJobOption]:
 
 
 def _queue(node: Any, record: Any, kind: str) -> None:
-    # Lazy: every process loads this hook module; Tower's code only when used.
+    # Lazy: every process loads this hook module (`veglia --help` too); Tower's code, and
+    # with its run records SQLAlchemy, only when used.
     from veglia.manage import get_profile
     from veglia.plugins.tower import outbox, payload
+    from veglia.plugins.tower.runs import active_jobs, run_key_of, run_meta
 
     if not settings_of(get_profile()).enabled:
         return

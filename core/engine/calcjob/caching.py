@@ -20,6 +20,7 @@ from veglia.orm import attributes as attr
 from veglia.orm.attributes import CACHE_HASH, OPTIONS
 from veglia.orm.nodes import Node, load_node
 from veglia.storage import models
+from veglia.storage.attribute_text import attribute_text
 
 if TYPE_CHECKING:
     from veglia.engine.calcjob import CalcJob
@@ -61,7 +62,7 @@ def find_cached(digest: str, exclude_pk: int) -> Node | None:
                 models.Node.process_state == "finished",
                 models.Node.exit_status == 0,
                 models.Node.id != exclude_pk,
-                models.Node.attributes[CACHE_HASH].as_string() == digest,
+                attribute_text(models.Node.attributes, CACHE_HASH) == digest,
             )
             .order_by(models.Node.id)
             .limit(1)

@@ -27,6 +27,7 @@ from veglia.orm.attributes import (
     USAGE,
 )
 from veglia.orm.queries import has_attribute
+from veglia.storage.attribute_text import attribute_text
 from veglia.storage.models import Node
 
 __all__ = [
@@ -98,7 +99,7 @@ def similar_usage(key: str, exclude_pk: int | None = None) -> list[dict[str, Any
         Node.node_type == "process.calcjob",
         Node.process_state == "finished",
         Node.exit_status == 0,
-        Node.attributes[SIMILARITY_KEY].as_string() == key,
+        attribute_text(Node.attributes, SIMILARITY_KEY) == key,
     ]
     if exclude_pk is not None:
         where.append(Node.id != exclude_pk)
@@ -127,7 +128,7 @@ def memory_needed_after_oom(key: str) -> float | None:
             Node.node_type == "process.workflow",
             Node.process_state == "finished",
             Node.exit_status == 0,
-            Node.attributes[SIMILARITY_KEY].as_string() == key,
+            attribute_text(Node.attributes, SIMILARITY_KEY) == key,
         ],
         [Node.attributes[MEMORY_AFTER_OOM_KB]],
     )
@@ -141,7 +142,7 @@ def similar_waits(key: str) -> Distribution | None:
     rows = _rows(
         [
             Node.node_type == "process.calcjob",
-            Node.attributes[SIMILARITY_KEY].as_string() == key,
+            attribute_text(Node.attributes, SIMILARITY_KEY) == key,
             has_attribute(STARTED_AT),
         ],
         [Node.attributes[SUBMITTED_AT], Node.attributes[STARTED_AT]],
@@ -159,7 +160,7 @@ def similar_durations(process_type: str, key: str | None = None) -> Distribution
         Node.exit_status == 0,
     ]
     if key is not None:
-        where.append(Node.attributes[SIMILARITY_KEY].as_string() == key)
+        where.append(attribute_text(Node.attributes, SIMILARITY_KEY) == key)
     rows = _rows(where, [Node.ctime, Node.mtime])
     return Distribution.of([(end - start).total_seconds() for start, end in rows])
 
