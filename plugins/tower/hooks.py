@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from veglia.hookspecs import hookimpl
-from veglia.plugins.tower.runs import active_jobs, run_key_of, run_meta
 from veglia.plugins.tower.settings import OPTIONS, settings_of
 
 if TYPE_CHECKING:
@@ -46,6 +45,7 @@ def _queue(node: Any, record: Any, kind: str) -> None:
     # Lazy: every process loads this hook module; Tower's code only when used.
     from veglia.manage import get_profile
     from veglia.plugins.tower import outbox, payload
+    from veglia.plugins.tower.runs import active_jobs, run_key_of, run_meta
 
     if not settings_of(get_profile()).enabled:
         return
@@ -59,7 +59,7 @@ def _queue(node: Any, record: Any, kind: str) -> None:
 
 @hookimpl
 def daemon_started(profile: Any) -> None:
-    """Send the outbox from a thread of the daemon's supervisor, while Tower is on (the
+    """Send the outbox from a thread of the daemon's first worker, while Tower is on (the
     daemon reads the options again when they change: turning Tower on needs no restart)."""
     # Lazy: every process loads this hook module; Tower's code only when used.
     from veglia.plugins.tower.sender import TowerSender

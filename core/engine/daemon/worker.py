@@ -23,10 +23,10 @@ from veglia.engine.daemon import leases
 from veglia.engine.daemon.broker_tasks import create_communicator
 from veglia.engine.daemon.control import apply_database_requests
 from veglia.engine.daemon.files import DaemonFiles, write_json
+from veglia.engine.daemon.housekeeping import PRIMARY_ENV, Housekeeper, log_failure
 from veglia.engine.daemon.live_config import INTERVAL as CONFIG_INTERVAL
 from veglia.engine.daemon.live_config import follow_config
 from veglia.engine.daemon.outages import OutageWatcher
-from veglia.engine.daemon.supervisor import log_failure
 from veglia.engine.persistence import load_process
 from veglia.engine.runner import Runner, set_runner
 from veglia.exceptions import NotExistent, StepAbandoned
@@ -74,6 +74,8 @@ class Worker:
         self._stop = asyncio.Event()
         self.me = leases.this_worker()
         self.lease_timeout = float(profile.get_option("daemon.lease_timeout"))
+        primary = os.environ.get(PRIMARY_ENV) == "1"
+        self.housekeeper = Housekeeper(profile) if primary else None
 
     def run(self) -> None:
         self.loop.add_signal_handler(signal.SIGTERM, self._stop.set)
@@ -86,9 +88,13 @@ class Worker:
         self.loop.create_task(self._follow_config())
         self.loop.create_task(self._renew_leases())
         self.loop.create_task(OutageWatcher(self.active).run(self._stop))
+        if self.housekeeper is not None:
+            self.housekeeper.start()
         try:
             self.loop.run_until_complete(self._stop.wait())
         finally:
+            if self.housekeeper is not None:
+                self.housekeeper.stop()
             self.files.worker_status(os.getpid()).unlink(missing_ok=True)
             if self.communicator is not None:
                 self._thread_communicator.close()
@@ -247,9 +253,11 @@ class Worker:
 
     async def _write_status(self) -> None:
         while not self._stop.is_set():
+            repaired = self.housekeeper.repaired if self.housekeeper is not None else None
             write_json(
                 self.files.worker_status(os.getpid()),
                 {
+                    **({} if repaired is None else {"repaired": repaired}),
                     "pid": os.getpid(),
                     "active": len(self.active),
                     "time": time.time(),
