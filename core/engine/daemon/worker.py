@@ -15,7 +15,7 @@ import signal
 import time
 from typing import Any
 
-from plumpy.communications import LoopCommunicator
+from plumpy.communications import LoopCommunicator, convert_to_comm
 
 from veglia.config.profile import Profile
 from veglia.engine.calcjob.monitor_runner import CALLS as MONITOR_CALLS
@@ -27,6 +27,7 @@ from veglia.engine.daemon.housekeeping import PRIMARY_ENV, Housekeeper, log_fail
 from veglia.engine.daemon.live_config import INTERVAL as CONFIG_INTERVAL
 from veglia.engine.daemon.live_config import follow_config
 from veglia.engine.daemon.outages import OutageWatcher
+from veglia.engine.daemon.rpc_queue import SharedRpcQueue
 from veglia.engine.persistence import load_process
 from veglia.engine.runner import Runner, set_runner
 from veglia.exceptions import NotExistent, StepAbandoned
@@ -42,14 +43,32 @@ LOGGER = logging.getLogger("veglia.daemon")
 
 # -- worker -----------------------------------------------------------------------------------
 class QuietCommunicator(LoopCommunicator):
-    """plumpy's loop communicator without state-change broadcasts.
+    """plumpy's loop communicator without broadcasts, and one RPC queue per worker.
 
     plumpy broadcasts every state change and waits for the broker to take it; nothing in
     veglia listens (states are in the database), and the wait cost a tenth of a worker's time.
     """
 
+    def __init__(self, communicator: Any, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__(communicator, loop)
+        self._rpc = SharedRpcQueue(communicator)
+
     def broadcast_send(self, *args: Any, **kwargs: Any) -> bool:
         return True
+
+    # Nothing in veglia broadcasts to processes (control is by RPC): a subscription per
+    # process would only cost memory and a broker round trip at each start.
+    def add_broadcast_subscriber(self, subscriber: Any, identifier: Any = None) -> Any:
+        return identifier
+
+    def remove_broadcast_subscriber(self, identifier: Any) -> None:
+        return None
+
+    def add_rpc_subscriber(self, subscriber: Any, identifier: Any = None) -> Any:
+        return self._rpc.add(convert_to_comm(subscriber, self._loop), identifier)
+
+    def remove_rpc_subscriber(self, identifier: Any) -> None:
+        self._rpc.remove(identifier)
 
 
 class Worker:
