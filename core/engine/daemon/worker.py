@@ -93,7 +93,8 @@ class Worker:
         self._stop = asyncio.Event()
         self.me = leases.this_worker()
         self.lease_timeout = float(profile.get_option("daemon.lease_timeout"))
-        primary = os.environ.get(PRIMARY_ENV) == "1"
+        # Read once, and not handed down to the jobs this worker starts.
+        primary = os.environ.pop(PRIMARY_ENV, None) == "1"
         self.housekeeper = Housekeeper(profile) if primary else None
 
     def run(self) -> None:
