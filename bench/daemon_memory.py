@@ -25,11 +25,13 @@ smtplib). After: 20 MB RSS, 224 modules, none of SQLAlchemy, plumpy, kiwipy: the
 worker repairs stranded processes and runs the daemon hooks, ``veglia.orm`` loads its
 names lazily, plugin hook modules load the ORM, smtplib and Tower's queries when used.
 
-Worker, idle 63 MB. Before: 2,000 jobs 172 MB, 55.8 kB per job (48.5 kB marginal). After
-one RPC queue per worker (not one per process: 10,000 fewer queues on RabbitMQ, two fewer
-broker round trips per process start) and no per-process broadcast subscription: 1,000
-jobs 122 MB, 60.3 kB per job (46.2 kB marginal). Extrapolated to 10,000 jobs: about
-520 MB, above the 400 MB target.
+Worker, idle 63 MB (before it opens the storage). Before: 2,000 jobs 172 MB, 55.8 kB per
+job (48.5 kB marginal). After one RPC queue per worker (not one per process: 10,000 fewer
+queues on RabbitMQ, two fewer broker round trips per process start) and no per-process
+broadcast subscription: 1,000 jobs 122 MB, 60.3 kB per job (46.2 kB marginal). After the
+schema check without alembic (10 MB less in every process that opens the storage): 1,000
+jobs 114 MB, 52.4 kB per job (47.4 kB marginal). Extrapolated to 10,000 jobs: about
+530 MB, above the 400 MB target.
 
 Where a waiting job's memory goes (tracemalloc, diff between 40 and 400 waiting jobs, per
 job, about 37 kB traced): the node's attributes decoded from JSON 4.9 kB, the node objects
