@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 
 from veglia.config.profile import Profile
 from veglia.engine.daemon.reconcile import Reconciler
@@ -45,9 +46,16 @@ class Housekeeper:
     """The daemon hooks, and a thread that repairs stranded processes (with a broker);
     ``repaired`` counts the processes it queued again."""
 
-    def __init__(self, profile: Profile, interval: float = RECONCILE_SECONDS) -> None:
+    def __init__(
+        self,
+        profile: Profile,
+        interval: float = RECONCILE_SECONDS,
+        on_repair: Callable[[], None] | None = None,
+    ) -> None:
         self.profile = profile
         self.interval = interval
+        #: Called (from the repair thread) after processes were queued again.
+        self.on_repair = on_repair
         self.reconciler = Reconciler(profile) if profile.broker_url else None
         self._stop = threading.Event()
 
@@ -72,6 +80,7 @@ class Housekeeper:
     def _repair_until_stopped(self) -> None:
         while not self._stop.wait(self.interval):
             try:
-                self.reconciler.step()  # type: ignore[union-attr]
+                if self.reconciler.step() and self.on_repair is not None:  # type: ignore[union-attr]
+                    self.on_repair()
             except Exception as exc:  # the broker or the database is away: look again later
                 log_failure("could not look for stranded processes", exc)

@@ -95,7 +95,14 @@ class Worker:
         self.lease_timeout = float(profile.get_option("daemon.lease_timeout"))
         # Read once, and not handed down to the jobs this worker starts.
         primary = os.environ.pop(PRIMARY_ENV, None) == "1"
-        self.housekeeper = Housekeeper(profile) if primary else None
+        self.housekeeper = None
+        if primary:
+
+            def write_now() -> None:
+                # `daemon status` counts a repair at once, not once the process has ended.
+                self.loop.call_soon_threadsafe(self._status_now)
+
+            self.housekeeper = Housekeeper(profile, on_repair=write_now)
 
     def run(self) -> None:
         self.loop.add_signal_handler(signal.SIGTERM, self._stop.set)
@@ -273,18 +280,21 @@ class Worker:
 
     async def _write_status(self) -> None:
         while not self._stop.is_set():
-            repaired = self.housekeeper.repaired if self.housekeeper is not None else None
-            write_json(
-                self.files.worker_status(os.getpid()),
-                {
-                    **({} if repaired is None else {"repaired": repaired}),
-                    "pid": os.getpid(),
-                    "active": len(self.active),
-                    "time": time.time(),
-                    "transport_opens": self.runner.transport_queue.total_opens(),
-                    "scheduler_queries": sum(p.queries for p in self.runner.pollers()),
-                    "monitor_calls": MONITOR_CALLS["count"],
-                    "child_queries": self.runner.child_watcher.queries,
-                },
-            )
+            self._status_now()
             await asyncio.sleep(1)
+
+    def _status_now(self) -> None:
+        repaired = self.housekeeper.repaired if self.housekeeper is not None else None
+        write_json(
+            self.files.worker_status(os.getpid()),
+            {
+                **({} if repaired is None else {"repaired": repaired}),
+                "pid": os.getpid(),
+                "active": len(self.active),
+                "time": time.time(),
+                "transport_opens": self.runner.transport_queue.total_opens(),
+                "scheduler_queries": sum(p.queries for p in self.runner.pollers()),
+                "monitor_calls": MONITOR_CALLS["count"],
+                "child_queries": self.runner.child_watcher.queries,
+            },
+        )
