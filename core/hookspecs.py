@@ -110,11 +110,11 @@ def profile_loaded(profile: Profile) -> None:
 def daemon_started(profile: Profile) -> None:
     """Start what a plugin runs beside the daemon's workers, once per daemon.
 
-    Called by the daemon's supervisor process after it started its workers (as datasette's
-    ``startup``). Start a background thread here (a sender of queued reports, say), as a
-    daemon thread; ``daemon_stopping`` is called when the daemon stops. Return at once: the
-    supervisor restarts dead workers in the same thread. An exception is logged and does not
-    stop the daemon.
+    Called in the daemon's first worker as it starts (the supervisor stays lean and loads
+    no plugin code beyond hook modules), and again in the worker that replaces it if it
+    dies. Start a background thread here (a sender of queued reports, say), as a daemon
+    thread; ``daemon_stopping`` is called when the daemon stops. Return at once: the worker
+    runs jobs in the same process. An exception is logged and does not stop the daemon.
     """
 
 
@@ -122,9 +122,9 @@ def daemon_started(profile: Profile) -> None:
 def daemon_stopping(profile: Profile) -> None:
     """Stop what ``daemon_started`` started: the daemon is stopping.
 
-    Called by the supervisor before it stops its workers. Ask your threads to end and
-    return quickly: the process exits soon after, and daemon threads with it. An exception
-    is logged.
+    Called in the daemon's first worker as it stops. Ask your threads to end and return
+    quickly: the process exits soon after, and daemon threads with it. An exception is
+    logged.
     """
 
 

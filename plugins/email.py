@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import smtplib
-import ssl
-from email.message import EmailMessage
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from veglia.config.options import Option
 from veglia.config.values import parse_boolean, parse_positive_int
 from veglia.hookspecs import hookimpl
+
+if TYPE_CHECKING:
+    import smtplib
 
 __all__ = ["SmtpRefused", "notify", "register_options"]
 
@@ -82,6 +82,12 @@ def notify(event: str, subject: str, body: str, recipients: list[str], profile: 
             "password in clear. Turn on notify.smtp_starttls (or notify.smtp_ssl, port 465), "
             "or set notify.smtp_allow_plain_auth to yes to accept a login without TLS"
         )
+    # Lazy: every process loads this hook module (the daemon's supervisor too); smtplib and
+    # ssl cost 5 MB, paid only by a process that sends mail.
+    import smtplib
+    import ssl
+    from email.message import EmailMessage
+
     message = EmailMessage()
     message["Subject"] = f"[veglia] {subject}"
     message["From"] = profile.get_option("notify.from")

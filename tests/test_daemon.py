@@ -75,3 +75,30 @@ def test_pause_and_play_without_broker(profile, daemon, run_cli):
     wait_for([node], lambda n: n.is_terminated, timeout=60)
     assert node.is_finished_ok
     assert json.dumps(node.get_attribute("paused")) == "false"
+
+
+def test_the_supervisor_loads_neither_the_engine_nor_the_database_nor_the_broker(
+    broker_profile, daemon, run_cli
+):
+    """The supervisor only starts and restarts workers, so it stays a few MB (measured in
+    bench/daemon_memory.py); the first worker repairs stranded processes instead."""
+    daemon(2)
+    loaded = set(DaemonFiles(broker_profile).read_status()["modules"])
+    assert "veglia.engine.daemon.supervisor" in loaded
+    heavy = {
+        "sqlalchemy",
+        "plumpy",
+        "kiwipy",
+        "aio_pika",
+        "paramiko",
+        "veglia.engine.calcjob",
+        "veglia.engine.process",
+        "veglia.storage",
+        "veglia.orm.nodes",
+    }
+    assert not heavy & loaded, sorted(heavy & loaded)
+    deadline = time.monotonic() + 60  # the workers write their status once they run
+    while "Stranded" not in (status := run_cli("-p", "test", "daemon", "status")).stdout:
+        assert time.monotonic() < deadline, status.stdout
+        time.sleep(0.5)
+    assert "Stranded processes queued again: 0" in status.stdout

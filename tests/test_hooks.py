@@ -370,7 +370,7 @@ class _DaemonPlugin:
 def test_daemon_started_and_daemon_stopping_reach_every_plugin_even_past_a_broken_one(
     manager_with, profile, caplog
 ):
-    from veglia.engine.daemon.supervisor import call_daemon_hook as _call_daemon_hook
+    from veglia.engine.daemon.housekeeping import call_daemon_hook as _call_daemon_hook
 
     broken, working = _DaemonPlugin(fail=True), _DaemonPlugin()
     manager_with(broken, working)

@@ -30,6 +30,29 @@ def test_empty_database_asks_for_migration(storage_url, tmp_path):
     backend.close()
 
 
+def test_a_database_at_the_newest_schema_opens_without_alembic(storage_url, tmp_path):
+    """Opening the storage (each daemon worker and CLI command does) loads no alembic, which
+    costs 10 MB; the schema is still checked, and alembic's head is the one read."""
+    import subprocess
+    import sys
+
+    backend = StorageBackend(storage_url, tmp_path / "repo")
+    backend.migrate()
+    backend.close()
+    code = (
+        "import sys; from veglia.storage import StorageBackend; "
+        f"b = StorageBackend({storage_url!r}, {str(tmp_path / 'repo')!r}); b.check_schema(); "
+        "print('alembic' in sys.modules)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert result.stdout.strip() == "False"
+    from veglia.storage.backend import SCHEMA_HEAD
+
+    assert StorageBackend(storage_url, tmp_path / "repo").schema_status().head == SCHEMA_HEAD
+
+
 # SQLite's expression indexes (migration 0006) cannot be reflected, so they are not compared
 # there; test_migration_0006_adds_the_scale_indexes_and_downgrades checks that they exist.
 @pytest.mark.filterwarnings("ignore:.*expression-based index")
@@ -234,7 +257,10 @@ def test_stored_nodes_load_as_their_class_whichever_orm_module_was_imported():
     import subprocess
     import sys
 
-    code = "import veglia.orm.nodes as n; print(' '.join(sorted(n._NODE_CLASSES)))"
+    code = (
+        "import veglia.orm.nodes as n; n.node_type_class('data.int'); "
+        "print(' '.join(sorted(n._NODE_CLASSES)))"
+    )
     result = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
     )

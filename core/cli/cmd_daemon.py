@@ -115,11 +115,15 @@ def daemon_status(state: CliState, raw: bool) -> int:
         return 1
     status = files.read_status()
     rows = []
+    repaired = None  # counted by the worker that repairs (with a broker only)
     for worker in status.get("workers", []):
         try:
-            load = json.loads(files.worker_status(worker["pid"]).read_text())["active"]
+            seen = json.loads(files.worker_status(worker["pid"]).read_text())
+            load = seen["active"]
         except (OSError, ValueError, KeyError):
-            load = "?"
+            seen, load = {}, "?"
+        if "repaired" in seen:
+            repaired = (repaired or 0) + seen["repaired"]
         started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(worker["started"]))
         rows.append((worker["pid"], started, worker["restarts"], load))
     if not raw:
@@ -127,8 +131,8 @@ def daemon_status(state: CliState, raw: bool) -> int:
             f"Daemon of {state.profile.name!r} on {socket.gethostname()}: supervisor pid {pid}"
         )
     print_table(("Worker PID", "Started", "Restarts", "Active processes"), rows, raw=raw)
-    if not raw and "repaired" in status:
-        click.echo(f"Stranded processes queued again: {status['repaired']}")
+    if not raw and repaired is not None:
+        click.echo(f"Stranded processes queued again: {repaired}")
     return 0
 
 

@@ -9,8 +9,9 @@ threads and processes by pk.
 The kinds of node live beside it: data in :mod:`veglia.orm.data`, process records in
 :mod:`veglia.orm.process_nodes`. Each subclass registers itself by its ``node_type`` (the
 string stored in the row) when its module is imported, and :func:`load_node` gives a stored
-node that class; ``veglia.orm`` imports both modules, so every importer of this one (which
-imports the package first) loads stored nodes as their classes.
+node that class; :func:`node_class` imports both modules the first time it is asked, so
+every importer of this one loads stored nodes as their classes (``veglia.orm`` loads its
+names lazily: importing ``veglia.orm.attributes`` loads no storage layer).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from veglia.orm.users import get_default_user
 from veglia.relative_paths import checked_relative
 from veglia.storage import models
 
-__all__ = ["Node", "as_utc", "load_node"]
+__all__ = ["Node", "as_utc", "load_node", "node_type_class"]
 
 #: Every node class by its ``node_type``, filled in as subclasses are defined.
 _NODE_CLASSES: dict[str, type[Node]] = {}
@@ -297,7 +298,7 @@ class Node:
 
     @classmethod
     def _from_row(cls, row: models.Node) -> Node:
-        node_class = _NODE_CLASSES.get(row.node_type, Node)
+        node_class = node_type_class(row.node_type)
         node = node_class.__new__(node_class)
         Node.__init__(node, label=row.label, description=row.description)
         node._pk, node._uuid, node._ctime = row.id, row.uuid, row.ctime
@@ -378,6 +379,15 @@ class LinkedNodes:
 def as_utc(value: datetime) -> datetime:
     """A stored time as an aware UTC datetime (SQLite gives back naive ones)."""
     return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value
+
+
+def node_type_class(node_type: str) -> type[Node]:
+    """The class of nodes stored with ``node_type`` (:class:`Node` for an unknown one)."""
+    if node_type not in _NODE_CLASSES:
+        # Lazy: the kinds of node import this module; they register themselves on import.
+        import veglia.orm.data
+        import veglia.orm.process_nodes  # noqa: F401
+    return _NODE_CLASSES.get(node_type, Node)
 
 
 def load_node(identifier: int | str) -> Node:

@@ -7,7 +7,6 @@ from typing import Any
 
 from veglia.exceptions import TransportError
 from veglia.orm.attributes import COMPUTER
-from veglia.orm.computers import load_computer
 
 __all__ = ["MAX_TRACE_BYTES", "TRACE_PATH", "fusion_enabled", "parse_trace", "read_trace"]
 
@@ -27,6 +26,10 @@ def fusion_enabled(node: Any) -> bool:
     option = (node.options or {}).get("fusion")
     if option is not None:
         return bool(option)
+
+    # Lazy: the package is loaded with the plugin's hooks in every process (the daemon's
+    # supervisor too), which need not load the ORM and the storage.
+    from veglia.orm.computers import load_computer
 
     label = node.get_attribute(COMPUTER)
     return bool(label and load_computer(label).get_property("fusion"))

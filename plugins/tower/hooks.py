@@ -60,7 +60,7 @@ def _queue(node: Any, record: Any, kind: str) -> None:
 
 @hookimpl
 def daemon_started(profile: Any) -> None:
-    """Send the outbox from a thread of the daemon's supervisor, while Tower is on (the
+    """Send the outbox from a thread of the daemon's first worker, while Tower is on (the
     daemon reads the options again when they change: turning Tower on needs no restart)."""
     # Lazy: every process loads this hook module; Tower's code only when used.
     from veglia.plugins.tower.sender import TowerSender

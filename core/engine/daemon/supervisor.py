@@ -1,5 +1,9 @@
-"""The supervisor: keeps N worker processes alive, restarts any that dies, and looks for
-stranded processes (with a broker) until it is told to stop."""
+"""The supervisor: keeps N worker processes alive and restarts any that dies, until it is
+told to stop.
+
+It imports nothing of the engine, the storage or the broker (tests/test_daemon.py checks):
+what needs them, the repair of stranded processes and the plugins' daemon hooks, runs in
+the first worker (see :mod:`housekeeping`), so the supervisor stays a few MB."""
 
 from __future__ import annotations
 
@@ -16,15 +20,12 @@ from veglia.config.profile import Profile
 from veglia.engine.daemon.files import DaemonFiles, write_json
 from veglia.engine.daemon.live_config import INTERVAL as CONFIG_INTERVAL
 from veglia.engine.daemon.live_config import follow_config
-from veglia.engine.daemon.reconcile import Reconciler
-from veglia.plugin_manager import call_each
-from veglia.storage.outage import is_storage_outage
 
-__all__ = ["call_daemon_hook", "log_failure", "supervise"]
+__all__ = ["supervise"]
 
 LOGGER = logging.getLogger("veglia.daemon")
-#: How often the supervisor looks for stranded processes (two looks before it repairs one).
-RECONCILE_SECONDS = 5.0
+#: Set to ``1`` in the environment of the worker that keeps house (see housekeeping).
+PRIMARY_ENV = "VEGLIA_DAEMON_PRIMARY"
 
 
 def supervise(profile: Profile, workers: int) -> None:
@@ -41,22 +42,22 @@ def supervise(profile: Profile, workers: int) -> None:
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
 
-    def spawn() -> subprocess.Popen:
-        log = open(private_file(files.log), "ab")  # noqa: SIM115 - the child keeps it open
-        return subprocess.Popen(
+    def spawn(primary: bool) -> subprocess.Popen:
+        log = open(private_file(files.log), "ab")  # noqa: SIM115 - closed once the child has it
+        process = subprocess.Popen(
             [sys.executable, "-m", "veglia.engine.daemon", "worker"],
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
-            env={**os.environ, "VEGLIA_PROFILE": profile.name},
+            env={**os.environ, "VEGLIA_PROFILE": profile.name, PRIMARY_ENV: str(int(primary))},
         )
+        log.close()  # the child has its own copy
+        return process
 
-    slots = [{"process": spawn(), "restarts": 0, "started": time.time()} for _ in range(workers)]
-
-    reconciler = None
-    if profile.broker_url:
-        reconciler = Reconciler(profile)
-    next_look = time.time() + RECONCILE_SECONDS
+    slots = [
+        {"process": spawn(index == 0), "restarts": 0, "started": time.time(), "primary": index == 0}
+        for index in range(workers)
+    ]
     next_config = time.time() + CONFIG_INTERVAL
 
     def write_status() -> None:
@@ -65,7 +66,7 @@ def supervise(profile: Profile, workers: int) -> None:
             {
                 "supervisor": os.getpid(),
                 "started": started,
-                "repaired": reconciler.repaired if reconciler else 0,
+                "modules": sorted(sys.modules),  # kept few: see tests/test_daemon.py
                 "workers": [
                     {"pid": s["process"].pid, "restarts": s["restarts"], "started": s["started"]}
                     for s in slots
@@ -75,7 +76,6 @@ def supervise(profile: Profile, workers: int) -> None:
 
     started = time.time()
     write_status()
-    call_daemon_hook("daemon_started", profile)
     LOGGER.warning("daemon started with %d worker(s)", workers)
     while not stopping:
         time.sleep(0.2)
@@ -83,15 +83,8 @@ def supervise(profile: Profile, workers: int) -> None:
             next_config = time.time() + CONFIG_INTERVAL
             try:
                 follow_config()  # the hooks' threads (a reporter's sender) read them too
-            except Exception as exc:
-                log_failure("could not read the profile's options again", exc)
-        if reconciler is not None and time.time() >= next_look:
-            next_look = time.time() + RECONCILE_SECONDS
-            try:
-                if reconciler.step():
-                    write_status()
-            except Exception as exc:  # the broker or the database is away: look again later
-                log_failure("could not look for stranded processes", exc)
+            except Exception:
+                LOGGER.exception("could not read the profile's options again")
         for slot in slots:
             code = slot["process"].poll()
             if code is None or stopping or time.time() < slot.get("retry_at", 0):
@@ -113,9 +106,10 @@ def supervise(profile: Profile, workers: int) -> None:
                     continue
             slot.pop("retry_at", None)
             LOGGER.warning("worker %d exited with %s; starting another", slot["process"].pid, code)
-            slot.update(process=spawn(), restarts=slot["restarts"] + 1, started=time.time())
+            slot.update(
+                process=spawn(slot["primary"]), restarts=slot["restarts"] + 1, started=time.time()
+            )
             write_status()
-    call_daemon_hook("daemon_stopping", profile)
     for slot in slots:
         slot["process"].terminate()
     deadline = time.time() + 30
@@ -128,20 +122,3 @@ def supervise(profile: Profile, workers: int) -> None:
     files.status.unlink(missing_ok=True)
     files.pid.unlink(missing_ok=True)
     LOGGER.warning("daemon stopped")
-
-
-def log_failure(what: str, exc: Exception) -> None:
-    """One line for a database that is away (it is expected, and said often); the whole
-    traceback for anything else."""
-    if is_storage_outage(exc):
-        LOGGER.warning("%s: the database does not answer (%s)", what, str(exc).splitlines()[0])
-    else:
-        LOGGER.error("%s", what, exc_info=exc)
-
-
-def call_daemon_hook(name: str, profile: Profile) -> None:
-    """A daemon hook, each implementation on its own: a failing plugin never keeps the
-    daemon from running jobs, nor the other plugins from starting."""
-
-    for plugin, exc in call_each(name, profile=profile):
-        LOGGER.error("plugin %s failed in %s: %s", plugin, name, exc)

@@ -15,7 +15,7 @@ import signal
 import time
 from typing import Any
 
-from plumpy.communications import LoopCommunicator
+from plumpy.communications import LoopCommunicator, convert_to_comm
 
 from veglia.config.profile import Profile
 from veglia.engine.calcjob.monitor_runner import CALLS as MONITOR_CALLS
@@ -23,10 +23,11 @@ from veglia.engine.daemon import leases
 from veglia.engine.daemon.broker_tasks import create_communicator
 from veglia.engine.daemon.control import apply_database_requests
 from veglia.engine.daemon.files import DaemonFiles, write_json
+from veglia.engine.daemon.housekeeping import PRIMARY_ENV, Housekeeper, log_failure
 from veglia.engine.daemon.live_config import INTERVAL as CONFIG_INTERVAL
 from veglia.engine.daemon.live_config import follow_config
 from veglia.engine.daemon.outages import OutageWatcher
-from veglia.engine.daemon.supervisor import log_failure
+from veglia.engine.daemon.rpc_queue import SharedRpcQueue
 from veglia.engine.persistence import load_process
 from veglia.engine.runner import Runner, set_runner
 from veglia.exceptions import NotExistent, StepAbandoned
@@ -42,14 +43,32 @@ LOGGER = logging.getLogger("veglia.daemon")
 
 # -- worker -----------------------------------------------------------------------------------
 class QuietCommunicator(LoopCommunicator):
-    """plumpy's loop communicator without state-change broadcasts.
+    """plumpy's loop communicator without broadcasts, and one RPC queue per worker.
 
     plumpy broadcasts every state change and waits for the broker to take it; nothing in
     veglia listens (states are in the database), and the wait cost a tenth of a worker's time.
     """
 
+    def __init__(self, communicator: Any, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__(communicator, loop)
+        self._rpc = SharedRpcQueue(communicator)
+
     def broadcast_send(self, *args: Any, **kwargs: Any) -> bool:
         return True
+
+    # Nothing in veglia broadcasts to processes (control is by RPC): a subscription per
+    # process would only cost memory and a broker round trip at each start.
+    def add_broadcast_subscriber(self, subscriber: Any, identifier: Any = None) -> Any:
+        return identifier
+
+    def remove_broadcast_subscriber(self, identifier: Any) -> None:
+        return None
+
+    def add_rpc_subscriber(self, subscriber: Any, identifier: Any = None) -> Any:
+        return self._rpc.add(convert_to_comm(subscriber, self._loop), identifier)
+
+    def remove_rpc_subscriber(self, identifier: Any) -> None:
+        self._rpc.remove(identifier)
 
 
 class Worker:
@@ -74,6 +93,16 @@ class Worker:
         self._stop = asyncio.Event()
         self.me = leases.this_worker()
         self.lease_timeout = float(profile.get_option("daemon.lease_timeout"))
+        # Read once, and not handed down to the jobs this worker starts.
+        primary = os.environ.pop(PRIMARY_ENV, None) == "1"
+        self.housekeeper = None
+        if primary:
+
+            def write_now() -> None:
+                # `daemon status` counts a repair at once, not once the process has ended.
+                self.loop.call_soon_threadsafe(self._status_now)
+
+            self.housekeeper = Housekeeper(profile, on_repair=write_now)
 
     def run(self) -> None:
         self.loop.add_signal_handler(signal.SIGTERM, self._stop.set)
@@ -86,9 +115,13 @@ class Worker:
         self.loop.create_task(self._follow_config())
         self.loop.create_task(self._renew_leases())
         self.loop.create_task(OutageWatcher(self.active).run(self._stop))
+        if self.housekeeper is not None:
+            self.housekeeper.start()
         try:
             self.loop.run_until_complete(self._stop.wait())
         finally:
+            if self.housekeeper is not None:
+                self.housekeeper.stop()
             self.files.worker_status(os.getpid()).unlink(missing_ok=True)
             if self.communicator is not None:
                 self._thread_communicator.close()
@@ -247,19 +280,24 @@ class Worker:
 
     async def _write_status(self) -> None:
         while not self._stop.is_set():
-            write_json(
-                self.files.worker_status(os.getpid()),
-                {
-                    "pid": os.getpid(),
-                    "active": len(self.active),
-                    "time": time.time(),
-                    "transport_opens": self.runner.transport_queue.total_opens(),
-                    "scheduler_queries": sum(p.queries for p in self.runner.pollers()),
-                    "monitor_calls": MONITOR_CALLS["count"],
-                    "file_reads": sum(b.reads for b in self.runner.file_batchers()),
-                    "monitor_cycles": sum(p.cycles for p in self.runner.pollers()),
-                    "monitor_cycle_seconds": sum(p.cycle_seconds for p in self.runner.pollers()),
-                    "child_queries": self.runner.child_watcher.queries,
-                },
-            )
+            self._status_now()
             await asyncio.sleep(1)
+
+    def _status_now(self) -> None:
+        repaired = self.housekeeper.repaired if self.housekeeper is not None else None
+        write_json(
+            self.files.worker_status(os.getpid()),
+            {
+                **({} if repaired is None else {"repaired": repaired}),
+                "pid": os.getpid(),
+                "active": len(self.active),
+                "time": time.time(),
+                "transport_opens": self.runner.transport_queue.total_opens(),
+                "scheduler_queries": sum(p.queries for p in self.runner.pollers()),
+                "monitor_calls": MONITOR_CALLS["count"],
+                "file_reads": sum(b.reads for b in self.runner.file_batchers()),
+                "monitor_cycles": sum(p.cycles for p in self.runner.pollers()),
+                "monitor_cycle_seconds": sum(p.cycle_seconds for p in self.runner.pollers()),
+                "child_queries": self.runner.child_watcher.queries,
+            },
+        )

@@ -1,0 +1,211 @@
+#!/usr/bin/env python3
+"""Memory of the daemon: one worker holding N waiting jobs.
+
+N ``core.shell`` jobs running ``sleep`` on localhost with the direct scheduler (real jobs,
+no fake scheduler: each is a ``bash`` and a ``sleep`` on this machine, about 0.5 MB each)
+are submitted to a daemon with one worker whose slots hold them all. Once every job is
+waiting on its scheduler job, the bench prints the supervisor's RSS and module count, the
+worker's RSS, and the RSS per active job (the worker's growth over its RSS before any job,
+divided by N). The jobs are then killed by their job ids (process groups) and the daemon
+stopped.
+
+    python bench/daemon_memory.py             # 10,000 jobs (needs ~6 GB free, minutes)
+    python bench/daemon_memory.py -n 500      # a smoke run
+    python bench/daemon_memory.py --no-broker # the worker takes jobs from the database
+
+Targets (issue #16): supervisor under 25 MB, a worker with 10,000 waiting jobs under 400 MB.
+
+Figures (2-core VM shared with other work, load 10+, SQLite, RabbitMQ, Python 3.11; direct
+scheduler and real ``sleep`` jobs, no fake scheduler; 10,000 jobs were too slow to run on
+this loaded machine, so N was 1,000-2,000 and 10,000 is extrapolated):
+
+Supervisor, before: 49 MB RSS, 419 modules (SQLAlchemy, the ORM and the broker client: it
+looked for stranded processes itself, and the plugins' hook modules imported the ORM and
+smtplib). After: 20 MB RSS, 224 modules, none of SQLAlchemy, plumpy, kiwipy: the first
+worker repairs stranded processes and runs the daemon hooks, ``veglia.orm`` loads its
+names lazily, plugin hook modules load the ORM, smtplib and Tower's queries when used.
+
+Worker, idle 63 MB (before it opens the storage). Before: 2,000 jobs 172 MB, 55.8 kB per
+job (48.5 kB marginal). After one RPC queue per worker (not one per process: 10,000 fewer
+queues on RabbitMQ, two fewer broker round trips per process start) and no per-process
+broadcast subscription: 1,000 jobs 122 MB, 60.3 kB per job (46.2 kB marginal). After the
+schema check without alembic (10 MB less in every process that opens the storage): 1,000
+jobs 114 MB, 52.4 kB per job (47.4 kB marginal). Extrapolated to 10,000 jobs: about
+530 MB, above the 400 MB target.
+
+Where a waiting job's memory goes (tracemalloc, diff between 40 and 400 waiting jobs, per
+job, about 37 kB traced): the node's attributes decoded from JSON 4.9 kB, the node objects
+(the process node and its input nodes, loaded per process) 2.8 kB, plumpy's process and
+state machine 4.5 kB, asyncio tasks, futures and handles of the waiting step 5 kB, the
+broker task message and kiwipy's bookkeeping of it (unacknowledged until the process
+ends) about 5 kB, and many small items. No single cost dominates: getting under 400 MB
+needs the process state of a waiting job kept smaller (e.g. a waiting job held as its
+node id and poll entry only, its plumpy process rebuilt from the checkpoint when its
+scheduler job changes state).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+VEGLIA = str(Path(sys.executable).parent / "veglia")
+PROFILE = "memory"
+
+
+def rss_mb(pid: int) -> float:
+    """The resident memory of a process now (VmRSS), in MB; 0 when it is gone."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return 0.0
+    match = re.search(r"VmRSS:\s+(\d+)", status)
+    return int(match.group(1)) / 1024 if match else 0.0
+
+
+def _veglia(*args: str) -> None:
+    subprocess.run([VEGLIA, "-p", PROFILE, *args], check=True, stdout=subprocess.DEVNULL)
+
+
+def _waiting(first: int, last: int) -> int:
+    """How many of the processes (pks ``first`` to ``last``) wait on a scheduler job."""
+    import sqlalchemy as sa
+
+    from veglia.manage import get_storage
+    from veglia.orm.attributes import JOB_ID
+    from veglia.orm.queries import has_attribute
+    from veglia.storage.models import Node
+
+    query = sa.select(sa.func.count(Node.id)).where(
+        Node.id.between(first, last), Node.process_state == "waiting", has_attribute(JOB_ID)
+    )
+    with get_storage().session() as session:
+        return int(session.scalar(query) or 0)
+
+
+def _wait_until_waiting(nodes: list, worker: int, timeout: float) -> None:
+    first, last = nodes[0].pk, nodes[-1].pk
+    deadline = time.monotonic() + timeout
+    waiting = 0
+    while waiting < len(nodes):
+        if time.monotonic() > deadline:
+            raise SystemExit(f"only {waiting} of {len(nodes)} jobs waiting after {timeout:.0f} s")
+        time.sleep(2)
+        waiting = _waiting(first, last)
+        print(f"  {waiting} waiting, worker {rss_mb(worker):.0f} MB", flush=True)
+
+
+def _read(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def bench(n: int, broker: bool, timeout: float, keep: float = 0.0) -> dict[str, float]:
+    home = tempfile.mkdtemp(prefix="veglia-memory-")
+    os.environ["VEGLIA_HOME"] = home
+    subprocess.run(
+        [VEGLIA, "presto", "--profile-name", PROFILE, "--broker" if broker else "--no-broker"],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    _veglia("config", "set", "daemon.worker_process_slots", str(n + 10))
+    _veglia("daemon", "start", "1")
+    nodes = []
+    try:
+        import veglia
+        from veglia import engine, orm
+        from veglia.engine.daemon import DaemonFiles
+        from veglia.entry_points import CalculationFactory
+
+        profile = veglia.load_profile(PROFILE)
+        files = DaemonFiles(profile)
+        status: dict = {}
+        while (
+            not status.get("workers")
+            or not files.worker_status(status["workers"][0]["pid"]).exists()
+        ):
+            time.sleep(0.2)
+            status = files.read_status()
+        supervisor = status["supervisor"]
+        worker = status["workers"][0]["pid"]
+        time.sleep(2)  # the worker settles (its broker connection, first queries)
+        idle = rss_mb(worker)
+
+        shell = CalculationFactory("core.shell")
+        # A duration no other process of this machine sleeps: the jobs are easy to recognise.
+        command = orm.Str(f"sleep {7200 + os.getpid() % 1000}.{n}")
+        # A first tenth warms the worker up (imports, caches, pools); the rest is the
+        # marginal cost of a job.
+        warm = max(1, n // 10)
+        submitted = 0.0
+        for batch in (warm, n - warm):
+            start = time.monotonic()
+            batch_nodes = [engine.submit(shell, command=command) for _ in range(batch)]
+            submitted += time.monotonic() - start
+            nodes += batch_nodes
+            _wait_until_waiting(nodes, worker, timeout)
+            if batch == warm:
+                warm_mb = rss_mb(worker)
+        print(f"submitted {n} jobs in {submitted:.1f} s", flush=True)
+        held = _read(files.worker_status(worker)).get("active", 0)
+        time.sleep(5)  # a few poll cycles with every job waiting
+        if keep:
+            print(f"keeping the jobs waiting {keep:.0f} s: worker pid {worker}", flush=True)
+            time.sleep(keep)
+        figures = {
+            "supervisor_mb": rss_mb(supervisor),
+            "supervisor_modules": len(files.read_status().get("modules", [])),
+            "worker_idle_mb": idle,
+            "worker_mb": rss_mb(worker),
+            "held": held,
+        }
+        figures["per_job_kb"] = (figures["worker_mb"] - idle) * 1024 / n
+        figures["marginal_kb"] = (figures["worker_mb"] - warm_mb) * 1024 / max(1, n - warm)
+        return figures
+    finally:
+        _cleanup(nodes, home)
+
+
+def _cleanup(nodes: list, home: str) -> None:
+    with contextlib.suppress(subprocess.CalledProcessError):
+        _veglia("daemon", "stop")
+    for node in nodes:
+        with contextlib.suppress(Exception):
+            job_id = node.refresh().job_id
+            if job_id:
+                os.killpg(int(job_id), signal.SIGKILL)  # the job's bash and its sleep
+    shutil.rmtree(home, ignore_errors=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("-n", type=int, default=10000, help="waiting jobs (default 10000)")
+    parser.add_argument("--no-broker", action="store_true", help="a profile without RabbitMQ")
+    parser.add_argument("--timeout", type=float, default=3600.0, help="seconds to wait")
+    parser.add_argument(
+        "--keep", type=float, default=0.0, help="seconds to keep the jobs waiting (to profile)"
+    )
+    args = parser.parse_args()
+    figures = bench(args.n, not args.no_broker, args.timeout, args.keep)
+    print(f"supervisor RSS:      {figures['supervisor_mb']:.1f} MB")
+    print(f"supervisor modules:  {figures['supervisor_modules']}")
+    print(f"worker RSS idle:     {figures['worker_idle_mb']:.1f} MB")
+    print(f"worker RSS, {figures['held']} jobs: {figures['worker_mb']:.1f} MB")
+    print(f"RSS per active job:  {figures['per_job_kb']:.1f} kB (all over idle)")
+    print(f"  marginal:          {figures['marginal_kb']:.1f} kB (past the first tenth)")
+
+
+if __name__ == "__main__":
+    main()

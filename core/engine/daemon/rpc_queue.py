@@ -1,0 +1,79 @@
+"""A worker's process RPCs (kill, pause, play) on one broker queue, not one per process.
+
+kiwipy gives each RPC subscriber a queue of its own: for a worker holding 10,000 jobs that
+is 10,000 queues on RabbitMQ, three broker round trips to start each process, and a few kB
+of client objects each. Here the worker declares one queue and binds it once per process
+(``rpc.<pid>``, the routing key senders already use); a message goes to the process its
+routing key names. Senders see no difference.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import kiwipy
+from kiwipy.rmq import defaults
+
+__all__ = ["SharedRpcQueue"]
+
+
+class SharedRpcQueue:
+    """The RPC subscribers of one worker, on one queue of ``communicator``'s broker
+    (a kiwipy ``RmqThreadCommunicator``)."""
+
+    def __init__(self, communicator: Any) -> None:
+        self._communicator = communicator
+        self._subscribers: dict[str, Any] = {}
+        self._queue: Any = None
+
+    def add(self, subscriber: Any, identifier: Any) -> str:
+        """As kiwipy's ``add_rpc_subscriber``: ``subscriber(communicator, message)``."""
+        key = str(identifier)
+        if key in self._subscribers:
+            raise kiwipy.DuplicateSubscriberIdentifier(f"RPC identifier '{key}'")
+        # kiwipy's wrapper turns the subscriber's futures into ones of its own loop.
+        self._subscribers[key] = self._communicator._wrap_subscriber(subscriber)
+        try:
+            self._await(self._bind(key))
+        except BaseException:
+            self._subscribers.pop(key, None)
+            raise
+        return key
+
+    def remove(self, identifier: Any) -> None:
+        key = str(identifier)
+        if self._subscribers.pop(key, None) is None:
+            raise ValueError(f"Unknown subscriber '{key}'")
+        self._await(self._unbind(key))
+
+    def _await(self, coroutine: Any) -> Any:
+        return self._communicator._loop_scheduler.await_(coroutine)
+
+    async def _messages(self) -> Any:
+        """kiwipy's message subscriber: its channel, exchange and reply path."""
+        return await self._communicator._communicator.get_message_subscriber()
+
+    async def _bind(self, key: str) -> None:
+        messages = await self._messages()
+        if self._queue is None:
+            queue = await messages._channel.declare_queue(
+                exclusive=True, arguments=messages._rmq_queue_arguments
+            )
+            await queue.consume(self._on_message)
+            self._queue = queue
+        await self._queue.bind(messages._exchange, routing_key=f"{defaults.RPC_TOPIC}.{key}")
+
+    async def _unbind(self, key: str) -> None:
+        messages = await self._messages()
+        await self._queue.unbind(messages._exchange, routing_key=f"{defaults.RPC_TOPIC}.{key}")
+
+    async def _on_message(self, message: Any) -> None:
+        key = message.routing_key.removeprefix(f"{defaults.RPC_TOPIC}.")
+        subscriber = self._subscribers.get(key, _gone)
+        # kiwipy's own handling: acknowledge, decode, call, and send the reply back.
+        await (await self._messages())._on_rpc(subscriber, message)
+
+
+def _gone(_communicator: Any, _message: Any) -> None:
+    """A message for a process that left this worker between routing and delivery."""
+    raise kiwipy.RemoteException("the process is no longer run by this worker; try again")
