@@ -136,7 +136,7 @@ def _submit(n: int, counts: dict[str, int]) -> tuple[list[Any], dict[int, float]
     from veglia.entry_points import CalculationFactory
 
     add = CalculationFactory("core.arithmetic.add")
-    engine.submit(add, x=orm.Int(0), y=orm.Int(0)).pk  # warm: imports, first connections
+    engine.submit(add, x=orm.Int(0), y=orm.Int(0))  # warm: imports, first connections
     before = dict(counts)
     usage = resource.getrusage(resource.RUSAGE_SELF)
     start = time.monotonic()
