@@ -67,6 +67,19 @@ def _patch_statement(dialect: str, column: str, n_set: int, n_removed: int) -> A
     ).bindparams(sa.bindparam("now", type_=models.Node.__table__.c.mtime.type))
 
 
+@functools.lru_cache(maxsize=64)
+def _update_statement(columns: tuple[str, ...]) -> Any:
+    """``UPDATE`` of some columns of one node, built once per set of columns (through the
+    table: the ORM's bulk-update path cost more than the statement, and the engine writes a
+    node at every state change)."""
+    table = models.Node.__table__
+    return (
+        table.update()
+        .where(table.c.id == sa.bindparam("node_pk"))
+        .values({name: sa.bindparam(name, type_=table.c[name].type) for name in columns})
+    )
+
+
 class Node:
     """A vertex of the provenance graph."""
 
@@ -187,11 +200,8 @@ class Node:
             self._extras[key] = copy.deepcopy(value)
 
     def _update_row(self, **columns: Any) -> None:
-        # The table, not the mapped class: the ORM's bulk-update path costs more than the
-        # statement (the engine writes a node at every state change).
-        table = models.Node.__table__
         with get_storage().session() as session:
-            session.execute(table.update().where(table.c.id == self.pk).values(**columns))
+            session.execute(_update_statement(tuple(columns)), {"node_pk": self.pk, **columns})
 
     # -- files ---------------------------------------------------------------------------
     def put_object_from_bytes(self, path: str, content: bytes) -> None:

@@ -159,6 +159,8 @@ class CalcJob(Process):
         if computer is None:
             if self.code is not None:
                 computer = self.code.computer
+            elif self.node is not None and self.node.computer_pk is not None:  # a loaded job
+                computer = get_runner().computers.current_by_pk(self.node.computer_pk).computer
             else:
                 label = self.metadata.get("computer") or get_profile().get_option(
                     "computer.default"
