@@ -165,7 +165,7 @@ def bench_veglia(n: int, workers: int, profile_workers: bool) -> dict[str, Any]:
     probe_env(probe_dir, profile_workers)
     probe = load_probe()
     try:
-        _veglia("presto", "--profile-name", "bench")
+        _veglia("presto", "--profile-name", "bench", "--broker")
         import veglia
         from veglia.engine.daemon import DaemonFiles
 
