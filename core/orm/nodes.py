@@ -307,7 +307,8 @@ class Node:
             ]
             if links:
                 session.execute(models.Link.__table__.insert(), links)
-        # Only once committed: a failed commit leaves the node unstored, to be stored again.
+        # Only once written: a failed write leaves the node unstored, to be stored again (in
+        # a storage transaction, a failed commit ends the step, whose objects are dropped).
         self._pk, self._uuid, self._ctime = stored
         if self._pending_files:
             self._store_files(self._pending_files, new=True)
