@@ -7,8 +7,8 @@ the median time from submission to the end of a job, the submission time, and wh
 CPU went: CPU seconds per job of the submitting process and of each worker (and of what
 the workers ran and waited for: ``bash``, ``ps``), SQL statements and commits per job, and
 AMQP messages per job. The machine's own CPU time over the run is printed too (it counts
-other users of the machine). These counts do not depend on how loaded the machine is,
-which wall-clock figures do.
+other users of the machine). The counts do not depend on how loaded the machine is; CPU
+seconds depend on it less than wall-clock figures, but do (see below).
 
     python bench/throughput.py                 # 500 jobs
     python bench/throughput.py -n 20           # a smoke run
@@ -20,19 +20,27 @@ which wall-clock figures do.
 interpreter when it has aiida), on a ``verdi presto`` profile with its fastest settings:
 safe interval 0 and minimum poll interval 0 on ``localhost``, 1000 process slots a worker.
 
-Where the time went. Measured on the shared 2-core machine (load average 5 to 17 from
-other work, so wall-clock figures there mean little; CPU seconds and counts do), with
-``-n 200 --profile`` and with an in-process harness that steps submitted jobs from their
-checkpoints as a worker does (CPU per job, cProfile on ``time.thread_time``):
+Where the time went. 500 jobs on this 2-core machine in a quiet minute (load average
+about 1.5), the code before and after in the same minute, with the same bench:
 
-    before                                  after
-    submitter   5.6-7 ms CPU/job            4.3-6 ms
-                9 statements, 7 commits     8 statements, 2 commits, 1 message
-    workers     58.6 ms CPU/job (daemon)    35 ms in the harness (58 there before);
-                + 8 ms of bash/ps           the daemon figure could not be re-measured
-                45.8 statements,            43 statements, 34 commits, 0 messages
-                44.7 commits, 0 messages
-    Python calls per job (worker, harness)  43,300 -> 32,300
+                              before            after (two runs)
+    throughput                21.7 jobs/s       31.7 and 28.6 jobs/s
+    CPU ms/job: submitter     5.6               3.8 and 3.3
+                workers       45.7 (+6.5 bash)  25.5 and 32.4 (+5.6, +6.8 bash/ps)
+                whole machine 82.8              54.2 and 56.6
+    submitter per job         9 statements,     8 statements, 2 commits, 1 message
+                              7 commits, 1 msg
+    workers per job           45.3 statements,  42.2 statements, 33.2 commits, 0 messages
+                              44.3 commits
+    10,000 jobs submitted     -                 36.3 s (2.9 ms CPU a job)
+
+Against aiida-core 2.9.4 (``--aiida -n 50``, one run, under load): veglia 17.1 jobs/s,
+aiida-core 0.86 jobs/s, 19.9x; 500 aiida-core jobs took about 40 minutes under load.
+
+Under load (load average 5 to 17, other sessions' tests and benches) the same CPU
+figures came out about twice as high, before and after alike; the worker's profile
+(cProfile on ``time.thread_time``; in-process harness stepping submitted jobs from their
+checkpoints as a worker does) went from 43,300 to 32,300 Python calls per job.
 
     Before, 53% of a worker's own CPU was SQLAlchemy: a session, a commit and an ORM
     statement (or unit-of-work flush) for each of ~45 writes and reads per job, statements
@@ -47,6 +55,13 @@ checkpoints as a worker does (CPU per job, cProfile on ``time.thread_time``):
     a loaded job's computer comes from the runner's cache by pk. Left, by size: plumpy's
     checkpoints and unbundling, the remaining ~40 statements (reads among them), the
     repository's files (6 per job), the parse step's nodes.
+
+    Not reached: 50 jobs/s needs ~40 ms of CPU a job for everything (the machine used
+    ~55), and 10,000 submissions under 20 s need ~2 ms a job (3.6 ms wall now, 2.9 ms of
+    it CPU). Next, by size: plumpy's checkpoints (Bundle save, 7 a job) and unbundling,
+    worker-only costs beyond the steps (lease take/release, the broker thread, the 0.1 s
+    poll loop), reads that could share the step's transaction (computer, authinfo, the
+    caching hash's file lists), at submission the computer and its authinfo read each time.
 
     The per-job broker traffic was already small: one task message per job, from the
     submitter; workers publish nothing (QuietCommunicator) and acknowledge the task once.
