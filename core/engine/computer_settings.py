@@ -54,11 +54,16 @@ class ComputerSettings:
     def current(self, computer: Computer) -> ComputerState:
         """``computer`` as stored now (read again when the last read is over ``ttl`` old)."""
         assert computer.pk is not None
-        seen = self._seen.get(computer.pk)
+        return self.current_by_pk(computer.pk)
+
+    def current_by_pk(self, pk: int) -> ComputerState:
+        """The computer ``pk`` as stored now (read again when the last read is over ``ttl``
+        old): a job's computer, without reading it by its label first."""
+        seen = self._seen.get(pk)
         now = time.monotonic()
         if seen is not None and now - seen[0] < self.ttl:
             return seen[1]
-        fresh = load_computer(computer.pk)
+        fresh = load_computer(pk)
         try:
             auth_params: dict | None = fresh.get_auth_params()
         except ConfigurationError:  # not configured: opening a transport says so
@@ -66,5 +71,5 @@ class ComputerSettings:
         state = ComputerState(fresh, _version(fresh, auth_params))
         if seen is not None and seen[1].version == state.version:
             state = seen[1]  # unchanged: the same object as before
-        self._seen[computer.pk] = (now, state)
+        self._seen[pk] = (now, state)
         return state

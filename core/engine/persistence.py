@@ -153,5 +153,6 @@ def load_process(node: ProcessNode, **context: Any) -> Process:
     if context.get("loop") is not None:
         # plumpy makes futures for the loaded process on the current loop: make it ours.
         asyncio.set_event_loop(context["loop"])
-    load_context = plumpy.persistence.LoadSaveContext(**context)
+    # The process's own node, as just read: the process takes it rather than reading it again.
+    load_context = plumpy.persistence.LoadSaveContext(node=node, **context)
     return bundle.unbundle(load_context)  # type: ignore[return-value]

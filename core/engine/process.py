@@ -24,6 +24,7 @@ from veglia.engine.process_spec import ProcessSpec
 from veglia.engine.runner import get_runner
 from veglia.entry_points import get_entry_points
 from veglia.exceptions import StepAbandoned
+from veglia.manage import get_storage
 from veglia.notifications import notify
 from veglia.orm.attributes import CALL_KEY, LAUNCH, PAUSED, PAUSED_REASON
 from veglia.orm.data import to_node
@@ -175,7 +176,10 @@ class Process(plumpy.Process):
     def load_instance_state(self, saved_state: Any, load_context: Any) -> None:
 
         super().load_instance_state(saved_state, load_context)
-        self.node = load_node(saved_state["node_pk"])  # type: ignore[assignment]
+        node = getattr(load_context, "node", None)
+        if node is None or node.pk != saved_state["node_pk"]:
+            node = load_node(saved_state["node_pk"])
+        self.node = node
 
     # -- a database that went away ---------------------------------------------------------
     def create_state(self, state_label: Any, *args: Any, **kwargs: Any) -> Any:
@@ -191,6 +195,12 @@ class Process(plumpy.Process):
         if is_storage_outage(exception) and final_state != ProcessState.CREATED:
             raise StepAbandoned(self.node.pk if self.node else None) from exception
         super().transition_failed(initial_state, final_state, exception, trace)
+
+    def transition_to(self, new_state: Any, **kwargs: Any) -> None:
+        # One commit per state change: the new state, its checkpoint and what entering it
+        # wrote (an exit status, logs, the trace record), together or not at all.
+        with get_storage().transaction():
+            super().transition_to(new_state, **kwargs)
 
     def on_entered(self, from_state: Any) -> None:
         super().on_entered(from_state)

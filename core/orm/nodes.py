@@ -17,6 +17,7 @@ names lazily: importing ``veglia.orm.attributes`` loads no storage layer).
 from __future__ import annotations
 
 import copy
+import functools
 import io
 import json
 from collections.abc import Iterable, Iterator
@@ -25,7 +26,6 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import sqlalchemy as sa
-from sqlalchemy.dialects.postgresql import JSONB
 
 from veglia.exceptions import ModificationNotAllowed, NotExistent, StorageError
 from veglia.manage import get_storage
@@ -35,6 +35,7 @@ from veglia.storage import models
 
 __all__ = ["Node", "as_utc", "load_node", "node_type_class"]
 
+_UUID_LENGTH = 36
 #: Every node class by its ``node_type``, filled in as subclasses are defined.
 _NODE_CLASSES: dict[str, type[Node]] = {}
 
@@ -44,6 +45,40 @@ def _json_path(key: str) -> str:
     if '"' in key or "\\" in key or not key:
         raise ValueError(f"Attribute names may not be empty or hold quotes or backslashes: {key!r}")
     return f'$."{key}"'
+
+
+@functools.lru_cache(maxsize=64)
+def _patch_statement(dialect: str, column: str, n_set: int, n_removed: int) -> Any:
+    """``UPDATE`` of some keys of a JSON column, returning the column: one text statement per
+    shape, built once (building and caching an expression cost more than running it)."""
+    assert column in ("attributes", "extras")
+    if dialect == "postgresql":
+        expression = column + "".join(f" - :r{i}" for i in range(n_removed))
+        expression = f"({expression}) || CAST(:patch AS JSONB)"
+    else:
+        expression = column
+        if n_removed:
+            paths = ", ".join(f":r{i}" for i in range(n_removed))
+            expression = f"json_remove({expression}, {paths})"
+        if n_set:
+            pairs = ", ".join(f":k{i}, json(:v{i})" for i in range(n_set))
+            expression = f"json_set({expression}, {pairs})"
+    return sa.text(
+        f"UPDATE nodes SET {column} = {expression}, mtime = :now WHERE id = :pk RETURNING {column}"
+    ).bindparams(sa.bindparam("now", type_=models.Node.__table__.c.mtime.type))
+
+
+@functools.lru_cache(maxsize=64)
+def _update_statement(columns: tuple[str, ...]) -> Any:
+    """``UPDATE`` of some columns of one node, built once per set of columns (through the
+    table: the ORM's bulk-update path cost more than the statement, and the engine writes a
+    node at every state change)."""
+    table = models.Node.__table__
+    return (
+        table.update()
+        .where(table.c.id == sa.bindparam("node_pk"))
+        .values({name: sa.bindparam(name, type_=table.c[name].type) for name in columns})
+    )
 
 
 class Node:
@@ -144,33 +179,21 @@ class Node:
         Writers in other processes (the engine, the CLI, a monitor) change other keys of
         the same node: rewriting the whole column from a stale copy would undo theirs.
         """
-        for key in [*values, *removed]:
-            _json_path(key)  # the same names are allowed on every database
-        storage = get_storage()
-        table = models.Node.__table__
-        target = table.c[column]
-        dialect = storage.engine.dialect.name
+        paths = [_json_path(key) for key in values]  # the same names on every database
+        for key in removed:
+            _json_path(key)
+        dialect = get_storage().engine.dialect.name
+        params: dict[str, Any] = {"pk": self.pk, "now": models.utcnow()}
         if dialect == "postgresql":
-            expression: Any = target
-            for key in removed:
-                expression = expression.op("-")(sa.literal(key))
-            patch = sa.cast(sa.literal(json.dumps(values, allow_nan=False)), JSONB)
-            expression = expression.op("||")(patch)
+            params["patch"] = json.dumps(values, allow_nan=False)
+            params.update({f"r{i}": key for i, key in enumerate(removed)})
         else:
-            expression = target
-            if removed:
-                expression = sa.func.json_remove(expression, *[_json_path(k) for k in removed])
-            for key, value in values.items():
-                expression = sa.func.json_set(
-                    expression, _json_path(key), sa.func.json(json.dumps(value, allow_nan=False))
-                )
-        with storage.session() as session:
-            result = session.execute(
-                table.update()
-                .where(table.c.id == self.pk)
-                .values({column: expression})
-                .returning(target)
-            ).scalar_one()
+            params.update({f"r{i}": _json_path(key) for i, key in enumerate(removed)})
+            for i, (path, value) in enumerate(zip(paths, values.values(), strict=True)):
+                params[f"k{i}"], params[f"v{i}"] = path, json.dumps(value, allow_nan=False)
+        statement = _patch_statement(dialect, column, len(values), len(removed))
+        with get_storage().session() as session:
+            result = session.execute(statement, params).scalar_one()
         return dict(result if isinstance(result, dict) else json.loads(result))
 
     @property
@@ -186,9 +209,7 @@ class Node:
 
     def _update_row(self, **columns: Any) -> None:
         with get_storage().session() as session:
-            session.execute(
-                sa.update(models.Node).where(models.Node.id == self.pk).values(**columns)
-            )
+            session.execute(_update_statement(tuple(columns)), {"node_pk": self.pk, **columns})
 
     # -- files ---------------------------------------------------------------------------
     def put_object_from_bytes(self, path: str, content: bytes) -> None:
@@ -265,31 +286,37 @@ class Node:
         if self.is_stored:
             return self
 
-        row = models.Node(
-            node_type=self.node_type,
-            label=self.label,
-            description=self.description,
-            attributes=self._attributes,
-            extras=self._extras,
-            user_id=get_default_user().pk,
+        # Through the tables, not the mapped classes: no unit of work to flush.
+        uuid, ctime = models.new_uuid(), models.utcnow()
+        row = {
+            "uuid": uuid,
+            "ctime": ctime,
+            "mtime": ctime,
+            "node_type": self.node_type,
+            "label": self.label,
+            "description": self.description,
+            "attributes": self._attributes,
+            "extras": self._extras,
+            "user_id": get_default_user().pk,
             **self._row_values(),
-        )
+        }
+        table = models.Node.__table__
         with get_storage().session() as session:
-            session.add(row)
             try:
-                session.flush()
+                pk = session.execute(table.insert().values(row).returning(table.c.id)).scalar_one()
             except sa.exc.StatementError as exc:
                 if isinstance(exc.orig, ValueError):  # NaN or Infinity in the attributes
                     raise ValueError(f"{self!r} cannot be stored: {exc.orig}.") from None
                 raise
-            stored = row.id, row.uuid, row.ctime
-            for source, link_type, label in incoming:
-                session.add(
-                    models.Link(
-                        input_id=source.pk, output_id=row.id, label=label, link_type=link_type
-                    )
-                )
-        # Only once committed: a failed commit leaves the node unstored, to be stored again.
+            stored = pk, uuid, ctime
+            links = [
+                {"input_id": source.pk, "output_id": pk, "label": label, "link_type": link_type}
+                for source, link_type, label in incoming
+            ]
+            if links:
+                session.execute(models.Link.__table__.insert(), links)
+        # Only once written: a failed write leaves the node unstored, to be stored again (in
+        # a storage transaction, a failed commit ends the step, whose objects are dropped).
         self._pk, self._uuid, self._ctime = stored
         if self._pending_files:
             self._store_files(self._pending_files, new=True)
@@ -297,7 +324,8 @@ class Node:
         return self
 
     @classmethod
-    def _from_row(cls, row: models.Node) -> Node:
+    def _from_row(cls, row: Any) -> Node:
+        """The node of a row: a ``models.Node``, or a row of its table (same names)."""
         node_class = node_type_class(row.node_type)
         node = node_class.__new__(node_class)
         Node.__init__(node, label=row.label, description=row.description)
@@ -312,10 +340,9 @@ class Node:
 
     # -- links ---------------------------------------------------------------------------
     def add_incoming(self, source: Node, link_type: str, label: str) -> None:
+        values = {"input_id": source.pk, "output_id": self.pk, "label": label}
         with get_storage().session() as session:
-            session.add(
-                models.Link(input_id=source.pk, output_id=self.pk, label=label, link_type=link_type)
-            )
+            session.execute(models.Link.__table__.insert(), {**values, "link_type": link_type})
 
     def _linked(self, incoming: bool, link_types: tuple[str, ...]) -> list[tuple[str, str, Node]]:
         link = models.Link
@@ -393,8 +420,13 @@ def node_type_class(node_type: str) -> type[Node]:
 def load_node(identifier: int | str) -> Node:
     """A stored node by pk, or by UUID (or a unique UUID prefix)."""
     with get_storage().session() as session:
+        # By pk or a whole UUID (as checkpoints hold), a row of the table: no ORM object to
+        # build. By the unique index, which SQLite's LIKE for a prefix cannot use.
+        table = models.Node.__table__
         if isinstance(identifier, int) or str(identifier).isdigit():
-            row = session.get(models.Node, int(identifier))
+            row = session.execute(sa.select(table).where(table.c.id == int(identifier))).first()
+        elif len(str(identifier)) == _UUID_LENGTH:
+            row = session.execute(sa.select(table).where(table.c.uuid == identifier)).first()
         else:
             rows = session.scalars(
                 sa.select(models.Node).where(models.Node.uuid.startswith(str(identifier))).limit(2)

@@ -68,7 +68,7 @@ class ProcessNode(Node):
             "computer_id": self.computer_pk,
         }
 
-    def _load_row(self, row: models.Node) -> None:
+    def _load_row(self, row: Any) -> None:
         self.process_type = row.process_type or ""
         self.process_state = row.process_state
         self.exit_status = row.exit_status
@@ -79,7 +79,8 @@ class ProcessNode(Node):
     def refresh(self) -> ProcessNode:
         """Re-read the state written by the engine (possibly in another process)."""
         with get_storage().session() as session:
-            row = session.get(models.Node, self.pk)
+            table = models.Node.__table__
+            row = session.execute(sa.select(table).where(table.c.id == self.pk)).first()
             assert row is not None
             self._attributes = dict(row.attributes or {})
             self._extras = dict(row.extras or {})
@@ -157,16 +158,9 @@ class ProcessNode(Node):
         return found[0] if found else None
 
     def add_log(self, level: str, message: str, **details: Any) -> None:
-        with get_storage().session() as session:
-            session.add(
-                models.Log(
-                    node_id=self.pk,
-                    levelname=level,
-                    loggername="veglia",
-                    message=message,
-                    details=details,
-                )
-            )
+        row = {"node_id": self.pk, "levelname": level, "loggername": "veglia", "message": message}
+        with get_storage().session() as session:  # the table: no unit of work to flush
+            session.execute(models.Log.__table__.insert(), {**row, "details": details})
 
     @property
     def logs(self) -> list[models.Log]:

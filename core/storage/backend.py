@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextvars
 import json
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -72,6 +74,25 @@ def create_db_engine(url: str) -> Engine:
     except (sa.exc.ArgumentError, ImportError) as exc:
         raise StorageError(f"Cannot use storage URL {mask_url(url)}: {exc}") from None
     return engine
+
+
+class _Shared:
+    """The one session of a :meth:`StorageBackend.transaction` block."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self.thread = threading.get_ident()
+        self.open = True
+        #: What an inner block raised: the work so far is rolled back, the rest of the block
+        #: runs on sessions of its own, and the block raises it at its end.
+        self.error: BaseException | None = None
+
+
+#: The transaction block this context is in. A task or thread started inside one inherits
+#: the variable, not the block: it joins only while the block is open, on its own thread.
+_SHARED: contextvars.ContextVar[_Shared | None] = contextvars.ContextVar(
+    "veglia_shared_session", default=None
+)
 
 
 class SchemaStatus:
@@ -188,7 +209,26 @@ class StorageBackend:
     # -- sessions ---------------------------------------------------------------------
     @contextmanager
     def session(self) -> Iterator[Session]:
-        """A session committed at the end of the block and rolled back on error."""
+        """A session committed at the end of the block and rolled back on error.
+
+        Inside a :meth:`transaction` block it is that block's session: the statements go
+        out at the end of this block (so errors show here, as before), the commit at the
+        end of the transaction.
+        """
+        shared = self._joinable()
+        if shared is not None:
+            try:
+                yield shared.session
+                shared.session.flush()
+            except BaseException as exc:
+                shared.session.rollback()
+                shared.error = exc
+                raise
+            finally:
+                # What the caller loaded is detached as it would be after a commit; the next
+                # block reads the rows afresh (later UPDATEs are not in an identity map).
+                shared.session.expunge_all()
+            return
         session = self._sessions()
         try:
             yield session
@@ -198,6 +238,50 @@ class StorageBackend:
             raise
         finally:
             session.close()
+
+    def _joinable(self) -> _Shared | None:
+        shared = _SHARED.get()
+        if (
+            shared is None
+            or not shared.open
+            or shared.error is not None
+            or shared.thread != threading.get_ident()
+            or shared.session.bind is not self.engine
+        ):
+            return None
+        return shared
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """Every :meth:`session` block inside this one shares one transaction, committed at
+        its end: a process's state change, its checkpoint and what the change wrote (an
+        exit status, outputs, logs) are one commit instead of one each, and are seen
+        together or not at all.
+
+        The block must not wait on anything (no ``await``): on SQLite the first write takes
+        the database's write lock until the commit. Blocks nest (the outer one commits).
+        When an inner block fails, what was written so far is rolled back, and the rest of
+        the block runs on sessions of its own (plumpy records an EXCEPTED state that way);
+        the block then raises that error at its end even when something caught it, so no
+        write is lost without a word.
+        """
+        if self._joinable() is not None:
+            yield
+            return
+        shared = _Shared(self._sessions())
+        token = _SHARED.set(shared)
+        try:
+            yield
+            if shared.error is not None:
+                raise shared.error
+            shared.session.commit()
+        except BaseException:
+            shared.session.rollback()
+            raise
+        finally:
+            shared.open = False
+            _SHARED.reset(token)
+            shared.session.close()
 
     def insert(self, table: Any) -> Any:
         """An INSERT for this database's dialect, which has ``on_conflict_do_nothing``."""

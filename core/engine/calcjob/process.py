@@ -44,7 +44,7 @@ from veglia.engine.process import Process, plain_data
 from veglia.engine.runner import get_runner
 from veglia.entry_points import ParserFactory
 from veglia.exceptions import TransportError, TransportTaskFailed, UnsafeWorkdirError
-from veglia.manage import get_profile
+from veglia.manage import get_profile, get_storage
 from veglia.orm import attributes as attr
 from veglia.orm.computers import Code, Computer, load_computer
 from veglia.orm.data import FolderData, RemoteData
@@ -160,6 +160,8 @@ class CalcJob(Process):
         if computer is None:
             if self.code is not None:
                 computer = self.code.computer
+            elif self.node is not None and self.node.computer_pk is not None:  # a loaded job
+                computer = get_runner().computers.current_by_pk(self.node.computer_pk).computer
             else:
                 label = self.metadata.get("computer") or get_profile().get_option(
                     "computer.default"
@@ -281,16 +283,17 @@ class CalcJob(Process):
             shutil.rmtree(sandbox, ignore_errors=True)
         # Which files came from other nodes: `veglia calcjob inputls` lists them too.
         copied = [list(item) for item in calcinfo.local_copy_list]
-        node.set_attributes(
-            {
-                attr.REMOTE_WORKDIR: workdir,
-                attr.RETRIEVE_LIST: retrieve,
-                attr.LOCAL_COPY_LIST: copied,
-            }
-        )
-        if "remote_folder" not in node.outputs:  # replayed after a crash: one output only
-            self.out("remote_folder", RemoteData(workdir, self.computer.label))
-        self.report(f"uploaded to {self.computer.label}:{workdir}")
+        with get_storage().transaction():  # what the upload recorded: one commit
+            node.set_attributes(
+                {
+                    attr.REMOTE_WORKDIR: workdir,
+                    attr.RETRIEVE_LIST: retrieve,
+                    attr.LOCAL_COPY_LIST: copied,
+                }
+            )
+            if "remote_folder" not in node.outputs:  # replayed after a crash: one output only
+                self.out("remote_folder", RemoteData(workdir, self.computer.label))
+            self.report(f"uploaded to {self.computer.label}:{workdir}")
 
     async def do_submit(self) -> ExitCode | None:
         node = self.node
@@ -317,14 +320,15 @@ class CalcJob(Process):
             )
             await self._record_queues()
             return self.exit_codes.ERROR_SUBMISSION_REJECTED.format(message=str(exc))
-        node.set_attributes(
-            {
-                attr.JOB_ID: job_id,
-                attr.SCHEDULER_STATE: JobState.QUEUED.value,
-                attr.SUBMITTED_AT: time.time(),
-            }
-        )
-        self.report(f"submitted job {job_id}")
+        with get_storage().transaction():
+            node.set_attributes(
+                {
+                    attr.JOB_ID: job_id,
+                    attr.SCHEDULER_STATE: JobState.QUEUED.value,
+                    attr.SUBMITTED_AT: time.time(),
+                }
+            )
+            self.report(f"submitted job {job_id}")
         tracing.updated(self, "SUBMITTED")
         return None
 

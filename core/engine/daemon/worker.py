@@ -144,10 +144,13 @@ class Worker:
         try:
             while True:
                 try:
-                    held = held or await self._take(pk)
+                    # The node read to take the process is the one it starts from; after an
+                    # outage it is read again.
+                    node = None if held else await self._take(pk)
+                    held = held or node is not None
                     if not held:
                         return True
-                    await self._step(pk)
+                    await self._step(pk, node)
                     return True
                 except StepAbandoned as exc:
                     LOGGER.warning("%s", exc)
@@ -176,9 +179,9 @@ class Worker:
         if stale is not None:
             stale.close()  # its RPC subscription must not outlive it
 
-    async def _take(self, pk: int) -> bool:
-        """Whether this worker now holds the process (it is unfinished and no other live
-        worker runs it)."""
+    async def _take(self, pk: int) -> ProcessNode | None:
+        """The process's node when this worker now holds it (it is unfinished and no other
+        live worker runs it), else None."""
 
         try:
             node = load_node(pk)
@@ -186,29 +189,30 @@ class Worker:
             node = None
         if not isinstance(node, ProcessNode):  # deleted since it was queued, or a forged task
             LOGGER.warning("task dropped: there is no process %s (deleted?)", pk)
-            return False
+            return None
         if node.is_terminated:
-            return False
+            return None
         # A task delivered again (after a broker restart, or a repair) while another live
         # worker runs the process: that worker finishes it; if it dies, its lease expires
         # and the daemon's reconciler queues the process again.
         if not leases.acquire(pk, self.me, self.lease_timeout):
             LOGGER.info("process %s is held by another live worker: task dropped", pk)
-            return False
-        return True
+            return None
+        return node
 
-    async def _step(self, pk: int) -> None:
-
-        node = load_node(pk)
-        if node.is_terminated:  # type: ignore[attr-defined]
+    async def _step(self, pk: int, node: ProcessNode | None = None) -> None:
+        if node is None:
+            node = load_node(pk)  # type: ignore[assignment]
+        assert node is not None
+        if node.is_terminated:
             return
         process = load_process(
             node,
             loop=self.loop,
             communicator=self.communicator,  # type: ignore[arg-type]
         )
-        if node.paused:  # type: ignore[attr-defined]
-            process.pause(node.paused_reason or None)  # type: ignore[attr-defined]
+        if node.paused:
+            process.pause(node.paused_reason or None)
         self.active[pk] = process
         await process.step_until_terminated()
 
