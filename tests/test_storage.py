@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
@@ -345,3 +347,49 @@ def test_look_ups_by_an_indexed_attribute_use_its_index(storage):
             prefix = "EXPLAIN " if postgres else "EXPLAIN QUERY PLAN "
             plan = connection.exec_driver_sql(prefix + str(compiled), params).all()
             assert name in " ".join(str(row[-1]) for row in plan), plan
+
+
+def test_a_transaction_commits_its_sessions_together_or_not_at_all(storage, storage_url, tmp_path):
+    """What a state change writes (its state, checkpoint, logs, ...) is seen by another
+    process all at once, or, when it fails, not at all; and an inner failure that the code
+    caught still fails the whole transaction rather than losing a write without a word."""
+    observer = StorageBackend(storage_url, tmp_path / "observer")
+
+    def seen() -> set[str]:
+        with observer.session() as session:
+            return set(session.scalars(sa.select(Node.label).where(Node.label.like("tx-%"))))
+
+    def add(label: str) -> None:
+        with storage.session() as session:
+            session.add(Node(node_type="data.int", label=label, attributes={}))
+
+    with storage.transaction():
+        add("tx-a")
+        add("tx-b")
+        assert seen() == set()  # written, not committed: another process sees neither
+    assert seen() == {"tx-a", "tx-b"}
+
+    with pytest.raises(RuntimeError, match="midway"), storage.transaction():
+        add("tx-c")
+        raise RuntimeError("midway")
+    assert seen() == {"tx-a", "tx-b"}
+
+    def add_twice(label: str) -> None:
+        with storage.session() as session:
+            session.execute(
+                sa.insert(Computer).values(
+                    label=label,
+                    hostname="h",
+                    scheduler_type="core.direct",
+                    transport_type="core.local",
+                )
+            )
+
+    add_twice("dup")
+    with pytest.raises(sa.exc.IntegrityError), storage.transaction():
+        add("tx-d")
+        with contextlib.suppress(sa.exc.IntegrityError):
+            add_twice("dup")  # a unique label taken: this write fails, and is caught
+        add("tx-e")  # runs on a session of its own, as plumpy's EXCEPTED record does
+    assert "tx-d" not in seen()
+    observer.close()
