@@ -10,7 +10,7 @@ rather than fail: an error would be printed into the user's shell.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import click
@@ -97,6 +97,23 @@ def complete_node_pks(
     return _offered(lambda: _pks(ctx, incomplete, None))
 
 
+def _labels(
+    ctx: click.Context, incomplete: str, listed: Callable[[], Iterable[tuple[str, str]]]
+) -> list[CompletionItem]:
+    """The ``(label, help)`` pairs of ``listed`` whose label starts with what was typed."""
+
+    def ask() -> list[CompletionItem]:
+        if not _profile_loaded(ctx):
+            return []
+        return [
+            CompletionItem(label, help=text)
+            for label, text in listed()
+            if label.startswith(incomplete)
+        ]
+
+    return _offered(ask)
+
+
 def complete_computer_labels(
     ctx: click.Context, param: click.Parameter, incomplete: str
 ) -> list[CompletionItem]:
@@ -104,16 +121,7 @@ def complete_computer_labels(
     # Lazy: the ORM (SQLAlchemy) only on <TAB>; `veglia plugin` imports this module too.
     from veglia.orm.computers import Computer
 
-    def ask() -> list[CompletionItem]:
-        if not _profile_loaded(ctx):
-            return []
-        return [
-            CompletionItem(c.label, help=c.hostname)
-            for c in Computer.list()
-            if c.label.startswith(incomplete)
-        ]
-
-    return _offered(ask)
+    return _labels(ctx, incomplete, lambda: ((c.label, c.hostname) for c in Computer.list()))
 
 
 def complete_code_labels(
@@ -123,16 +131,7 @@ def complete_code_labels(
     # Lazy: the ORM (SQLAlchemy) only on <TAB>; `veglia plugin` imports this module too.
     from veglia.orm.computers import Code
 
-    def ask() -> list[CompletionItem]:
-        if not _profile_loaded(ctx):
-            return []
-        return [
-            CompletionItem(c.full_label, help=c.executable)
-            for c in Code.list()
-            if c.full_label.startswith(incomplete)
-        ]
-
-    return _offered(ask)
+    return _labels(ctx, incomplete, lambda: ((c.full_label, c.executable) for c in Code.list()))
 
 
 def complete_entry_points(group: str | None = None) -> Completer:
