@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import time
 import uuid
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
 
 
 def test_sinfo_shows_both_partitions(slurm):
@@ -39,3 +45,38 @@ def test_job_submitted_over_ssh_runs_as_the_ssh_user(slurm, ssh_transport, servi
         == (services_env["SSH_USER"])
     )
     ssh_transport.rmtree(workdir)
+
+
+def test_services_restarts_slurmd_whose_pid_file_names_another_process(slurm):
+    """A machine restarted without clearing /run keeps slurmd.pid, and the number in it
+    may belong to another process by then. scripts/services once took that for a running
+    slurmd and waited a minute for a node nobody served ("idle*"); it must start slurmd."""
+    if os.geteuid() != 0:
+        pytest.skip("scripts/services runs as root")
+    pid_file = Path("/run/slurmd.pid")
+    subprocess.run(["pkill", "-x", "slurmd"], check=False)
+    deadline = time.monotonic() + 20
+    while subprocess.run(["pgrep", "-x", "slurmd"], capture_output=True).returncode == 0:
+        assert time.monotonic() < deadline, "slurmd did not stop on SIGTERM"
+        time.sleep(0.2)
+    stranger = subprocess.Popen(["sleep", "300"])
+    try:
+        pid_file.write_text(f"{stranger.pid}\n")
+        result = subprocess.run(
+            ["bash", str(REPO / "scripts" / "services")],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "VEGLIA_SERVICES_WAIT": "30"},
+            timeout=120,
+        )
+        assert result.returncode == 0, result.stderr
+        started = next(line for line in result.stdout.splitlines() if "started:" in line)
+        assert "slurmd" in started, result.stdout
+        assert stranger.poll() is None, "scripts/services killed a process that is not slurmd"
+        state = subprocess.run(
+            ["sinfo", "-h", "-N", "-o", "%T"], capture_output=True, text=True, check=True
+        ).stdout.split()[0]
+        assert state == "idle", state
+    finally:
+        stranger.kill()
+        stranger.wait()
