@@ -129,13 +129,14 @@ def daemon_stopping(profile: Profile) -> None:
 
 
 @hookspec
-def collect_trace(node: Any, transport: Any, record: Any) -> None:
+def collect_trace(node: Any, transport: Any, record: Any, computer: Any) -> None:
     """Add to the trace record of a calc job that has just ended.
 
     Called once per job, whatever its outcome (finished, failed, killed), after its files
     were retrieved, with ``transport`` open on the job's computer and its ``cwd`` set to the
     job's work directory (``None`` when the job excepted and the computer may not be
-    reachable). Set ``record``'s fields (``gpu_metrics``, the measured ``peak_rss``,
+    reachable). ``computer`` is the job's computer with its settings as the engine holds
+    them (read it rather than loading it again: this runs once per job). Set ``record``'s fields (``gpu_metrics``, the measured ``peak_rss``,
     ``realtime``, ... with ``measured_by`` naming your plugin), and put anything else under
     ``record.extras["<your plugin>"]``. Runs on the connection's thread: keep it short, read
     only what you need. An exception is logged on the node and does not stop the job or

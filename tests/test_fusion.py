@@ -159,7 +159,7 @@ def test_thousands_of_malformed_trace_files_never_break_reporting(tmp_path):
         for _ in range(3000):
             (tmp_path / ".fusion" / "trace.json").write_bytes(_mutations(rng))
             record = TraceRecord(task_id=1, name="t", process="p")
-            collect_trace(node=node, transport=transport, record=record)
+            collect_trace(node=node, transport=transport, record=record, computer=None)
             assert record.gpu_metrics is None or isinstance(record.gpu_metrics, dict)
             json.dumps(record.to_dict())  # whatever came in, the record can be sent
     assert node.logs  # the broken ones were each noted
@@ -172,7 +172,7 @@ def test_oversized_trace_is_not_read(tmp_path):
     record = TraceRecord(task_id=1, name="t", process="p")
     with LocalTransport() as transport:
         transport.cwd = str(tmp_path)
-        collect_trace(node=node, transport=transport, record=record)
+        collect_trace(node=node, transport=transport, record=record, computer=None)
     assert record.gpu_metrics is None and "byte cap" in node.logs[-1]
 
 

@@ -7,6 +7,7 @@ checkpoint holds no pickled objects and a later release can still read it.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import enum
 import json
 from typing import TYPE_CHECKING, Any
@@ -15,6 +16,7 @@ import plumpy
 
 from veglia.engine.exit_codes import ExitCode
 from veglia.exceptions import StorageError
+from veglia.manage import get_storage
 from veglia.orm.computers import Code, load_code
 from veglia.orm.nodes import Node, load_node
 
@@ -56,11 +58,24 @@ def encode_value(value: Any) -> Any:
     return value
 
 
+#: While a checkpoint loads: its nodes by UUID. plumpy decodes the inputs twice (as given
+#: and as parsed); each node is read once, and both hold the same object.
+_LOADING: contextvars.ContextVar[dict[str, Node] | None] = contextvars.ContextVar(
+    "veglia_checkpoint_nodes", default=None
+)
+
+
 def decode_value(value: Any) -> Any:
 
     if isinstance(value, dict):
         if set(value) == {"__node__"}:
-            return load_node(value["__node__"])
+            loaded = _LOADING.get()
+            if loaded is None:
+                return load_node(value["__node__"])
+            node = loaded.get(value["__node__"])
+            if node is None:
+                node = loaded[value["__node__"]] = load_node(value["__node__"])
+            return node
         if set(value) == {"__code__"}:
             return load_code(value["__code__"])
         return {k: decode_value(v) for k, v in value.items()}
@@ -137,6 +152,16 @@ def save_checkpoint(process: Process) -> None:
 
 def load_process(node: ProcessNode, **context: Any) -> Process:
     """Recreate the live process from its node's checkpoint (``loop``, ``communicator``)."""
+    # Its reads (the checkpoint, the input nodes) in one transaction: one commit.
+    with get_storage().transaction():
+        token = _LOADING.set({})
+        try:
+            return _load_process(node, **context)
+        finally:
+            _LOADING.reset(token)
+
+
+def _load_process(node: ProcessNode, **context: Any) -> Process:
     text = node.get_checkpoint()
     if not text:
         raise StorageError(

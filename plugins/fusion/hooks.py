@@ -30,13 +30,13 @@ def computer_properties() -> list[ComputerProperty]:
 
 
 @hookimpl
-def collect_trace(node: Any, transport: Any, record: Any) -> None:
+def collect_trace(node: Any, transport: Any, record: Any, computer: Any) -> None:
     """Put the Fusion trace's ``gpu``, ``proc`` and ``cgroup`` blocks on the record."""
     # Lazy: every process loads this hook module (`veglia --help` too); the trace reader
     # brings the ORM and SQLAlchemy.
     from veglia.plugins.fusion.trace_file import TraceUnusable, fusion_enabled, read_trace
 
-    if transport is None or not fusion_enabled(node):
+    if transport is None or not fusion_enabled(node, computer):
         return
     try:
         blocks = read_trace(transport)

@@ -21,11 +21,14 @@ class TraceUnusable(Exception):
     """The trace file is missing or cannot be used; the message says why."""
 
 
-def fusion_enabled(node: Any) -> bool:
-    """The job's ``fusion`` option, else its computer's ``fusion`` property."""
+def fusion_enabled(node: Any, computer: Any = None) -> bool:
+    """The job's ``fusion`` option, else its computer's ``fusion`` property (of
+    ``computer`` when given: the engine's copy, not read again)."""
     option = (node.options or {}).get("fusion")
     if option is not None:
         return bool(option)
+    if computer is not None:
+        return bool(computer.get_property("fusion"))
 
     # Lazy: the package is loaded with the plugin's hooks in every process (the daemon's
     # supervisor too), which need not load the ORM and the storage.

@@ -82,9 +82,15 @@ def clone(node: Node) -> Node:
 def from_cache(process: CalcJob) -> ExitCode | None:
     """With caching on: the outputs of an identical finished job, copied, or None. The
     job's hash is always recorded, so a later job with caching on can reuse this one."""
-    node = process.node
-    if node is None:
+    if process.node is None:
         return None
+    with get_storage().transaction():  # the hash's reads, and what it records: one commit
+        return _from_cache(process)
+
+
+def _from_cache(process: CalcJob) -> ExitCode | None:
+    node = process.node
+    assert node is not None
     inputs = flatten_inputs(
         {k: v for k, v in process.inputs.items() if k not in process.non_db_inputs}
     )

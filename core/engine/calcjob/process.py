@@ -406,13 +406,28 @@ class CalcJob(Process):
         folder, outcome = await self.with_retries(
             "retrieve", tasks.retrieve, self.computer, node.remote_workdir, patterns, last_info
         )
+        record = await tracing.gather(self, outcome)
+        with get_storage().transaction():  # what the retrieval found: one commit
+            self._record_retrieval(folder, outcome, record, last)
+        if outcome.get("failure") in (
+            JobFailure.OUT_OF_MEMORY.value,
+            JobFailure.OUT_OF_WALLTIME.value,
+        ):
+            await self._record_queues()
+        return folder
+
+    def _record_retrieval(
+        self, folder: Path, outcome: dict[str, Any], record: Any, last: dict[str, Any] | None
+    ) -> None:
+        node = self.node
+        assert node is not None
         node.set_attributes({attr.JOB_OUTCOME: outcome})
         if outcome.get("skipped"):
             self.report(
                 "not retrieved, as not regular files (links, FIFOs, devices): "
                 + ", ".join(outcome["skipped"][:20])
             )
-        await tracing.collect(self)
+        tracing.store(self, record)
         # A plugin's measurement first (a trace it read, for this very job). Then
         # what the batch system measured (SLURM's sacct) over /usr/bin/time: the scheduler
         # counts every process of the job, the prepend and append text too, as it does
@@ -429,13 +444,7 @@ class CalcJob(Process):
             self.report(f"{dropped} line(s) of {tasks.USAGE_FILE} were not sane numbers: dropped")
         if usage and usage.get("peak_memory_kb") is not None:
             node.set_attribute(attr.USAGE, usage)
-        if outcome.get("failure") in (
-            JobFailure.OUT_OF_MEMORY.value,
-            JobFailure.OUT_OF_WALLTIME.value,
-        ):
-            await self._record_queues()
         self.report(f"retrieved {sum(1 for p in folder.rglob('*') if p.is_file())} files")
-        return folder
 
     def on_terminal_state_recorded(self) -> None:
         super().on_terminal_state_recorded()
@@ -461,20 +470,24 @@ class CalcJob(Process):
         if not path.is_dir():  # the worker that retrieved it died: fetch the files again
             return plumpy.Wait(None, msg="Waiting to retrieve", data=RETRIEVE)
         try:
-            retrieved = FolderData()
-            for item in sorted(p for p in path.rglob("*") if p.is_file()):
-                retrieved.put_object_from_file(str(item.relative_to(path)), item)
-            self.out("retrieved", retrieved)
-            outcome = node.get_attribute(attr.JOB_OUTCOME, {})
-            scheduler_code = self._scheduler_exit_code(outcome.get("failure"))
-            stop = node.get_attribute(attr.STOPPED_BY_MONITOR)
-            parser_code = None
-            if not stop or stop.get("parse"):
-                try:
-                    parser_code = self.parse_retrieved(retrieved, outcome)
-                except Exception as exc:
-                    self.report(f"parser failed: {exc}")
-                    parser_code = self.exit_codes.ERROR_PARSER_FAILED.format(message=str(exc))
+            # The retrieved files, the parser's outputs and reports: one commit.
+            with get_storage().transaction():
+                retrieved = FolderData()
+                for item in sorted(p for p in path.rglob("*") if p.is_file()):
+                    retrieved.put_object_from_file(str(item.relative_to(path)), item)
+                self.out("retrieved", retrieved)
+                outcome = node.get_attribute(attr.JOB_OUTCOME, {})
+                scheduler_code = self._scheduler_exit_code(outcome.get("failure"))
+                stop = node.get_attribute(attr.STOPPED_BY_MONITOR)
+                parser_code = None
+                if not stop or stop.get("parse"):
+                    try:
+                        parser_code = self.parse_retrieved(retrieved, outcome)
+                    except Exception as exc:
+                        self.report(f"parser failed: {exc}")
+                        parser_code = self.exit_codes.ERROR_PARSER_FAILED.format(
+                            message=str(exc)
+                        )
         finally:
             shutil.rmtree(path, ignore_errors=True)
         if stop:

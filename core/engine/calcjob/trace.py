@@ -81,8 +81,11 @@ def _ms(value: float | None) -> int | None:
     return None if value is None else int(value * 1000)
 
 
-def build_record(node: Any, computer: Any, status: str = "RUNNING") -> TraceRecord:
-    """The record of a calc job node as far as it has run."""
+def build_record(
+    node: Any, computer: Any, status: str = "RUNNING", outcome: dict[str, Any] | None = None
+) -> TraceRecord:
+    """The record of a calc job node as far as it has run (``outcome``: what retrieval
+    found, when it is not on the node yet)."""
 
     options = node.options or {}
     resources = JobResources(**options.get("resources", {"num_machines": 1}))
@@ -92,7 +95,9 @@ def build_record(node: Any, computer: Any, status: str = "RUNNING") -> TraceReco
     submitted = node.submitted_at
     started = node.started_at
     # The same precedence as the job's recorded usage: the scheduler's measure, then time's.
-    usage = info.get("usage") or node.job_outcome.get("usage") or {}
+    if outcome is None:
+        outcome = node.job_outcome
+    usage = info.get("usage") or outcome.get("usage") or {}
     realtime = usage.get("runtime_seconds")
     if realtime is None:
         realtime = info.get("wallclock_seconds")

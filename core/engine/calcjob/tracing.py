@@ -19,11 +19,17 @@ from veglia.plugin_manager import call_each, has_implementations
 if TYPE_CHECKING:
     from veglia.engine.calcjob.process import CalcJob
 
-__all__ = ["collect", "measured_usage", "ready", "updated"]
+__all__ = ["collect", "gather", "measured_usage", "ready", "store", "updated"]
 
 
 async def collect(process: CalcJob) -> None:
     """The job's trace record, with what plugins add from its work dir, stored."""
+    store(process, await gather(process))
+
+
+async def gather(process: CalcJob, outcome: dict[str, Any] | None = None) -> TraceRecord:
+    """The job's trace record, with what plugins add from its work dir (``outcome``: what
+    retrieval found, before it is stored)."""
     node = process.node
     assert node is not None
     workdir = node.remote_workdir
@@ -32,13 +38,12 @@ async def collect(process: CalcJob) -> None:
 
             def in_workdir(transport: Any) -> TraceRecord:
                 transport.cwd = workdir or "/"
-                return _with_plugins(process, transport)
+                return _with_plugins(process, transport, outcome)
 
-            record = await lease.run(in_workdir, lease.transport)
+            return await lease.run(in_workdir, lease.transport)
     except (TransportError, OSError) as exc:  # the trace must never cost the job
         node.add_log("DEBUG", f"trace collected without the computer: {exc}")
-        record = _with_plugins(process, None)
-    _store(process, record)
+        return _with_plugins(process, None, outcome)
 
 
 def updated(process: CalcJob, status: str) -> None:
@@ -61,21 +66,27 @@ def ready(process: CalcJob) -> None:
     if record.gpu_metrics is None and node.get_attribute(attr.GPU_METRICS) is not None:
         record.gpu_metrics = node.get_attribute(attr.GPU_METRICS)  # copied from the cache
     finish_record(record, node.refresh())
-    _store(process, record)
+    store(process, record)
     for plugin, exc in call_each("trace_ready", node=node, record=record):
         node.add_log("WARNING", f"plugin {plugin} failed to report the trace: {exc}")
 
 
-def _with_plugins(process: CalcJob, transport: Any) -> TraceRecord:
+def _with_plugins(
+    process: CalcJob, transport: Any, outcome: dict[str, Any] | None = None
+) -> TraceRecord:
     node = process.node
     assert node is not None
-    record = build_record(node, process.computer)
-    for plugin, exc in call_each("collect_trace", node=node, transport=transport, record=record):
+    computer = process.computer
+    record = build_record(node, computer, outcome=outcome)
+    for plugin, exc in call_each(
+        "collect_trace", node=node, transport=transport, record=record, computer=computer
+    ):
         node.add_log("WARNING", f"plugin {plugin} failed to collect the trace: {exc}")
     return record
 
 
-def _store(process: CalcJob, record: TraceRecord) -> None:
+def store(process: CalcJob, record: TraceRecord) -> None:
+    """The record on the job's node (with its GPU block, if a plugin found one)."""
     assert process.node is not None
     values: dict[str, Any] = {attr.TRACE_RECORD: record.to_dict()}
     if record.gpu_metrics is not None:

@@ -31,6 +31,7 @@ from veglia.engine.daemon.rpc_queue import SharedRpcQueue
 from veglia.engine.persistence import load_process
 from veglia.engine.runner import Runner, set_runner
 from veglia.exceptions import NotExistent, StepAbandoned
+from veglia.manage import get_storage
 from veglia.orm.nodes import load_node
 from veglia.orm.process_nodes import ProcessNode
 from veglia.orm.queries import active_process_pks
@@ -183,21 +184,22 @@ class Worker:
         """The process's node when this worker now holds it (it is unfinished and no other
         live worker runs it), else None."""
 
-        try:
-            node = load_node(pk)
-        except NotExistent:
-            node = None
-        if not isinstance(node, ProcessNode):  # deleted since it was queued, or a forged task
-            LOGGER.warning("task dropped: there is no process %s (deleted?)", pk)
-            return None
-        if node.is_terminated:
-            return None
-        # A task delivered again (after a broker restart, or a repair) while another live
-        # worker runs the process: that worker finishes it; if it dies, its lease expires
-        # and the daemon's reconciler queues the process again.
-        if not leases.acquire(pk, self.me, self.lease_timeout):
-            LOGGER.info("process %s is held by another live worker: task dropped", pk)
-            return None
+        with get_storage().transaction():  # the read and the lease: one commit
+            try:
+                node = load_node(pk)
+            except NotExistent:
+                node = None
+            if not isinstance(node, ProcessNode):  # deleted since it was queued, or forged
+                LOGGER.warning("task dropped: there is no process %s (deleted?)", pk)
+                return None
+            if node.is_terminated:
+                return None
+            # A task delivered again (after a broker restart, or a repair) while another
+            # live worker runs the process: that worker finishes it; if it dies, its lease
+            # expires and the daemon's reconciler queues the process again.
+            if not leases.acquire(pk, self.me, self.lease_timeout):
+                LOGGER.info("process %s is held by another live worker: task dropped", pk)
+                return None
         return node
 
     async def _step(self, pk: int, node: ProcessNode | None = None) -> None:
