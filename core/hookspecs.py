@@ -136,8 +136,9 @@ def collect_trace(node: Any, transport: Any, record: Any, computer: Any) -> None
     were retrieved, with ``transport`` open on the job's computer and its ``cwd`` set to the
     job's work directory (``None`` when the job excepted and the computer may not be
     reachable). ``computer`` is the job's computer with its settings as the engine holds
-    them (read it rather than loading it again: this runs once per job). Set ``record``'s fields (``gpu_metrics``, the measured ``peak_rss``,
-    ``realtime``, ... with ``measured_by`` naming your plugin), and put anything else under
+    them (read it rather than loading it again: this runs once per job). Set ``record``'s
+    fields (``gpu_metrics``, the measured ``peak_rss``, ``realtime``, ... with
+    ``measured_by`` naming your plugin), and put anything else under
     ``record.extras["<your plugin>"]``. Runs on the connection's thread: keep it short, read
     only what you need. An exception is logged on the node and does not stop the job or
     the other plugins.

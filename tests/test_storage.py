@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import io
+import shutil
 
 import pytest
 import sqlalchemy as sa
@@ -171,6 +173,23 @@ def test_repository_stores_each_content_once_and_detects_tampering(tmp_path):
     with pytest.raises(NotExistent, match="missing"):
         repository.get_bytes(sha_a)
     assert not list((tmp_path / "repo" / "tmp").iterdir())
+
+
+def test_repository_writes_again_after_its_folders_were_removed(tmp_path):
+    """The repository checks its folders once per process; one removed later (a user
+    cleaning up, a restore) is made again rather than failing every later write."""
+    repository = FileRepository(tmp_path / "repo")
+    first, _ = repository.put_bytes(b"first")
+    shutil.rmtree(tmp_path / "repo")
+    second, _ = repository.put_bytes(b"second")
+    with io.BytesIO(b"third") as stream:
+        third, _ = repository.put_stream(stream)
+    assert repository.get_bytes(second) == b"second"
+    assert repository.get_bytes(third) == b"third"
+    assert not repository.has(first)
+    assert repository.put_bytes(b"first")[0] == first  # content removed is stored again
+    assert repository.get_bytes(first) == b"first"
+    assert (tmp_path / "repo").stat().st_mode & 0o077 == 0
 
 
 def test_database_repository_stores_once_detects_tampering_and_reads_older_folder_blobs(

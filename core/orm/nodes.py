@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import copy
 import functools
-import io
 import json
 from collections.abc import Iterable, Iterator
 from datetime import datetime, timezone
@@ -234,7 +233,7 @@ class Node:
         storage = get_storage()
         records = []
         for path, content in files.items():
-            sha256, size = storage.repository.put_stream(io.BytesIO(content))
+            sha256, size = storage.repository.put_bytes(content)
             records.append({"node_id": self.pk, "path": path, "sha256": sha256, "size": size})
         table = models.RepositoryFile.__table__
         with storage.session() as session:

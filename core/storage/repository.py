@@ -33,6 +33,14 @@ class FileRepository:
         self.root = Path(root)
         self.objects = self.root / "objects"
         self._tmp = self.root / "tmp"
+        # Folders this process has made (or found) private: checked once, not per blob.
+        self._ready: set[Path] = set()
+
+    def _folder(self, path: Path) -> Path:
+        if path not in self._ready:
+            private_folder(path)
+            self._ready.add(path)
+        return path
 
     def _path(self, sha256: str) -> Path:
         if len(sha256) != 64 or any(c not in "0123456789abcdef" for c in sha256):
@@ -41,10 +49,9 @@ class FileRepository:
 
     def put_stream(self, stream: BinaryIO) -> tuple[str, int]:
         """Store the stream's bytes; return ``(sha256, size)``."""
-        private_folder(self._tmp)
+        fd, tmp_name = self._tmp_file()
         digest = hashlib.sha256()
         size = 0
-        fd, tmp_name = tempfile.mkstemp(dir=self._tmp)
         try:
             with os.fdopen(fd, "wb") as handle:
                 while chunk := stream.read(_CHUNK):
@@ -56,17 +63,42 @@ class FileRepository:
             if target.exists():
                 os.unlink(tmp_name)
             else:
-                private_folder(target.parent)
-                os.replace(tmp_name, target)
+                self._place(tmp_name, target)
             return sha256, size
         except BaseException:
             Path(tmp_name).unlink(missing_ok=True)
             raise
 
     def put_bytes(self, data: bytes) -> tuple[str, int]:
-        import io
+        """Store ``data``; return ``(sha256, size)``. Content already stored is not
+        written again."""
+        sha256 = hashlib.sha256(data).hexdigest()
+        target = self._path(sha256)
+        if target.exists():
+            return sha256, len(data)
+        fd, tmp_name = self._tmp_file()
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+            self._place(tmp_name, target)
+        except BaseException:
+            Path(tmp_name).unlink(missing_ok=True)
+            raise
+        return sha256, len(data)
 
-        return self.put_stream(io.BytesIO(data))
+    def _tmp_file(self) -> tuple[int, str]:
+        try:
+            return tempfile.mkstemp(dir=self._folder(self._tmp))
+        except FileNotFoundError:  # removed behind our back: make it again
+            self._ready.clear()
+            return tempfile.mkstemp(dir=self._folder(self._tmp))
+
+    def _place(self, tmp_name: str, target: Path) -> None:
+        try:
+            os.replace(tmp_name, self._folder(target.parent) / target.name)
+        except FileNotFoundError:  # its folder was removed behind our back
+            self._ready.discard(target.parent)
+            os.replace(tmp_name, self._folder(target.parent) / target.name)
 
     def put_file(self, path: Path | str) -> tuple[str, int]:
         with open(path, "rb") as handle:

@@ -485,9 +485,7 @@ class CalcJob(Process):
                         parser_code = self.parse_retrieved(retrieved, outcome)
                     except Exception as exc:
                         self.report(f"parser failed: {exc}")
-                        parser_code = self.exit_codes.ERROR_PARSER_FAILED.format(
-                            message=str(exc)
-                        )
+                        parser_code = self.exit_codes.ERROR_PARSER_FAILED.format(message=str(exc))
         finally:
             shutil.rmtree(path, ignore_errors=True)
         if stop:
