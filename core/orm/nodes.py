@@ -51,6 +51,7 @@ def _copy(value: Any) -> Any:
         return value
     return copy.deepcopy(value)
 
+
 _UUID_LENGTH = 36
 #: Every node class by its ``node_type``, filled in as subclasses are defined.
 _NODE_CLASSES: dict[str, type[Node]] = {}
