@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import getpass
 from dataclasses import dataclass
 
@@ -21,12 +22,16 @@ class User:
 
 _default: tuple[str, User] | None = None
 
+# A daemon started without LOGNAME or USER looks the name up in the password database each
+# time; every node stored asks for it.
+_login_name = functools.cache(getpass.getuser)
+
 
 def get_default_user() -> User:
     """The profile's user (``user.email``), created on first use."""
     global _default
     profile = get_profile()
-    email = profile.get_option("user.email") or f"{getpass.getuser()}@localhost"
+    email = profile.get_option("user.email") or f"{_login_name()}@localhost"
     if _default is not None and _default[0] == f"{profile.name}:{email}":
         return _default[1]
     with get_storage().session() as session:
