@@ -1,5 +1,6 @@
-"""Kill and pause interrupt a waiting step; the worker's task bridge carries outcomes across
-loops. Both without a database: the state and the bridge alone."""
+"""What a daemon worker keeps of a waiting job, slimmed for memory, behaves as before: kill
+and pause interrupt a waiting step, the task bridge carries outcomes across loops, a held
+task is acknowledged when its process ends. Without a database or broker: the parts alone."""
 
 from __future__ import annotations
 
@@ -151,3 +152,61 @@ def test_the_task_bridge_leaves_a_dropped_process_unanswered():
         worker_loop.call_soon_threadsafe(worker_loop.stop)
         thread.join(5)
         worker_loop.close()
+
+
+class _Channel:
+    def __init__(self) -> None:
+        self.is_closed = False
+        self.acked: list[int] = []
+
+    async def basic_ack(self, delivery_tag: int) -> None:
+        self.acked.append(delivery_tag)
+
+
+def _held(outcome_of, *, no_reply: bool = True, subscribers: int = 1):
+    """Hand one task to ``hold`` with a subscriber returning ``outcome_of(loop)``; the
+    channel and what ``hold`` returned."""
+    from veglia.engine.daemon.held_tasks import hold
+
+    channel = _Channel()
+    message = SimpleNamespace(channel=channel, delivery_tag=7)
+    consumer = SimpleNamespace(
+        _subscribers={i: (lambda _c, _t: outcome_of()) for i in range(subscribers)}
+    )
+    return channel, message, consumer, hold
+
+
+def test_a_held_task_is_acknowledged_when_its_outcome_is_done_and_not_before():
+    async def scenario() -> None:
+        outcome = asyncio.get_running_loop().create_future()
+        channel, message, consumer, hold = _held(lambda: outcome)
+        assert await hold(consumer, message, {"pid": 1}, True)
+        await asyncio.sleep(0.01)
+        assert channel.acked == []  # the process still runs
+        outcome.set_result(True)
+        await asyncio.sleep(0.01)
+        assert channel.acked == [7]
+
+    asyncio.run(scenario())
+
+
+def test_a_held_task_whose_outcome_is_cancelled_stays_unacknowledged():
+    async def scenario() -> None:
+        outcome = asyncio.get_running_loop().create_future()
+        channel, message, consumer, hold = _held(lambda: outcome)
+        assert await hold(consumer, message, {"pid": 1}, True)
+        outcome.cancel()
+        await asyncio.sleep(0.01)
+        assert channel.acked == []
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.parametrize(("no_reply", "subscribers"), [(False, 1), (True, 2)])
+def test_a_task_held_otherwise_goes_to_kiwipy(no_reply, subscribers):
+    async def scenario() -> None:
+        channel, message, consumer, hold = _held(lambda: None, subscribers=subscribers)
+        assert not await hold(consumer, message, {"pid": 1}, no_reply)
+        assert channel.acked == []
+
+    asyncio.run(scenario())
