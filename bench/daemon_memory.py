@@ -36,9 +36,9 @@ jobs 114 MB, 52.4 kB per job (47.4 kB marginal). Extrapolated to 10,000 jobs: ab
 What a waiting job holds, slimmed (the same bench and machine, before and after, the same
 afternoon). Before: 1,000 jobs 110.7 MB, 48.2 kB per job (43.1 kB marginal); 2,000 jobs
 150.1 MB, 44.3 kB per job (41.6 kB marginal). After: 1,000 jobs 94.2 MB, 31.2 kB per job
-(26.0 kB marginal); 2,000 jobs 117.0 MB, 27.3 kB per job (24.6 kB marginal). Extrapolated
+(26.0 kB marginal); 2,000 jobs 116.5 MB, 27.1 kB per job (24.4 kB marginal). Extrapolated
 to 10,000 jobs (the RSS at 2,000 plus 8,000 times the marginal cost): before about 475 MB,
-after about 310 MB, under the 400 MB target.
+after about 305 MB, under the 400 MB target.
 
 Where a waiting job's memory goes (``daemon_memory_trace.py 100 300``: a worker under
 tracemalloc, 25 frames, the difference between 100 and 300 waiting jobs, per job).
@@ -57,9 +57,9 @@ acknowledged as kiwipy would once the process ends (``held_tasks``); RPC subscri
 wrapped for kiwipy when a message comes, not at each process start (``rpc_queue``); a
 poll is awaited in the job's own task, which a kill or pause cancels
 (``InterruptibleWaiting._cancellable``); the keys and short strings of process nodes'
-attributes are interned (``shared_strings``).
+attributes and of loaded checkpoints are interned (``shared_strings``).
 
-After, 17.3 kB traced: plumpy's process, state machine, step coroutines and inputs 6.7 kB
+After, 16.9 kB traced: plumpy's process, state machine, step coroutines and inputs 6.7 kB
 (the process's ``__dict__`` alone 1.6 kB); the process node and its input node (row
 values, attributes, node objects) about 4 kB; the worker's task and the step's coroutines
 about 2 kB; small items. Most of what is left is plumpy's: holding a waiting job as its

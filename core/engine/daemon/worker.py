@@ -44,10 +44,13 @@ LOGGER = logging.getLogger("veglia.daemon")
 
 # -- worker -----------------------------------------------------------------------------------
 class QuietCommunicator(LoopCommunicator):
-    """plumpy's loop communicator without broadcasts, and one RPC queue per worker.
+    """plumpy's loop communicator without broadcasts, one RPC queue per worker, and tasks
+    handed to the worker's loop without plumpy's chain of futures.
 
     plumpy broadcasts every state change and waits for the broker to take it; nothing in
     veglia listens (states are in the database), and the wait cost a tenth of a worker's time.
+    What it keeps per process (RPC wrappers, a taken task's futures) is kept small: a worker
+    holds thousands of waiting jobs (see ``bench/daemon_memory.py``).
     """
 
     def __init__(self, communicator: Any, loop: asyncio.AbstractEventLoop) -> None:
