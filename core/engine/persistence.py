@@ -18,7 +18,7 @@ from veglia.engine.exit_codes import ExitCode
 from veglia.exceptions import StorageError
 from veglia.manage import get_storage
 from veglia.orm.computers import Code, load_code
-from veglia.orm.nodes import Node, load_node
+from veglia.orm.nodes import Node, load_node, shared_strings
 
 if TYPE_CHECKING:
     from veglia.engine.process import Process
@@ -168,7 +168,9 @@ def _load_process(node: ProcessNode, **context: Any) -> Process:
             f"Process {node.pk} has no checkpoint (state {node.process_state}); it cannot be "
             "continued."
         )
-    data = json.loads(text, object_hook=_from_json)
+    # The strings of its inputs and states are the same for every process of a kind: a
+    # worker holding thousands of them keeps one copy of each.
+    data = shared_strings(json.loads(text, object_hook=_from_json))
     if data.get("version", 0) > CHECKPOINT_VERSION:
         raise StorageError(
             f"The checkpoint of process {node.pk} was written by a newer veglia; upgrade."

@@ -14,6 +14,9 @@ __all__ = ["InterruptibleWaiting"]
 class InterruptibleWaiting(plumpy.process_states.Waiting):
     """WAITING that runs a coroutine (``execute``), which kill and pause interrupt."""
 
+    #: The task awaiting an interruptible coroutine in this task (see ``_cancellable``).
+    _inline: _Inline | None = None
+
     def __init__(self, process: Any, done_callback: Any, msg: str | None = None, data: Any = None):
         super().__init__(process, done_callback, msg, data)
         self._interruption: asyncio.Future | None = None
@@ -21,10 +24,21 @@ class InterruptibleWaiting(plumpy.process_states.Waiting):
     def load_instance_state(self, saved_state: Any, load_context: Any) -> None:
         super().load_instance_state(saved_state, load_context)
         self._interruption = None
+        self._inline = None
 
     def interrupt(self, reason: Any) -> None:
         if self._interruption is not None and not self._interruption.done():
             self._interruption.set_exception(reason)
+        inline = self._inline
+        if inline is not None and inline.reason is None:
+            inline.reason = reason
+            # Not at once: called from within the task itself, a cancellation would only be
+            # delivered at its next await, which may come after the coroutine has ended.
+            inline.task.get_loop().call_soon(self._cancel_inline, inline)
+
+    def _cancel_inline(self, inline: _Inline) -> None:
+        if self._inline is inline:  # still awaiting the coroutine: cancel it there
+            inline.cancelled = inline.task.cancel()
 
     async def _interruptible(self, coroutine: Any, *, finish_first: bool) -> Any:
         """Await ``coroutine`` unless kill/pause comes first.
@@ -32,16 +46,54 @@ class InterruptibleWaiting(plumpy.process_states.Waiting):
         With ``finish_first`` a transport call already under way is let finish (a submit
         that ran must be recorded) before the interruption is raised.
         """
+        if not finish_first:
+            return await self._cancellable(coroutine)
         self._interruption = asyncio.get_running_loop().create_future()
         task = asyncio.ensure_future(coroutine)
         try:
             await asyncio.wait({task, self._interruption}, return_when=asyncio.FIRST_COMPLETED)
             if self._interruption.done():
-                if finish_first:
-                    await asyncio.wait({task})
-                else:
-                    task.cancel()
+                await asyncio.wait({task})
                 self._interruption.result()  # raises the interruption
             return task.result()
         finally:
             self._interruption = None
+
+    async def _cancellable(self, coroutine: Any) -> Any:
+        """Await ``coroutine`` in this task; an interruption cancels it and is raised.
+
+        No task, future or callbacks of its own: a calc job polls its scheduler job here
+        for as long as the job is queued and runs, and a worker holds thousands of them.
+        """
+        inline = self._inline = _Inline(asyncio.current_task())  # type: ignore[arg-type]
+        try:
+            result = await coroutine
+        except asyncio.CancelledError:
+            if not inline.cancelled:
+                raise  # cancelled from outside (the worker drops the process)
+            inline.uncancel()
+            raise inline.reason from None
+        finally:
+            self._inline = None
+        if inline.reason is not None:  # the coroutine swallowed the cancellation
+            inline.uncancel()
+            raise inline.reason
+        return result
+
+
+class _Inline:
+    """The task awaiting an interruptible coroutine, and the interruption once it came."""
+
+    __slots__ = ("cancelled", "reason", "task")
+
+    def __init__(self, task: asyncio.Task) -> None:
+        self.task = task
+        self.reason: Any = None
+        self.cancelled = False
+
+    def uncancel(self) -> None:
+        """Our cancellation is handled: the task is not being cancelled any more (Python
+        3.11+ counts the requests; ``asyncio.timeout`` in the task relies on the count)."""
+        uncancel = getattr(self.task, "uncancel", None)
+        if self.cancelled and uncancel is not None:
+            uncancel()

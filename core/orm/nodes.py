@@ -19,6 +19,7 @@ from __future__ import annotations
 import copy
 import functools
 import json
+import sys
 from collections.abc import Iterable, Iterator
 from datetime import datetime, timezone
 from pathlib import Path
@@ -55,6 +56,27 @@ def _copy(value: Any) -> Any:
 _UUID_LENGTH = 36
 #: Every node class by its ``node_type``, filled in as subclasses are defined.
 _NODE_CLASSES: dict[str, type[Node]] = {}
+
+
+#: Strings of stored attributes up to this length are shared between nodes (interned).
+_SHARED_LENGTH = 80
+
+
+def shared_strings(value: Any) -> Any:
+    """``value`` (decoded JSON) with its keys and short strings interned.
+
+    A daemon worker holds the node of each process it runs, thousands of them: their
+    attributes have the same keys and mostly the same values (options, computer, states),
+    which JSON decodes into new strings for every node. (Walked whole: for process nodes,
+    whose attributes are small; a data node's may be a large array.)
+    """
+    if isinstance(value, dict):
+        return {sys.intern(k) if type(k) is str else k: shared_strings(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [shared_strings(v) for v in value]
+    if type(value) is str and len(value) <= _SHARED_LENGTH:
+        return sys.intern(value)
+    return value
 
 
 def _json_path(key: str) -> str:
@@ -211,7 +233,11 @@ class Node:
         statement = _patch_statement(dialect, column, len(values), len(removed))
         with get_storage().session() as session:
             result = session.execute(statement, params).scalar_one()
-        return dict(result if isinstance(result, dict) else json.loads(result))
+        return self._decoded(result if isinstance(result, dict) else json.loads(result))
+
+    def _decoded(self, column: dict[str, Any] | None) -> dict[str, Any]:
+        """The node's own copy of a JSON column as read (top-level keys shared)."""
+        return {sys.intern(k): v for k, v in (column or {}).items()}
 
     @property
     def extras(self) -> dict[str, Any]:
@@ -347,8 +373,8 @@ class Node:
         node = node_class.__new__(node_class)
         Node.__init__(node, label=row.label, description=row.description)
         node._pk, node._uuid, node._ctime = row.id, row.uuid, row.ctime
-        node._attributes = dict(row.attributes or {})
-        node._extras = dict(row.extras or {})
+        node._attributes = node._decoded(row.attributes)
+        node._extras = node._decoded(row.extras)
         node._load_row(row)
         return node
 

@@ -37,7 +37,7 @@ from veglia.orm.attributes import (
     USAGE,
     WAITING_FOR,
 )
-from veglia.orm.nodes import Node
+from veglia.orm.nodes import Node, shared_strings
 from veglia.storage import models
 
 __all__ = ["TERMINAL_STATES", "CalcJobNode", "ProcessNode", "WorkflowNode"]
@@ -61,6 +61,10 @@ class ProcessNode(Node):
         self.computer_pk: int | None = None
         self._mtime: datetime | None = None
 
+    def _decoded(self, column: dict[str, Any] | None) -> dict[str, Any]:
+        # A worker holds thousands of process nodes: their strings are shared.
+        return shared_strings(column or {})
+
     def _row_values(self) -> dict[str, Any]:
         return {
             "process_type": self.process_type,
@@ -82,8 +86,8 @@ class ProcessNode(Node):
             table = models.Node.__table__
             row = session.execute(sa.select(table).where(table.c.id == self.pk)).first()
             assert row is not None
-            self._attributes = dict(row.attributes or {})
-            self._extras = dict(row.extras or {})
+            self._attributes = self._decoded(row.attributes)
+            self._extras = self._decoded(row.extras)
             self._load_row(row)
         return self
 

@@ -117,7 +117,11 @@ def _drop_foreign_tasks(communicator: Any, profile: Profile) -> None:
     again after it. Enough of them starve the worker, across restarts. So the check stands in
     front of kiwipy's consumer, which must be in place before the worker subscribes.
     A rejected message is gone, or dead-lettered if the queue has a dead-letter policy.
+    A veglia task is then held as its delivery tag until its process ends (see
+    :mod:`~veglia.engine.daemon.held_tasks`).
     """
+
+    from veglia.engine.daemon.held_tasks import hold
 
     async def install() -> None:
         # kiwipy has no hook for this: its task queue's consumer is replaced on the instance.
@@ -128,7 +132,9 @@ def _drop_foreign_tasks(communicator: Any, profile: Profile) -> None:
         async def on_task(message: Any) -> None:
             problem = task_problem(message.body)
             if problem is None:
-                await take(message)
+                task, no_reply = decode(message.body)
+                if not await hold(consumer, message, task, no_reply):
+                    await take(message)
                 return
             LOGGER.warning(
                 "dropped a task message that is no veglia task (%s; %d bytes: %r): something "

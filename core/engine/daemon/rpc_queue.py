@@ -5,10 +5,15 @@ is 10,000 queues on RabbitMQ, three broker round trips to start each process, an
 of client objects each. Here the worker declares one queue and binds it once per process
 (``rpc.<pid>``, the routing key senders already use); a message goes to the process its
 routing key names. Senders see no difference.
+
+A subscriber is kept as given (a process's bound method) and wrapped for kiwipy when a
+message comes: the wrappers, built at each process start, were about 1.5 kB per process
+held for as long as it runs, and RPCs are rare.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import kiwipy
@@ -19,10 +24,12 @@ __all__ = ["SharedRpcQueue"]
 
 class SharedRpcQueue:
     """The RPC subscribers of one worker, on one queue of ``communicator``'s broker
-    (a kiwipy ``RmqThreadCommunicator``)."""
+    (a kiwipy ``RmqThreadCommunicator``); ``convert`` makes a subscriber one kiwipy calls
+    (plumpy's ``convert_to_comm`` onto the worker's loop)."""
 
-    def __init__(self, communicator: Any) -> None:
+    def __init__(self, communicator: Any, convert: Callable[[Any], Any] = lambda s: s) -> None:
         self._communicator = communicator
+        self._convert = convert
         self._subscribers: dict[str, Any] = {}
         self._queue: Any = None
 
@@ -31,8 +38,7 @@ class SharedRpcQueue:
         key = str(identifier)
         if key in self._subscribers:
             raise kiwipy.DuplicateSubscriberIdentifier(f"RPC identifier '{key}'")
-        # kiwipy's wrapper turns the subscriber's futures into ones of its own loop.
-        self._subscribers[key] = self._communicator._wrap_subscriber(subscriber)
+        self._subscribers[key] = subscriber
         try:
             self._await(self._bind(key))
         except BaseException:
@@ -69,7 +75,12 @@ class SharedRpcQueue:
 
     async def _on_message(self, message: Any) -> None:
         key = message.routing_key.removeprefix(f"{defaults.RPC_TOPIC}.")
-        subscriber = self._subscribers.get(key, _gone)
+        subscriber = self._subscribers.get(key)
+        if subscriber is None:
+            subscriber = _gone
+        else:
+            # kiwipy's wrapper turns the subscriber's futures into ones of its own loop.
+            subscriber = self._communicator._wrap_subscriber(self._convert(subscriber))
         # kiwipy's own handling: acknowledge, decode, call, and send the reply back.
         await (await self._messages())._on_rpc(subscriber, message)
 

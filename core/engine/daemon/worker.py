@@ -28,6 +28,7 @@ from veglia.engine.daemon.live_config import INTERVAL as CONFIG_INTERVAL
 from veglia.engine.daemon.live_config import follow_config
 from veglia.engine.daemon.outages import OutageWatcher
 from veglia.engine.daemon.rpc_queue import SharedRpcQueue
+from veglia.engine.daemon.task_bridge import task_bridge
 from veglia.engine.persistence import load_process
 from veglia.engine.runner import Runner, set_runner
 from veglia.exceptions import NotExistent, StepAbandoned
@@ -44,15 +45,18 @@ LOGGER = logging.getLogger("veglia.daemon")
 
 # -- worker -----------------------------------------------------------------------------------
 class QuietCommunicator(LoopCommunicator):
-    """plumpy's loop communicator without broadcasts, and one RPC queue per worker.
+    """plumpy's loop communicator without broadcasts, one RPC queue per worker, and tasks
+    handed to the worker's loop without plumpy's chain of futures.
 
     plumpy broadcasts every state change and waits for the broker to take it; nothing in
     veglia listens (states are in the database), and the wait cost a tenth of a worker's time.
+    What it keeps per process (RPC wrappers, a taken task's futures) is kept small: a worker
+    holds thousands of waiting jobs (see ``bench/daemon_memory.py``).
     """
 
     def __init__(self, communicator: Any, loop: asyncio.AbstractEventLoop) -> None:
         super().__init__(communicator, loop)
-        self._rpc = SharedRpcQueue(communicator)
+        self._rpc = SharedRpcQueue(communicator, lambda s: convert_to_comm(s, loop))
 
     def broadcast_send(self, *args: Any, **kwargs: Any) -> bool:
         return True
@@ -66,7 +70,12 @@ class QuietCommunicator(LoopCommunicator):
         return None
 
     def add_rpc_subscriber(self, subscriber: Any, identifier: Any = None) -> Any:
-        return self._rpc.add(convert_to_comm(subscriber, self._loop), identifier)
+        return self._rpc.add(subscriber, identifier)
+
+    # A task is held until its process ends: see task_bridge for why not plumpy's way.
+    def add_task_subscriber(self, subscriber: Any, identifier: Any = None) -> Any:
+        bridged = task_bridge(subscriber, self._loop)
+        return self._communicator.add_task_subscriber(bridged, identifier)
 
     def remove_rpc_subscriber(self, identifier: Any) -> None:
         self._rpc.remove(identifier)
