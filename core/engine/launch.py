@@ -8,7 +8,7 @@ from typing import Any
 
 from veglia.engine.builder import ProcessBuilder
 from veglia.engine.daemon.presence import daemon_running, no_daemon_message
-from veglia.engine.process import CALLED_BY, Process
+from veglia.engine.process import CALLED_BY, TO_DAEMON, Process
 from veglia.engine.runner import get_runner
 from veglia.engine.submission import notify_daemon
 from veglia.manage import get_storage
@@ -76,14 +76,18 @@ def _instantiate(
     inputs: dict[str, Any],
     caller: ProcessNode | None,
     call_key: str | None = None,
+    to_daemon: bool = False,
 ) -> Process:
-    """The process, stored, with its ``call`` link from the caller when there is one."""
+    """The process, stored, with its ``call`` link from the caller when there is one, and
+    flagged for the daemon when ``to_daemon``."""
 
     process_class, all_inputs = _split(process, inputs)
     token = CALLED_BY.set((caller, call_key) if caller is not None else None)
+    daemon_token = TO_DAEMON.set(to_daemon)
     try:
         instance = get_runner().instantiate(process_class, all_inputs)
     finally:
+        TO_DAEMON.reset(daemon_token)
         CALLED_BY.reset(token)
     assert instance.node is not None
     return instance
@@ -95,16 +99,17 @@ def _to_daemon(
     caller: ProcessNode | None,
     call_key: str | None = None,
 ) -> ProcessNode:
-    instance = _instantiate(process, inputs, caller, call_key)
+    # The node is stored with its daemon flag (one commit): it only needs handing over.
+    instance = _instantiate(process, inputs, caller, call_key, to_daemon=True)
     node = instance.node
     assert node is not None
     instance.close()
-    _hand_to_daemon(node)
+    notify_daemon(node)
     return node
 
 
 def _hand_to_daemon(node: ProcessNode) -> None:
-
+    """An existing process to the daemon: flagged, then a task for it."""
     node.set_attribute(DAEMON, True)
     notify_daemon(node)
 

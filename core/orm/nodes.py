@@ -81,6 +81,19 @@ def _update_statement(columns: tuple[str, ...]) -> Any:
     )
 
 
+@functools.lru_cache(maxsize=16)
+def _insert_statement(columns: tuple[str, ...]) -> Any:
+    """``INSERT`` of one node returning its id, built once per set of columns: the values
+    go as parameters (a statement built with its values is cache-keyed value by value,
+    which cost more than running it; every submission stores three nodes)."""
+    table = models.Node.__table__
+    return (
+        table.insert()
+        .values({name: sa.bindparam(name, type_=table.c[name].type) for name in columns})
+        .returning(table.c.id)
+    )
+
+
 class Node:
     """A vertex of the provenance graph."""
 
@@ -300,10 +313,9 @@ class Node:
             "user_id": get_default_user().pk,
             **self._row_values(),
         }
-        table = models.Node.__table__
         with get_storage().session() as session:
             try:
-                pk = session.execute(table.insert().values(row).returning(table.c.id)).scalar_one()
+                pk = session.execute(_insert_statement(tuple(row)), row).scalar_one()
             except sa.exc.StatementError as exc:
                 if isinstance(exc.orig, ValueError):  # NaN or Infinity in the attributes
                     raise ValueError(f"{self!r} cannot be stored: {exc.orig}.") from None
