@@ -451,7 +451,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-n", "--jobs", type=int, default=500)
     parser.add_argument("-w", "--workers", type=int, default=2)
-    parser.add_argument("--profile", action="store_true", help="cProfile the workers (the submitter with --submit-only).")
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="cProfile the workers (the submitter with --submit-only).",
+    )
     parser.add_argument(
         "--submit-only", type=int, metavar="N", help="Time submitting N jobs, no daemon."
     )

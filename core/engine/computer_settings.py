@@ -19,7 +19,6 @@ import hashlib
 import json
 import time
 from dataclasses import dataclass
-
 from typing import Any
 
 from veglia.exceptions import ConfigurationError

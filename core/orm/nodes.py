@@ -206,7 +206,7 @@ class Node:
                 params[f"k{i}"], params[f"v{i}"] = path, json.dumps(value, allow_nan=False)
         statement = _patch_statement(dialect, column, len(values), len(removed))
         with get_storage().session() as session:
-            result = session.execute(statement, params).scalar_one()
+            result = session.connection().execute(statement, params).scalar_one()
         return dict(result if isinstance(result, dict) else json.loads(result))
 
     @property
@@ -222,7 +222,9 @@ class Node:
 
     def _update_row(self, **columns: Any) -> None:
         with get_storage().session() as session:
-            session.execute(_update_statement(tuple(columns)), {"node_pk": self.pk, **columns})
+            session.connection().execute(
+                _update_statement(tuple(columns)), {"node_pk": self.pk, **columns}
+            )
 
     # -- files ---------------------------------------------------------------------------
     def put_object_from_bytes(self, path: str, content: bytes) -> None:
@@ -315,7 +317,9 @@ class Node:
         }
         with get_storage().session() as session:
             try:
-                pk = session.execute(_insert_statement(tuple(row)), row).scalar_one()
+                # On the session's connection: the ORM's execution path cost more than the
+                # INSERT itself, and there is nothing of the ORM's in it.
+                pk = session.connection().execute(_insert_statement(tuple(row)), row).scalar_one()
             except sa.exc.StatementError as exc:
                 if isinstance(exc.orig, ValueError):  # NaN or Infinity in the attributes
                     raise ValueError(f"{self!r} cannot be stored: {exc.orig}.") from None
@@ -326,7 +330,7 @@ class Node:
                 for source, link_type, label in incoming
             ]
             if links:
-                session.execute(models.Link.__table__.insert(), links)
+                session.connection().execute(models.Link.__table__.insert(), links)
         # Only once written: a failed write leaves the node unstored, to be stored again (in
         # a storage transaction, a failed commit ends the step, whose objects are dropped).
         self._pk, self._uuid, self._ctime = stored
