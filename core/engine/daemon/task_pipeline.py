@@ -104,7 +104,7 @@ class TaskPipeline:
                 self._in_flight.popleft()
             if self._confirmed(oldest[3]):
                 continue
-            failed = self._send_again(oldest[1], oldest[2], raise_errors)
+            failed = self._send_again(oldest[0], oldest[1], oldest[2], raise_errors)
             if failed is not None:
                 lost.append(failed)
 
@@ -117,10 +117,21 @@ class TaskPipeline:
             return False
         return True
 
-    def _send_again(self, url: str, pk: int, raise_errors: bool) -> int | None:
+    def _send_again(self, profile_id: str, url: str, pk: int, raise_errors: bool) -> int | None:
         from veglia.engine.daemon.broker_tasks import send_continue_task
         from veglia.exceptions import BrokerError
+        from veglia.manage import get_profile
 
+        if get_profile().id != profile_id:  # its broker is not the active profile's
+            LOGGER.error(
+                "Process %d of another profile (id %s) is stored but its task was not "
+                "confirmed by the broker: its daemon's repair queues it again, or `veglia "
+                "process play %d` in that profile.",
+                pk,
+                profile_id,
+                pk,
+            )
+            return pk
         try:
             send_continue_task(url, pk)
         except BrokerError as exc:
