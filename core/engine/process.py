@@ -136,7 +136,7 @@ class Process(plumpy.Process):
         skip = self.non_db_inputs
         for label, value in flatten_inputs({k: v for k, v in self.inputs.items() if k not in skip}):
             if isinstance(value, Node):
-                incoming.append((value.store(), "input", label))
+                incoming.append((value, "input", label))
         call = CALLED_BY.get()
         if call is not None:
             caller, call_key = call
@@ -149,8 +149,8 @@ class Process(plumpy.Process):
             # one would wait, created, for ever), and one commit instead of two.
             node.set_attribute(DAEMON, True)
         # One transaction: a worker that dies here leaves either no node or a whole one,
-        # which a resumed caller finds by its call key.
-        node.store(incoming)
+        # which a resumed caller finds by its call key. New inputs go in the same INSERT.
+        node.store(incoming, together=[source for source, _, _ in incoming])
         return node
 
     def prepare_node(self, node: ProcessNode) -> None:
