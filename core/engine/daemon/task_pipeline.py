@@ -28,6 +28,10 @@ import threading
 import weakref
 from typing import Any
 
+from veglia.engine.daemon import broker_tasks
+from veglia.exceptions import BrokerError
+from veglia.manage import get_profile
+
 __all__ = ["MAX_IN_FLIGHT", "TaskPipeline", "get_pipeline"]
 
 LOGGER = logging.getLogger("veglia.broker")
@@ -51,9 +55,6 @@ class TaskPipeline:
 
     def send(self, url: str, pk: int) -> None:
         """Queue the process's task; raise only when it cannot even be handed over."""
-        from veglia.engine.daemon import broker_tasks
-        from veglia.manage import get_profile
-
         profile = get_profile()
         with self._lock:
             other_profile = any(entry[0] != profile.id for entry in self._in_flight)
@@ -118,10 +119,6 @@ class TaskPipeline:
         return True
 
     def _send_again(self, profile_id: str, url: str, pk: int, raise_errors: bool) -> int | None:
-        from veglia.engine.daemon.broker_tasks import send_continue_task
-        from veglia.exceptions import BrokerError
-        from veglia.manage import get_profile
-
         if get_profile().id != profile_id:  # its broker is not the active profile's
             LOGGER.error(
                 "Process %d of another profile (id %s) is stored but its task was not "
@@ -133,7 +130,7 @@ class TaskPipeline:
             )
             return pk
         try:
-            send_continue_task(url, pk)
+            broker_tasks.send_continue_task(url, pk)
         except BrokerError as exc:
             if raise_errors:
                 raise
