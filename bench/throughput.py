@@ -65,20 +65,21 @@ checkpoints as a worker does) went from 43,300 to 32,300 Python calls per job.
     authinfo, the caching hash's file lists).
 
     Submission (issue 16: 10,000 submissions under 20 s, ~1.5 ms of CPU a job). The same
-    ``--submit-only 10000``, before (5460edf) and after, one run each, back to back, on a
-    busy machine (load average 3.4 to 4.2: other sessions' Python processes held most of
-    both cores; every figure about twice the quiet one, as above):
+    ``--submit-only 10000``, before (5460edf) and after, back to back, twice, on a busy
+    machine (load average 2 to 4.2; other sessions' Python processes held most of both
+    cores at times; the before runs took 3.5 to 5 times the quiet figures above):
 
-                              before            after
-    submitting 10,000 jobs    129.9 s           62.9 s
-    CPU ms/job (submitter)    8.41              4.85
-    per job                   8 statements,     3 statements, 1 commit,
-                              2 commits, 1 msg  1 message
-    Python calls/job          5,356             2,336 (main thread, cProfile, 1,000 jobs)
+                              before                after
+    submitting 10,000 jobs    129.9 s and 144.9 s   62.9 s and 52.8 s
+    CPU ms/job (submitter)    8.41 and 10.36        4.85 and 4.57
+    per job                   8 statements,         3 statements, 1 commit,
+                              2 commits, 1 msg      1 message
+    Python calls/job          5,356                 2,336 (main thread, cProfile, 1,000 jobs)
 
-    Scaled to the quiet run above (36.3 s, 2.9 ms), that is about 17.6 s and 1.7 ms of CPU;
-    runs of 2,000 in quieter minutes (load ~2.5) gave 4.74 -> 2.31 ms of CPU and 6.4 ->
-    2.8 ms of wall a job. Not measured on a quiet machine: re-run it there.
+    Scaled by those ratios to the quiet run above (36.3 s, 2.9 ms): about 13 to 18 s and
+    1.3 to 1.7 ms of CPU a job; runs of 2,000 in quieter minutes (load ~2.5) gave 4.74 ->
+    2.31 ms of CPU and 6.4 -> 2.8 ms of wall a job. Not measured on a quiet machine:
+    re-run it there. About a fifth of the submitter's CPU is kiwipy's thread publishing.
 
     What changed, by size. The three nodes of a job (its two new inputs and the process)
     are one INSERT through a statement built once, not one each built with its values
