@@ -14,6 +14,7 @@ seconds depend on it less than wall-clock figures, but do (see below).
     python bench/throughput.py -n 20           # a smoke run
     python bench/throughput.py --profile       # also a cProfile of each worker (top 25)
     python bench/throughput.py --submit-only 10000   # submission alone, no daemon
+    python bench/throughput.py --submit-only 2000 --profile   # ... with a cProfile of it
     python bench/throughput.py --aiida         # the same workload through aiida-core too
 
 ``--aiida`` runs aiida-core from ``--aiida-python`` (by default /work/aiida-venv's, else this
@@ -58,10 +59,43 @@ checkpoints as a worker does) went from 43,300 to 32,300 Python calls per job.
 
     Not reached: 50 jobs/s needs ~40 ms of CPU a job for everything (the machine used
     ~55), and 10,000 submissions under 20 s need ~2 ms a job (3.6 ms wall now, 2.9 ms of
-    it CPU). Next, by size: plumpy's checkpoints (Bundle save, 7 a job) and unbundling,
-    worker-only costs beyond the steps (lease take/release, the broker thread, the 0.1 s
-    poll loop), reads that could share the step's transaction (computer, authinfo, the
-    caching hash's file lists), at submission the computer and its authinfo read each time.
+    it CPU; see "Submission" below). Next, by size: plumpy's checkpoints (Bundle save, 7 a
+    job) and unbundling, worker-only costs beyond the steps (lease take/release, the broker
+    thread, the 0.1 s poll loop), reads that could share the step's transaction (computer,
+    authinfo, the caching hash's file lists).
+
+    Submission (issue 16: 10,000 submissions under 20 s, ~1.5 ms of CPU a job). The same
+    ``--submit-only 10000``, before (5460edf) and after, back to back, twice, on a busy
+    machine (load average 2 to 4.2; other sessions' Python processes held most of both
+    cores at times; the before runs took 3.5 to 5 times the quiet figures above):
+
+                              before                after
+    submitting 10,000 jobs    129.9 s and 144.9 s   62.9 s and 52.8 s
+    CPU ms/job (submitter)    8.41 and 10.36        4.85 and 4.57
+    per job                   8 statements,         3 statements, 1 commit,
+                              2 commits, 1 msg      1 message
+    Python calls/job          5,356                 2,336 (main thread, cProfile, 1,000 jobs)
+
+    Scaled by those ratios to the quiet run above (36.3 s, 2.9 ms): about 13 to 18 s and
+    1.3 to 1.7 ms of CPU a job; runs of 2,000 in quieter minutes (load ~2.5) gave 4.74 ->
+    2.31 ms of CPU and 6.4 -> 2.8 ms of wall a job. Not measured on a quiet machine:
+    re-run it there. About a fifth of the submitter's CPU is kiwipy's thread publishing.
+
+    What changed, by size. The three nodes of a job (its two new inputs and the process)
+    are one INSERT through a statement built once, not one each built with its values
+    (SQLAlchemy cache-keyed every value: half the submitter's CPU); the daemon flag is
+    stored with the node (the second commit is gone, and a submitter that dies before the
+    hand-over now leaves a flagged process the daemon's repair queues, not an unflagged
+    one that waited for ever); the computer and whether it is configured come from the
+    runner's cache (read at most once a second, at once after this process changes a
+    computer), not two queries a job; the user without a passwd read a node. The broker
+    task is handed to kiwipy's loop without waiting for the confirmation (a thread and a
+    broker round trip a job): confirmations are checked at the next submit and at exit,
+    a refused task is sent again the waiting way, or a BrokerError names the process
+    (engine/daemon/task_pipeline.py). Left, by size: plumpy (building the process, its
+    input validation and the checkpoint's Bundle: ~40% of the submitter's main thread),
+    SQLAlchemy's execution of the 3 statements and the commit (~30%), and the broker
+    thread publishing (aio_pika, ~800 Python calls a message: ~20% of the process's CPU).
 
     The per-job broker traffic was already small: one task message per job, from the
     submitter; workers publish nothing (QuietCommunicator) and acknowledge the task once.
@@ -283,8 +317,11 @@ def _probe_records(folder: str, pids: list[int]) -> list[dict[str, Any]]:
     return records
 
 
-def bench_submit_only(n: int) -> dict[str, float]:
-    """Submission alone: n jobs into the broker's queue with no daemon running."""
+def bench_submit_only(n: int, profile: bool = False) -> dict[str, float]:
+    """Submission alone: n jobs into the broker's queue with no daemon running.
+
+    ``profile``: a cProfile of the submissions (CPU time, this thread), top 30 printed.
+    """
     home = tempfile.mkdtemp(prefix="veglia-bench-")
     probe_dir = tempfile.mkdtemp(prefix="veglia-probe-")
     os.environ["VEGLIA_HOME"] = home
@@ -298,7 +335,19 @@ def bench_submit_only(n: int) -> dict[str, float]:
 
         veglia.load_profile("bench")
         logging.getLogger("veglia.engine").setLevel(logging.ERROR)  # "no daemon runs"
-        return _submit(n, probe.COUNTS)[2]
+        if not profile:
+            return _submit(n, probe.COUNTS)[2]
+        import cProfile
+
+        profiler = cProfile.Profile(time.thread_time)  # CPU, not waits
+        profiler.enable()
+        try:
+            return _submit(n, probe.COUNTS)[2]
+        finally:
+            profiler.disable()
+            stats = pstats.Stats(profiler)
+            stats.sort_stats("tottime").print_stats(30)
+            stats.sort_stats("cumulative").print_stats(60)
     finally:
         # Lazy: only to empty this profile's queue, which no daemon will consume.
         from veglia.engine.daemon.broker_tasks import _close
@@ -436,7 +485,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-n", "--jobs", type=int, default=500)
     parser.add_argument("-w", "--workers", type=int, default=2)
-    parser.add_argument("--profile", action="store_true", help="cProfile the workers.")
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="cProfile the workers (the submitter with --submit-only).",
+    )
     parser.add_argument(
         "--submit-only", type=int, metavar="N", help="Time submitting N jobs, no daemon."
     )
@@ -444,7 +497,7 @@ def main() -> None:
     parser.add_argument("--aiida-python", help="The Python of a venv with aiida-core.")
     args = parser.parse_args()
     if args.submit_only:
-        cost = bench_submit_only(args.submit_only)
+        cost = bench_submit_only(args.submit_only, args.profile)
         print(
             f"veglia: submitting {args.submit_only} jobs took {cost['submit_s']:.2f} s "
             f"({cost['submit_cpu_per_job'] * 1000:.2f} ms CPU, "

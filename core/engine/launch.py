@@ -8,9 +8,9 @@ from typing import Any
 
 from veglia.engine.builder import ProcessBuilder
 from veglia.engine.daemon.presence import daemon_running, no_daemon_message
-from veglia.engine.process import CALLED_BY, Process
+from veglia.engine.process import CALLED_BY, TO_DAEMON, Process
 from veglia.engine.runner import get_runner
-from veglia.engine.submission import notify_daemon
+from veglia.engine.submission import check_handed_over, notify_daemon
 from veglia.manage import get_storage
 from veglia.orm.attributes import CALL_KEY, DAEMON
 from veglia.orm.nodes import load_node
@@ -57,8 +57,16 @@ def submit(process: type[Process] | ProcessBuilder, /, **inputs: Any) -> Process
 
     When no daemon runs for the profile, a warning says so (logged on ``veglia.engine``,
     at most once a minute): the process waits, created, until one starts.
+
+    The node, its checkpoint and its daemon flag are committed when this returns; its
+    broker task may still wait for the broker's confirmation, which the next ``submit``
+    (or the end of this Python process) checks: a task the broker did not take is sent
+    again then, or a ``BrokerError`` (a logged error at exit) names the process.
     """
-    node = _to_daemon(process, inputs, caller=None)
+    # An earlier submission's task the broker refused is sent again (or raised) first,
+    # before anything new is stored.
+    check_handed_over()
+    node = _to_daemon(process, inputs, caller=None, wait=False)
     _warn_if_no_daemon()
     return node
 
@@ -76,14 +84,18 @@ def _instantiate(
     inputs: dict[str, Any],
     caller: ProcessNode | None,
     call_key: str | None = None,
+    to_daemon: bool = False,
 ) -> Process:
-    """The process, stored, with its ``call`` link from the caller when there is one."""
+    """The process, stored, with its ``call`` link from the caller when there is one, and
+    flagged for the daemon when ``to_daemon``."""
 
     process_class, all_inputs = _split(process, inputs)
     token = CALLED_BY.set((caller, call_key) if caller is not None else None)
+    daemon_token = TO_DAEMON.set(to_daemon)
     try:
         instance = get_runner().instantiate(process_class, all_inputs)
     finally:
+        TO_DAEMON.reset(daemon_token)
         CALLED_BY.reset(token)
     assert instance.node is not None
     return instance
@@ -94,17 +106,20 @@ def _to_daemon(
     inputs: dict[str, Any],
     caller: ProcessNode | None,
     call_key: str | None = None,
+    wait: bool = True,
 ) -> ProcessNode:
-    instance = _instantiate(process, inputs, caller, call_key)
+    """Stored and handed to the daemon; ``wait``: for the broker's confirmation too."""
+    # The node is stored with its daemon flag (one commit): it only needs handing over.
+    instance = _instantiate(process, inputs, caller, call_key, to_daemon=True)
     node = instance.node
     assert node is not None
     instance.close()
-    _hand_to_daemon(node)
+    notify_daemon(node, wait=wait)
     return node
 
 
 def _hand_to_daemon(node: ProcessNode) -> None:
-
+    """An existing process to the daemon: flagged, then a task for it."""
     node.set_attribute(DAEMON, True)
     notify_daemon(node)
 

@@ -84,8 +84,14 @@ def decode_value(value: Any) -> Any:
     return value
 
 
+#: Types a checkpoint holds as they are, by exact type (an enum of str is not one of them).
+_PLAIN_TYPES = frozenset({str, int, float, bool, type(None)})
+
+
 def _to_json(value: Any) -> Any:
     """Bundle values JSON lacks: sets, tuples and classes, as tagged plain data."""
+    if type(value) in _PLAIN_TYPES:  # most values: spared the checks below (every checkpoint)
+        return value
     if isinstance(value, dict):
         return {str(k): _to_json(v) for k, v in value.items()}
     if isinstance(value, list):

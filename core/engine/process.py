@@ -26,18 +26,22 @@ from veglia.entry_points import get_entry_points
 from veglia.exceptions import StepAbandoned
 from veglia.manage import get_storage
 from veglia.notifications import notify
-from veglia.orm.attributes import CALL_KEY, LAUNCH, PAUSED, PAUSED_REASON
+from veglia.orm.attributes import CALL_KEY, DAEMON, LAUNCH, PAUSED, PAUSED_REASON
 from veglia.orm.data import to_node
 from veglia.orm.nodes import Node, load_node
 from veglia.orm.process_nodes import TERMINAL_STATES, ProcessNode
 from veglia.storage.outage import is_storage_outage
 
-__all__ = ["CALLED_BY", "Process"]
+__all__ = ["CALLED_BY", "TO_DAEMON", "Process"]
 
 #: The workflow node creating processes here, and the call key of the one being created.
 CALLED_BY: contextvars.ContextVar[tuple[ProcessNode, str | None] | None] = contextvars.ContextVar(
     "veglia_called_by", default=None
 )
+
+#: Whether the process being created goes to the daemon (``submit``): its node is then
+#: stored with the ``daemon`` flag, in the commit of the node itself.
+TO_DAEMON: contextvars.ContextVar[bool] = contextvars.ContextVar("veglia_to_daemon", default=False)
 
 LOGGER = logging.getLogger("veglia.engine")
 
@@ -132,16 +136,21 @@ class Process(plumpy.Process):
         skip = self.non_db_inputs
         for label, value in flatten_inputs({k: v for k, v in self.inputs.items() if k not in skip}):
             if isinstance(value, Node):
-                incoming.append((value.store(), "input", label))
+                incoming.append((value, "input", label))
         call = CALLED_BY.get()
         if call is not None:
             caller, call_key = call
             incoming.append((caller, "call", "CALL"))
             if call_key is not None:
                 node.set_attribute(CALL_KEY, call_key)
+        if TO_DAEMON.get():
+            # With the node, not after it: a submitter that dies before it hands the
+            # process over leaves a daemon process the daemon's repair finds (an unflagged
+            # one would wait, created, for ever), and one commit instead of two.
+            node.set_attribute(DAEMON, True)
         # One transaction: a worker that dies here leaves either no node or a whole one,
-        # which a resumed caller finds by its call key.
-        node.store(incoming)
+        # which a resumed caller finds by its call key. New inputs go in the same INSERT.
+        node.store(incoming, together=[source for source, _, _ in incoming])
         return node
 
     def prepare_node(self, node: ProcessNode) -> None:

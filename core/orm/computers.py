@@ -125,6 +125,22 @@ def property_defaults() -> dict[str, Any]:
     return _collected()[1]
 
 
+#: How many changes this Python process made to computers and their authinfos: a cache of
+#: stored computers (the runner's, see ``engine.computer_settings``) reads them again after
+#: one, so this process's own changes are seen at once (other processes' within its TTL).
+_changes = 0
+
+
+def local_changes() -> int:
+    """How many times this Python process changed a computer or how it is reached."""
+    return _changes
+
+
+def _changed() -> None:
+    global _changes
+    _changes += 1
+
+
 @dataclass
 class Computer:
     """A machine jobs run on: a transport to reach it and a scheduler to run jobs."""
@@ -171,6 +187,7 @@ class Computer:
             session.add(row)
             session.flush()
             self.pk, self.uuid = row.id, row.uuid
+        _changed()
         if self.needs_no_configuration:
             self.configure()  # core.local: there is nothing to ask
         return self
@@ -204,6 +221,7 @@ class Computer:
                 session.execute(
                     sa.delete(models.AuthInfo).where(models.AuthInfo.computer_id == self.pk)
                 )
+        _changed()
         if new_transport and self.needs_no_configuration:
             self.configure()
         return self
@@ -229,6 +247,7 @@ class Computer:
                 sa.delete(models.AuthInfo).where(models.AuthInfo.computer_id == self.pk)
             )
             session.execute(sa.delete(models.Computer).where(models.Computer.id == self.pk))
+        _changed()
         return int(codes or 0)
 
     @classmethod
@@ -272,6 +291,7 @@ class Computer:
                 )
             else:
                 row.auth_params = auth_params
+        _changed()
 
     @property
     def needs_no_configuration(self) -> bool:

@@ -120,6 +120,41 @@ def _update_statement(columns: tuple[str, ...]) -> Any:
     )
 
 
+@functools.lru_cache(maxsize=16)
+def _insert_statement(columns: tuple[str, ...]) -> Any:
+    """``INSERT`` of one node returning its id and UUID, built once per set of columns: the values
+    go as parameters (a statement built with its values is cache-keyed value by value,
+    which cost more than running it; every submission stores three nodes)."""
+    table = models.Node.__table__
+    return (
+        table.insert()
+        .values({name: sa.bindparam(name, type_=table.c[name].type) for name in columns})
+        .returning(table.c.id, table.c.uuid)
+    )
+
+
+@functools.lru_cache(maxsize=1)
+def _insert_many_statement() -> Any:
+    """``INSERT`` of several nodes (the same columns in each row), returning their ids and
+    UUIDs: the order of RETURNING rows is not guaranteed, the UUIDs say which is which."""
+    table = models.Node.__table__
+    return table.insert().returning(table.c.id, table.c.uuid)
+
+
+def _uniform(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows with the same columns, so that one statement inserts them all: a column some
+    rows lack (a process's own, in a data node's row) is NULL in them, as it would be
+    left out (those columns have no default)."""
+    columns = tuple(dict.fromkeys(name for row in rows for name in row))
+    if all(len(row) == len(columns) for row in rows):
+        return rows
+    table = models.Node.__table__
+    for name in {name for name in columns for row in rows if name not in row}:
+        column = table.c[name]
+        assert column.nullable and column.default is None and column.server_default is None
+    return [{name: row.get(name) for name in columns} for row in rows]
+
+
 class Node:
     """A vertex of the provenance graph."""
 
@@ -232,7 +267,7 @@ class Node:
                 params[f"k{i}"], params[f"v{i}"] = path, json.dumps(value, allow_nan=False)
         statement = _patch_statement(dialect, column, len(values), len(removed))
         with get_storage().session() as session:
-            result = session.execute(statement, params).scalar_one()
+            result = session.connection().execute(statement, params).scalar_one()
         return self._decoded(result if isinstance(result, dict) else json.loads(result))
 
     def _decoded(self, column: dict[str, Any] | None) -> dict[str, Any]:
@@ -252,7 +287,9 @@ class Node:
 
     def _update_row(self, **columns: Any) -> None:
         with get_storage().session() as session:
-            session.execute(_update_statement(tuple(columns)), {"node_pk": self.pk, **columns})
+            session.connection().execute(
+                _update_statement(tuple(columns)), {"node_pk": self.pk, **columns}
+            )
 
     # -- files ---------------------------------------------------------------------------
     def put_object_from_bytes(self, path: str, content: bytes) -> None:
@@ -320,19 +357,11 @@ class Node:
     def _row_values(self) -> dict[str, Any]:
         return {}
 
-    def store(self, incoming: Iterable[tuple[Node, str, str]] = ()) -> Node:
-        """Write the node once; storing again is a no-op.
-
-        ``incoming`` links (source, link type, label) of stored nodes are written in the same
-        transaction, so no reader (and no worker that dies) ever sees the node without them.
-        """
-        if self.is_stored:
-            return self
-
-        # Through the tables, not the mapped classes: no unit of work to flush.
-        uuid, ctime = models.new_uuid(), models.utcnow()
-        row = {
-            "uuid": uuid,
+    def _new_row(self, user_pk: int | None) -> dict[str, Any]:
+        """The row this node is stored as, with a new UUID and the time now."""
+        ctime = models.utcnow()
+        return {
+            "uuid": models.new_uuid(),
             "ctime": ctime,
             "mtime": ctime,
             "node_type": self.node_type,
@@ -340,30 +369,65 @@ class Node:
             "description": self.description,
             "attributes": self._attributes,
             "extras": self._extras,
-            "user_id": get_default_user().pk,
+            "user_id": user_pk,
             **self._row_values(),
         }
-        table = models.Node.__table__
+
+    def store(
+        self, incoming: Iterable[tuple[Node, str, str]] = (), *, together: Iterable[Node] = ()
+    ) -> Node:
+        """Write the node once; storing again is a no-op.
+
+        ``incoming`` links (source, link type, label) of stored nodes are written in the same
+        transaction, so no reader (and no worker that dies) ever sees the node without them.
+        ``together``: nodes stored first, in the same statement (the unstored ones among a
+        process's inputs: one INSERT for them and the process); they may be sources of
+        ``incoming``.
+        """
+        if self.is_stored:
+            return self
+
+        # dict.fromkeys: one row for a node given twice (the same input on two ports).
+        nodes = [n for n in dict.fromkeys(together) if not n.is_stored and n is not self]
+        nodes.append(self)
+        user_pk = get_default_user().pk
+        rows = _uniform([node._new_row(user_pk) for node in nodes])
+        # Through the table, not the mapped classes: no unit of work to flush.
         with get_storage().session() as session:
+            # On the session's connection: the ORM's execution path cost more than the
+            # INSERT itself, and there is nothing of the ORM's in it.
+            connection = session.connection()
             try:
-                pk = session.execute(table.insert().values(row).returning(table.c.id)).scalar_one()
+                if len(rows) == 1:
+                    result = connection.execute(_insert_statement(tuple(rows[0])), rows[0])
+                else:  # one INSERT ... VALUES (...), (...) RETURNING
+                    result = connection.execute(_insert_many_statement(), rows)
+                pks = {uuid: pk for pk, uuid in result}
             except sa.exc.StatementError as exc:
                 if isinstance(exc.orig, ValueError):  # NaN or Infinity in the attributes
-                    raise ValueError(f"{self!r} cannot be stored: {exc.orig}.") from None
+                    what = repr(self) if len(nodes) == 1 else f"{self!r} or one of its inputs"
+                    raise ValueError(f"{what} cannot be stored: {exc.orig}.") from None
                 raise
-            stored = pk, uuid, ctime
+            pk = pks[rows[-1]["uuid"]]
+            pk_of = {id(node): pks[row["uuid"]] for node, row in zip(nodes, rows, strict=True)}
             links = [
-                {"input_id": source.pk, "output_id": pk, "label": label, "link_type": link_type}
+                {
+                    "input_id": pk_of.get(id(source)) or source.pk,
+                    "output_id": pk,
+                    "label": label,
+                    "link_type": link_type,
+                }
                 for source, link_type, label in incoming
             ]
             if links:
-                session.execute(models.Link.__table__.insert(), links)
-        # Only once written: a failed write leaves the node unstored, to be stored again (in
+                connection.execute(models.Link.__table__.insert(), links)
+        # Only once written: a failed write leaves the nodes unstored, to be stored again (in
         # a storage transaction, a failed commit ends the step, whose objects are dropped).
-        self._pk, self._uuid, self._ctime = stored
-        if self._pending_files:
-            self._store_files(self._pending_files, new=True)
-            self._pending_files = {}
+        for node, row in zip(nodes, rows, strict=True):
+            node._pk, node._uuid, node._ctime = pks[row["uuid"]], row["uuid"], row["ctime"]
+            if node._pending_files:
+                node._store_files(node._pending_files, new=True)
+                node._pending_files = {}
         return self
 
     @classmethod

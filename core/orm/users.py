@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import functools
 import getpass
 from dataclasses import dataclass
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -20,20 +20,21 @@ class User:
     email: str
 
 
-_default: tuple[str, User] | None = None
-
-# A daemon started without LOGNAME or USER looks the name up in the password database each
-# time; every node stored asks for it.
-_login_name = functools.cache(getpass.getuser)
+_default: tuple[tuple[str, Any], User] | None = None
 
 
 def get_default_user() -> User:
     """The profile's user (``user.email``), created on first use."""
     global _default
     profile = get_profile()
-    email = profile.get_option("user.email") or f"{_login_name()}@localhost"
-    if _default is not None and _default[0] == f"{profile.name}:{email}":
+    option = profile.get_option("user.email")
+    # Keyed by the option as set, not the email it gives: without one, the login name is
+    # looked up (a passwd read) only when the profile or the option changed. Every node
+    # stored asks for the user.
+    key = (profile.name, option)
+    if _default is not None and _default[0] == key:
         return _default[1]
+    email = option or f"{getpass.getuser()}@localhost"
     with get_storage().session() as session:
         row = session.scalar(sa.select(models.User).where(models.User.email == email))
         if row is None:
@@ -41,5 +42,5 @@ def get_default_user() -> User:
             session.add(row)
             session.flush()
         user = User(row.id, row.email)
-    _default = (f"{profile.name}:{email}", user)
+    _default = (key, user)
     return user

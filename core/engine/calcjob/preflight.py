@@ -10,10 +10,15 @@ from veglia.orm.users import get_default_user
 __all__ = ["check_computer"]
 
 
-def check_computer(computer: Computer) -> None:
+def check_computer(computer: Computer, known_configured: bool = False) -> None:
     """The computer is configured for the user; one that needs no configuration
-    (``core.local``) is configured now."""
-    if computer.is_configured():
+    (``core.local``) is configured now.
+
+    ``known_configured``: a recent read found it configured (a cache of the runner's, which
+    this process's own changes clear): then it is not read again. Not configured is never
+    taken from a cache, so `veglia computer configure` in another shell takes at once.
+    """
+    if known_configured or computer.is_configured():
         return
     if computer.needs_no_configuration:
         computer.configure()

@@ -46,7 +46,7 @@ from veglia.entry_points import ParserFactory
 from veglia.exceptions import TransportError, TransportTaskFailed, UnsafeWorkdirError
 from veglia.manage import get_profile, get_storage
 from veglia.orm import attributes as attr
-from veglia.orm.computers import Code, Computer, load_computer
+from veglia.orm.computers import Code, Computer
 from veglia.orm.data import FolderData, RemoteData
 from veglia.orm.process_nodes import CalcJobNode
 from veglia.plugin_manager import get_plugin_manager
@@ -166,7 +166,8 @@ class CalcJob(Process):
                 label = self.metadata.get("computer") or get_profile().get_option(
                     "computer.default"
                 )
-                computer = load_computer(label)
+                # Through the runner's cache: a loop of submissions reads it once a second.
+                computer = get_runner().computers.by_label(label).computer
         if computer.pk is not None:
             computer = get_runner().current_computer(computer)
         self.__dict__["_computer"] = computer
@@ -174,7 +175,9 @@ class CalcJob(Process):
 
     def prepare_node(self, node: Any) -> None:
         computer = self.computer
-        check_computer(computer)
+        assert computer.pk is not None
+        # Known configured (as of the runner's last read) spares a query per submission.
+        check_computer(computer, get_runner().computers.current(computer).configured)
         node.computer_pk = computer.pk
         attributes = {
             attr.OPTIONS: plain_data(self.options),

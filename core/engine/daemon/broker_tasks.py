@@ -209,6 +209,11 @@ def get_controller() -> Any:
 
 @atexit.register
 def _close() -> None:
+    # Lazy: it imports this module. Submitted tasks the broker has yet to confirm first
+    # (even with no communicator left: a refused task is then sent again on a new one).
+    from veglia.engine.daemon.task_pipeline import get_pipeline
+
+    get_pipeline().flush()
     for communicator in _communicators.values():
         with contextlib.suppress(Exception):  # at interpreter exit: nothing left to tell
             communicator.close()
