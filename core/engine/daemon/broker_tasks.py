@@ -120,7 +120,7 @@ def _drop_foreign_tasks(communicator: Any, profile: Profile) -> None:
     A veglia task is then held as its delivery tag until its process ends (see
     :mod:`~veglia.engine.daemon.held_tasks`).
     """
-
+    # Lazy: held_tasks imports kiwipy, which only a worker's communicator loads.
     from veglia.engine.daemon.held_tasks import hold
 
     async def install() -> None:
