@@ -64,6 +64,31 @@ checkpoints as a worker does) went from 43,300 to 32,300 Python calls per job.
     thread, the 0.1 s poll loop), reads that could share the step's transaction (computer,
     authinfo, the caching hash's file lists).
 
+    Workers, second round (another machine of the same kind, whose CPU was slower: the
+    figures above are not comparable with these). With ``VEGLIA_BENCH_SQL=1`` the probe
+    counts each statement and commit by the veglia functions it came from: a job's steps
+    outside its state changes each committed on their own (taking the process and its
+    lease, reading the checkpoint and each input node, the caching hash's reads, each
+    write of the retrieval and of the parsing, the computer read again for Fusion). Each
+    phase is now one transaction, plumpy's two decodings of the inputs share one read of
+    each node, ``collect_trace`` hooks get the job's computer, the repository checks its
+    folders once per process and writes no blob it has, node attributes are copied as
+    JSON data rather than through ``copy.deepcopy``, and the login name is looked up once:
+
+                              before (5460edf)     after
+    workers per job           42.5 statements,     39.3 statements, 17.2 commits
+                              33.4 commits
+    300 jobs, back to back,   9.9 and 10.3 jobs/s  12.6 and 11.9 jobs/s
+    with other work running   (whole machine 168-188 ms/job; after: 129-136)
+    500 jobs, quiet           -                    17.0, 17.5 and 17.1 jobs/s; workers
+                                                   56-57 ms CPU a job, whole machine ~90
+
+    py-spy on a worker (all threads) put its main thread at about 80% of its samples and
+    kiwipy's thread at 15-18%; under cProfile SQLAlchemy's own code is about a third of
+    the main thread. Next: statements and sessions without SQLAlchemy's per-call overhead
+    on the hot path (each ORM session with its commit costs ~10 times a bare sqlite3
+    commit), fewer checkpoints' worth of plumpy work.
+
     Submission (issue 16: 10,000 submissions under 20 s, ~1.5 ms of CPU a job). The same
     ``--submit-only 10000``, before (5460edf) and after, back to back, twice, on a busy
     machine (load average 2 to 4.2; other sessions' Python processes held most of both
