@@ -82,6 +82,7 @@ checkpoints as a worker does) went from 43,300 to 32,300 Python calls per job.
     with other work running   (whole machine 168-188 ms/job; after: 129-136)
     500 jobs, quiet           -                    17.0, 17.5 and 17.1 jobs/s; workers
                                                    56-57 ms CPU a job, whole machine ~90
+    aiida-core, same run      -                    0.59 jobs/s: 28.7x (first machine 22x)
 
     py-spy on a worker (all threads) put its main thread at about 80% of its samples and
     kiwipy's thread at 15-18%; under cProfile SQLAlchemy's own code is about a third of
