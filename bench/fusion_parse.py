@@ -50,7 +50,7 @@ def main() -> None:
             start = time.perf_counter()
             for _ in range(args.n):
                 record = TraceRecord(task_id=1, name="t", process="p")
-                collect_trace(node=node, transport=transport, record=record)
+                collect_trace(node=node, transport=transport, record=record, computer=None)
             ours = (time.perf_counter() - start) / args.n
         assert record.gpu_metrics == json.loads(raw)["gpu"]
         start = time.perf_counter()
