@@ -210,3 +210,14 @@ def test_a_task_held_otherwise_goes_to_kiwipy(no_reply, subscribers):
         assert channel.acked == []
 
     asyncio.run(scenario())
+
+
+def test_a_task_goes_to_kiwipy_when_its_consumer_lacks_the_subscriber_table():
+    """A kiwipy whose consumer keeps its subscribers elsewhere: its own path, no error."""
+
+    async def scenario() -> None:
+        channel, message, _consumer, hold = _held(lambda: None)
+        assert not await hold(SimpleNamespace(), message, {"pid": 1}, True)
+        assert channel.acked == []
+
+    asyncio.run(scenario())

@@ -33,7 +33,8 @@ _ACKS: set[asyncio.Task] = set()
 async def hold(consumer: Any, message: Any, task: Any, no_reply: bool) -> bool:
     """Hand ``task`` to the consumer's one subscriber and keep only what acknowledging it
     needs; False (nothing done) when kiwipy's own path must take the message."""
-    subscribers = list(consumer._subscribers.values())
+    # kiwipy's private table (0.8 and 0.9, which pyproject allows): without it, its own path.
+    subscribers = list(getattr(consumer, "_subscribers", {}).values())
     if not no_reply or len(subscribers) != 1:
         return False
     try:
