@@ -325,6 +325,12 @@ def bench_veglia(n: int, workers: int, profile_workers: bool) -> dict[str, Any]:
         "worker_messages_per_job": sum(r["published"] for r in records) / n,
         **cost,
     }
+    statements: dict[str, int] = {}
+    for record in records:  # VEGLIA_BENCH_SQL=1: each statement's text and callers
+        for key, count in record.get("sql", {}).items():
+            statements[key] = statements.get(key, 0) + count
+    if statements:
+        result["sql_per_job"] = {key: count / n for key, count in statements.items()}
     if profile_workers:
         result["profile"] = [str(Path(probe_dir) / f"{pid}.prof") for pid in pids]
     else:
@@ -500,6 +506,10 @@ def report(n: int, workers: int, r: dict[str, Any]) -> None:
         f"messages; workers {r['worker_statements_per_job']:.1f} statements, "
         f"{r['worker_commits_per_job']:.1f} commits, {r['worker_messages_per_job']:.1f} messages"
     )
+    if r.get("sql_per_job"):
+        print("  workers' statements and commits per job, by the veglia code they came from:")
+        for key, count in sorted(r["sql_per_job"].items(), key=lambda item: -item[1])[:50]:
+            print(f"    {count:5.2f}  {key}")
     for path in r.get("profile", []):
         if Path(path).exists():
             print(f"\n--- cProfile of worker ({path}), main thread, by own time")

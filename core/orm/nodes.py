@@ -155,6 +155,40 @@ def _uniform(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{name: row.get(name) for name in columns} for row in rows]
 
 
+# The statements of a job's every step, built once: building one (and its cache key) cost
+# about as much as running it.
+_NODES = models.Node.__table__
+_FILES = models.RepositoryFile.__table__
+_LINKS = models.Link.__table__
+_NODE_BY_PK = sa.select(_NODES).where(_NODES.c.id == sa.bindparam("key"))
+_NODE_BY_UUID = sa.select(_NODES).where(_NODES.c.uuid == sa.bindparam("key"))
+_FILES_OF_NODE = (
+    sa.select(_FILES).where(_FILES.c.node_id == sa.bindparam("node_id")).order_by(_FILES.c.path)
+)
+_FILES_DELETE = _FILES.delete().where(
+    _FILES.c.node_id == sa.bindparam("node_id"),
+    _FILES.c.path.in_(sa.bindparam("paths", expanding=True)),
+)
+_FILES_INSERT = _FILES.insert()
+_LINK_INSERT = _LINKS.insert()
+
+
+@functools.lru_cache(maxsize=8)
+def _linked_statement(incoming: bool, link_types: tuple[str, ...]) -> Any:
+    """The nodes linked into (or out of) node ``:pk`` by these link types, in link order."""
+    mine, other = (
+        (_LINKS.c.output_id, _LINKS.c.input_id)
+        if incoming
+        else (_LINKS.c.input_id, _LINKS.c.output_id)
+    )
+    return (
+        sa.select(_LINKS.c.label.label("link_label"), _LINKS.c.link_type, _NODES)
+        .join(_NODES, _NODES.c.id == other)
+        .where(mine == sa.bindparam("pk"), _LINKS.c.link_type.in_(link_types))
+        .order_by(_LINKS.c.id)
+    )
+
+
 class Node:
     """A vertex of the provenance graph."""
 
@@ -266,8 +300,8 @@ class Node:
             for i, (path, value) in enumerate(zip(paths, values.values(), strict=True)):
                 params[f"k{i}"], params[f"v{i}"] = path, json.dumps(value, allow_nan=False)
         statement = _patch_statement(dialect, column, len(values), len(removed))
-        with get_storage().session() as session:
-            result = session.connection().execute(statement, params).scalar_one()
+        with get_storage().connection() as connection:
+            result = connection.execute(statement, params).scalar_one()
         return self._decoded(result if isinstance(result, dict) else json.loads(result))
 
     def _decoded(self, column: dict[str, Any] | None) -> dict[str, Any]:
@@ -286,10 +320,8 @@ class Node:
             self._extras[key] = _copy(value)
 
     def _update_row(self, **columns: Any) -> None:
-        with get_storage().session() as session:
-            session.connection().execute(
-                _update_statement(tuple(columns)), {"node_pk": self.pk, **columns}
-            )
+        with get_storage().connection() as connection:
+            connection.execute(_update_statement(tuple(columns)), {"node_pk": self.pk, **columns})
 
     # -- files ---------------------------------------------------------------------------
     def put_object_from_bytes(self, path: str, content: bytes) -> None:
@@ -316,26 +348,17 @@ class Node:
         for path, content in files.items():
             sha256, size = storage.repository.put_bytes(content)
             records.append({"node_id": self.pk, "path": path, "sha256": sha256, "size": size})
-        table = models.RepositoryFile.__table__
-        with storage.session() as session:
+        with storage.connection() as connection:
             if not new:
-                session.execute(
-                    table.delete().where(table.c.node_id == self.pk, table.c.path.in_(files))
-                )
-            session.execute(table.insert(), records)
+                connection.execute(_FILES_DELETE, {"node_id": self.pk, "paths": list(files)})
+            connection.execute(_FILES_INSERT, records)
 
-    def list_objects(self) -> list[models.RepositoryFile]:
-        """The node's files with their hashes and sizes, sorted by path."""
+    def list_objects(self) -> list[Any]:
+        """The node's files (rows with ``path``, ``sha256`` and ``size``), sorted by path."""
         if not self.is_stored:
             return []
-        with get_storage().session() as session:
-            return list(
-                session.scalars(
-                    sa.select(models.RepositoryFile)
-                    .where(models.RepositoryFile.node_id == self.pk)
-                    .order_by(models.RepositoryFile.path)
-                )
-            )
+        with get_storage().connection() as connection:
+            return list(connection.execute(_FILES_OF_NODE, {"node_id": self.pk}))
 
     def list_object_names(self) -> list[str]:
         if not self.is_stored:
@@ -392,11 +415,9 @@ class Node:
         nodes.append(self)
         user_pk = get_default_user().pk
         rows = _uniform([node._new_row(user_pk) for node in nodes])
-        # Through the table, not the mapped classes: no unit of work to flush.
-        with get_storage().session() as session:
-            # On the session's connection: the ORM's execution path cost more than the
-            # INSERT itself, and there is nothing of the ORM's in it.
-            connection = session.connection()
+        # Through the table, not the mapped classes: no unit of work to flush, and no ORM
+        # execution path (it cost more than the INSERT itself).
+        with get_storage().connection() as connection:
             try:
                 if len(rows) == 1:
                     result = connection.execute(_insert_statement(tuple(rows[0])), rows[0])
@@ -448,22 +469,13 @@ class Node:
     # -- links ---------------------------------------------------------------------------
     def add_incoming(self, source: Node, link_type: str, label: str) -> None:
         values = {"input_id": source.pk, "output_id": self.pk, "label": label}
-        with get_storage().session() as session:
-            session.execute(models.Link.__table__.insert(), {**values, "link_type": link_type})
+        with get_storage().connection() as connection:
+            connection.execute(_LINK_INSERT, {**values, "link_type": link_type})
 
     def _linked(self, incoming: bool, link_types: tuple[str, ...]) -> list[tuple[str, str, Node]]:
-        link = models.Link
-        mine, other = (
-            (link.output_id, link.input_id) if incoming else (link.input_id, link.output_id)
-        )
-        with get_storage().session() as session:
-            rows = session.execute(
-                sa.select(link.label, link.link_type, models.Node)
-                .join(models.Node, models.Node.id == other)
-                .where(mine == self.pk, link.link_type.in_(link_types))
-                .order_by(link.id)
-            ).all()
-        return [(label, link_type, Node._from_row(row)) for label, link_type, row in rows]
+        with get_storage().connection() as connection:
+            rows = connection.execute(_linked_statement(incoming, link_types), {"pk": self.pk})
+            return [(row.link_label, row.link_type, Node._from_row(row)) for row in rows]
 
     @property
     def inputs(self) -> LinkedNodes:
@@ -526,15 +538,16 @@ def node_type_class(node_type: str) -> type[Node]:
 
 def load_node(identifier: int | str) -> Node:
     """A stored node by pk, or by UUID (or a unique UUID prefix)."""
-    with get_storage().session() as session:
-        # By pk or a whole UUID (as checkpoints hold), a row of the table: no ORM object to
-        # build. By the unique index, which SQLite's LIKE for a prefix cannot use.
-        table = models.Node.__table__
-        if isinstance(identifier, int) or str(identifier).isdigit():
-            row = session.execute(sa.select(table).where(table.c.id == int(identifier))).first()
-        elif len(str(identifier)) == _UUID_LENGTH:
-            row = session.execute(sa.select(table).where(table.c.uuid == identifier)).first()
-        else:
+    # By pk or a whole UUID (as checkpoints hold), a row of the table: no ORM object to
+    # build. By the unique index, which SQLite's LIKE for a prefix cannot use.
+    if isinstance(identifier, int) or str(identifier).isdigit():
+        with get_storage().connection() as connection:
+            row = connection.execute(_NODE_BY_PK, {"key": int(identifier)}).first()
+    elif len(str(identifier)) == _UUID_LENGTH:
+        with get_storage().connection() as connection:
+            row = connection.execute(_NODE_BY_UUID, {"key": identifier}).first()
+    else:
+        with get_storage().session() as session:
             rows = session.scalars(
                 sa.select(models.Node).where(models.Node.uuid.startswith(str(identifier))).limit(2)
             ).all()

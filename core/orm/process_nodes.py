@@ -37,13 +37,17 @@ from veglia.orm.attributes import (
     USAGE,
     WAITING_FOR,
 )
-from veglia.orm.nodes import Node, shared_strings
+from veglia.orm.nodes import _NODE_BY_PK, _NODES, Node, shared_strings
 from veglia.storage import models
 
 __all__ = ["TERMINAL_STATES", "CalcJobNode", "ProcessNode", "WorkflowNode"]
 
 #: The states a process ends in.
 TERMINAL_STATES = ("finished", "killed", "excepted")
+
+
+_CHECKPOINT_OF = sa.select(_NODES.c.checkpoint).where(_NODES.c.id == sa.bindparam("pk"))
+_LOG_INSERT = models.Log.__table__.insert()
 
 
 class ProcessNode(Node):
@@ -82,9 +86,8 @@ class ProcessNode(Node):
 
     def refresh(self) -> ProcessNode:
         """Re-read the state written by the engine (possibly in another process)."""
-        with get_storage().session() as session:
-            table = models.Node.__table__
-            row = session.execute(sa.select(table).where(table.c.id == self.pk)).first()
+        with get_storage().connection() as connection:
+            row = connection.execute(_NODE_BY_PK, {"key": self.pk}).first()
             assert row is not None
             self._attributes = self._decoded(row.attributes)
             self._extras = self._decoded(row.extras)
@@ -104,10 +107,8 @@ class ProcessNode(Node):
         self._update_row(process_state=state, checkpoint=checkpoint)
 
     def get_checkpoint(self) -> str | None:
-        with get_storage().session() as session:
-            return session.scalar(
-                sa.select(models.Node.checkpoint).where(models.Node.id == self.pk)
-            )
+        with get_storage().connection() as connection:
+            return connection.execute(_CHECKPOINT_OF, {"pk": self.pk}).scalar()
 
     @property
     def mtime(self) -> datetime | None:
@@ -163,8 +164,8 @@ class ProcessNode(Node):
 
     def add_log(self, level: str, message: str, **details: Any) -> None:
         row = {"node_id": self.pk, "levelname": level, "loggername": "veglia", "message": message}
-        with get_storage().session() as session:  # the table: no unit of work to flush
-            session.execute(models.Log.__table__.insert(), {**row, "details": details})
+        with get_storage().connection() as connection:  # the table: no unit of work to flush
+            connection.execute(_LOG_INSERT, {**row, "details": details})
 
     @property
     def logs(self) -> list[models.Log]:

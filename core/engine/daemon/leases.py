@@ -109,25 +109,39 @@ def _local_holder_gone(worker: str, pid: int) -> bool:
     return status.rsplit(b")", 1)[-1].split()[:1] == [b"Z"]  # a zombie runs nothing
 
 
+@functools.lru_cache(maxsize=2)
+def _insert_lease(dialect: str) -> Any:
+    """The lease for a process none holds, built once (a worker takes one for every job)."""
+    now = _now()
+    columns = ("process_id", "worker", "host", "pid")
+    return (
+        get_storage()
+        .insert(ProcessLease.__table__)
+        .values(**{name: sa.bindparam(name) for name in columns}, heartbeat=now, acquired=now)
+        .on_conflict_do_nothing()
+    )
+
+
+_RELEASE = sa.delete(ProcessLease).where(
+    ProcessLease.process_id == sa.bindparam("pk"), ProcessLease.worker == sa.bindparam("worker")
+)
+
+
 def acquire(pk: int, worker: WorkerId, timeout: float) -> bool:
     """Take the lease on process ``pk`` for ``worker``; False when another worker holds it."""
-    now = _now()
     values = {
         "process_id": pk,
         "worker": str(worker),
         "host": worker.host,
         "pid": worker.pid,
     }
-    with get_storage().session() as session:
-        inserted = session.execute(
-            get_storage()
-            .insert(ProcessLease.__table__)
-            .values(**values, heartbeat=now, acquired=now)
-            .on_conflict_do_nothing()
-        )
+    storage = get_storage()
+    with storage.connection() as connection:
+        inserted = connection.execute(_insert_lease(storage.engine.dialect.name), values)
         if inserted.rowcount == 1:
             return True
-        row = session.execute(
+        now = _now()
+        row = connection.execute(
             sa.select(
                 ProcessLease.worker,
                 ProcessLease.host,
@@ -141,7 +155,7 @@ def acquire(pk: int, worker: WorkerId, timeout: float) -> bool:
         if not (mine or row.expired or _local_holder_gone(row.worker, row.pid)):
             return False
         # Compare and swap on the holder seen: of two workers taking over, one wins.
-        taken = session.execute(
+        taken = connection.execute(
             sa.update(ProcessLease)
             .where(ProcessLease.process_id == pk, ProcessLease.worker == row.worker)
             .values(**values, heartbeat=now, acquired=ProcessLease.acquired if mine else now)
@@ -170,12 +184,8 @@ def renew(worker: WorkerId, pks: Iterable[int]) -> set[int]:
 
 
 def release(pk: int, worker: WorkerId) -> None:
-    with get_storage().session() as session:
-        session.execute(
-            sa.delete(ProcessLease).where(
-                ProcessLease.process_id == pk, ProcessLease.worker == str(worker)
-            )
-        )
+    with get_storage().connection() as connection:
+        connection.execute(_RELEASE, {"pk": pk, "worker": str(worker)})
 
 
 def holder(pk: int, timeout: float) -> Lease | None:
