@@ -221,3 +221,43 @@ def test_a_task_goes_to_kiwipy_when_its_consumer_lacks_the_subscriber_table():
         assert channel.acked == []
 
     asyncio.run(scenario())
+
+
+def test_rpc_keys_are_bound_without_stalling_the_worker_and_in_the_order_asked():
+    """After the first (which declares the queue), a process's RPC key is bound and unbound
+    on kiwipy's loop while the worker goes on; an unbind never overtakes its bind."""
+    import threading
+
+    from pytray.aiothreads import LoopScheduler
+
+    from veglia.engine.daemon.rpc_queue import SharedRpcQueue
+
+    released = threading.Event()
+    done: list[str] = []
+
+    class Recording(SharedRpcQueue):
+        async def _bind(self, key: str) -> None:
+            if self._queue is None:
+                self._queue = object()
+            elif key == "slow":  # held until the worker has gone on
+                await asyncio.get_running_loop().run_in_executor(None, released.wait, 10)
+            done.append(f"bind {key}")
+
+        async def _unbind(self, key: str) -> None:
+            done.append(f"unbind {key}")
+
+    scheduler = LoopScheduler(name="test kiwipy loop")
+    scheduler.start()
+    try:
+        queue = Recording(SimpleNamespace(_loop_scheduler=scheduler))
+        queue.add(object(), 1)
+        assert done == ["bind 1"]  # the first is waited for
+        queue.add(object(), "slow")
+        queue.remove("slow")
+        assert done == ["bind 1"]  # neither waited for: the bind is still held
+        released.set()
+        queue._last.result(timeout=10)
+        assert done == ["bind 1", "bind slow", "unbind slow"]
+    finally:
+        released.set()
+        scheduler.close()

@@ -6,6 +6,12 @@ of client objects each. Here the worker declares one queue and binds it once per
 (``rpc.<pid>``, the routing key senders already use); a message goes to the process its
 routing key names. Senders see no difference.
 
+Binding and unbinding a process's key are not waited for (only the first bind, which
+declares the queue): each is a broker round trip the worker's loop would otherwise stall
+for at every process start and end. They run on kiwipy's loop in the order they were
+asked for. Until a bind is done, an RPC to that process finds no route, as it did before
+while the process was loading: the sender says so and the user tries again.
+
 A subscriber is kept as given (a process's bound method) and wrapped for kiwipy when a
 message comes: the wrappers, built at each process start, were about 1.5 kB per process
 held for as long as it runs, and RPCs are rare.
@@ -13,6 +19,10 @@ held for as long as it runs, and RPCs are rare.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import functools
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -20,6 +30,8 @@ import kiwipy
 from kiwipy.rmq import defaults
 
 __all__ = ["SharedRpcQueue"]
+
+LOGGER = logging.getLogger("veglia.broker")
 
 
 class SharedRpcQueue:
@@ -32,6 +44,8 @@ class SharedRpcQueue:
         self._convert = convert
         self._subscribers: dict[str, Any] = {}
         self._queue: Any = None
+        #: The last bind or unbind handed to kiwipy's loop: the next one runs after it.
+        self._last: Any = None
 
     def add(self, subscriber: Any, identifier: Any) -> str:
         """As kiwipy's ``add_rpc_subscriber``: ``subscriber(communicator, message)``."""
@@ -39,7 +53,10 @@ class SharedRpcQueue:
         if key in self._subscribers:
             raise kiwipy.DuplicateSubscriberIdentifier(f"RPC identifier '{key}'")
         self._subscribers[key] = subscriber
-        try:
+        if self._queue is not None:
+            self._in_order(self._bind(key), key, "bind")
+            return key
+        try:  # the first: the queue is declared and consumed before anything else
             self._await(self._bind(key))
         except BaseException:
             self._subscribers.pop(key, None)
@@ -50,7 +67,22 @@ class SharedRpcQueue:
         key = str(identifier)
         if self._subscribers.pop(key, None) is None:
             raise ValueError(f"Unknown subscriber '{key}'")
-        self._await(self._unbind(key))
+        self._in_order(self._unbind(key), key, "unbind")
+
+    def _in_order(self, coroutine: Any, key: str, what: str) -> None:
+        """Run ``coroutine`` on kiwipy's loop once the operations asked for before it are
+        done, without waiting for it."""
+        previous = self._last
+
+        async def after_previous() -> None:
+            if previous is not None:
+                with contextlib.suppress(BaseException):
+                    await asyncio.wrap_future(previous)
+            await coroutine
+
+        future = self._communicator._loop_scheduler.await_submit(after_previous())
+        future.add_done_callback(functools.partial(_log_failure, key, what))
+        self._last = future
 
     def _await(self, coroutine: Any) -> Any:
         return self._communicator._loop_scheduler.await_(coroutine)
@@ -83,6 +115,14 @@ class SharedRpcQueue:
             subscriber = self._communicator._wrap_subscriber(self._convert(subscriber))
         # kiwipy's own handling: acknowledge, decode, call, and send the reply back.
         await (await self._messages())._on_rpc(subscriber, message)
+
+
+def _log_failure(key: str, what: str, future: Any) -> None:
+    if future.cancelled():
+        return
+    error = future.exception()
+    if error is not None:  # the broker connection went: the worker's tasks come back anyway
+        LOGGER.warning("could not %s the RPC key of process %s: %s", what, key, error)
 
 
 def _gone(_communicator: Any, _message: Any) -> None:
