@@ -90,6 +90,28 @@ checkpoints as a worker does) went from 43,300 to 32,300 Python calls per job.
     on the hot path (each ORM session with its commit costs ~10 times a bare sqlite3
     commit), fewer checkpoints' worth of plumpy work.
 
+    Workers, third round (a third machine). py-spy (all threads, ``-r 200``, 500 jobs) put
+    SQLAlchemy's own Python code at 26% of a worker's samples and SQLite's at 16%: every
+    step's writes went through an ORM session (created, joined, flushed, expunged and
+    committed per transaction block) though nearly all of them are Core statements, and
+    reads built their statement each time. A transaction block now holds a Core
+    connection, with an ORM session made on it only for the blocks that ask for one;
+    node updates and patches, node, file and checkpoint reads, links, logs and leases run
+    on it (``StorageBackend.connection``), through statements built once. After it,
+    SQLAlchemy's Python code was 15% of the samples. Back to back, 300 jobs, twice:
+
+                              before (5907937)     after
+    throughput                20.6 and 18.1 jobs/s 25.3 and 21.9 jobs/s
+    workers' CPU ms/job       41.8 and 52.3        33.5 and 42.0
+    500 jobs, same run as     -                    20.9 jobs/s; aiida-core 0.75: 27.8x
+    --aiida
+
+    A process's RPC key is bound without the worker's loop waiting for the broker (about
+    4% more jobs/s, within the noise). What the profile shows now, by size: SQLite (about
+    a seventh), the job's files (sandbox, blobs and work directory, about a fifth, most of
+    it in the kernel), SQLAlchemy's per-statement overhead (a seventh), plumpy's
+    checkpoints and loading (about 8%), the kiwipy thread.
+
     Submission (issue 16: 10,000 submissions under 20 s, ~1.5 ms of CPU a job). The same
     ``--submit-only 10000``, before (5460edf) and after, back to back, twice, on a busy
     machine (load average 2 to 4.2; other sessions' Python processes held most of both
