@@ -40,6 +40,11 @@ afternoon). Before: 1,000 jobs 110.7 MB, 48.2 kB per job (43.1 kB marginal); 2,0
 to 10,000 jobs (the RSS at 2,000 plus 8,000 times the marginal cost): before about 475 MB,
 after about 305 MB, under the 400 MB target.
 
+Measured whole, 10,000 jobs, on another machine of the same kind, quiet: supervisor 19.8 MB
+(221 modules), worker idle 63.5 MB, with 10,000 waiting jobs 309.8 MB: 25.2 kB per job over
+idle, 24.3 kB past the first tenth. Submitted in 32 s; all waiting 6 minutes after the
+start; the worker's RSS was flat from 8,300 waiting jobs on.
+
 Where a waiting job's memory goes (``daemon_memory_trace.py 100 300``: a worker under
 tracemalloc, 25 frames, the difference between 100 and 300 waiting jobs, per job).
 Before, 33.5 kB traced: plumpy 12.5 kB, of which 5 kB the chain of futures its
