@@ -412,3 +412,50 @@ def test_a_transaction_commits_its_sessions_together_or_not_at_all(storage, stor
         add("tx-e")  # runs on a session of its own, as plumpy's EXCEPTED record does
     assert "tx-d" not in seen()
     observer.close()
+
+
+def test_connection_blocks_share_the_transaction_with_session_blocks(
+    storage, storage_url, tmp_path
+):
+    """The engine's Core writes (``connection()``) and ORM writes (``session()``) in one
+    transaction block commit together; a failed Core write, even caught, fails the block
+    and undoes the ORM write made before it."""
+    observer = StorageBackend(storage_url, tmp_path / "observer")
+    table = Node.__table__
+
+    def seen() -> set[str]:
+        with observer.connection() as connection:
+            labels = connection.execute(sa.select(table.c.label).where(table.c.label.like("cx-%")))
+            return set(labels.scalars())
+
+    def add_core(label: str) -> None:
+        with storage.connection() as connection:
+            connection.execute(
+                table.insert().values(node_type="data.int", label=label, attributes={}, extras={})
+            )
+
+    def add_orm(label: str) -> None:
+        with storage.session() as session:
+            session.add(Node(node_type="data.int", label=label, attributes={}))
+
+    with storage.transaction():
+        add_orm("cx-a")
+        add_core("cx-b")
+        assert seen() == set()
+    assert seen() == {"cx-a", "cx-b"}
+
+    add_core("cx-c")  # outside a block: committed at once
+    assert "cx-c" in seen()
+
+    with storage.connection() as connection:
+        taken = connection.execute(sa.select(table.c.uuid).where(table.c.label == "cx-a")).scalar()
+    with pytest.raises(sa.exc.IntegrityError), storage.transaction():
+        add_orm("cx-d")
+        with contextlib.suppress(sa.exc.IntegrityError), storage.connection() as connection:
+            connection.execute(  # a UUID taken: this write fails, and is caught
+                table.insert().values(node_type="data.int", label="cx-x", uuid=taken, attributes={})
+            )
+        add_core("cx-e")  # on a connection of its own, committed
+    assert "cx-d" not in seen()
+    assert "cx-e" in seen()
+    observer.close()
