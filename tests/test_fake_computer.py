@@ -125,3 +125,32 @@ def test_a_job_the_fake_cluster_kills_for_memory_fails_as_out_of_memory(fake_com
     assert not errors, errors
     codes = CalculationFactory("core.shell").exit_codes
     assert node.exit_status == codes.ERROR_SCHEDULER_OUT_OF_MEMORY.status, node.exit_message
+
+
+def test_a_memory_kill_wins_over_the_exit_status_the_killed_command_left(fake_computer, tmp_path):
+    """The batch system killed the command for memory, and the job script lived on long
+    enough to record its exit status (137: killed by signal 9), as SLURM's OverMemoryKill
+    sometimes allows. The job is out of memory, not "exited with status 137": a restart
+    policy then gives it more memory."""
+    from veglia import engine, orm
+    from veglia.entry_points import CalculationFactory
+
+    cluster = FakeScheduler.cluster
+
+    def kill_the_command() -> None:
+        job_id = cluster.wait_for_submission()
+        cluster.set_state(job_id, JobState.RUNNING)
+        with FakeTransport(root=str(tmp_path / "computer")) as transport:
+            cluster.run(job_id, transport)  # the script writes the command's 137
+        cluster.finish(job_id, exit_code=0, failure=JobFailure.OUT_OF_MEMORY)
+
+    thread, errors = _drive(kill_the_command)
+    builder = CalculationFactory("core.shell").get_builder()
+    builder.command = orm.Str("kill -9 $$")
+    builder.metadata.computer = "fake"
+    _, node = engine.run_get_node(builder)
+    thread.join(30)
+    assert not errors, errors
+    assert node.get_attribute("job_outcome")["exit_status"] == 137
+    codes = CalculationFactory("core.shell").exit_codes
+    assert node.exit_status == codes.ERROR_SCHEDULER_OUT_OF_MEMORY.status, node.exit_message

@@ -5,7 +5,7 @@ The transport work happens in the WAITING state, one command at a time (see
 step is checkpointed before the next begins; a process loaded from its checkpoint re-runs
 only the step it was in, and the steps are idempotent (see :mod:`~veglia.engine.calcjob.tasks`).
 
-At about 490 lines this is over the house's 450 on purpose: it is the one class whose methods
+At about 520 lines this is over the house's 450 on purpose: it is the one class whose methods
 are the checkpointed steps and what subclasses override; what could live elsewhere has
 moved out (options, holds, right-sizing, tracing, kill, caching, preflight, commands).
 """
@@ -56,6 +56,11 @@ from veglia.workdir_root import private_root
 __all__ = ["CalcJob", "TransportTaskFailed"]
 
 _ALWAYS_RETRIEVED = ["_scheduler-stdout.txt", "_scheduler-stderr.txt", tasks.EXIT_STATUS_FILE]
+
+
+def _ended_by_signal(exit_status: int | None) -> bool:
+    """The command recorded no exit status, or a shell's for a signal (128 + n)."""
+    return exit_status is None or exit_status > 128 or exit_status < 0
 
 
 class CalcJob(Process):
@@ -496,8 +501,11 @@ class CalcJob(Process):
                 return self.monitor_exit_code()
             return parser_code or ExitCode(0)  # the monitor asked to keep the parser's verdict
         # The scheduler's verdict (killed for memory, time) wins unless the parser found a
-        # failure of its own, which is more specific.
-        if parser_code is not None and parser_code.status != 0:
+        # failure of its own, which is more specific. Not when the command died with the
+        # kill (no exit status, or a signal's): what the parser saw is the kill's doing.
+        parser_failed = parser_code is not None and parser_code.status != 0
+        killed = scheduler_code is not None and _ended_by_signal(outcome.get("exit_status"))
+        if parser_failed and not killed:
             return parser_code
         return scheduler_code or ExitCode(0)
 
