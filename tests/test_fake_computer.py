@@ -11,6 +11,7 @@ import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -76,6 +77,22 @@ def _drive(job: Callable[[], None]) -> tuple[threading.Thread, list[BaseExceptio
     return thread, errors
 
 
+def _shell_job_on_the_fakes(command: str, cluster_side: Callable[[], None]) -> Any:
+    """Run a ``core.shell`` job on the fake computer while ``cluster_side`` drives its
+    scheduler job; the job's node."""
+    from veglia import engine, orm
+    from veglia.entry_points import CalculationFactory
+
+    thread, errors = _drive(cluster_side)
+    builder = CalculationFactory("core.shell").get_builder()
+    builder.command = orm.Str(command)
+    builder.metadata.computer = "fake"
+    _, node = engine.run_get_node(builder)
+    thread.join(30)
+    assert not errors, errors
+    return node
+
+
 def test_a_calc_job_runs_on_the_fakes_through_the_engine(fake_computer, tmp_path):
     from veglia import engine, orm
     from veglia.entry_points import CalculationFactory
@@ -107,7 +124,6 @@ def test_a_calc_job_runs_on_the_fakes_through_the_engine(fake_computer, tmp_path
 
 
 def test_a_job_the_fake_cluster_kills_for_memory_fails_as_out_of_memory(fake_computer):
-    from veglia import engine, orm
     from veglia.entry_points import CalculationFactory
 
     cluster = FakeScheduler.cluster
@@ -116,13 +132,7 @@ def test_a_job_the_fake_cluster_kills_for_memory_fails_as_out_of_memory(fake_com
         job_id = cluster.wait_for_submission()
         cluster.finish(job_id, exit_code=137, failure=JobFailure.OUT_OF_MEMORY)
 
-    thread, errors = _drive(kill_the_job)
-    builder = CalculationFactory("core.shell").get_builder()
-    builder.command = orm.Str("true")
-    builder.metadata.computer = "fake"
-    _, node = engine.run_get_node(builder)
-    thread.join(30)
-    assert not errors, errors
+    node = _shell_job_on_the_fakes("true", kill_the_job)
     codes = CalculationFactory("core.shell").exit_codes
     assert node.exit_status == codes.ERROR_SCHEDULER_OUT_OF_MEMORY.status, node.exit_message
 
@@ -132,7 +142,6 @@ def test_a_memory_kill_wins_over_the_exit_status_the_killed_command_left(fake_co
     enough to record its exit status (137: killed by signal 9), as SLURM's OverMemoryKill
     sometimes allows. The job is out of memory, not "exited with status 137": a restart
     policy then gives it more memory."""
-    from veglia import engine, orm
     from veglia.entry_points import CalculationFactory
 
     cluster = FakeScheduler.cluster
@@ -144,13 +153,7 @@ def test_a_memory_kill_wins_over_the_exit_status_the_killed_command_left(fake_co
             cluster.run(job_id, transport)  # the script writes the command's 137
         cluster.finish(job_id, exit_code=0, failure=JobFailure.OUT_OF_MEMORY)
 
-    thread, errors = _drive(kill_the_command)
-    builder = CalculationFactory("core.shell").get_builder()
-    builder.command = orm.Str("kill -9 $$")
-    builder.metadata.computer = "fake"
-    _, node = engine.run_get_node(builder)
-    thread.join(30)
-    assert not errors, errors
+    node = _shell_job_on_the_fakes("kill -9 $$", kill_the_command)
     assert node.get_attribute("job_outcome")["exit_status"] == 137
     codes = CalculationFactory("core.shell").exit_codes
     assert node.exit_status == codes.ERROR_SCHEDULER_OUT_OF_MEMORY.status, node.exit_message

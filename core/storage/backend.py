@@ -325,17 +325,15 @@ class StorageBackend:
             return
         shared = _Shared(self.engine)
         token = _SHARED.set(shared)
-        committed = False
+        commit = False
         try:
             yield
             if shared.error is not None:
                 raise shared.error
-            committed = True
-            shared.end(commit=True)
+            commit = True
         finally:
             _SHARED.reset(token)
-            if not committed:
-                shared.end(commit=False)
+            shared.end(commit)
 
     def insert(self, table: Any) -> Any:
         """An INSERT for this database's dialect, which has ``on_conflict_do_nothing``."""
