@@ -58,7 +58,45 @@ def test_every_command_module_is_listed_with_its_help():
 def test_the_process_group_has_its_control_commands():
     process = cli.get_command(None, "process")
     assert isinstance(process, click.Group)
-    assert {"list", "show", "kill", "pause", "play", "unblock", "repair"} <= set(process.commands)
+    names = {"list", "show", "kill", "pause", "play", "unblock", "repair", "status", "dump"}
+    assert names <= set(process.list_commands(click.Context(process)))
+
+
+def test_every_process_subcommand_is_listed_with_its_help():
+    """``veglia process --help`` shows each lazy sub-command's own help, as click shortens
+    it, and each name gives the command of that name."""
+    process = cli.get_command(None, "process")
+    for name, (module, attribute, short_help) in process.lazy_commands.items():
+        command = getattr(importlib.import_module(module), attribute)
+        assert process.get_command(None, name) is command
+        assert command.name == name
+        assert short_help == command.get_short_help_str(limit=1000), name
+
+
+def test_process_list_reads_without_the_orm(run_cli):
+    """``process list`` runs on Core tables: SQLAlchemy's ORM, and the ORM classes mapped on
+    them, are about a quarter of a command's start-up."""
+    import veglia
+    from veglia import orm
+
+    assert run_cli("presto", "--no-broker").exit_code == 0
+    veglia.load_profile()
+    node = orm.CalcJobNode(process_type="core.shell")
+    node.label = "listed-job"
+    node.process_state = "waiting"
+    node.computer_pk = orm.load_computer("localhost").pk
+    node.store()
+    code = (
+        "from veglia.cli.main import main\n"
+        "try:\n    main(['process', 'list'])\nexcept SystemExit:\n    pass\n"
+        "import sys; print('loaded:', 'sqlalchemy.orm' in sys.modules, "
+        "'veglia.storage.models' in sys.modules)"
+    )  # VEGLIA_HOME is the test's (the veglia_home fixture)
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert "listed-job" in result.stdout and "Waiting" in result.stdout, result.stdout
+    assert result.stdout.strip().splitlines()[-1] == "loaded: False False", result.stdout
 
 
 def test_a_command_on_an_up_to_date_profile_does_not_load_alembic(run_cli):

@@ -259,7 +259,7 @@ def test_register_commands_cannot_replace_builtins(manager_with, capsys):
     manager_with(Hijack())
     from veglia.cli.cmd_status import status
 
-    cli_main.LazyGroup._plugins_added = False
+    cli_main.VegliaGroup._plugins_added = False
     cli_main._add_plugin_commands()
     assert cli_main.cli.get_command(None, "status") is status
     assert "tried to replace the built-in command 'status'" in capsys.readouterr().err

@@ -5,15 +5,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from veglia.cli.cmd_process_control import PROCESS_COMMANDS
-from veglia.cli.cmd_process_dump import process_dump_command
-from veglia.cli.cmd_process_status import process_status_command
 from veglia.cli.completion import complete_process_pks
 from veglia.cli.daemon_hint import warn_if_no_daemon, warn_if_waiting_for_no_daemon
+from veglia.cli.lazy_group import LazyCommands, LazyGroup
 from veglia.cli.monitor_notes import stopped_by
 from veglia.cli.node_args import load_process
 from veglia.cli.output import console, print_table, raw_option
@@ -24,7 +22,6 @@ from veglia.cli.process_format import (
     process_status,
     relative_time,
 )
-from veglia.cli.process_show import show_process
 from veglia.cli.state import CliState, pass_state
 from veglia.exceptions import CliExit, InvalidOptionError, WatchTimeout
 from veglia.orm.attributes import (
@@ -36,8 +33,6 @@ from veglia.orm.attributes import (
     STOPPED_BY_MONITOR,
     WAITING_FOR,
 )
-from veglia.orm.nodes import as_utc as aware
-from veglia.orm.process_nodes import ProcessNode
 from veglia.orm.queries import (
     ACTIVE_STATES,
     ORDER_BY,
@@ -46,6 +41,10 @@ from veglia.orm.queries import (
     logs_after,
     node_mtime,
 )
+from veglia.storage.times import as_utc as aware
+
+if TYPE_CHECKING:
+    from veglia.orm.process_nodes import ProcessNode
 
 PROCESS_STATES = ("created", "running", "waiting", "finished", "excepted", "killed")
 #: Longest status text in ``process list`` (``process show`` has all of it).
@@ -164,7 +163,43 @@ def parse_projection(values: tuple[str, ...]) -> list[str]:
     return names or list(DEFAULT_LIST_PROJECTION)
 
 
-@click.group("process")
+_CONTROL = "veglia.cli.cmd_process_control"
+#: Sub-commands of their own modules, imported when they run: process list loads neither
+#: the ORM nor the engine.
+PROCESS_SUBCOMMANDS: LazyCommands = {
+    "dump": (
+        "veglia.cli.cmd_process_dump",
+        "process_dump_command",
+        "Write process PK to a folder: its inputs, outputs, a calc job's submit script and "
+        "retrieved files, and (in sub-folders) each process a workflow called, with a README.",
+    ),
+    "kill": (_CONTROL, "process_kill", "Kill processes; a calc job's scheduler job is cancelled."),
+    "pause": (_CONTROL, "process_pause", "Pause processes; they keep their place."),
+    "play": (
+        _CONTROL,
+        "process_play",
+        "Play paused processes (after a transport failure, say).",
+    ),
+    "repair": (
+        _CONTROL,
+        "process_repair",
+        "Queue again active processes that no worker holds and whose task was lost.",
+    ),
+    "status": (
+        "veglia.cli.cmd_process_status",
+        "process_status_command",
+        "Show process PK with the processes it called, theirs, ...: their state and status.",
+    ),
+    "unblock": (
+        _CONTROL,
+        "process_unblock",
+        "Resume jobs blocked by a submission error, after its cause is fixed: each is uploaded "
+        "and submitted again.",
+    ),
+}
+
+
+@click.group("process", cls=LazyGroup, lazy_commands=PROCESS_SUBCOMMANDS)
 def process_group() -> None:
     """Inspect and control processes."""
 
@@ -284,6 +319,9 @@ def process_list(
 @pass_state
 def process_show(state: CliState, identifiers: tuple[str, ...], log_lines: int) -> None:
     """Show state, job, inputs, outputs and the last log lines of each process PK."""
+    # Lazy: it needs the ORM and the engine, which process list does without.
+    from veglia.cli.process_show import show_process
+
     state.profile  # noqa: B018
     for index, identifier in enumerate(identifiers):
         node = load_process(identifier)
@@ -372,9 +410,5 @@ def process_watch(state: CliState, identifier: str, interval: float, timeout: fl
         console.print(f"Stopped watching process {node.pk}; it goes on.")
         raise click.exceptions.Exit(CliExit.INTERRUPTED) from None
 
-
-# kill, pause, play, unblock, repair; status, dump
-for _command in [*PROCESS_COMMANDS, process_status_command, process_dump_command]:
-    process_group.add_command(_command)
 
 COMMANDS = [process_group]

@@ -12,7 +12,6 @@ from veglia.cli.output import echo_success, echo_warning
 from veglia.cli.state import CliState, pass_state
 from veglia.exceptions import VegliaError
 from veglia.orm.attributes import OPTIONS
-from veglia.orm.process_nodes import CalcJobNode
 from veglia.orm.queries import active_process_pks
 
 
@@ -103,8 +102,9 @@ def process_unblock(
 ) -> int:
     """Resume jobs blocked by a submission error, after its cause is fixed: each is
     uploaded and submitted again."""
-    # Lazy: the engine only for a command that acts (process list starts quickly).
+    # Lazy: the engine and the ORM only for a command that acts (process list starts quickly).
     from veglia.engine.daemon.control import control_process
+    from veglia.orm.process_nodes import CalcJobNode
 
     changes = dict(_option_value(text) for text in options)
     state.profile  # noqa: B018 - loads the profile
@@ -173,10 +173,6 @@ def process_repair(state: CliState, dry_run: bool) -> int:
     return 0
 
 
-PROCESS_COMMANDS = [
-    process_repair,
-    _control_command("kill", "Kill processes; a calc job's scheduler job is cancelled."),
-    _control_command("pause", "Pause processes; they keep their place."),
-    _control_command("play", "Play paused processes (after a transport failure, say)."),
-    process_unblock,
-]
+process_kill = _control_command("kill", "Kill processes; a calc job's scheduler job is cancelled.")
+process_pause = _control_command("pause", "Pause processes; they keep their place.")
+process_play = _control_command("play", "Play paused processes (after a transport failure, say).")

@@ -3,11 +3,15 @@ submission, when watching a submitted process, and under a list of processes tha
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from veglia.cli.output import echo_warning
 from veglia.engine.daemon.presence import daemon_running, no_daemon_message
 from veglia.orm.attributes import DAEMON
-from veglia.orm.process_nodes import ProcessNode
 from veglia.orm.queries import active_process_pks
+
+if TYPE_CHECKING:
+    from veglia.orm.process_nodes import ProcessNode
 
 __all__ = ["warn_if_no_daemon", "warn_if_waiting_for_no_daemon"]
 

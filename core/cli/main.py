@@ -3,7 +3,6 @@ imported when they run."""
 
 from __future__ import annotations
 
-import importlib
 import logging
 import os
 import sys
@@ -12,6 +11,7 @@ import traceback
 import click
 
 import veglia
+from veglia.cli.lazy_group import LazyGroup
 from veglia.exceptions import CliExit, PluginError, VegliaError
 
 __all__ = ["cli", "exit_code_of", "main"]
@@ -99,41 +99,27 @@ BUILTIN_COMMANDS: dict[str, tuple[str, str, str]] = {
 }
 
 
-class LazyGroup(click.Group):
-    """A group whose built-in sub-commands are imported when used, and whose plugin
-    commands (the ``register_commands`` hook) are added when a name is not a built-in."""
+class VegliaGroup(LazyGroup):
+    """The built-in commands, imported when used, and the plugins' commands (the
+    ``register_commands`` hook), added when a name is not a built-in."""
 
     _plugins_added = False
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         _add_plugin_commands()
-        return sorted({*BUILTIN_COMMANDS, *self.commands})
+        return super().list_commands(ctx)
 
     def get_command(self, ctx: click.Context | None, name: str) -> click.Command | None:
-        if name in BUILTIN_COMMANDS:
-            module, attribute, _ = BUILTIN_COMMANDS[name]
-            return getattr(importlib.import_module(module), attribute)
-        _add_plugin_commands()
-        return self.commands.get(name)
-
-    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        rows = []
-        for name in self.list_commands(ctx):
-            if name in BUILTIN_COMMANDS:
-                limit = formatter.width - 6 - len(name)
-                # Shortened as click shortens a loaded command's help.
-                stand_in = click.Command(name, help=BUILTIN_COMMANDS[name][2])
-                rows.append((name, stand_in.get_short_help_str(limit)))
-            else:
-                command = self.commands[name]
-                if not command.hidden:
-                    rows.append((name, command.get_short_help_str(formatter.width - 6 - len(name))))
-        if rows:
-            with formatter.section("Commands"):
-                formatter.write_dl(rows)
+        if name not in self.lazy_commands:
+            _add_plugin_commands()
+        return super().get_command(ctx, name)
 
 
-@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(
+    cls=VegliaGroup,
+    lazy_commands=BUILTIN_COMMANDS,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
 @click.version_option(veglia.__version__, "--version", prog_name="veglia")
 @click.option(
     "-p",
@@ -162,9 +148,9 @@ def cli(ctx: click.Context, profile_name: str | None, verbose: bool) -> None:
 
 def _add_plugin_commands() -> None:
     """Let plugins add their commands, once; a plugin cannot replace a built-in."""
-    if LazyGroup._plugins_added:
+    if VegliaGroup._plugins_added:
         return
-    LazyGroup._plugins_added = True
+    VegliaGroup._plugins_added = True
     # Lazy: the plugin manager (and every plugin's module) only for a non-built-in command.
     from veglia.cli.output import echo_warning
     from veglia.plugin_manager import get_plugin_manager

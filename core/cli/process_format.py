@@ -4,13 +4,15 @@
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from veglia.cli.output import console
 from veglia.orm.attributes import PAUSED, PAUSED_REASON, SCHEDULER_STATE, WAITING_FOR
-from veglia.orm.nodes import as_utc as aware
-from veglia.orm.process_nodes import ProcessNode
 from veglia.orm.queries import ACTIVE_STATES
+from veglia.storage.times import as_utc as aware
+
+if TYPE_CHECKING:
+    from veglia.orm.process_nodes import ProcessNode
 
 __all__ = ["format_state", "format_time", "print_logs", "process_status", "relative_time"]
 

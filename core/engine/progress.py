@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 
 from veglia.engine.calcjob.history import Distribution, similar_durations
-from veglia.orm.nodes import as_utc
 from veglia.orm.process_nodes import ProcessNode
+from veglia.storage.times import as_utc
 
 __all__ = ["Progress", "format_seconds", "workflow_progress"]
 

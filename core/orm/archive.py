@@ -37,10 +37,10 @@ from veglia.exceptions import ArchiveError, NotExistent, ProcessActiveError
 from veglia.manage import get_storage
 from veglia.orm.attributes import CODE
 from veglia.orm.groups import load_group
-from veglia.orm.nodes import as_utc
 from veglia.orm.process_nodes import TERMINAL_STATES
 from veglia.orm.provenance import EXPORT_RULES, traverse
 from veglia.storage import models
+from veglia.storage.times import as_utc
 
 __all__ = ["ARCHIVE_FORMAT", "ARCHIVE_VERSION", "ArchiveSummary", "create_archive"]
 

@@ -21,7 +21,7 @@ import functools
 import json
 import sys
 from collections.abc import Iterable, Iterator
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -32,6 +32,7 @@ from veglia.manage import get_storage
 from veglia.orm.users import get_default_user
 from veglia.relative_paths import checked_relative
 from veglia.storage import models
+from veglia.storage.times import as_utc
 
 __all__ = ["Node", "as_utc", "load_node", "node_type_class"]
 
@@ -520,11 +521,6 @@ class LinkedNodes:
 
     def items(self) -> list[tuple[str, Node]]:
         return list(self._nodes.items())
-
-
-def as_utc(value: datetime) -> datetime:
-    """A stored time as an aware UTC datetime (SQLite gives back naive ones)."""
-    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value
 
 
 def node_type_class(node_type: str) -> type[Node]:

@@ -1,7 +1,9 @@
 """Questions the CLI and the daemon ask of the stored nodes, in one place.
 
-Each function opens its own short transaction and gives back plain values (pks, tuples,
-:class:`ProcessRow`), so callers need neither SQLAlchemy nor ``veglia.storage.models``.
+Each function opens its own short transaction on a Core connection and gives back plain
+values (pks, tuples, rows, :class:`ProcessRow`), so callers need neither SQLAlchemy nor
+``veglia.storage.models``; the module itself does not import SQLAlchemy's ORM, which is a
+quarter of a command's start-up (``process list`` runs on it alone).
 """
 
 from __future__ import annotations
@@ -12,13 +14,20 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.orm import aliased
 
 from veglia.manage import get_storage
 from veglia.orm.attributes import BLOCKED, DAEMON, PAUSED
-from veglia.orm.groups import load_group
-from veglia.orm.users import get_default_user
-from veglia.storage.models import AuthInfo, Computer, GroupNode, Link, Log, Node, RepositoryFile
+from veglia.storage.tables import (
+    authinfos,
+    computers,
+    group_nodes,
+    links,
+    logs,
+    nodes,
+)
+from veglia.storage.tables import (
+    repository_files as stored_files,
+)
 
 __all__ = [
     "ACTIVE_STATES",
@@ -50,12 +59,12 @@ ORDER_BY = {"pk": "id", "ctime": "ctime", "mtime": "mtime", "label": "label"}
 
 
 def has_attribute(key: str) -> Any:
-    """A condition on ``Node``: the node has attribute ``key``, and it is not null.
+    """A condition on ``nodes``: the node has attribute ``key``, and it is not null.
 
-    Not ``Node.attributes[key].isnot(None)``: on SQLite that reads ``JSON_QUOTE(...) IS NOT
+    Not ``nodes.c.attributes[key].isnot(None)``: on SQLite that reads ``JSON_QUOTE(...) IS NOT
     NULL``, and JSON_QUOTE makes a missing key the string 'null', so every node matches.
     """
-    return Node.attributes[key].as_string().isnot(None)
+    return nodes.c.attributes[key].as_string().isnot(None)
 
 
 # -- processes ---------------------------------------------------------------------------------
@@ -64,18 +73,18 @@ def active_process_pks(
 ) -> list[int]:
     """The pks of unfinished processes, oldest first; only the paused (or not) ones, the
     blocked (or not) ones, the ones handed to the daemon (or not), when asked."""
-    query = sa.select(Node.id).where(Node.process_state.in_(ACTIVE_STATES))
+    query = sa.select(nodes.c.id).where(nodes.c.process_state.in_(ACTIVE_STATES))
     if paused is not None:
-        is_paused = Node.attributes[PAUSED].as_boolean().is_(True)
+        is_paused = nodes.c.attributes[PAUSED].as_boolean().is_(True)
         query = query.where(is_paused if paused else sa.not_(is_paused))
     if blocked is not None:
         is_blocked = has_attribute(BLOCKED)
         query = query.where(is_blocked if blocked else sa.not_(is_blocked))
     if daemon is not None:
-        is_daemon = Node.attributes[DAEMON].as_boolean().is_(True)
+        is_daemon = nodes.c.attributes[DAEMON].as_boolean().is_(True)
         query = query.where(is_daemon if daemon else sa.not_(is_daemon))
-    with get_storage().session() as session:
-        return list(session.scalars(query.order_by(Node.id)))
+    with get_storage().connection() as connection:
+        return list(connection.scalars(query.order_by(nodes.c.id)))
 
 
 @dataclass(frozen=True)
@@ -132,45 +141,49 @@ def list_processes(
     them is most of a long list's time."""
     if order_by not in ORDER_BY:
         raise ValueError(f"order_by must be one of {', '.join(ORDER_BY)}, not {order_by!r}")
-    key = getattr(Node, ORDER_BY[order_by])
-    call = aliased(Link)
+    key = nodes.c[ORDER_BY[order_by]]
+    call = links.alias()
     keys = None if attribute_keys is None else sorted(set(attribute_keys))
-    attributes = [Node.attributes] if keys is None else [Node.attributes[k] for k in keys]
+    attributes = [nodes.c.attributes] if keys is None else [nodes.c.attributes[k] for k in keys]
     query = (
         sa.select(
-            *(getattr(Node, name) for name in _ROW_COLUMNS),
-            Computer.label,
-            call.input_id,
+            *(nodes.c[name] for name in _ROW_COLUMNS),
+            computers.c.label,
+            call.c.input_id,
             *attributes,
         )
-        .outerjoin(Computer, Computer.id == Node.computer_id)
-        .outerjoin(call, sa.and_(call.output_id == Node.id, call.link_type == "call"))
-        .where(sa.or_(Node.node_type == "process", Node.node_type.like("process.%")))
-        .order_by(key.desc(), Node.id.desc())
+        .outerjoin(computers, computers.c.id == nodes.c.computer_id)
+        .outerjoin(call, sa.and_(call.c.output_id == nodes.c.id, call.c.link_type == "call"))
+        .where(sa.or_(nodes.c.node_type == "process", nodes.c.node_type.like("process.%")))
+        .order_by(key.desc(), nodes.c.id.desc())
     )
     if states:
-        query = query.where(Node.process_state.in_(tuple(states)))
+        query = query.where(nodes.c.process_state.in_(tuple(states)))
     if failed:
-        query = query.where(Node.process_state == "finished", Node.exit_status != 0)
+        query = query.where(nodes.c.process_state == "finished", nodes.c.exit_status != 0)
     if past_days is not None:
-        query = query.where(Node.ctime >= datetime.now(timezone.utc) - timedelta(days=past_days))
+        query = query.where(nodes.c.ctime >= datetime.now(timezone.utc) - timedelta(days=past_days))
     if process_type is not None:
-        query = query.where(Node.process_type == process_type)
+        query = query.where(nodes.c.process_type == process_type)
     if label is not None:
-        query = query.where(Node.label == label)
+        query = query.where(nodes.c.label == label)
     if label_pattern is not None:
         query = query.where(label_condition(label_pattern))
     if exit_status is not None:
-        query = query.where(Node.exit_status == exit_status)
+        query = query.where(nodes.c.exit_status == exit_status)
     if pks is not None:
-        query = query.where(Node.id.in_(set(pks)))
+        query = query.where(nodes.c.id.in_(set(pks)))
     if group is not None:
-        members = sa.select(GroupNode.node_id).where(GroupNode.group_id == load_group(group).pk)
-        query = query.where(Node.id.in_(members))
+        # Lazy: the ORM, only when a group is asked for.
+        from veglia.orm.groups import load_group
+
+        group_pk = load_group(group).pk
+        members = sa.select(group_nodes.c.node_id).where(group_nodes.c.group_id == group_pk)
+        query = query.where(nodes.c.id.in_(members))
     if limit is not None:
         query = query.limit(limit)
-    with get_storage().session() as session:
-        rows = session.execute(query).all()
+    with get_storage().connection() as connection:
+        rows = connection.execute(query).all()
     seen: dict[int, ProcessRow] = {}
     for row in rows if descending else reversed(rows):
         if row[0] in seen:
@@ -184,14 +197,14 @@ def list_processes(
 
 
 def label_condition(pattern: str) -> Any:
-    """A condition on ``Node``: the label holds ``pattern``, or matches it when it is a glob
+    """A condition on ``nodes``: the label holds ``pattern``, or matches it when it is a glob
     (``*`` any text, ``?`` one character); case-insensitive on every database."""
     escaped = pattern.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
     if "*" in pattern or "?" in pattern:
         like = escaped.replace("*", "%").replace("?", "_")
     else:
         like = f"%{escaped}%"
-    return Node.label.ilike(like, escape="\\")
+    return nodes.c.label.ilike(like, escape="\\")
 
 
 def recent_nodes(
@@ -203,53 +216,61 @@ def recent_nodes(
     if pk_prefix and not pk_prefix.isdigit():
         return []
     query = sa.select(
-        Node.id, Node.node_type, Node.label, Node.process_type, Node.process_state, Node.exit_status
+        nodes.c.id,
+        nodes.c.node_type,
+        nodes.c.label,
+        nodes.c.process_type,
+        nodes.c.process_state,
+        nodes.c.exit_status,
     )
     if pk_prefix:
-        query = query.where(sa.cast(Node.id, sa.String).like(f"{pk_prefix}%"))
+        query = query.where(sa.cast(nodes.c.id, sa.String).like(f"{pk_prefix}%"))
     if node_type is not None:
         query = query.where(
-            sa.or_(Node.node_type == node_type, Node.node_type.like(f"{node_type}.%"))
+            sa.or_(nodes.c.node_type == node_type, nodes.c.node_type.like(f"{node_type}.%"))
         )
-    with get_storage().session() as session:
-        rows = session.execute(query.order_by(Node.id.desc()).limit(limit)).all()
+    with get_storage().connection() as connection:
+        rows = connection.execute(query.order_by(nodes.c.id.desc()).limit(limit)).all()
     return [tuple(row) for row in rows]  # type: ignore[misc]
 
 
-def logs_after(pk: int, last_id: int = 0) -> list[Log]:
-    """The log entries of node ``pk`` newer than entry ``last_id``, oldest first."""
-    query = sa.select(Log).where(Log.node_id == pk, Log.id > last_id).order_by(Log.id)
-    with get_storage().session() as session:
-        return list(session.scalars(query))
+def logs_after(pk: int, last_id: int = 0) -> list[Any]:
+    """The log entries of node ``pk`` newer than entry ``last_id``, oldest first (rows with
+    the columns of ``logs``: ``id``, ``time``, ``levelname``, ``message``, ``details``...)."""
+    query = sa.select(logs).where(logs.c.node_id == pk, logs.c.id > last_id).order_by(logs.c.id)
+    with get_storage().connection() as connection:
+        return list(connection.execute(query))
 
 
 # -- any node ----------------------------------------------------------------------------------
 def node_mtime(pk: int) -> datetime | None:
     """When node ``pk`` last changed, read now (a loaded node's ``mtime`` is as of its load)."""
-    with get_storage().session() as session:
-        return session.scalar(sa.select(Node.mtime).where(Node.id == pk))
+    with get_storage().connection() as connection:
+        return connection.scalar(sa.select(nodes.c.mtime).where(nodes.c.id == pk))
 
 
 def node_pks(pks: Iterable[int] | None = None) -> list[int]:
     """The pks of every node, or of those of ``pks`` that exist, in order."""
-    query = sa.select(Node.id).order_by(Node.id)
+    query = sa.select(nodes.c.id).order_by(nodes.c.id)
     if pks is not None:
-        query = query.where(Node.id.in_(set(pks)))
-    with get_storage().session() as session:
-        return list(session.scalars(query))
+        query = query.where(nodes.c.id.in_(set(pks)))
+    with get_storage().connection() as connection:
+        return list(connection.scalars(query))
 
 
 def links_of(pk: int, *, incoming: bool) -> list[tuple[str, str, int, str]]:
     """(label, link type, pk, node type) of every link into or out of node ``pk``."""
-    mine, other = (Link.output_id, Link.input_id) if incoming else (Link.input_id, Link.output_id)
-    query = (
-        sa.select(Link.label, Link.link_type, Node.id, Node.node_type)
-        .join(Node, Node.id == other)
-        .where(mine == pk)
-        .order_by(Link.id)
+    mine, other = (
+        (links.c.output_id, links.c.input_id) if incoming else (links.c.input_id, links.c.output_id)
     )
-    with get_storage().session() as session:
-        return [tuple(row) for row in session.execute(query)]  # type: ignore[misc]
+    query = (
+        sa.select(links.c.label, links.c.link_type, nodes.c.id, nodes.c.node_type)
+        .join(nodes, nodes.c.id == other)
+        .where(mine == pk)
+        .order_by(links.c.id)
+    )
+    with get_storage().connection() as connection:
+        return [tuple(row) for row in connection.execute(query)]  # type: ignore[misc]
 
 
 def provenance_around(pk: int, depth: int) -> tuple[list[Any], list[tuple[int, int, str, str]]]:
@@ -259,14 +280,18 @@ def provenance_around(pk: int, depth: int) -> tuple[list[Any], list[tuple[int, i
     link type), in the order they were made)."""
     seen, frontier = {pk}, {pk}
     edges: dict[int, tuple[int, int, str, str]] = {}
-    with get_storage().session() as session:
+    with get_storage().connection() as connection:
         for _ in range(depth):
             if not frontier:
                 break
-            rows = session.execute(
-                sa.select(Link.id, Link.input_id, Link.output_id, Link.label, Link.link_type).where(
-                    sa.or_(Link.input_id.in_(frontier), Link.output_id.in_(frontier))
-                )
+            rows = connection.execute(
+                sa.select(
+                    links.c.id,
+                    links.c.input_id,
+                    links.c.output_id,
+                    links.c.label,
+                    links.c.link_type,
+                ).where(sa.or_(links.c.input_id.in_(frontier), links.c.output_id.in_(frontier)))
             ).all()
             found = set()
             for link_id, source, target, label, kind in rows:
@@ -274,31 +299,31 @@ def provenance_around(pk: int, depth: int) -> tuple[list[Any], list[tuple[int, i
                 found |= {source, target}
             frontier = found - seen
             seen |= found
-        nodes = session.execute(
+        near = connection.execute(
             sa.select(
-                Node.id,
-                Node.node_type,
-                Node.label,
-                Node.process_type,
-                Node.process_state,
-                Node.exit_status,
-                Node.attributes,
+                nodes.c.id,
+                nodes.c.node_type,
+                nodes.c.label,
+                nodes.c.process_type,
+                nodes.c.process_state,
+                nodes.c.exit_status,
+                nodes.c.attributes,
             )
-            .where(Node.id.in_(seen))
-            .order_by(Node.id)
+            .where(nodes.c.id.in_(seen))
+            .order_by(nodes.c.id)
         ).all()
-    return list(nodes), [edges[key] for key in sorted(edges)]
+    return list(near), [edges[key] for key in sorted(edges)]
 
 
 def process_tree(pks: Iterable[int]) -> set[int]:
     """``pks`` and every process they called, however deep."""
     found = set(pks)
     frontier = set(found)
-    with get_storage().session() as session:
+    with get_storage().connection() as connection:
         while frontier:
-            called = session.scalars(
-                sa.select(Link.output_id).where(
-                    Link.input_id.in_(frontier), Link.link_type == "call"
+            called = connection.scalars(
+                sa.select(links.c.output_id).where(
+                    links.c.input_id.in_(frontier), links.c.link_type == "call"
                 )
             )
             frontier = set(called) - found
@@ -308,11 +333,12 @@ def process_tree(pks: Iterable[int]) -> set[int]:
 
 def created_or_returned(process_pks: Iterable[int]) -> set[int]:
     """The nodes these processes created (calc jobs) or returned (workflows)."""
-    with get_storage().session() as session:
+    with get_storage().connection() as connection:
         return set(
-            session.scalars(
-                sa.select(Link.output_id).where(
-                    Link.input_id.in_(set(process_pks)), Link.link_type.in_(("create", "output"))
+            connection.scalars(
+                sa.select(links.c.output_id).where(
+                    links.c.input_id.in_(set(process_pks)),
+                    links.c.link_type.in_(("create", "output")),
                 )
             )
         )
@@ -320,14 +346,14 @@ def created_or_returned(process_pks: Iterable[int]) -> set[int]:
 
 def creating_calcjobs(node_pks: Iterable[int]) -> dict[int, list[int]]:
     """The calc job that created each of these nodes: ``{calc job pk: [node pks]}``."""
-    with get_storage().session() as session:
-        rows = session.execute(
-            sa.select(Link.input_id, Link.output_id)
-            .join(Node, Node.id == Link.input_id)
+    with get_storage().connection() as connection:
+        rows = connection.execute(
+            sa.select(links.c.input_id, links.c.output_id)
+            .join(nodes, nodes.c.id == links.c.input_id)
             .where(
-                Link.output_id.in_(set(node_pks)),
-                Link.link_type == "create",
-                Node.node_type == "process.calcjob",
+                links.c.output_id.in_(set(node_pks)),
+                links.c.link_type == "create",
+                nodes.c.node_type == "process.calcjob",
             )
         ).all()
     producers: dict[int, list[int]] = {}
@@ -338,13 +364,13 @@ def creating_calcjobs(node_pks: Iterable[int]) -> dict[int, list[int]]:
 
 def repository_files(node_pks: Iterable[int]) -> list[tuple[int, str, str]]:
     """(node pk, path, SHA-256) of every stored file of these nodes, by node and path."""
-    with get_storage().session() as session:
+    with get_storage().connection() as connection:
         return [
             tuple(row)  # type: ignore[misc]
-            for row in session.execute(
-                sa.select(RepositoryFile.node_id, RepositoryFile.path, RepositoryFile.sha256)
-                .where(RepositoryFile.node_id.in_(set(node_pks)))
-                .order_by(RepositoryFile.node_id, RepositoryFile.path)
+            for row in connection.execute(
+                sa.select(stored_files.c.node_id, stored_files.c.path, stored_files.c.sha256)
+                .where(stored_files.c.node_id.in_(set(node_pks)))
+                .order_by(stored_files.c.node_id, stored_files.c.path)
             )
         ]
 
@@ -352,28 +378,32 @@ def repository_files(node_pks: Iterable[int]) -> list[tuple[int, str, str]]:
 # -- computers ---------------------------------------------------------------------------------
 def configured_computer_pks() -> set[int]:
     """The pks of the computers the default user configured (``veglia computer configure``)."""
+    # Lazy: the user's node class needs the ORM, which this module does without.
+    from veglia.orm.users import get_default_user
 
-    query = sa.select(AuthInfo.computer_id).where(AuthInfo.user_id == get_default_user().pk)
-    with get_storage().session() as session:
-        return set(session.scalars(query))
+    user_pk = get_default_user().pk
+    query = sa.select(authinfos.c.computer_id).where(authinfos.c.user_id == user_pk)
+    with get_storage().connection() as connection:
+        return set(connection.scalars(query))
 
 
 def processes_on_computer(computer_pk: int, *, active: bool = True) -> list[tuple[int, str, str]]:
     """(pk, process type, state) of the processes run on the computer, oldest first; only
     those that have not ended, unless ``active`` is False."""
-    query = sa.select(Node.id, Node.process_type, Node.process_state).where(
-        Node.computer_id == computer_pk, Node.process_state.isnot(None)
+    query = sa.select(nodes.c.id, nodes.c.process_type, nodes.c.process_state).where(
+        nodes.c.computer_id == computer_pk, nodes.c.process_state.isnot(None)
     )
     if active:
-        query = query.where(Node.process_state.in_(ACTIVE_STATES))
-    with get_storage().session() as session:
+        query = query.where(nodes.c.process_state.in_(ACTIVE_STATES))
+    with get_storage().connection() as connection:
         return [
-            (pk, kind or "", state) for pk, kind, state in session.execute(query.order_by(Node.id))
+            (pk, kind or "", state)
+            for pk, kind, state in connection.execute(query.order_by(nodes.c.id))
         ]
 
 
 def node_pks_on_computer(computer_pk: int) -> list[int]:
     """The pks of every node that points at the computer (its jobs, their remote folders)."""
-    query = sa.select(Node.id).where(Node.computer_id == computer_pk).order_by(Node.id)
-    with get_storage().session() as session:
-        return list(session.scalars(query))
+    query = sa.select(nodes.c.id).where(nodes.c.computer_id == computer_pk).order_by(nodes.c.id)
+    with get_storage().connection() as connection:
+        return list(connection.scalars(query))

@@ -8,11 +8,10 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.orm import Session, sessionmaker
 
 from veglia.config.private_paths import private_file, private_folder
 from veglia.config.profile import mask_url
@@ -24,6 +23,9 @@ from veglia.exceptions import (
 )
 from veglia.storage.repository import FileRepository
 from veglia.storage.repository_db import DatabaseRepository
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session, sessionmaker
 
 __all__ = ["SCHEMA_HEAD", "SchemaStatus", "StorageBackend", "create_db_engine"]
 
@@ -95,6 +97,8 @@ class _Shared:
     @property
     def session(self) -> Session:
         if self._session is None:
+            from sqlalchemy.orm import Session
+
             # It joins the connection's transaction: the block commits, never the session.
             self._session = Session(
                 bind=self.connection,
@@ -160,7 +164,7 @@ class StorageBackend:
     def __init__(self, url: str, repository_path: Path | str, repository: str = "folder") -> None:
         self.url = url
         self.engine = create_db_engine(url)
-        self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+        self._sessions: sessionmaker[Session] | None = None
         folder = FileRepository(repository_path)
         self.repository: FileRepository | DatabaseRepository = (
             DatabaseRepository(self, fallback=folder) if repository == "database" else folder
@@ -245,6 +249,15 @@ class StorageBackend:
         return status.current, self.schema_status().current or ""
 
     # -- sessions ---------------------------------------------------------------------
+    def _new_session(self) -> Session:
+        # Imported here: SQLAlchemy's ORM is a quarter of a command's start-up, and commands
+        # that only read rows (process list, the daemon's hints) go through connection().
+        if self._sessions is None:
+            from sqlalchemy.orm import sessionmaker
+
+            self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+        return self._sessions()
+
     @contextmanager
     def session(self) -> Iterator[Session]:
         """A session committed at the end of the block and rolled back on error.
@@ -267,7 +280,7 @@ class StorageBackend:
                 # block reads the rows afresh (later UPDATEs are not in an identity map).
                 session.expunge_all()
             return
-        session = self._sessions()
+        session = self._new_session()
         try:
             yield session
             session.commit()

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, BinaryIO
 import sqlalchemy as sa
 
 from veglia.exceptions import NotExistent, RepositoryIntegrityError
-from veglia.storage.models import RepositoryBlob
 from veglia.storage.repository import FileRepository
+from veglia.storage.tables import repository_blobs
 
 if TYPE_CHECKING:
     from veglia.storage.backend import StorageBackend
@@ -40,10 +40,9 @@ class DatabaseRepository:
     def put_stream(self, stream: BinaryIO) -> tuple[str, int]:
         content = stream.read()
         sha256 = hashlib.sha256(content).hexdigest()
-        table = RepositoryBlob.__table__
-        with self._storage.session() as session:
-            session.execute(
-                self._storage.insert(table)
+        with self._storage.connection() as connection:
+            connection.execute(
+                self._storage.insert(repository_blobs)
                 .values(sha256=sha256, size=len(content), content=content)
                 .on_conflict_do_nothing()
             )
@@ -57,15 +56,15 @@ class DatabaseRepository:
             return self.put_stream(handle)
 
     def _content(self, sha256: str) -> bytes | None:
-        with self._storage.session() as session:
-            return session.scalar(
-                sa.select(RepositoryBlob.content).where(RepositoryBlob.sha256 == sha256)
+        with self._storage.connection() as connection:
+            return connection.scalar(
+                sa.select(repository_blobs.c.content).where(repository_blobs.c.sha256 == sha256)
             )
 
     def has(self, sha256: str) -> bool:
-        with self._storage.session() as session:
-            found = session.scalar(
-                sa.select(RepositoryBlob.sha256).where(RepositoryBlob.sha256 == sha256)
+        with self._storage.connection() as connection:
+            found = connection.scalar(
+                sa.select(repository_blobs.c.sha256).where(repository_blobs.c.sha256 == sha256)
             )
         return found is not None or self.fallback.has(sha256)
 
@@ -107,13 +106,15 @@ class DatabaseRepository:
         target = self.root / "quarantine" / f"{sha256}.{int(time.time())}"
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(content)
-        with self._storage.session() as session:
-            session.execute(sa.delete(RepositoryBlob).where(RepositoryBlob.sha256 == sha256))
+        with self._storage.connection() as connection:
+            connection.execute(
+                sa.delete(repository_blobs).where(repository_blobs.c.sha256 == sha256)
+            )
         return target
 
     def __iter__(self) -> Iterator[str]:
-        with self._storage.session() as session:
-            stored = list(session.scalars(sa.select(RepositoryBlob.sha256)))
+        with self._storage.connection() as connection:
+            stored = list(connection.scalars(sa.select(repository_blobs.c.sha256)))
         yield from stored
         known = set(stored)
         yield from (sha256 for sha256 in self.fallback if sha256 not in known)

@@ -21,7 +21,7 @@ import sqlalchemy as sa
 
 from veglia.manage import get_storage
 from veglia.orm.attributes import DAEMON
-from veglia.storage.models import Node, ProcessLease
+from veglia.storage.tables import nodes, process_leases
 
 __all__ = [
     "Lease",
@@ -116,14 +116,15 @@ def _insert_lease(dialect: str) -> Any:
     columns = ("process_id", "worker", "host", "pid")
     return (
         get_storage()
-        .insert(ProcessLease.__table__)
+        .insert(process_leases)
         .values(**{name: sa.bindparam(name) for name in columns}, heartbeat=now, acquired=now)
         .on_conflict_do_nothing()
     )
 
 
-_RELEASE = sa.delete(ProcessLease).where(
-    ProcessLease.process_id == sa.bindparam("pk"), ProcessLease.worker == sa.bindparam("worker")
+_RELEASE = sa.delete(process_leases).where(
+    process_leases.c.process_id == sa.bindparam("pk"),
+    process_leases.c.worker == sa.bindparam("worker"),
 )
 
 
@@ -143,11 +144,11 @@ def acquire(pk: int, worker: WorkerId, timeout: float) -> bool:
         now = _now()
         row = connection.execute(
             sa.select(
-                ProcessLease.worker,
-                ProcessLease.host,
-                ProcessLease.pid,
-                (ProcessLease.heartbeat < now - timeout).label("expired"),
-            ).where(ProcessLease.process_id == pk)
+                process_leases.c.worker,
+                process_leases.c.host,
+                process_leases.c.pid,
+                (process_leases.c.heartbeat < now - timeout).label("expired"),
+            ).where(process_leases.c.process_id == pk)
         ).first()
         if row is None:  # released in between: try again from the start
             return acquire(pk, worker, timeout)
@@ -156,9 +157,9 @@ def acquire(pk: int, worker: WorkerId, timeout: float) -> bool:
             return False
         # Compare and swap on the holder seen: of two workers taking over, one wins.
         taken = connection.execute(
-            sa.update(ProcessLease)
-            .where(ProcessLease.process_id == pk, ProcessLease.worker == row.worker)
-            .values(**values, heartbeat=now, acquired=ProcessLease.acquired if mine else now)
+            sa.update(process_leases)
+            .where(process_leases.c.process_id == pk, process_leases.c.worker == row.worker)
+            .values(**values, heartbeat=now, acquired=process_leases.c.acquired if mine else now)
         )
         return taken.rowcount == 1
 
@@ -168,16 +169,16 @@ def renew(worker: WorkerId, pks: Iterable[int]) -> set[int]:
     pks = list(pks)
     if not pks:
         return set()
-    with get_storage().session() as session:
-        session.execute(
-            sa.update(ProcessLease)
-            .where(ProcessLease.worker == str(worker), ProcessLease.process_id.in_(pks))
+    with get_storage().connection() as connection:
+        connection.execute(
+            sa.update(process_leases)
+            .where(process_leases.c.worker == str(worker), process_leases.c.process_id.in_(pks))
             .values(heartbeat=_now())
         )
         return set(
-            session.scalars(
-                sa.select(ProcessLease.process_id).where(
-                    ProcessLease.worker == str(worker), ProcessLease.process_id.in_(pks)
+            connection.scalars(
+                sa.select(process_leases.c.process_id).where(
+                    process_leases.c.worker == str(worker), process_leases.c.process_id.in_(pks)
                 )
             )
         )
@@ -191,14 +192,14 @@ def release(pk: int, worker: WorkerId) -> None:
 def holder(pk: int, timeout: float) -> Lease | None:
     """The lease on process ``pk``, if there is one (live or not)."""
     now = _now()
-    with get_storage().session() as session:
-        row = session.execute(
+    with get_storage().connection() as connection:
+        row = connection.execute(
             sa.select(
-                ProcessLease.worker,
-                ProcessLease.host,
-                ProcessLease.pid,
-                (now - ProcessLease.heartbeat).label("age"),
-            ).where(ProcessLease.process_id == pk)
+                process_leases.c.worker,
+                process_leases.c.host,
+                process_leases.c.pid,
+                (now - process_leases.c.heartbeat).label("age"),
+            ).where(process_leases.c.process_id == pk)
         ).first()
     if row is None:
         return None
@@ -209,11 +210,11 @@ def holder(pk: int, timeout: float) -> Lease | None:
 
 def live_workers(timeout: float) -> int:
     """How many workers, on any host, renewed a lease within ``timeout`` seconds."""
-    query = sa.select(sa.func.count(sa.distinct(ProcessLease.worker))).where(
-        ProcessLease.heartbeat >= _now() - timeout
+    query = sa.select(sa.func.count(sa.distinct(process_leases.c.worker))).where(
+        process_leases.c.heartbeat >= _now() - timeout
     )
-    with get_storage().session() as session:
-        return int(session.scalar(query) or 0)
+    with get_storage().connection() as connection:
+        return int(connection.scalar(query) or 0)
 
 
 def unleased_active(timeout: float) -> list[int]:
@@ -221,16 +222,18 @@ def unleased_active(timeout: float) -> list[int]:
     worker of this host that is gone): stranded, unless a task for them waits in the
     broker."""
     now = _now()
-    live = sa.select(ProcessLease.process_id).where(ProcessLease.heartbeat >= now - timeout)
+    live = sa.select(process_leases.c.process_id).where(process_leases.c.heartbeat >= now - timeout)
     active = sa.and_(
-        Node.process_state.in_(ACTIVE_STATES), Node.attributes[DAEMON].as_boolean().is_(True)
+        nodes.c.process_state.in_(ACTIVE_STATES), nodes.c.attributes[DAEMON].as_boolean().is_(True)
     )
-    with get_storage().session() as session:
-        unleased = session.scalars(sa.select(Node.id).where(active, Node.id.not_in(live))).all()
-        held = session.execute(
-            sa.select(ProcessLease.process_id, ProcessLease.worker, ProcessLease.pid)
-            .join(Node, Node.id == ProcessLease.process_id)
-            .where(active, ProcessLease.heartbeat >= now - timeout)
+    with get_storage().connection() as connection:
+        unleased = connection.scalars(
+            sa.select(nodes.c.id).where(active, nodes.c.id.not_in(live))
+        ).all()
+        held = connection.execute(
+            sa.select(process_leases.c.process_id, process_leases.c.worker, process_leases.c.pid)
+            .join(nodes, nodes.c.id == process_leases.c.process_id)
+            .where(active, process_leases.c.heartbeat >= now - timeout)
         ).all()
     orphans = [pk for pk, worker, pid in held if _local_holder_gone(worker, pid)]
     return sorted([*unleased, *orphans])

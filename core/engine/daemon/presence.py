@@ -9,7 +9,6 @@ once.
 
 from __future__ import annotations
 
-import asyncio
 import time
 
 from veglia.config.profile import Profile
@@ -27,7 +26,10 @@ _answers: dict[str, tuple[float, bool]] = {}
 
 def _task_consumers(profile: Profile) -> int:
     """How many workers consume the profile's task queue, on any host."""
-    # Lazy: only for a broker profile whose daemon is not on this host.
+    # Lazy: only for a broker profile whose daemon is not on this host (asyncio and ssl
+    # are a twentieth of process list's start-up).
+    import asyncio
+
     import aio_pika
     from aio_pika.exceptions import ChannelNotFoundEntity
 

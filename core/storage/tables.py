@@ -1,0 +1,332 @@
+"""The database schema as SQLAlchemy Core tables: what every migration must arrive at.
+
+The ORM classes of :mod:`veglia.storage.models` are mapped onto these tables. Code that
+only reads or writes rows (the CLI's listings, the engine's hot statements) uses the tables
+directly, and so never imports SQLAlchemy's ORM, which costs a command about a quarter of
+its start-up. Schema changes go through an Alembic migration in ``migrations/versions``; a
+test compares this metadata against the migrated database so the two never drift apart.
+"""
+
+from __future__ import annotations
+
+import uuid as uuid_module
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    CheckConstraint,
+    Column,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Table,
+    Text,
+    TypeDecorator,
+    UniqueConstraint,
+)
+
+from veglia.storage.attribute_text import attribute_text
+from veglia.storage.times import utcnow
+
+__all__ = [
+    "INDEXED_ATTRIBUTES",
+    "LINK_TYPES",
+    "JsonType",
+    "authinfos",
+    "codes",
+    "computers",
+    "group_nodes",
+    "groups",
+    "links",
+    "logs",
+    "metadata",
+    "new_uuid",
+    "nodes",
+    "process_leases",
+    "report_outbox",
+    "report_runs",
+    "repository_blobs",
+    "repository_files",
+    "users",
+    "utcnow",
+]
+
+#: input: data -> process; create: calc job -> data it produced; output: workflow -> data it
+#: returned; call: process -> process it launched.
+LINK_TYPES = ("input", "create", "output", "call")
+
+# Named constraints so Alembic migrations can refer to them on every backend.
+NAMING_CONVENTION = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+def new_uuid() -> str:
+    return str(uuid_module.uuid4())
+
+
+class JsonType(TypeDecorator):
+    """JSON, stored as JSONB on PostgreSQL.
+
+    Not ``JSON().with_variant(JSONB(), "postgresql")``: that imports SQLAlchemy's PostgreSQL
+    dialect (and its asyncpg driver module) into every process, the CLI on SQLite included,
+    for about 30 ms of each command's start-up.
+    """
+
+    impl = JSON
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect: Any) -> Any:
+        if dialect.name == "postgresql":
+            from sqlalchemy.dialects.postgresql import JSONB
+
+            return dialect.type_descriptor(JSONB())
+        return dialect.type_descriptor(JSON())
+
+
+def _json(name: str) -> Column:
+    return Column(name, JsonType(), nullable=False, default=dict)
+
+
+def _uuid() -> Column:
+    return Column("uuid", String(36), nullable=False, unique=True, default=new_uuid)
+
+
+def _id() -> Column:
+    return Column("id", Integer, primary_key=True)
+
+
+def _text(name: str, length: int | None = None, **kwargs: Any) -> Column:
+    return Column(name, String(length) if length else Text, nullable=False, **kwargs)
+
+
+def _time(name: str, **kwargs: Any) -> Column:
+    return Column(name, DateTime(timezone=True), nullable=False, default=utcnow, **kwargs)
+
+
+def _foreign(name: str, target: str, ondelete: str, **kwargs: Any) -> Column:
+    kwargs.setdefault("nullable", False)
+    return Column(name, ForeignKey(target, ondelete=ondelete), **kwargs)
+
+
+users = Table(
+    "users",
+    metadata,
+    _id(),
+    _text("email", 254, unique=True),
+    _text("first_name", 254, default=""),
+    _text("last_name", 254, default=""),
+    _text("institution", 254, default=""),
+)
+
+computers = Table(
+    "computers",
+    metadata,
+    _id(),
+    _uuid(),
+    _text("label", 255, unique=True),
+    _text("hostname", 255),
+    _text("description", default=""),
+    _text("scheduler_type", 255),
+    _text("transport_type", 255),
+    # work dir, mpirun command, safe_interval, minimum_poll_interval, plugins' own, ...
+    _json("properties"),
+)
+
+#: How one user reaches one computer (user name, key file, proxy, ...).
+authinfos = Table(
+    "authinfos",
+    metadata,
+    _id(),
+    _foreign("user_id", "users.id", "CASCADE"),
+    _foreign("computer_id", "computers.id", "CASCADE"),
+    Column("enabled", Boolean, nullable=False, default=True),
+    _json("auth_params"),
+    _json("properties"),
+    UniqueConstraint("user_id", "computer_id"),
+)
+
+#: An executable on a computer that calc jobs run.
+codes = Table(
+    "codes",
+    metadata,
+    _id(),
+    _uuid(),
+    _text("label", 255),
+    _text("description", default=""),
+    _foreign("computer_id", "computers.id", "RESTRICT"),
+    _text("executable"),
+    Column("default_calc_job_plugin", String(255), nullable=True),
+    _text("prepend_text", default=""),
+    _text("append_text", default=""),
+    _time("ctime"),
+    UniqueConstraint("label", "computer_id"),
+)
+
+#: A vertex of the provenance graph: a piece of data or a process.
+nodes = Table(
+    "nodes",
+    metadata,
+    _id(),
+    _uuid(),
+    _text("node_type", 255, index=True),
+    Column("process_type", String(255), nullable=True, index=True),
+    _text("label", 255, default="", index=True),
+    _text("description", default=""),
+    _time("ctime", index=True),
+    _time("mtime", onupdate=utcnow),
+    _foreign("user_id", "users.id", "RESTRICT", nullable=True),
+    _foreign("computer_id", "computers.id", "RESTRICT", nullable=True),
+    _json("attributes"),
+    _json("extras"),
+    Column("process_state", String(32), nullable=True),
+    Column("exit_status", Integer, nullable=True),
+    Column("exit_message", Text, nullable=True),
+    # Versioned plain-data checkpoint of a running process (JSON text).
+    Column("checkpoint", Text, nullable=True),
+    Index("ix_nodes_process_state_node_type", "process_state", "node_type"),
+)
+
+#: Attributes looked up by value among many finished jobs (caching, right-sizing), by
+#: index name: ``veglia.orm.attributes.CACHE_HASH`` and ``SIMILARITY_KEY`` (storage does not
+#: import the ORM; a test checks that the names agree). Query them with ``attribute_text``.
+INDEXED_ATTRIBUTES = {
+    "ix_nodes_cache_hash": "cache_hash",
+    "ix_nodes_similarity_key": "similarity_key",
+}
+for _name, _key in INDEXED_ATTRIBUTES.items():
+    Index(_name, attribute_text(nodes.c.attributes, _key))
+
+links = Table(
+    "links",
+    metadata,
+    _id(),
+    _foreign("input_id", "nodes.id", "CASCADE"),
+    _foreign("output_id", "nodes.id", "CASCADE"),
+    _text("label", 255),
+    _text("link_type", 16),
+    CheckConstraint("link_type IN ('input', 'create', 'output', 'call')", name="link_type"),
+    Index("ix_links_input_id_link_type", "input_id", "link_type"),
+    Index("ix_links_output_id_link_type", "output_id", "link_type"),
+)
+
+logs = Table(
+    "logs",
+    metadata,
+    _id(),
+    _uuid(),
+    _foreign("node_id", "nodes.id", "CASCADE", index=True),
+    _time("time"),
+    _text("levelname", 16, index=True),
+    _text("loggername", 255, default=""),
+    _text("message"),
+    _json("details"),
+)
+
+#: A file of a node's repository: its path in the node and the hash of its content.
+repository_files = Table(
+    "repository_files",
+    metadata,
+    _id(),
+    _foreign("node_id", "nodes.id", "CASCADE", index=True),
+    _text("path"),
+    _text("sha256", 64, index=True),
+    Column("size", BigInteger, nullable=False),
+    UniqueConstraint("node_id", "path"),
+)
+
+#: A blob of the repository kept in the database (``storage.repository = database``), so
+#: hosts that share the database need no shared folder.
+repository_blobs = Table(
+    "repository_blobs",
+    metadata,
+    Column("sha256", String(64), primary_key=True),
+    Column("size", BigInteger, nullable=False),
+    Column("content", LargeBinary, nullable=False),
+)
+
+#: Records a reporter plugin must deliver: kept until they are sent. The unique key makes
+#: queueing idempotent: a record queued twice is stored once.
+report_outbox = Table(
+    "report_outbox",
+    metadata,
+    _id(),
+    _text("reporter", 64, index=True),
+    _text("run_key", 255, index=True),
+    # a task event ("submitted", "running", "task" for its end) or "complete" (the run ended)
+    _text("kind", 16),
+    Column("task_id", Integer, nullable=False, default=0),
+    Column("attempt", Integer, nullable=False, default=1),
+    _json("payload"),
+    # pending, sent ("failed" in rows of 0.x, sent again by the reporter's retry command)
+    _text("status", 16, default="pending", index=True),
+    Column("tries", Integer, nullable=False, default=0),
+    Column("last_error", Text, nullable=True),
+    _time("created"),
+    Column("sent_at", DateTime(timezone=True), nullable=True),
+    UniqueConstraint("reporter", "run_key", "kind", "task_id", "attempt"),
+)
+
+#: A run as a reporter knows it remotely (a Seqera Platform workflow id, say).
+report_runs = Table(
+    "report_runs",
+    metadata,
+    _id(),
+    _text("reporter", 64),
+    _text("run_key", 255),
+    Column("remote_id", String(255), nullable=True),
+    # new, begun, completed, or refused (``data["refused"]`` says which request and why)
+    _text("state", 16, default="new"),
+    _json("data"),
+    Column("last_sent", DateTime(timezone=True), nullable=True),
+    UniqueConstraint("reporter", "run_key"),
+)
+
+#: Which daemon worker runs an active process, and since when it last said so.
+#: ``heartbeat`` is seconds since the epoch on the database's clock, so workers on hosts
+#: whose clocks differ still agree on which leases have expired.
+process_leases = Table(
+    "process_leases",
+    metadata,
+    _foreign("process_id", "nodes.id", "CASCADE", primary_key=True),
+    # "host/pid/token": the token tells a restarted worker from one that reused its pid.
+    _text("worker", 255, index=True),
+    _text("host", 255),
+    Column("pid", Integer, nullable=False),
+    Column("heartbeat", Float, nullable=False),
+    Column("acquired", Float, nullable=False),
+)
+
+#: A named set of nodes, as AiiDA's groups: labels are unique, nodes may be in many.
+groups = Table(
+    "groups",
+    metadata,
+    _id(),
+    _uuid(),
+    _text("label", 255, unique=True),
+    _text("type_string", 255, default="core"),
+    _text("description", default=""),
+    _time("time"),
+    _foreign("user_id", "users.id", "SET NULL", nullable=True),
+)
+
+#: A node in a group: deleting either deletes the membership, never the other.
+group_nodes = Table(
+    "group_nodes",
+    metadata,
+    _foreign("group_id", "groups.id", "CASCADE", primary_key=True),
+    _foreign("node_id", "nodes.id", "CASCADE", primary_key=True, index=True),
+)
