@@ -266,6 +266,16 @@ def test_process_attributes_from_two_writers_are_both_kept(storage_url, tmp_path
     }
     cli_copy.delete_attribute("control_request")
     assert "control_request" not in engine_copy.refresh().attributes
+    # A value the other writer changed to an equal one of another type (1 -> True, as JSON
+    # 1 -> true) is read as the new one by the next patch, and by a refresh.
+    cli_copy.set_attributes({"flag": 1, "limits": {"memory": 1}})
+    engine_copy.set_attribute("job_id", "8")
+    cli_copy.set_attributes({"flag": True, "limits": {"memory": 2}})
+    engine_copy.set_attribute("job_id", "9")
+    assert engine_copy.get_attribute("flag") is True
+    assert engine_copy.get_attribute("limits") == {"memory": 2}
+    cli_copy.set_attribute("flag", 1)
+    assert type(engine_copy.refresh().get_attribute("flag")) is int
     with pytest.raises(ValueError, match="quotes"):
         engine_copy.set_attribute('say "hi"', 1)
     backend.close()

@@ -303,10 +303,14 @@ class Node:
         statement = _patch_statement(dialect, column, len(values), len(removed))
         with get_storage().connection() as connection:
             result = connection.execute(statement, params).scalar_one()
-        return self._decoded(result if isinstance(result, dict) else json.loads(result))
+        decoded = result if isinstance(result, dict) else json.loads(result)
+        return self._decoded(decoded, getattr(self, f"_{column}"))
 
-    def _decoded(self, column: dict[str, Any] | None) -> dict[str, Any]:
-        """The node's own copy of a JSON column as read (top-level keys shared)."""
+    def _decoded(
+        self, column: dict[str, Any] | None, previous: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """The node's own copy of a JSON column as read (top-level keys shared); ``previous``
+        is the node's copy before, when it had one."""
         return {sys.intern(k): v for k, v in (column or {}).items()}
 
     @property

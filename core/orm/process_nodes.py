@@ -7,6 +7,7 @@ Their properties read what the engine wrote as the process ran; the attribute na
 
 from __future__ import annotations
 
+import sys
 from datetime import datetime
 from typing import Any
 
@@ -44,6 +45,7 @@ __all__ = ["TERMINAL_STATES", "CalcJobNode", "ProcessNode", "WorkflowNode"]
 
 #: The states a process ends in.
 TERMINAL_STATES = ("finished", "killed", "excepted")
+_ABSENT = object()
 
 
 _CHECKPOINT_OF = sa.select(_NODES.c.checkpoint).where(_NODES.c.id == sa.bindparam("pk"))
@@ -65,9 +67,20 @@ class ProcessNode(Node):
         self.computer_pk: int | None = None
         self._mtime: datetime | None = None
 
-    def _decoded(self, column: dict[str, Any] | None) -> dict[str, Any]:
-        # A worker holds thousands of process nodes: their strings are shared.
-        return shared_strings(column or {})
+    def _decoded(
+        self, column: dict[str, Any] | None, previous: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        # A worker holds thousands of process nodes: their strings are shared. A value equal
+        # to the one the node held is kept, shared already: walking every value again at
+        # each patch was a twentieth of a worker's CPU (the comparison runs in C).
+        if not previous:
+            return shared_strings(column or {})
+        decoded = {}
+        for key, value in (column or {}).items():
+            held = previous.get(key, _ABSENT)
+            same = type(held) is type(value) and held == value
+            decoded[sys.intern(key)] = held if same else shared_strings(value)
+        return decoded
 
     def _row_values(self) -> dict[str, Any]:
         return {
@@ -89,8 +102,8 @@ class ProcessNode(Node):
         with get_storage().connection() as connection:
             row = connection.execute(_NODE_BY_PK, {"key": self.pk}).first()
             assert row is not None
-            self._attributes = self._decoded(row.attributes)
-            self._extras = self._decoded(row.extras)
+            self._attributes = self._decoded(row.attributes, self._attributes)
+            self._extras = self._decoded(row.extras, self._extras)
             self._load_row(row)
         return self
 
