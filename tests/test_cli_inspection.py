@@ -511,7 +511,7 @@ def test_a_workflow_without_history_has_no_estimate_not_overdue(run_cli, local):
 
 
 def test_a_long_table_looks_as_a_short_one(monkeypatch):
-    """Past PLAIN_ROWS rows (``process list -a`` on a big profile) veglia lays the table out
+    """Past PLAIN_ROWS rows (every table without a title, now) veglia lays the table out
     itself, for speed: the same text rich prints, wide characters and empty cells included;
     a table too wide for the console is left to rich, which folds its cells."""
     import io
