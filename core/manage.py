@@ -108,10 +108,12 @@ def get_profile() -> Profile:
 def get_storage() -> StorageBackend:
     """The storage of the active profile, opened once and checked against the schema."""
     global _storage
-    # Lazy: SQLAlchemy only when storage is first used (CLI start-up).
-    from veglia.storage.backend import StorageBackend
-
     if _storage is None:
+        # Lazy: SQLAlchemy only when storage is first used (CLI start-up). Here, not above:
+        # an import statement costs a lock, and the engine asks for the storage at every
+        # read and write.
+        from veglia.storage.backend import StorageBackend
+
         storage = StorageBackend.from_profile(get_profile())
         storage.check_schema()
         _storage = storage
