@@ -12,22 +12,30 @@ the ratio is printed; without aiida-core the comparison is skipped, and said so.
     python bench/cli_startup.py              # 10 runs each, 60,000 nodes in the filled profile
     python bench/cli_startup.py -r 3 -n 3000 # a smoke run
 
-Figures of one run (-r 3; 2-core machine shared with other jobs, load 8 to 16, so the wall
-times are several times the CPU times; the lead re-measures on a quiet machine), in s:
+Figures of one run (-r 10, 10,000 processes in the filled profile; a quiet 2-core machine
+whose speed drifted by up to a factor of two over minutes), in s:
 
     command                          veglia wall best / CPU   verdi 2.9.4 wall best / CPU
-    --version                            0.553 / 0.077             2.089 / 0.316
-    --help                               1.624 / 0.196             1.637 / 0.294
-    process list (empty profile)         2.581 / 0.807             9.648 / 2.517
-    process list -a (empty profile)      2.634 / 0.889             4.609 / 2.254
-    process list (10,000 calc jobs)      1.153 / 0.758                 -
-    process list -a -l 50 (same)         1.166 / 0.791                 -
+    --version                            0.056 / 0.059             0.169 / 0.185
+    --help                               0.130 / 0.148             0.192 / 0.254
+    process list (empty profile)         0.334 / 0.369             1.635 / 1.856
+    process list -a (empty profile)      0.320 / 0.361             1.557 / 1.808
+    process list (10,000 processes)      0.340 / 0.357                 -
+    process list -a -l 50 (same)         0.366 / 0.403                 -
 
-``--help`` took 0.82 s of CPU before this bench's commit: it loads every plugin's hook
-module, and Fusion's and Tower's imported the ORM and SQLAlchemy at the top. What is left
-of ``process list`` is start-up (SQLAlchemy, the ORM, rich: about 0.45 s of CPU on this
-machine); its database work is 3 statements, under 10 ms on SQLite with 100,000 nodes
-(``bench/db_scale.py``).
+``process list`` on the filled profile, the code before (5cada9e) and after, run in turn
+15 times each: best 0.49 -> 0.32 s, median 0.57 -> 0.38 s. Where it went: SQLAlchemy's ORM
+and the declarative mapping of the models (about a quarter: the command now reads through
+Core tables, ``veglia.storage.tables``, and imports no ``sqlalchemy.orm``), the PostgreSQL
+dialect that the JSONB column type imported on SQLite too (30 ms), asyncio for a broker
+check the command does not make, and rich's measuring of every table cell (a plain layout
+gives the same text). What is left is start-up: Python, click, SQLAlchemy Core (about
+0.15 s), rich's console, the plugin manager; the query itself takes milliseconds. This
+environment sets PYTHONDONTWRITEBYTECODE, so veglia's own modules are compiled at every
+start: the figures include that.
+
+``--help`` took 0.82 s of CPU before an earlier commit: it loads every plugin's hook
+module, and Fusion's and Tower's imported the ORM and SQLAlchemy at the top.
 """
 
 from __future__ import annotations

@@ -112,6 +112,22 @@ checkpoints as a worker does) went from 43,300 to 32,300 Python calls per job.
     it in the kernel), SQLAlchemy's per-statement overhead (a seventh), plumpy's
     checkpoints and loading (about 8%), the kiwipy thread.
 
+    Workers, fourth round (a fourth machine, faster, whose speed drifted by up to a factor
+    of two between minutes). py-spy (on-CPU samples of both workers): SQLAlchemy about
+    half, of which SQLite's own work (execute and commit) 40%; among veglia's own
+    functions the largest were ``get_storage``, whose lazy import statement ran at every
+    storage access, and ``shared_strings``, which walked a process node's whole attributes
+    at every patch (5% of a worker under cProfile). Both fixed: the import runs once, and a
+    patch keeps the values the node held when they are equal and of the same type. In
+    turn, 300 jobs, three times each, in a slow phase: 31.8, 29.8 and 31.3 jobs/s before,
+    32.9, 32.4 and 33.3 after (workers 27.7-30.9 -> 27.2-28.1 ms a job). With ``--aiida
+    -n 500`` in one run: veglia 43.9 jobs/s (workers 19.8 ms, whole machine 36.2 ms a
+    job), aiida-core 1.06 jobs/s: 41.2x. In a fast minute 500 jobs ran at 50.9 jobs/s
+    (whole machine 31.6 ms a job); in slow ones at 32-36. Left, by size: SQLAlchemy's
+    per-statement and per-transaction Python (the attribute patch, the state and
+    checkpoint update, and the connection taken and returned for each block: about a
+    fifth of a worker's on-CPU samples), SQLite, plumpy, the sandbox's files.
+
     Submission (issue 16: 10,000 submissions under 20 s, ~1.5 ms of CPU a job). The same
     ``--submit-only 10000``, before (5460edf) and after, back to back, twice, on a busy
     machine (load average 2 to 4.2; other sessions' Python processes held most of both
