@@ -97,6 +97,7 @@ class _Shared:
     @property
     def session(self) -> Session:
         if self._session is None:
+            # Lazy: the ORM only for a block that asks for a session (see _new_session).
             from sqlalchemy.orm import Session
 
             # It joins the connection's transaction: the block commits, never the session.
