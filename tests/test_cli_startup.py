@@ -25,6 +25,19 @@ def _loaded_after(code: str) -> set[str]:
     return set(result.stdout.split())
 
 
+def _run_then_print(args: list[str], printed: str) -> subprocess.CompletedProcess:
+    """Run ``veglia ARGS`` in a fresh interpreter, then print ``printed`` (an expression
+    list, with ``sys`` imported) on the last line; VEGLIA_HOME is the test's."""
+    code = (
+        "from veglia.cli.main import main\n"
+        f"try:\n    main({args!r})\nexcept SystemExit:\n    pass\n"
+        f"import sys; print({printed})"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+
+
 def test_importing_the_cli_loads_no_database_engine_or_rich():
     loaded = _loaded_after("import veglia.cli.main")
     heavy = {"sqlalchemy", "plumpy", "rich", "paramiko", "kiwipy", "veglia.engine", "veglia.orm"}
@@ -86,14 +99,9 @@ def test_process_list_reads_without_the_orm(run_cli):
     node.process_state = "waiting"
     node.computer_pk = orm.load_computer("localhost").pk
     node.store()
-    code = (
-        "from veglia.cli.main import main\n"
-        "try:\n    main(['process', 'list'])\nexcept SystemExit:\n    pass\n"
-        "import sys; print('loaded:', 'sqlalchemy.orm' in sys.modules, "
-        "'veglia.storage.models' in sys.modules)"
-    )  # VEGLIA_HOME is the test's (the veglia_home fixture)
-    result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    result = _run_then_print(
+        ["process", "list"],
+        "'loaded:', 'sqlalchemy.orm' in sys.modules, 'veglia.storage.models' in sys.modules",
     )
     assert "listed-job" in result.stdout and "Waiting" in result.stdout, result.stdout
     assert result.stdout.strip().splitlines()[-1] == "loaded: False False", result.stdout
@@ -103,13 +111,8 @@ def test_a_command_on_an_up_to_date_profile_does_not_load_alembic(run_cli):
     """The schema check reads the recorded revision; Alembic is for migrating, and for
     saying what is wrong with a schema that is not this release's."""
     assert run_cli("presto", "--no-broker").exit_code == 0
-    code = (
-        "from veglia.cli.main import main\n"
-        "try:\n    main(['process', 'list', '-a'])\nexcept SystemExit:\n    pass\n"
-        "import sys; print('loaded alembic:', 'alembic' in sys.modules)"
-    )  # VEGLIA_HOME is the test's (the veglia_home fixture)
-    result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    result = _run_then_print(
+        ["process", "list", "-a"], "'loaded alembic:', 'alembic' in sys.modules"
     )
     assert "No process matches" in result.stdout  # the command ran, on the database
     assert result.stdout.strip().splitlines()[-1] == "loaded alembic: False", result.stdout

@@ -207,6 +207,17 @@ def label_condition(pattern: str) -> Any:
     return nodes.c.label.ilike(like, escape="\\")
 
 
+#: What a node is, in a line: pk, node type, label, process type, state, exit status.
+_SUMMARY_COLUMNS = (
+    nodes.c.id,
+    nodes.c.node_type,
+    nodes.c.label,
+    nodes.c.process_type,
+    nodes.c.process_state,
+    nodes.c.exit_status,
+)
+
+
 def recent_nodes(
     pk_prefix: str = "", *, node_type: str | None = None, limit: int = 50
 ) -> list[tuple[int, str, str, str | None, str | None, int | None]]:
@@ -215,14 +226,7 @@ def recent_nodes(
     (``"process"``: every process), newest first: what shell completion offers."""
     if pk_prefix and not pk_prefix.isdigit():
         return []
-    query = sa.select(
-        nodes.c.id,
-        nodes.c.node_type,
-        nodes.c.label,
-        nodes.c.process_type,
-        nodes.c.process_state,
-        nodes.c.exit_status,
-    )
+    query = sa.select(*_SUMMARY_COLUMNS)
     if pk_prefix:
         query = query.where(sa.cast(nodes.c.id, sa.String).like(f"{pk_prefix}%"))
     if node_type is not None:
@@ -300,15 +304,7 @@ def provenance_around(pk: int, depth: int) -> tuple[list[Any], list[tuple[int, i
             frontier = found - seen
             seen |= found
         near = connection.execute(
-            sa.select(
-                nodes.c.id,
-                nodes.c.node_type,
-                nodes.c.label,
-                nodes.c.process_type,
-                nodes.c.process_state,
-                nodes.c.exit_status,
-                nodes.c.attributes,
-            )
+            sa.select(*_SUMMARY_COLUMNS, nodes.c.attributes)
             .where(nodes.c.id.in_(seen))
             .order_by(nodes.c.id)
         ).all()
