@@ -8,6 +8,7 @@ what the real local transport does.
 from __future__ import annotations
 
 import errno
+import functools
 import getpass
 import os
 import shlex
@@ -23,6 +24,12 @@ from veglia.exceptions import TransportError, TransportTimeoutError
 from veglia.transports import FileStat, Transport
 
 __all__ = ["LocalTransportBase"]
+
+
+@functools.cache
+def _bash() -> str:
+    # Found once: otherwise each command's child tries every PATH entry before bash's.
+    return shutil.which("bash") or "bash"
 
 
 class LocalTransportBase(Transport):
@@ -163,7 +170,7 @@ class LocalTransportBase(Transport):
         ``timeout`` seconds."""
         try:
             process = subprocess.Popen(
-                ["bash", "-c", command],
+                [_bash(), "-c", command],
                 cwd=cwd,
                 env=None if env is None else dict(env),
                 stdin=subprocess.PIPE,

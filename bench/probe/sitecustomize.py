@@ -6,6 +6,8 @@ publishes and acknowledges, and writes them there as ``<pid>.json`` when it exit
 ``VEGLIA_BENCH_SQL`` set, the record also counts each statement's text and
 the veglia functions it came from, and where each commit came from. With
 ``VEGLIA_BENCH_PROFILE`` set too, it also writes a cProfile of itself (``<pid>.prof``).
+With ``VEGLIA_BENCH_LOCKS`` set, it times SQLite's write lock: how long each transaction
+held it, and how long statements waited.
 Nothing here is part of veglia: without the variable this module does nothing.
 """
 
@@ -32,6 +34,53 @@ if os.environ.get("VEGLIA_BENCH_PROBE"):
             frame = frame.f_back
         return found
 
+    # VEGLIA_BENCH_LOCKS=1: how long each transaction held SQLite's write lock (from its
+    # first write to its commit) and how long statements waited beyond their own CPU time.
+    _locks = {} if os.environ.get("VEGLIA_BENCH_LOCKS") else None
+
+    def _install_lock_timing(event, sa) -> None:
+        import time
+
+        first_write = {}
+        started = {}
+
+        def add(kind, key, seconds, cpu=None):
+            entry = _locks.setdefault(kind, {}).setdefault(
+                key, [0, 0.0] + [0.0] * (cpu is not None)
+            )
+            entry[0] += 1
+            entry[1] += seconds
+            if cpu is not None:
+                entry[2] += cpu
+
+        def before(conn, _cursor, text, *_args):
+            key = id(conn.connection.dbapi_connection)
+            started[key] = (time.perf_counter(), time.thread_time())
+            if key not in first_write and text.lstrip()[:6].upper() in _WRITES:
+                caller = " < ".join(_veglia_callers(3))
+                first_write[key] = (time.perf_counter(), time.thread_time(), caller)
+
+        def after(conn, _cursor, text, *_args):
+            wall, cpu = started.pop(id(conn.connection.dbapi_connection), (None, None))
+            if wall is not None:
+                waited = (time.perf_counter() - wall) - (time.thread_time() - cpu)
+                if waited > 0.0005:
+                    where = " < ".join(_veglia_callers(3))
+                    add("waits", " ".join(text.split())[:60] + " @ " + where, waited)
+
+        def end(conn):
+            first = first_write.pop(id(conn.connection.dbapi_connection), None)
+            if first is not None:
+                wall, cpu, caller = first
+                add("holds", caller, time.perf_counter() - wall, time.thread_time() - cpu)
+
+        event.listen(sa.engine.Engine, "before_cursor_execute", before)
+        event.listen(sa.engine.Engine, "after_cursor_execute", after)
+        event.listen(sa.engine.Engine, "commit", end)
+        event.listen(sa.engine.Engine, "rollback", end)
+
+    _WRITES = ("INSERT", "UPDATE", "DELETE")
+
     def _install() -> None:
         import aiormq.channel
         import sqlalchemy as sa
@@ -51,6 +100,8 @@ if os.environ.get("VEGLIA_BENCH_PROBE"):
 
         event.listen(sa.engine.Engine, "before_cursor_execute", statement)
         event.listen(sa.engine.Engine, "commit", commit)
+        if _locks is not None:
+            _install_lock_timing(event, sa)
 
         def counted(name, key):
             original = getattr(aiormq.channel.Channel, name)
@@ -71,6 +122,8 @@ if os.environ.get("VEGLIA_BENCH_PROBE"):
         record = {"pid": pid, "argv": sys.orig_argv, **COUNTS}
         if _statements is not None:
             record["sql"] = _statements
+        if _locks is not None:
+            record["locks"] = _locks
         with open(os.path.join(_folder, f"{pid}.json"), "w") as handle:
             json.dump(record, handle)
         if _profiler is not None:

@@ -7,8 +7,9 @@ reporters through ``trace_ready`` (which send it on, to Seqera Platform say).
 
 from __future__ import annotations
 
+import copy
 import time
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from veglia.orm.attributes import CACHE_HASH
@@ -66,7 +67,12 @@ class TraceRecord:
     extras: dict[str, Any] = field(default_factory=dict, metadata={"transient": True})
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        # Not dataclasses.asdict: it deep-copies each of ~40 scalars, twice a job.
+        return {
+            name: copy.deepcopy(value) if isinstance(value, (dict, list)) else value
+            for name in _FIELD_NAMES
+            for value in (getattr(self, name),)
+        }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TraceRecord:
@@ -74,6 +80,7 @@ class TraceRecord:
         return cls(**{k: v for k, v in data.items() if k in known})
 
 
+_FIELD_NAMES = tuple(f.name for f in fields(TraceRecord))
 TRANSIENT_FIELDS = tuple(f.name for f in fields(TraceRecord) if f.metadata.get("transient"))
 
 

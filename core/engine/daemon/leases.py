@@ -235,5 +235,8 @@ def unleased_active(timeout: float) -> list[int]:
             .join(nodes, nodes.c.id == process_leases.c.process_id)
             .where(active, process_leases.c.heartbeat >= now - timeout)
         ).all()
-    orphans = [pk for pk, worker, pid in held if _local_holder_gone(worker, pid)]
+    # One look at each holder, not at each of the hundreds of processes it holds.
+    holders = {(worker, pid) for _, worker, pid in held}
+    gone = {holder for holder in holders if _local_holder_gone(*holder)}
+    orphans = [pk for pk, worker, pid in held if (worker, pid) in gone]
     return sorted([*unleased, *orphans])
