@@ -47,6 +47,37 @@ def test_arithmetic_add(profile):
     assert outputs["sum"].value == 42
 
 
+def test_a_job_is_never_seen_with_its_outputs_but_not_finished(profile, monkeypatch):
+    """The parser's outputs and the job's end are one commit: another reader (the CLI,
+    another worker) sees both or neither, never a parsed job that has not ended."""
+    import sqlalchemy as sa
+
+    from veglia.engine.process import Process
+    from veglia.manage import get_storage
+    from veglia.storage.tables import links
+
+    seen = []
+    transition_to = Process.transition_to
+
+    def watched(self, new_state, **kwargs):
+        if getattr(new_state, "LABEL", None) is not None and new_state.LABEL.value == "finished":
+            with get_storage().engine.connect() as other:  # what a reader sees just before
+                seen.append(
+                    other.execute(
+                        sa.select(sa.func.count())
+                        .select_from(links)
+                        .where(links.c.input_id == self.node.pk, links.c.label == "sum")
+                    ).scalar()
+                )
+        return transition_to(self, new_state, **kwargs)
+
+    monkeypatch.setattr(Process, "transition_to", watched)
+    outputs, node = engine.run_get_node(AddJob, x=orm.Int(1), y=orm.Int(2))
+    assert node.is_finished_ok and outputs["sum"].value == 3
+    assert seen == [0]
+    assert node.outputs.sum.value == 3  # and once it ended, there they are
+
+
 def test_builder_names_the_wrong_port(profile):
     builder = AddJob.get_builder()
     with pytest.raises(InputValidationError, match="'x'"):

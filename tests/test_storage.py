@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import io
 import shutil
@@ -468,4 +469,70 @@ def test_connection_blocks_share_the_transaction_with_session_blocks(
         add_core("cx-e")  # on a connection of its own, committed
     assert "cx-d" not in seen()
     assert "cx-e" in seen()
+
+
+def test_a_held_transaction_commits_with_the_block_given_it(storage, storage_url, tmp_path):
+    """What a step writes at its end waits in a held transaction for the commit of the
+    state change that follows (one commit, seen together); blocks in between join it."""
+    observer = StorageBackend(storage_url, tmp_path / "observer")
+    table = Node.__table__
+
+    def seen() -> set[str]:
+        with observer.connection() as connection:
+            labels = connection.execute(sa.select(table.c.label).where(table.c.label.like("hx-%")))
+            return set(labels.scalars())
+
+    def add(label: str) -> None:
+        with storage.connection() as connection:
+            connection.execute(
+                table.insert().values(node_type="data.int", label=label, attributes={}, extras={})
+            )
+
+    held = storage.hold()
+    add("hx-a")
+    add("hx-b")  # a block of its own joins the held transaction
+    assert seen() == set()
+    with storage.transaction(held):
+        add("hx-c")
+        assert seen() == set()
+    assert seen() == {"hx-a", "hx-b", "hx-c"}
+    assert storage.held() is None
+    add("hx-d")  # committed at once again
+    assert "hx-d" in seen()
+    observer.close()
+
+
+def test_a_transaction_held_across_an_await_is_committed_before_another_task_writes(
+    storage, storage_url, tmp_path, caplog
+):
+    """A task that awaits with a held transaction open would leave the database's write
+    lock taken while the worker's other processes run in the same thread: the next block
+    of another task commits it first, and says so."""
+    observer = StorageBackend(storage_url, tmp_path / "observer")
+    table = Node.__table__
+
+    def add(label: str) -> None:
+        with storage.connection() as connection:
+            connection.execute(
+                table.insert().values(node_type="data.int", label=label, attributes={}, extras={})
+            )
+
+    async def careless() -> None:
+        storage.hold()
+        add("ax-a")
+        await asyncio.sleep(0.01)
+
+    async def other() -> None:
+        await asyncio.sleep(0)
+        add("ax-b")
+
+    async def both() -> None:
+        await asyncio.gather(careless(), other())
+
+    asyncio.run(both())
+    with observer.connection() as connection:
+        labels = connection.execute(sa.select(table.c.label).where(table.c.label.like("ax-%")))
+        assert set(labels.scalars()) == {"ax-a", "ax-b"}
+    assert "held open across an await" in caplog.text
+    observer.close()
     observer.close()

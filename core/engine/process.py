@@ -7,12 +7,14 @@ can load it and carry on (see :mod:`veglia.engine.persistence`).
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import functools
 import logging
 import os
-from collections.abc import Mapping
-from typing import Any, ClassVar
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import plumpy
 from plumpy.process_states import ProcessState
@@ -31,6 +33,9 @@ from veglia.orm.data import to_node
 from veglia.orm.nodes import Node, load_node
 from veglia.orm.process_nodes import TERMINAL_STATES, ProcessNode
 from veglia.storage.outage import is_storage_outage
+
+if TYPE_CHECKING:
+    from veglia.storage.backend import HeldTransaction
 
 __all__ = ["CALLED_BY", "TO_DAEMON", "Process"]
 
@@ -205,10 +210,52 @@ class Process(plumpy.Process):
             raise StepAbandoned(self.node.pk if self.node else None) from exception
         super().transition_failed(initial_state, final_state, exception, trace)
 
+    @contextmanager
+    def closing_writes(self) -> Iterator[None]:
+        """Write what a step found in the commit of the state change it ends in: one
+        commit, not two, and the state never seen without what led to it.
+
+        Nothing may be awaited after this block before the step ends: on SQLite the first
+        write holds the database's write lock until that commit, and the worker's other
+        processes write in this thread. Everything the step writes after it joins it. Should
+        a step await all the same, the writes are committed on their own (and a warning
+        says so).
+        """
+        storage = get_storage()
+        held = storage.held()
+        if held is None:
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:  # not stepped by a loop: nothing to join
+                with storage.transaction():
+                    yield
+                return
+            held = storage.hold()
+            loop.call_soon(_commit_stray_writes, held)
+        try:
+            yield
+        except BaseException:
+            held.end(commit=False)
+            raise
+        if held.error is not None:  # a failed write that something caught: as transaction()
+            held.end(commit=False)
+            raise held.error
+
+    async def step(self) -> None:
+        try:
+            await super().step()
+        finally:
+            # A step that ended without a state change (an interruption): its writes stand.
+            held = get_storage().held()
+            if held is not None:
+                held.end(commit=True)
+
     def transition_to(self, new_state: Any, **kwargs: Any) -> None:
-        # One commit per state change: the new state, its checkpoint and what entering it
-        # wrote (an exit status, logs, the trace record), together or not at all.
-        with get_storage().transaction():
+        # One commit per state change: the new state, its checkpoint, what entering it
+        # wrote (an exit status, logs, the trace record) and the step's closing writes,
+        # together or not at all.
+        storage = get_storage()
+        with storage.transaction(storage.held()):
             super().transition_to(new_state, **kwargs)
 
     def on_entered(self, from_state: Any) -> None:
@@ -220,7 +267,16 @@ class Process(plumpy.Process):
         terminal = state in TERMINAL_STATES
         self.node.set_state_and_checkpoint(state, None if terminal else checkpoint_of(self))
         if terminal:
+            for write in self._terminal_writes:
+                write()
             self.on_terminal_state_recorded()
+
+    _terminal_writes: tuple[Callable[[], None], ...] = ()
+
+    def write_when_terminated(self, write: Callable[[], None]) -> None:
+        """Run ``write`` in the commit that records the process's end (a daemon worker
+        gives up its lease on it there)."""
+        self._terminal_writes = (*self._terminal_writes, write)
 
     def on_terminal_state_recorded(self) -> None:
         """The process ended and its node says so (subclasses report, notify; call super)."""
@@ -283,6 +339,12 @@ class Process(plumpy.Process):
         if self.node is not None:
             self.node.set_attributes({PAUSED: False, PAUSED_REASON: ""})
             self.node.add_log("REPORT", "Played")
+
+
+def _commit_stray_writes(held: HeldTransaction) -> None:
+    if held.open:
+        LOGGER.warning("a step awaited after its closing writes: committed before its state change")
+        held.end(commit=True)
 
 
 @functools.lru_cache(maxsize=1)

@@ -14,24 +14,19 @@ __all__ = ["InterruptibleWaiting"]
 class InterruptibleWaiting(plumpy.process_states.Waiting):
     """WAITING that runs a coroutine (``execute``), which kill and pause interrupt."""
 
-    #: The task awaiting an interruptible coroutine in this task (see ``_cancellable``).
+    #: The task awaiting an interruptible coroutine (see ``_interruptible``).
     _inline: _Inline | None = None
-
-    def __init__(self, process: Any, done_callback: Any, msg: str | None = None, data: Any = None):
-        super().__init__(process, done_callback, msg, data)
-        self._interruption: asyncio.Future | None = None
 
     def load_instance_state(self, saved_state: Any, load_context: Any) -> None:
         super().load_instance_state(saved_state, load_context)
-        self._interruption = None
         self._inline = None
 
     def interrupt(self, reason: Any) -> None:
-        if self._interruption is not None and not self._interruption.done():
-            self._interruption.set_exception(reason)
         inline = self._inline
         if inline is not None and inline.reason is None:
             inline.reason = reason
+            if inline.finish_first:
+                return  # raised once the coroutine has ended
             # Not at once: called from within the task itself, a cancellation would only be
             # delivered at its next await, which may come after the coroutine has ended.
             inline.task.get_loop().call_soon(self._cancel_inline, inline)
@@ -41,31 +36,18 @@ class InterruptibleWaiting(plumpy.process_states.Waiting):
             inline.cancelled = inline.task.cancel()
 
     async def _interruptible(self, coroutine: Any, *, finish_first: bool) -> Any:
-        """Await ``coroutine`` unless kill/pause comes first.
+        """Await ``coroutine`` in this task; an interruption (kill, pause) is raised.
 
-        With ``finish_first`` a transport call already under way is let finish (a submit
-        that ran must be recorded) before the interruption is raised.
-        """
-        if not finish_first:
-            return await self._cancellable(coroutine)
-        self._interruption = asyncio.get_running_loop().create_future()
-        task = asyncio.ensure_future(coroutine)
-        try:
-            await asyncio.wait({task, self._interruption}, return_when=asyncio.FIRST_COMPLETED)
-            if self._interruption.done():
-                await asyncio.wait({task})
-                self._interruption.result()  # raises the interruption
-            return task.result()
-        finally:
-            self._interruption = None
-
-    async def _cancellable(self, coroutine: Any) -> Any:
-        """Await ``coroutine`` in this task; an interruption cancels it and is raised.
+        Without ``finish_first`` the interruption cancels the coroutine. With it, a
+        transport call already under way is let finish (a submit that ran must be
+        recorded), and the interruption is raised after.
 
         No task, future or callbacks of its own: a calc job polls its scheduler job here
-        for as long as the job is queued and runs, and a worker holds thousands of them.
+        for as long as the job is queued and runs, and a worker holds thousands of them;
+        and what the coroutine writes last commits with the state change that follows it
+        (:meth:`Process.closing_writes`), with no turn of the loop in between.
         """
-        inline = self._inline = _Inline(asyncio.current_task())  # type: ignore[arg-type]
+        inline = self._inline = _Inline(asyncio.current_task(), finish_first)  # type: ignore[arg-type]
         try:
             result = await coroutine
         except asyncio.CancelledError:
@@ -75,7 +57,7 @@ class InterruptibleWaiting(plumpy.process_states.Waiting):
             raise inline.reason from None
         finally:
             self._inline = None
-        if inline.reason is not None:  # the coroutine swallowed the cancellation
+        if inline.reason is not None:  # it came while the coroutine ran to its end
             inline.uncancel()
             raise inline.reason
         return result
@@ -84,10 +66,11 @@ class InterruptibleWaiting(plumpy.process_states.Waiting):
 class _Inline:
     """The task awaiting an interruptible coroutine, and the interruption once it came."""
 
-    __slots__ = ("cancelled", "reason", "task")
+    __slots__ = ("cancelled", "finish_first", "reason", "task")
 
-    def __init__(self, task: asyncio.Task) -> None:
+    def __init__(self, task: asyncio.Task, finish_first: bool) -> None:
         self.task = task
+        self.finish_first = finish_first
         self.reason: Any = None
         self.cancelled = False
 

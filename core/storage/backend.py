@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import json
+import logging
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -27,7 +29,15 @@ from veglia.storage.repository_db import DatabaseRepository
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session, sessionmaker
 
-__all__ = ["SCHEMA_HEAD", "SchemaStatus", "StorageBackend", "create_db_engine"]
+LOGGER = logging.getLogger("veglia.storage")
+
+__all__ = [
+    "SCHEMA_HEAD",
+    "HeldTransaction",
+    "SchemaStatus",
+    "StorageBackend",
+    "create_db_engine",
+]
 
 _MIGRATIONS = Path(__file__).parent / "migrations"
 #: The newest migration of this release (a test checks it against the migrations folder):
@@ -131,6 +141,31 @@ class _Shared:
             self.connection.close()
 
 
+class HeldTransaction(_Shared):
+    """A transaction kept open between blocks (:meth:`StorageBackend.hold`): every block of
+    its task in this thread writes in it until a :meth:`StorageBackend.transaction` block
+    given it commits it, or :meth:`end` ends it."""
+
+    def __init__(self, engine: Engine, pending: threading.local) -> None:
+        super().__init__(engine)
+        self.owner = _current_task()
+        self._pending = pending
+        pending.held = self
+
+    def end(self, commit: bool) -> None:
+        if getattr(self._pending, "held", None) is self:
+            self._pending.held = None
+        if self.open:
+            super().end(commit and self.error is None)
+
+
+def _current_task() -> Any:
+    try:
+        return asyncio.current_task()
+    except RuntimeError:  # no loop runs in this thread
+        return None
+
+
 #: The transaction block this context is in. A task or thread started inside one inherits
 #: the variable, not the block: it joins only while the block is open, on its own thread.
 _SHARED: contextvars.ContextVar[_Shared | None] = contextvars.ContextVar(
@@ -165,6 +200,8 @@ class StorageBackend:
     def __init__(self, url: str, repository_path: Path | str, repository: str = "folder") -> None:
         self.url = url
         self.engine = create_db_engine(url)
+        #: The transaction held open in each thread (:meth:`hold`).
+        self._pending = threading.local()
         self._sessions: sessionmaker[Session] | None = None
         folder = FileRepository(repository_path)
         self.repository: FileRepository | DatabaseRepository = (
@@ -317,11 +354,24 @@ class StorageBackend:
             or shared.thread != threading.get_ident()
             or shared.engine is not self.engine
         ):
-            return None
+            return self.held()
         return shared
 
+    def held(self) -> HeldTransaction | None:
+        """The transaction this task holds open in this thread (:meth:`hold`), if any."""
+        held: HeldTransaction | None = getattr(self._pending, "held", None)
+        if held is None or not held.open or held.error is not None:
+            return None
+        if held.owner is not _current_task():
+            # Its task awaited with it open: what it wrote is committed now, before anything
+            # of another task can join it (or wait in this thread for its lock, for ever).
+            LOGGER.warning("a transaction was held open across an await: committed early")
+            held.end(commit=True)
+            return None
+        return held
+
     @contextmanager
-    def transaction(self) -> Iterator[None]:
+    def transaction(self, held: HeldTransaction | None = None) -> Iterator[None]:
         """Every :meth:`session` and :meth:`connection` block inside this one shares one
         transaction, committed at its end: a process's state change, its checkpoint and
         what the change wrote (an exit status, outputs, logs) are one commit instead of one
@@ -333,11 +383,17 @@ class StorageBackend:
         the block runs on sessions of its own (plumpy records an EXCEPTED state that way);
         the block then raises that error at its end even when something caught it, so no
         write is lost without a word.
+
+        With ``held`` (from :meth:`hold`, still open) the block continues that transaction
+        and commits it, with what was written in it before.
         """
-        if self._joinable() is not None:
+        if held is not None and held.open:
+            shared = held
+        elif self._joinable() is not None:
             yield
             return
-        shared = _Shared(self.engine)
+        else:
+            shared = _Shared(self.engine)
         token = _SHARED.set(shared)
         commit = False
         try:
@@ -348,6 +404,14 @@ class StorageBackend:
         finally:
             _SHARED.reset(token)
             shared.end(commit)
+
+    def hold(self) -> HeldTransaction:
+        """Open a transaction that outlives the block: the blocks that follow in this task
+        and thread write in it, until a :meth:`transaction` block given it commits it (or
+        :meth:`HeldTransaction.end`). It must not stay open across an ``await``: on SQLite
+        it holds the database's write lock. Should its task await all the same, the next
+        block of another task commits it first."""
+        return HeldTransaction(self.engine, self._pending)
 
     def insert(self, table: Any) -> Any:
         """An INSERT for this database's dialect, which has ``on_conflict_do_nothing``."""

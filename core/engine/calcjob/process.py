@@ -279,7 +279,7 @@ class CalcJob(Process):
                 str(path.relative_to(sandbox)): path.read_bytes()
                 for path in sorted(p for p in sandbox.rglob("*") if p.is_file())
             }
-            node.put_objects({**files, tasks.SCRIPT_NAME: script.encode()})
+            files[tasks.SCRIPT_NAME] = script.encode()
 
             def upload(transport: Any) -> str:
                 workdir = self._workdir(transport)
@@ -292,6 +292,7 @@ class CalcJob(Process):
         # Which files came from other nodes: `veglia calcjob inputls` lists them too.
         copied = [list(item) for item in calcinfo.local_copy_list]
         with get_storage().transaction():  # what the upload recorded: one commit
+            node.put_objects(files)
             node.set_attributes(
                 {
                     attr.REMOTE_WORKDIR: workdir,
@@ -415,13 +416,13 @@ class CalcJob(Process):
             "retrieve", tasks.retrieve, self.computer, node.remote_workdir, patterns, last_info
         )
         record = await tracing.gather(self, outcome)
-        with get_storage().transaction():  # what the retrieval found: one commit
-            self._record_retrieval(folder, outcome, record, last)
         if outcome.get("failure") in (
             JobFailure.OUT_OF_MEMORY.value,
             JobFailure.OUT_OF_WALLTIME.value,
         ):
             await self._record_queues()
+        with get_storage().transaction():  # what the retrieval found: one commit
+            self._record_retrieval(folder, outcome, record, last)
         return folder
 
     def _record_retrieval(
@@ -478,8 +479,8 @@ class CalcJob(Process):
         if not path.is_dir():  # the worker that retrieved it died: fetch the files again
             return plumpy.Wait(None, msg="Waiting to retrieve", data=RETRIEVE)
         try:
-            # The retrieved files, the parser's outputs and reports: one commit.
-            with get_storage().transaction():
+            # The retrieved files, the parser's outputs and reports, with the end: one commit.
+            with self.closing_writes():
                 retrieved = FolderData()
                 for item in sorted(p for p in path.rglob("*") if p.is_file()):
                     retrieved.put_object_from_file(str(item.relative_to(path)), item)

@@ -9,6 +9,7 @@ unfinished submitted process from the database, at start and as they are submitt
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import signal
@@ -102,6 +103,8 @@ class Worker:
         self.active: dict[int, Any] = self.runner.local_processes
         self._stop = asyncio.Event()
         self.me = leases.this_worker()
+        #: Processes whose lease went with the commit of their end (see _release_at_end).
+        self._released: dict[int, bool] = {}
         self.lease_timeout = float(profile.get_option("daemon.lease_timeout"))
         # Read once, and not handed down to the jobs this worker starts.
         primary = os.environ.pop(PRIMARY_ENV, None) == "1"
@@ -150,7 +153,7 @@ class Worker:
         if self.active.get(pk) is not None:  # a duplicate task: the running one will ack
             return True
         follow_config(log=False)  # a new process starts with the options as they are now
-        held = False
+        held = ended = False
         try:
             while True:
                 try:
@@ -161,6 +164,7 @@ class Worker:
                     if not held:
                         return True
                     await self._step(pk, node)
+                    ended = True
                     return True
                 except StepAbandoned as exc:
                     LOGGER.warning("%s", exc)
@@ -177,7 +181,9 @@ class Worker:
                 await wait_for_storage()
         finally:
             self.active.pop(pk, None)
-            if held:
+            # Released in the commit of its end, unless that commit did not happen here.
+            released = self._released.pop(pk, False) and ended
+            if held and not released:
                 try:
                     leases.release(pk, self.me)
                 except Exception:  # it expires by itself
@@ -224,8 +230,14 @@ class Worker:
         )
         if node.paused:
             process.pause(node.paused_reason or None)
+        process.write_when_terminated(functools.partial(self._release_at_end, pk))
         self.active[pk] = process
         await process.step_until_terminated()
+
+    def _release_at_end(self, pk: int) -> None:
+        # In the commit of the process's end: no moment where it has ended yet is held.
+        leases.release(pk, self.me)
+        self._released[pk] = True
 
     async def _take_from_database(self) -> None:
         """Without a broker: every unfinished submitted process is ours."""
