@@ -128,6 +128,38 @@ checkpoints as a worker does) went from 43,300 to 32,300 Python calls per job.
     checkpoint update, and the connection taken and returned for each block: about a
     fifth of a worker's on-CPU samples), SQLite, plumpy, the sandbox's files.
 
+    Fifth round (a fifth machine, whose speed also drifted: the same code took 29.6 to 65
+    ms of whole-machine CPU a job in back-to-back runs, with no steal time reported, so
+    only runs in turn compare). ``perf record -a`` over a run put the workers' Python at 61%
+    of the machine, ``bash`` at 16%, ``cat`` 3%, RabbitMQ 4%, ``/usr/bin/time`` 2% and
+    ``setsid`` 1%: the submit wrapper ran three ``cat`` (and a subshell) per job to replay
+    the first submission's output. It reads its files with bash's ``read`` now, and bash is
+    found once rather than tried in every PATH entry: the workers' children's CPU a job
+    halved (7-11 ms before, 4-6 ms after, in slow minutes; 2.9 ms in a fast one).
+
+    SQLite's write lock (``VEGLIA_BENCH_LOCKS=1`` times it): over 500 jobs it was held for
+    two thirds of the run, its holders on the CPU for only two fifths of that (the job's
+    processes take the cores from them), and the workers waited 5-13 s in all; in the last
+    quarter of a run, when the last jobs are parsed, the two workers take turns at about
+    half a core each and the machine is 60% busy. A hand-over that wakes the waiter at once
+    (an ``flock`` beside the database, instead of SQLite's 1, 2, 5 ms sleeps) was within
+    the noise (85-88% of the machine used either way) and is not kept. Merging each step's
+    last writes into the commit of its state change (11.6 commits a job) lengthened the
+    lock's holds by the checkpoint's building; only the parse is merged (its outputs and
+    the job's end are one commit, which no reader sees apart), with the lease's release and
+    the upload's file records: 17.2 -> 14.2 commits a job. With ``--aiida -n 500``:
+    veglia 41.4 jobs/s (whole machine 38.4 ms a job, workers 24.4 ms), aiida-core 1.26
+    jobs/s, 32.9x; aiida-core ran faster than before because the bench no longer reads
+    its 500 nodes every 0.2 s while it runs (see below). 54.2 jobs/s once, in the
+    machine's fastest minute (29.6 ms a job).
+
+    The bench now runs two jobs a worker in each daemon, veglia's and aiida-core's, before
+    the clock starts (imports and first connections are a long-running daemon's past:
+    about 0.4 s a veglia worker, a tenth of its CPU in a 500-job run, here compiled afresh
+    since the environment sets ``PYTHONDONTWRITEBYTECODE``), and for both takes each job's
+    end from its node's last change, counting the ended ones every 0.5 s, rather than
+    reading every pending node every 0.1 s (0.2 s for aiida-core) on the daemon's cores.
+
     Submission (issue 16: 10,000 submissions under 20 s, ~1.5 ms of CPU a job). The same
     ``--submit-only 10000``, before (5460edf) and after, back to back, twice, on a busy
     machine (load average 2 to 4.2; other sessions' Python processes held most of both

@@ -411,6 +411,12 @@ class StorageBackend:
         :meth:`HeldTransaction.end`). It must not stay open across an ``await``: on SQLite
         it holds the database's write lock. Should its task await all the same, the next
         block of another task commits it first."""
+        current = self.held()
+        if current is not None:
+            return current
+        failed = getattr(self._pending, "held", None)
+        if failed is not None:  # rolled back by a failed write: only its connection is left
+            failed.end(commit=False)
         return HeldTransaction(self.engine, self._pending)
 
     def insert(self, table: Any) -> Any:
