@@ -171,6 +171,18 @@ _FILES_DELETE = _FILES.delete().where(
     _FILES.c.path.in_(sa.bindparam("paths", expanding=True)),
 )
 _FILES_INSERT = _FILES.insert()
+
+
+def _put_blobs(files: dict[str, bytes]) -> list[dict[str, Any]]:
+    """Write the contents to the repository; the file rows to record, without their node."""
+    repository = get_storage().repository
+    blobs = []
+    for path, content in files.items():
+        sha256, size = repository.put_bytes(content)
+        blobs.append({"path": path, "sha256": sha256, "size": size})
+    return blobs
+
+
 _LINK_INSERT = _LINKS.insert()
 
 
@@ -347,16 +359,11 @@ class Node:
     def put_object_from_file(self, path: str, source: str | Path) -> None:
         self.put_object_from_bytes(path, Path(source).read_bytes())
 
-    def _store_files(self, files: dict[str, bytes], *, new: bool = False) -> None:
-        storage = get_storage()
-        records = []
-        for path, content in files.items():
-            sha256, size = storage.repository.put_bytes(content)
-            records.append({"node_id": self.pk, "path": path, "sha256": sha256, "size": size})
-        with storage.connection() as connection:
-            if not new:
-                connection.execute(_FILES_DELETE, {"node_id": self.pk, "paths": list(files)})
-            connection.execute(_FILES_INSERT, records)
+    def _store_files(self, files: dict[str, bytes]) -> None:
+        blobs = _put_blobs(files)
+        with get_storage().connection() as connection:
+            connection.execute(_FILES_DELETE, {"node_id": self.pk, "paths": list(files)})
+            connection.execute(_FILES_INSERT, [{"node_id": self.pk, **blob} for blob in blobs])
 
     def list_objects(self) -> list[Any]:
         """The node's files (rows with ``path``, ``sha256`` and ``size``), sorted by path."""
@@ -420,6 +427,9 @@ class Node:
         nodes.append(self)
         user_pk = get_default_user().pk
         rows = _uniform([node._new_row(user_pk) for node in nodes])
+        # The files first: in a transaction that writes nothing before, SQLite's write
+        # lock is then not held while they go to disk (a blob of no node is harmless).
+        blobs = {id(node): _put_blobs(node._pending_files) for node in nodes if node._pending_files}
         # Through the table, not the mapped classes: no unit of work to flush, and no ORM
         # execution path (it cost more than the INSERT itself).
         with get_storage().connection() as connection:
@@ -447,12 +457,18 @@ class Node:
             ]
             if links:
                 connection.execute(models.Link.__table__.insert(), links)
+            files = [
+                {"node_id": pk_of[id(node)], **blob}
+                for node in nodes
+                for blob in blobs.get(id(node), ())
+            ]
+            if files:
+                connection.execute(_FILES_INSERT, files)
         # Only once written: a failed write leaves the nodes unstored, to be stored again (in
         # a storage transaction, a failed commit ends the step, whose objects are dropped).
         for node, row in zip(nodes, rows, strict=True):
             node._pk, node._uuid, node._ctime = pks[row["uuid"]], row["uuid"], row["ctime"]
-            if node._pending_files:
-                node._store_files(node._pending_files, new=True)
+            if id(node) in blobs:
                 node._pending_files = {}
         return self
 
