@@ -45,9 +45,8 @@ if os.environ.get("VEGLIA_BENCH_PROBE"):
         started = {}
 
         def add(kind, key, seconds, cpu=None):
-            entry = _locks.setdefault(kind, {}).setdefault(
-                key, [0, 0.0] + [0.0] * (cpu is not None)
-            )
+            empty = [0, 0.0] if cpu is None else [0, 0.0, 0.0]
+            entry = _locks.setdefault(kind, {}).setdefault(key, empty)
             entry[0] += 1
             entry[1] += seconds
             if cpu is not None:

@@ -43,9 +43,7 @@ class InterruptibleWaiting(plumpy.process_states.Waiting):
         recorded), and the interruption is raised after.
 
         No task, future or callbacks of its own: a calc job polls its scheduler job here
-        for as long as the job is queued and runs, and a worker holds thousands of them;
-        and what the coroutine writes last commits with the state change that follows it
-        (:meth:`Process.closing_writes`), with no turn of the loop in between.
+        for as long as the job is queued and runs, and a worker holds thousands of them.
         """
         inline = self._inline = _Inline(asyncio.current_task(), finish_first)  # type: ignore[arg-type]
         try:
