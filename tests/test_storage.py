@@ -425,6 +425,24 @@ def test_a_transaction_commits_its_sessions_together_or_not_at_all(storage, stor
     observer.close()
 
 
+def _add_core(storage: StorageBackend, label: str) -> None:
+    """A node row written through the table (the engine's Core path)."""
+    with storage.connection() as connection:
+        connection.execute(
+            Node.__table__.insert().values(
+                node_type="data.int", label=label, attributes={}, extras={}
+            )
+        )
+
+
+def _labels_seen(observer: StorageBackend, prefix: str) -> set[str]:
+    """The labels starting with ``prefix`` that another connection sees (committed)."""
+    table = Node.__table__
+    with observer.connection() as connection:
+        query = sa.select(table.c.label).where(table.c.label.like(prefix + "%"))
+        return set(connection.execute(query).scalars())
+
+
 def test_connection_blocks_share_the_transaction_with_session_blocks(
     storage, storage_url, tmp_path
 ):
@@ -435,15 +453,10 @@ def test_connection_blocks_share_the_transaction_with_session_blocks(
     table = Node.__table__
 
     def seen() -> set[str]:
-        with observer.connection() as connection:
-            labels = connection.execute(sa.select(table.c.label).where(table.c.label.like("cx-%")))
-            return set(labels.scalars())
+        return _labels_seen(observer, "cx-")
 
     def add_core(label: str) -> None:
-        with storage.connection() as connection:
-            connection.execute(
-                table.insert().values(node_type="data.int", label=label, attributes={}, extras={})
-            )
+        _add_core(storage, label)
 
     def add_orm(label: str) -> None:
         with storage.session() as session:
@@ -475,18 +488,12 @@ def test_a_held_transaction_commits_with_the_block_given_it(storage, storage_url
     """What a step writes at its end waits in a held transaction for the commit of the
     state change that follows (one commit, seen together); blocks in between join it."""
     observer = StorageBackend(storage_url, tmp_path / "observer")
-    table = Node.__table__
 
     def seen() -> set[str]:
-        with observer.connection() as connection:
-            labels = connection.execute(sa.select(table.c.label).where(table.c.label.like("hx-%")))
-            return set(labels.scalars())
+        return _labels_seen(observer, "hx-")
 
     def add(label: str) -> None:
-        with storage.connection() as connection:
-            connection.execute(
-                table.insert().values(node_type="data.int", label=label, attributes={}, extras={})
-            )
+        _add_core(storage, label)
 
     held = storage.hold()
     add("hx-a")
@@ -509,13 +516,9 @@ def test_a_transaction_held_across_an_await_is_committed_before_another_task_wri
     lock taken while the worker's other processes run in the same thread: the next block
     of another task commits it first, and says so."""
     observer = StorageBackend(storage_url, tmp_path / "observer")
-    table = Node.__table__
 
     def add(label: str) -> None:
-        with storage.connection() as connection:
-            connection.execute(
-                table.insert().values(node_type="data.int", label=label, attributes={}, extras={})
-            )
+        _add_core(storage, label)
 
     async def careless() -> None:
         storage.hold()
@@ -530,9 +533,7 @@ def test_a_transaction_held_across_an_await_is_committed_before_another_task_wri
         await asyncio.gather(careless(), other())
 
     asyncio.run(both())
-    with observer.connection() as connection:
-        labels = connection.execute(sa.select(table.c.label).where(table.c.label.like("ax-%")))
-        assert set(labels.scalars()) == {"ax-a", "ax-b"}
+    assert _labels_seen(observer, "ax-") == {"ax-a", "ax-b"}
     assert "held open across an await" in caplog.text
     observer.close()
     observer.close()

@@ -104,7 +104,7 @@ class Worker:
         self._stop = asyncio.Event()
         self.me = leases.this_worker()
         #: Processes whose lease went with the commit of their end (see _release_at_end).
-        self._released: dict[int, bool] = {}
+        self._released: set[int] = set()
         self.lease_timeout = float(profile.get_option("daemon.lease_timeout"))
         # Read once, and not handed down to the jobs this worker starts.
         primary = os.environ.pop(PRIMARY_ENV, None) == "1"
@@ -182,7 +182,8 @@ class Worker:
         finally:
             self.active.pop(pk, None)
             # Released in the commit of its end, unless that commit did not happen here.
-            released = self._released.pop(pk, False) and ended
+            released = pk in self._released and ended
+            self._released.discard(pk)
             if held and not released:
                 try:
                     leases.release(pk, self.me)
@@ -237,7 +238,7 @@ class Worker:
     def _release_at_end(self, pk: int) -> None:
         # In the commit of the process's end: no moment where it has ended yet is held.
         leases.release(pk, self.me)
-        self._released[pk] = True
+        self._released.add(pk)
 
     async def _take_from_database(self) -> None:
         """Without a broker: every unfinished submitted process is ours."""
