@@ -234,11 +234,95 @@ def cpu_seconds(pid: int) -> tuple[float, float]:
     return own, children
 
 
+def thread_cpu_seconds(pid: int) -> dict[str, float]:
+    """CPU seconds of each thread of a process, by thread id (the main thread's is pid)."""
+    threads: dict[str, float] = {}
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # the thread ended
+            continue
+        threads[task.name] = (int(fields[11]) + int(fields[12])) / TICK
+    return threads
+
+
 def machine_cpu_seconds() -> float:
     """Busy CPU seconds of the whole machine so far (every process, every user)."""
     parts = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
     idle = parts[3] + parts[4]
     return (sum(parts[:8]) - idle) / TICK
+
+
+class BusySampler:
+    """The machine's busy share of its CPUs, sampled in a thread every ``step`` seconds."""
+
+    def __init__(self, pids: list[int], step: float = 0.25) -> None:
+        import threading
+
+        self.step = step
+        self.pids = pids
+        #: (Unix time, the machine's busy CPU seconds, each of ``pids``' own CPU seconds)
+        self.samples: list[tuple[float, float, list[float]]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> BusySampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while True:
+            own = [cpu_seconds(pid)[0] for pid in self.pids]
+            self.samples.append((time.time(), machine_cpu_seconds(), own))
+            if self._stop.wait(self.step):
+                return
+
+    def _bounds(self, start: float, end: float) -> tuple[Any, Any] | None:
+        inside = [s for s in self.samples if start - self.step <= s[0] <= end + self.step]
+        if len(inside) < 2 or inside[-1][0] <= inside[0][0]:
+            return None
+        return inside[0], inside[-1]
+
+    def busy_between(self, start: float, end: float) -> float:
+        """The share of the machine's CPUs that was busy from start to end (0 to 1)."""
+        bounds = self._bounds(start, end)
+        if bounds is None:
+            return float("nan")
+        (t0, c0, _), (t1, c1, _) = bounds
+        return (c1 - c0) / (t1 - t0) / (os.cpu_count() or 1)
+
+    def pids_busy_between(self, start: float, end: float) -> list[float]:
+        """The share of one CPU each of the pids used from start to end."""
+        bounds = self._bounds(start, end)
+        if bounds is None:
+            return [float("nan")] * len(self.pids)
+        (t0, _, own0), (t1, _, own1) = bounds
+        return [(b - a) / (t1 - t0) for a, b in zip(own0, own1, strict=True)]
+
+
+def timeline(
+    start: float, submitted: dict[int, float], ended: dict[int, float], busy: BusySampler
+) -> list[tuple[float, int, int, float, list[float]]]:
+    """Per tenth of the run: (its end in s, jobs submitted, jobs ended, machine busy, each
+    worker busy)."""
+    end = max(ended.values())
+    rows, step = [], (end - start) / 10
+    for i in range(10):
+        a, b = start + i * step, start + (i + 1) * step
+        rows.append(
+            (
+                b - start,
+                sum(a <= t < b for t in submitted.values()),
+                sum(a <= t < b or (i == 9 and t == b) for t in ended.values()),
+                busy.busy_between(a, b),
+                busy.pids_busy_between(a, b),
+            )
+        )
+    return rows
 
 
 def peak_rss_mb(pid: int) -> float:
@@ -379,25 +463,34 @@ def bench_veglia(n: int, workers: int, profile_workers: bool) -> dict[str, Any]:
         supervisor = files.supervisor_pid()
         watched = [*pids, *([supervisor] if supervisor else [])]
         cpu_before = {pid: cpu_seconds(pid) for pid in watched}
+        threads_before = {pid: thread_cpu_seconds(pid) for pid in pids}
         machine_before = machine_cpu_seconds()
         start = time.time()
-        nodes, submitted, cost = _submit(n, probe.COUNTS)
-        pks = [node.pk for node in nodes]
-        peak: dict[int, float] = {}
-        deadline = time.monotonic() + 120 + n
-        # A light poll (it shares the machine with the daemon): when each job ended comes
-        # from its node's last change, not from when this loop saw it.
-        while _count_terminated(pks[0]) < n:
-            for pid in pids:
-                peak[pid] = max(peak.get(pid, 0), peak_rss_mb(pid))
-            if time.monotonic() > deadline:
-                raise SystemExit("veglia: the jobs did not finish in time")
-            time.sleep(0.5)
+        with BusySampler(pids) as sampler:
+            nodes, submitted, cost = _submit(n, probe.COUNTS)
+            pks = [node.pk for node in nodes]
+            peak: dict[int, float] = {}
+            deadline = time.monotonic() + 120 + n
+            # A light poll (it shares the machine with the daemon): when each job ended
+            # comes from its node's last change, not from when this loop saw it.
+            while _count_terminated(pks[0]) < n:
+                for pid in pids:
+                    peak[pid] = max(peak.get(pid, 0), peak_rss_mb(pid))
+                if time.monotonic() > deadline:
+                    raise SystemExit("veglia: the jobs did not finish in time")
+                time.sleep(0.5)
         ended = _finished_at(pks)
         latencies = [ended[pk] - submitted[pk] for pk in pks]
         elapsed = max(ended.values()) - start
         machine = machine_cpu_seconds() - machine_before
         cpu_after = {pid: cpu_seconds(pid) for pid in watched}
+        threads_after = {pid: thread_cpu_seconds(pid) for pid in pids}
+        other_threads = sum(
+            seconds - threads_before[pid].get(tid, 0.0)
+            for pid in pids
+            for tid, seconds in threads_after[pid].items()
+            if tid != str(pid)
+        )
         failed = [node.pk for node in nodes if not node.refresh().is_finished_ok]
         if failed:
             raise SystemExit(f"veglia: jobs {failed[:10]} did not finish ok")
@@ -418,12 +511,17 @@ def bench_veglia(n: int, workers: int, profile_workers: bool) -> dict[str, Any]:
         "peak_rss_mb": max(peak.values(), default=0.0),
         "elapsed_s": elapsed,
         "worker_cpu_per_job": sum(c[0] for c in per_worker.values()),
+        "worker_other_threads_cpu_per_job": other_threads / n,
         "worker_children_cpu_per_job": sum(c[1] for c in per_worker.values()),
         "supervisor_cpu_per_job": supervisor_cpu,
         "machine_cpu_per_job": machine / n,
+        "machine_busy": sampler.busy_between(start, start + elapsed),
+        "timeline": timeline(start, submitted, ended, sampler),
         "worker_statements_per_job": sum(r["statements"] for r in records) / n,
         "worker_commits_per_job": sum(r["commits"] for r in records) / n,
         "worker_messages_per_job": sum(r["published"] for r in records) / n,
+        # Each task is acknowledged when its process ends (the warm-up's jobs too).
+        "jobs_per_worker": [r["acked"] for r in records],
         **cost,
     }
     statements: dict[str, int] = {}
@@ -613,7 +711,8 @@ def report(n: int, workers: int, r: dict[str, Any]) -> None:
     ms = 1000
     print(
         f"  CPU ms/job: submitter {r['submit_cpu_per_job'] * ms:.1f}, workers "
-        f"{r['worker_cpu_per_job'] * ms:.1f} (+ their bash/ps "
+        f"{r['worker_cpu_per_job'] * ms:.1f} (threads other than the main one "
+        f"{r['worker_other_threads_cpu_per_job'] * ms:.1f}; + their bash/ps "
         f"{r['worker_children_cpu_per_job'] * ms:.1f}), supervisor "
         f"{r['supervisor_cpu_per_job'] * ms:.1f}; whole machine "
         f"{r['machine_cpu_per_job'] * ms:.1f} (other users included)"
@@ -624,13 +723,21 @@ def report(n: int, workers: int, r: dict[str, Any]) -> None:
         f"messages; workers {r['worker_statements_per_job']:.1f} statements, "
         f"{r['worker_commits_per_job']:.1f} commits, {r['worker_messages_per_job']:.1f} messages"
     )
+    print(
+        f"  jobs each worker ran (with the warm-up's): {r['jobs_per_worker']}; the machine was "
+        f"{r['machine_busy']:.0%} busy; by tenths of the run:"
+    )
+    print("    until   submitted  ended  machine busy  workers busy (own CPU, of one core)")
+    for until, sub, end, busy, workers in r["timeline"]:
+        each = "  ".join(f"{w:4.0%}" for w in workers)
+        print(f"    {until:5.2f} s {sub:9d} {end:6d}  {busy:11.0%}  {each}")
     if r.get("sql_per_job"):
         print("  workers' statements and commits per job, by the veglia code they came from:")
         for key, count in sorted(r["sql_per_job"].items(), key=lambda item: -item[1])[:50]:
             print(f"    {count:5.2f}  {key}")
     locks = r.get("locks", {})
     for kind, title in (
-        ("holds", "the write lock held, from a transaction's first write to its commit"),
+        ("holds", "the write lock held, from the end of a transaction's first write to its commit"),
         ("waits", "statements that waited (wall time beyond their own CPU time, > 0.5 ms)"),
     ):
         entries = sorted(locks.get(kind, {}).items(), key=lambda item: -item[1][1])

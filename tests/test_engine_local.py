@@ -78,6 +78,58 @@ def test_a_job_is_never_seen_with_its_outputs_but_not_finished(profile, monkeypa
     assert node.outputs.sum.value == 3  # and once it ended, there they are
 
 
+def test_the_parser_runs_before_its_job_writes_anything_of_the_end(profile, monkeypatch):
+    """A parser runs while the job holds no write transaction: another writer (the other
+    daemon worker, the CLI) is not kept waiting for it; its outputs are then stored and
+    linked in the order it gave them, with the end."""
+    import sqlalchemy as sa
+
+    from veglia.manage import get_storage
+    from veglia.storage.tables import nodes
+
+    written = []
+
+    def parse_and_write_elsewhere(self, retrieved, outcome):
+        # Another connection that will not wait: on SQLite it fails at once while this
+        # job's transaction holds the write lock.
+        engine_ = get_storage().engine
+        with engine_.connect().execution_options(isolation_level="AUTOCOMMIT") as other:
+            if engine_.dialect.name == "sqlite":
+                other.exec_driver_sql("PRAGMA busy_timeout=0")
+            other.execute(
+                sa.update(nodes).where(nodes.c.id == self.node.pk).values(label="parsing")
+            )
+            written.append(
+                other.execute(sa.select(nodes.c.label).where(nodes.c.id == self.node.pk)).scalar()
+            )
+        self.out("sum", orm.Int(int(retrieved.get_object_content("aiida.out"))))
+        return None
+
+    monkeypatch.setattr(AddJob, "parse_retrieved", parse_and_write_elsewhere)
+    outputs, node = engine.run_get_node(AddJob, x=orm.Int(20), y=orm.Int(22))
+    assert written == ["parsing"]
+    assert node.is_finished_ok and outputs["sum"].value == 42
+    labels = list(node.outputs)  # in link order
+    assert labels.index("retrieved") < labels.index("sum")
+
+
+def test_a_job_leaves_no_local_folders_behind(profile, monkeypatch, tmp_path):
+    """The folder the inputs were written in and the one the files were retrieved into are
+    deleted (off the engine's loop, so soon after the job ends rather than before)."""
+    import tempfile
+    import time
+
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    outputs, node = engine.run_get_node(AddJob, x=orm.Int(1), y=orm.Int(1))
+    assert node.is_finished_ok and outputs["sum"].value == 2
+    deadline = time.monotonic() + 10
+    while any(scratch.iterdir()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not list(scratch.iterdir())
+
+
 def test_builder_names_the_wrong_port(profile):
     builder = AddJob.get_builder()
     with pytest.raises(InputValidationError, match="'x'"):

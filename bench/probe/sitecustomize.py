@@ -34,8 +34,9 @@ if os.environ.get("VEGLIA_BENCH_PROBE"):
             frame = frame.f_back
         return found
 
-    # VEGLIA_BENCH_LOCKS=1: how long each transaction held SQLite's write lock (from its
-    # first write to its commit) and how long statements waited beyond their own CPU time.
+    # VEGLIA_BENCH_LOCKS=1: how long each transaction held SQLite's write lock (from the end
+    # of its first write, when it has the lock, to its commit) and how long statements
+    # waited beyond their own CPU time.
     _locks = {} if os.environ.get("VEGLIA_BENCH_LOCKS") else None
 
     def _install_lock_timing(event, sa) -> None:
@@ -55,12 +56,14 @@ if os.environ.get("VEGLIA_BENCH_PROBE"):
         def before(conn, _cursor, text, *_args):
             key = id(conn.connection.dbapi_connection)
             started[key] = (time.perf_counter(), time.thread_time())
-            if key not in first_write and text.lstrip()[:6].upper() in _WRITES:
-                caller = " < ".join(_veglia_callers(3))
-                first_write[key] = (time.perf_counter(), time.thread_time(), caller)
 
         def after(conn, _cursor, text, *_args):
-            wall, cpu = started.pop(id(conn.connection.dbapi_connection), (None, None))
+            key = id(conn.connection.dbapi_connection)
+            if key not in first_write and text.lstrip()[:6].upper() in _WRITES:
+                # Held from here: the first write has the lock (waiting for it is a wait).
+                caller = " < ".join(_veglia_callers(3))
+                first_write[key] = (time.perf_counter(), time.thread_time(), caller)
+            wall, cpu = started.pop(key, (None, None))
             if wall is not None:
                 waited = (time.perf_counter() - wall) - (time.thread_time() - cpu)
                 if waited > 0.0005:

@@ -241,6 +241,32 @@ class Process(plumpy.Process):
             held.end(commit=False)
             raise held.error
 
+    @contextmanager
+    def outputs_stored_at_end(self) -> Iterator[None]:
+        """Outputs emitted in the block are stored and linked at its end, in the order they
+        were emitted (a parser's Python runs before the step's first write, not while it
+        holds SQLite's write lock); none is stored should the block raise. As in aiida-core,
+        a parser's outputs are attached once it has returned."""
+        self._deferred_outputs = deferred = []
+        try:
+            yield
+        finally:
+            self._deferred_outputs = None
+        for output_port, value in deferred:
+            self._store_output(output_port, value)
+
+    def when_step_ends(self, callback: Callable[[], Any]) -> None:
+        """Call ``callback`` once the step ends and what it wrote is committed (at once when
+        not stepped by a loop): clean-up that need not hold the database's write lock."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            callback()
+            return
+        self._step_end_callbacks = (*self._step_end_callbacks, callback)
+
+    _step_end_callbacks: tuple[Callable[[], Any], ...] = ()
+
     async def step(self) -> None:
         try:
             await super().step()
@@ -249,6 +275,12 @@ class Process(plumpy.Process):
             held = get_storage().held()
             if held is not None:
                 held.end(commit=True)
+            callbacks, self._step_end_callbacks = self._step_end_callbacks, ()
+            for callback in callbacks:
+                try:
+                    callback()
+                except Exception:  # clean-up only: the step's outcome stands
+                    LOGGER.exception("Clean-up after a step of process %s failed", self.pid)
 
     def transition_to(self, new_state: Any, **kwargs: Any) -> None:
         # One commit per state change: the new state, its checkpoint, what entering it
@@ -284,9 +316,17 @@ class Process(plumpy.Process):
         get_runner().child_watcher.wake()  # a workflow here may be waiting for this one
 
     # -- results -----------------------------------------------------------------------------
+    _deferred_outputs: list[tuple[str, Node]] | None = None
+
     def out(self, output_port: str, value: Any) -> None:
         value = to_node(value)
         super().out(output_port, value)
+        if self._deferred_outputs is not None:
+            self._deferred_outputs.append((output_port, value))
+        else:
+            self._store_output(output_port, value)
+
+    def _store_output(self, output_port: str, value: Node) -> None:
         value.store()
         assert self.node is not None
         link_type = "create" if self.node.node_type == "process.calcjob" else "output"

@@ -45,8 +45,14 @@ class DirectScheduler(Scheduler):
         return lines
 
     def submit_command(self, script_name: str) -> str:
-        # setsid makes the job a process-group leader, so a kill reaches its children.
-        return f"setsid bash {shlex.quote(script_name)} > /dev/null 2>&1 < /dev/null & echo $!"
+        # The job leads a process group of its own (bash's job control, `set -m`), so a
+        # kill reaches its children. Transports run commands without a terminal, so no
+        # hangup reaches it when the command returns. Not `setsid`: a program less to
+        # start for each job (about a millisecond of CPU on a virtual machine).
+        return (
+            f"set -m; bash {shlex.quote(script_name)} > /dev/null 2>&1 < /dev/null & "
+            "pid=$!; set +m; echo $pid"
+        )
 
     def parse_submit_output(self, retval: int, stdout: str, stderr: str) -> str:
         job_id = stdout.strip()

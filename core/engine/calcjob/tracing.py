@@ -19,7 +19,7 @@ from veglia.plugin_manager import call_each, has_implementations
 if TYPE_CHECKING:
     from veglia.engine.calcjob.process import CalcJob
 
-__all__ = ["collect", "gather", "measured_usage", "ready", "store", "updated"]
+__all__ = ["attributes_of", "collect", "gather", "measured_usage", "ready", "store", "updated"]
 
 
 async def collect(process: CalcJob) -> None:
@@ -88,10 +88,15 @@ def _with_plugins(
 def store(process: CalcJob, record: TraceRecord) -> None:
     """The record on the job's node (with its GPU block, if a plugin found one)."""
     assert process.node is not None
+    process.node.set_attributes(attributes_of(record))
+
+
+def attributes_of(record: TraceRecord) -> dict[str, Any]:
+    """The node attributes that carry the record (and its GPU block, if a plugin found one)."""
     values: dict[str, Any] = {attr.TRACE_RECORD: record.to_dict()}
     if record.gpu_metrics is not None:
         values[attr.GPU_METRICS] = record.gpu_metrics
-    process.node.set_attributes(values)
+    return values
 
 
 def measured_usage(record: dict[str, Any] | None) -> dict[str, Any] | None:
