@@ -739,6 +739,7 @@ def report(n: int, workers: int, r: dict[str, Any]) -> None:
     for kind, title in (
         ("holds", "the write lock held, from the end of a transaction's first write to its commit"),
         ("waits", "statements that waited (wall time beyond their own CPU time, > 0.5 ms)"),
+        ("commits", "commits (SQLite writes its WAL there, and now and then the database)"),
     ):
         entries = sorted(locks.get(kind, {}).items(), key=lambda item: -item[1][1])
         if not entries:
