@@ -297,7 +297,10 @@ class Process(plumpy.Process):
 
         state = self._state.LABEL.value
         terminal = state in TERMINAL_STATES
-        self.node.set_state_and_checkpoint(state, None if terminal else checkpoint_of(self))
+        exit_, self._exit_to_write = self._exit_to_write, None
+        self.node.set_state_and_checkpoint(
+            state, None if terminal else checkpoint_of(self), exit_ if terminal else None
+        )
         if terminal:
             for write in self._terminal_writes:
                 write()
@@ -332,11 +335,17 @@ class Process(plumpy.Process):
         link_type = "create" if self.node.node_type == "process.calcjob" else "output"
         value.add_incoming(self.node, link_type, output_port.replace(".", "__"))
 
+    #: The exit status and message, written with the state the process enters (on_entered).
+    _exit_to_write: tuple[int | None, str | None] | None = None
+
     def on_finish(self, result: Any, successful: bool) -> None:
         super().on_finish(result, successful)
         assert self.node is not None
         code = result if isinstance(result, ExitCode) else ExitCode(0)
-        self.node.set_exit(code.status, code.message)
+        # Known now, written with the FINISHED state: one statement less in the end's
+        # transaction, which holds SQLite's write lock.
+        self.node.exit_status, self.node.exit_message = code.status, code.message
+        self._exit_to_write = (code.status, code.message)
 
     def on_except(self, exc_info: Any) -> None:
         super().on_except(exc_info)

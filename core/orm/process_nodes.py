@@ -114,10 +114,25 @@ class ProcessNode(Node):
     def set_checkpoint(self, checkpoint: str | None) -> None:
         self._update_row(checkpoint=checkpoint)
 
-    def set_state_and_checkpoint(self, state: str, checkpoint: str | None) -> None:
-        """Both in one write: the engine does this at every state change."""
+    def set_state_and_checkpoint(
+        self,
+        state: str,
+        checkpoint: str | None,
+        exit_with: tuple[int | None, str | None] | None = None,
+    ) -> None:
+        """Both in one write (and the exit status and message ``exit_with``, when given):
+        the engine does this at every state change."""
         self.process_state = state
-        self._update_row(process_state=state, checkpoint=checkpoint)
+        if exit_with is None:
+            self._update_row(process_state=state, checkpoint=checkpoint)
+            return
+        self.exit_status, self.exit_message = exit_with
+        self._update_row(
+            process_state=state,
+            checkpoint=checkpoint,
+            exit_status=exit_with[0],
+            exit_message=exit_with[1],
+        )
 
     def get_checkpoint(self) -> str | None:
         with get_storage().connection() as connection:

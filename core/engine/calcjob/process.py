@@ -304,6 +304,10 @@ class CalcJob(Process):
             _remove_in_background(sandbox)
         # Which files came from other nodes: `veglia calcjob inputls` lists them too.
         copied = [list(item) for item in calcinfo.local_copy_list]
+        # Replayed after a crash: one output only. Read before the transaction writes: it
+        # holds SQLite's write lock from its first write to its commit.
+        label = self.computer.label
+        remote = None if "remote_folder" in node.outputs else RemoteData(workdir, label)
         with get_storage().transaction():  # what the upload recorded: one commit
             node.put_objects(files)
             node.set_attributes(
@@ -313,9 +317,9 @@ class CalcJob(Process):
                     attr.LOCAL_COPY_LIST: copied,
                 }
             )
-            if "remote_folder" not in node.outputs:  # replayed after a crash: one output only
-                self.out("remote_folder", RemoteData(workdir, self.computer.label))
-            self.report(f"uploaded to {self.computer.label}:{workdir}")
+            if remote is not None:
+                self.out("remote_folder", remote)
+            self.report(f"uploaded to {label}:{workdir}")
 
     async def do_submit(self) -> ExitCode | None:
         node = self.node
