@@ -304,11 +304,11 @@ class CalcJob(Process):
             _remove_in_background(sandbox)
         # Which files came from other nodes: `veglia calcjob inputls` lists them too.
         copied = [list(item) for item in calcinfo.local_copy_list]
-        # Replayed after a crash: one output only. Read before the transaction writes: it
-        # holds SQLite's write lock from its first write to its commit.
         label = self.computer.label
-        remote = None if "remote_folder" in node.outputs else RemoteData(workdir, label)
         with get_storage().transaction():  # what the upload recorded: one commit
+            # Replayed after a crash: one output only. Read before the first write: from
+            # there to the commit the transaction holds SQLite's write lock.
+            remote = None if "remote_folder" in node.outputs else RemoteData(workdir, label)
             node.put_objects(files)
             node.set_attributes(
                 {
