@@ -154,6 +154,33 @@ checkpoints as a worker does) went from 43,300 to 32,300 Python calls per job.
     quieter minute: veglia 48.6 jobs/s (33.5 ms a job, workers 20.2 ms), aiida-core 1.13,
     43.0x. 54.2 jobs/s once, in the machine's fastest minute (29.6 ms a job).
 
+    Sixth round (a sixth machine, faster: 23-26 ms of whole-machine CPU a job at first,
+    34-35 ms two hours later). The bench prints the run by tenths (jobs submitted and
+    ended, the machine's and each worker's CPU), the workers' CPU in threads other than the
+    main one, and the jobs each worker ran. They showed a run in two halves: no job ends
+    before about 60% of the run, while the machine is 90-100% busy starting jobs (``perf
+    -a``: the jobs' ``bash``, ``time`` and ``setsid`` 49% of the machine, the workers'
+    Python 40%; each program started costs about 0.7 ms of CPU here, most of it the dynamic
+    loader asking the virtual CPU for its features); then the jobs end in a tail at 50-65%.
+    In the tail each worker's main thread was never idle (py-spy): a sixth of it in
+    ``rmdir`` and ``unlink`` of the retrieved and input folders, which waited for the file
+    system's journal, a third in SQLite's calls. Now: those folders are deleted on a thread
+    once the step's commit is done; a parser runs before the end writes anything (its
+    outputs are stored and linked after it, as in aiida-core), retrieval's findings are one
+    patch, the exit status goes with the final state, the upload reads before it writes
+    (the write lock, from a transaction's first write to its commit: 2.6-3.0 s -> 2.3 s
+    held per 500 jobs); ``core.direct`` gives a job its own process group with bash's job
+    control (``set -m``) rather than ``setsid``, a program less a job. Statements a job:
+    39.4 -> 35.4. In turn, 500 jobs: 56.1, 54.8 jobs/s before, 62.2, 59.6 after; later, in
+    a slower hour, 49.9, 50.6, 49.1, 48.6 before and 54.1, 52.3, 49.8, 49.4 after. With
+    ``--aiida -n 500``: at the round's start veglia 63.8 jobs/s, aiida-core 1.94, 33.0x;
+    after its first commit veglia 60.3, aiida-core 1.55, 38.8x. Left: SQLite's lock, which
+    the statements that wait for it (7 s in all a run, 4 ms a wait) show more than its
+    holds do; the busy handler's sleeps explain part of it (an ``flock`` hand-over, tried
+    again, raised the tail's use of the machine by about ten points and the run by 1%);
+    the files of the repository and sandboxes (``mkstemp``, ``mkdir`` cost 0.3-0.5 ms of CPU
+    each in a busy run); the programs a job starts.
+
     The bench now runs two jobs a worker in each daemon, veglia's and aiida-core's, before
     the clock starts (imports and first connections are a long-running daemon's past:
     about 0.4 s a veglia worker, a tenth of its CPU in a 500-job run, here compiled afresh
