@@ -5,6 +5,7 @@ task is acknowledged when its process ends. Without a database or broker: the pa
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import threading
 from types import SimpleNamespace
 
@@ -222,41 +223,36 @@ def test_a_task_goes_to_kiwipy_when_its_consumer_lacks_the_subscriber_table():
     asyncio.run(scenario())
 
 
-def test_rpc_keys_are_bound_without_stalling_the_worker_and_in_the_order_asked():
-    """After the first (which declares the queue), a process's RPC key is bound and unbound
-    on kiwipy's loop while the worker goes on; an unbind never overtakes its bind."""
-    import threading
+def test_a_workers_rpcs_reach_its_processes_through_one_binding(rabbitmq_url):
+    """On the real broker: a worker's queue, bound once, takes the RPCs of its processes by
+    its lease's token and their pk; one for a process it no longer runs is answered with an
+    error; one for a worker that does not exist routes nowhere. Starting and ending a
+    process costs the broker nothing."""
+    import kiwipy
+    from kiwipy.rmq import RmqThreadCommunicator
 
-    from pytray.aiothreads import LoopScheduler
+    from veglia.engine.daemon.rpc_queue import SharedRpcQueue, rpc_recipient
 
-    from veglia.engine.daemon.rpc_queue import SharedRpcQueue
+    def answer(future):
+        result = future.result(timeout=10)
+        while isinstance(result, concurrent.futures.Future):
+            result = result.result(timeout=10)
+        return result
 
-    released = threading.Event()
-    done: list[str] = []
-
-    class Recording(SharedRpcQueue):
-        async def _bind(self, key: str) -> None:
-            if self._queue is None:
-                self._queue = object()
-            elif key == "slow":  # held until the worker has gone on
-                await asyncio.get_running_loop().run_in_executor(None, released.wait, 10)
-            done.append(f"bind {key}")
-
-        async def _unbind(self, key: str) -> None:
-            done.append(f"unbind {key}")
-
-    scheduler = LoopScheduler(name="test kiwipy loop")
-    scheduler.start()
+    worker = RmqThreadCommunicator.connect(connection_params={"url": rabbitmq_url})
+    sender = RmqThreadCommunicator.connect(connection_params={"url": rabbitmq_url})
     try:
-        queue = Recording(SimpleNamespace(_loop_scheduler=scheduler))
-        queue.add(object(), 1)
-        assert done == ["bind 1"]  # the first is waited for
-        queue.add(object(), "slow")
-        queue.remove("slow")
-        assert done == ["bind 1"]  # neither waited for: the bind is still held
-        released.set()
-        queue._last.result(timeout=10)
-        assert done == ["bind 1", "bind slow", "unbind slow"]
+        queue = SharedRpcQueue(worker, "t0ken42")
+        for pk in (1, 2, 3):
+            queue.add(lambda _communicator, message, pk=pk: f"{pk} got {message}", pk)
+        queue.remove(3)
+        holder = "a-host/4242/t0ken42/5pace"
+        assert answer(sender.rpc_send(rpc_recipient(2, holder), "hi")) == "2 got hi"
+        assert answer(sender.rpc_send(rpc_recipient(1, holder), "ho")) == "1 got ho"
+        with pytest.raises(kiwipy.RemoteException, match="no longer run by this worker"):
+            answer(sender.rpc_send(rpc_recipient(3, holder), "hi"))
+        with pytest.raises(kiwipy.UnroutableError):
+            answer(sender.rpc_send(rpc_recipient(1, "a-host/4243/other/5pace"), "hi"))
     finally:
-        released.set()
-        scheduler.close()
+        sender.close()
+        worker.close()

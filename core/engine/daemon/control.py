@@ -14,6 +14,7 @@ from typing import Any
 
 from veglia.engine.daemon import DaemonFiles, leases
 from veglia.engine.daemon.broker_tasks import get_controller, send_continue_task
+from veglia.engine.daemon.rpc_queue import rpc_recipient
 from veglia.engine.persistence import load_process, save_checkpoint
 from veglia.engine.runner import get_runner
 from veglia.exceptions import ControlError
@@ -70,10 +71,11 @@ def control_process(
         )
     if get_profile().broker_url and _daemon_running():
         controller = get_controller()
+        to = _recipient(node.pk)
         call = {
-            "kill": lambda: controller.kill_process(node.pk, message or "Killed through the CLI"),
-            "pause": lambda: controller.pause_process(node.pk, message or "Paused through the CLI"),
-            "play": lambda: controller.play_process(node.pk),
+            "kill": lambda: controller.kill_process(to, message or "Killed through the CLI"),
+            "pause": lambda: controller.pause_process(to, message or "Paused through the CLI"),
+            "play": lambda: controller.play_process(to),
         }[action]
         try:
             _unwrap(call(), timeout)
@@ -95,6 +97,13 @@ def control_process(
             "`veglia daemon logs`."
         )
     return _control_here(node, action, message)
+
+
+def _recipient(pk: int) -> str:
+    """Where the RPCs to process ``pk`` go: its worker's queue, named by the process's
+    lease. With no lease, a key that routes nowhere, as no worker runs the process."""
+    lease = leases.holder(pk, float(get_profile().get_option("daemon.lease_timeout")))
+    return rpc_recipient(pk, lease.worker) if lease is not None else str(pk)
 
 
 def _refuse_if_held(node: ProcessNode, action: str, exc: BaseException, timeout: float) -> None:
@@ -122,7 +131,7 @@ def request_kill(node: ProcessNode, message: str) -> None:
     if local is not None:
         local.kill(message)
     elif get_profile().broker_url:
-        get_controller().kill_process(node.pk, message)
+        get_controller().kill_process(_recipient(node.pk), message)
     else:
         node.set_attribute(CONTROL_REQUEST, {"action": "kill", "message": message})
 

@@ -1,16 +1,17 @@
-"""A worker's process RPCs (kill, pause, play) on one broker queue, not one per process.
+"""A worker's process RPCs (kill, pause, play) on one broker queue, bound once.
 
 kiwipy gives each RPC subscriber a queue of its own: for a worker holding 10,000 jobs that
 is 10,000 queues on RabbitMQ, three broker round trips to start each process, and a few kB
-of client objects each. Here the worker declares one queue and binds it once per process
-(``rpc.<pid>``, the routing key senders already use); a message goes to the process its
-routing key names. Senders see no difference.
+of client objects each. Binding one queue per worker to each process's key instead still
+cost a binding and an unbinding a process: RabbitMQ keeps bindings in its metadata store,
+and they were most of its CPU, about 1.2 ms a job, with as much again on the worker.
 
-Binding and unbinding a process's key are not waited for (only the first bind, which
-declares the queue): each is a broker round trip the worker's loop would otherwise stall
-for at every process start and end. They run on kiwipy's loop in the order they were
-asked for. Until a bind is done, an RPC to that process finds no route, as it did before
-while the process was loading: the sender says so and the user tries again.
+So a worker's queue is bound once, to the keys of its own processes,
+``[rpc].w<token>.<pk>`` (the token of the worker's lease, :func:`rpc_recipient`): a sender
+finds the worker from the process's lease and names both. A message for a process the
+worker does not run (it ended, or is still loading) is answered with an error that says
+so, as one sent before the process was bound used to find no route: the user tries again.
+No lease, no worker: the key routes nowhere, and the sender acts on the process itself.
 
 A subscriber is kept as given (a process's bound method) and wrapped for kiwipy when a
 message comes: the wrappers, built at each process start, were about 1.5 kB per process
@@ -19,19 +20,13 @@ held for as long as it runs, and RPCs are rare.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import functools
-import logging
 from collections.abc import Callable
 from typing import Any
 
 import kiwipy
 from kiwipy.rmq import defaults
 
-__all__ = ["SharedRpcQueue"]
-
-LOGGER = logging.getLogger("veglia.broker")
+__all__ = ["SharedRpcQueue", "rpc_recipient"]
 
 
 class SharedRpcQueue:
@@ -39,50 +34,29 @@ class SharedRpcQueue:
     (a kiwipy ``RmqThreadCommunicator``); ``convert`` makes a subscriber one kiwipy calls
     (plumpy's ``convert_to_comm`` onto the worker's loop)."""
 
-    def __init__(self, communicator: Any, convert: Callable[[Any], Any] = lambda s: s) -> None:
+    def __init__(
+        self, communicator: Any, token: str, convert: Callable[[Any], Any] = lambda s: s
+    ) -> None:
         self._communicator = communicator
+        self._prefix = f"{defaults.RPC_TOPIC}.w{token}."
         self._convert = convert
         self._subscribers: dict[str, Any] = {}
         self._queue: Any = None
-        #: The last bind or unbind handed to kiwipy's loop: the next one runs after it.
-        self._last: Any = None
 
     def add(self, subscriber: Any, identifier: Any) -> str:
         """As kiwipy's ``add_rpc_subscriber``: ``subscriber(communicator, message)``."""
         key = str(identifier)
         if key in self._subscribers:
             raise kiwipy.DuplicateSubscriberIdentifier(f"RPC identifier '{key}'")
+        if self._queue is None:  # the first: the queue is declared, bound and consumed
+            self._await(self._declare())
         self._subscribers[key] = subscriber
-        if self._queue is not None:
-            self._in_order(self._bind(key), key, "bind")
-            return key
-        try:  # the first: the queue is declared and consumed before anything else
-            self._await(self._bind(key))
-        except BaseException:
-            self._subscribers.pop(key, None)
-            raise
         return key
 
     def remove(self, identifier: Any) -> None:
         key = str(identifier)
         if self._subscribers.pop(key, None) is None:
             raise ValueError(f"Unknown subscriber '{key}'")
-        self._in_order(self._unbind(key), key, "unbind")
-
-    def _in_order(self, coroutine: Any, key: str, what: str) -> None:
-        """Run ``coroutine`` on kiwipy's loop once the operations asked for before it are
-        done, without waiting for it."""
-        previous = self._last
-
-        async def after_previous() -> None:
-            if previous is not None:
-                with contextlib.suppress(BaseException):
-                    await asyncio.wrap_future(previous)
-            await coroutine
-
-        future = self._communicator._loop_scheduler.await_submit(after_previous())
-        future.add_done_callback(functools.partial(_log_failure, key, what))
-        self._last = future
 
     def _await(self, coroutine: Any) -> Any:
         return self._communicator._loop_scheduler.await_(coroutine)
@@ -91,22 +65,20 @@ class SharedRpcQueue:
         """kiwipy's message subscriber: its channel, exchange and reply path."""
         return await self._communicator._communicator.get_message_subscriber()
 
-    async def _bind(self, key: str) -> None:
+    async def _declare(self) -> None:
         messages = await self._messages()
-        if self._queue is None:
-            queue = await messages._channel.declare_queue(
-                exclusive=True, arguments=messages._rmq_queue_arguments
-            )
-            await queue.consume(self._on_message)
-            self._queue = queue
-        await self._queue.bind(messages._exchange, routing_key=f"{defaults.RPC_TOPIC}.{key}")
-
-    async def _unbind(self, key: str) -> None:
-        messages = await self._messages()
-        await self._queue.unbind(messages._exchange, routing_key=f"{defaults.RPC_TOPIC}.{key}")
+        if self._queue is not None:
+            return
+        queue = await messages._channel.declare_queue(
+            exclusive=True, arguments=messages._rmq_queue_arguments
+        )
+        # aio-pika's robust queue declares and binds it again after a reconnection.
+        await queue.bind(messages._exchange, routing_key=f"{self._prefix}*")
+        await queue.consume(self._on_message)
+        self._queue = queue
 
     async def _on_message(self, message: Any) -> None:
-        key = message.routing_key.removeprefix(f"{defaults.RPC_TOPIC}.")
+        key = message.routing_key.removeprefix(self._prefix)
         subscriber = self._subscribers.get(key)
         if subscriber is None:
             subscriber = _gone
@@ -117,14 +89,12 @@ class SharedRpcQueue:
         await (await self._messages())._on_rpc(subscriber, message)
 
 
-def _log_failure(key: str, what: str, future: Any) -> None:
-    if future.cancelled():
-        return
-    error = future.exception()
-    if error is not None:  # the broker connection went: the worker's tasks come back anyway
-        LOGGER.warning("could not %s the RPC key of process %s: %s", what, key, error)
-
-
 def _gone(_communicator: Any, _message: Any) -> None:
     """A message for a process that left this worker between routing and delivery."""
     raise kiwipy.RemoteException("the process is no longer run by this worker; try again")
+
+
+def rpc_recipient(pk: int, worker: str) -> str:
+    """The RPC recipient of process ``pk`` run by ``worker`` (a lease's holder, as
+    ``leases.WorkerId`` writes it: ``host/pid/token/pid_space``)."""
+    return f"w{worker.split('/')[-2]}.{pk}"

@@ -57,7 +57,10 @@ class QuietCommunicator(LoopCommunicator):
 
     def __init__(self, communicator: Any, loop: asyncio.AbstractEventLoop) -> None:
         super().__init__(communicator, loop)
-        self._rpc = SharedRpcQueue(communicator, lambda s: convert_to_comm(s, loop))
+        # Its processes' RPCs come with the token of its leases (see rpc_queue).
+        self._rpc = SharedRpcQueue(
+            communicator, leases.this_worker().token, lambda s: convert_to_comm(s, loop)
+        )
 
     def broadcast_send(self, *args: Any, **kwargs: Any) -> bool:
         return True
