@@ -172,9 +172,17 @@ checkpoints as a worker does) went from 43,300 to 32,300 Python calls per job.
     held per 500 jobs); ``core.direct`` gives a job its own process group with bash's job
     control (``set -m``) rather than ``setsid``, a program less a job. Statements a job:
     39.4 -> 35.4. In turn, 500 jobs: 56.1, 54.8 jobs/s before, 62.2, 59.6 after; later, in
-    a slower hour, 49.9, 50.6, 49.1, 48.6 before and 54.1, 52.3, 49.8, 49.4 after. With
+    a slower hour, 49.9, 50.6, 49.1, 48.6 before and 54.1, 52.3, 49.8, 49.4 after. Then the
+    broker: binding and unbinding each process's RPC key on the worker's queue was most of
+    RabbitMQ's CPU (bindings live in its metadata store): about 1.2 ms a job there and 1 ms
+    in the workers' broker threads. A worker's queue is now bound once, to
+    ``[rpc].w<lease token>.*``, and senders name the worker from the process's lease:
+    RabbitMQ's CPU over a bench run 0.93 -> 0.37 s; in turn against the round's start,
+    500 jobs: 59.8, 54.4, 49.7 jobs/s before, 67.3, 57.9, 54.9 after. With
     ``--aiida -n 500``: at the round's start veglia 63.8 jobs/s, aiida-core 1.94, 33.0x;
-    after its first commit veglia 60.3, aiida-core 1.55, 38.8x. Left: SQLite's lock, which
+    after its first commit veglia 60.3, aiida-core 1.55, 38.8x; at its end veglia 70.3
+    (whole machine 23.4 ms a job), aiida-core 1.63, 43.0x in a fast minute, and 55.2 (32.1
+    ms a job) against 1.57, 35.1x, in a slow one. Left: SQLite's lock, which
     the statements that wait for it (7 s in all a run, 4 ms a wait) show more than its
     holds do; the busy handler's sleeps explain part of it (an ``flock`` hand-over, tried
     again, raised the tail's use of the machine by about ten points and the run by 1%);
