@@ -165,8 +165,9 @@ def trace_ready(node: Any, record: Any) -> None:
     Called once when the process reaches a terminal state, with its status, exit and
     times filled in and every ``collect_trace`` contribution on it. Reporters (a plugin that
     sends records to a monitoring service) should only queue the record durably here (it
-    runs in the engine's event loop thread) and send it elsewhere; an exception is logged
-    on the node.
+    runs in the engine's event loop thread, inside the transaction that records the end,
+    which on SQLite holds the database's write lock for every worker) and send it
+    elsewhere; an exception is logged on the node.
     """
 
 

@@ -1,6 +1,7 @@
 """What a daemon worker keeps of a waiting job, slimmed for memory, behaves as before: kill
 and pause interrupt a waiting step, the task bridge carries outcomes across loops, a held
-task is acknowledged when its process ends. Without a database or broker: the parts alone."""
+task is acknowledged when its process ends, a worker's processes get their RPCs. Without a
+database, and but for the RPCs (the real RabbitMQ) without a broker: the parts alone."""
 
 from __future__ import annotations
 
