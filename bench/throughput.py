@@ -269,16 +269,14 @@ def cpu_seconds(pid: int) -> tuple[float, float]:
     return own, children
 
 
-def thread_cpu_seconds(pid: int) -> dict[str, float]:
-    """CPU seconds of each thread of a process, by thread id (the main thread's is pid)."""
-    threads: dict[str, float] = {}
-    for task in Path(f"/proc/{pid}/task").glob("*"):
-        try:
-            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:  # the thread ended
-            continue
-        threads[task.name] = (int(fields[11]) + int(fields[12])) / TICK
-    return threads
+def main_thread_cpu_seconds(pid: int) -> float:
+    """CPU seconds of a process's main thread (its other threads: :func:`cpu_seconds` less
+    this, ended threads included)."""
+    try:
+        fields = Path(f"/proc/{pid}/task/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / TICK
 
 
 def machine_cpu_seconds() -> float:
@@ -498,7 +496,7 @@ def bench_veglia(n: int, workers: int, profile_workers: bool) -> dict[str, Any]:
         supervisor = files.supervisor_pid()
         watched = [*pids, *([supervisor] if supervisor else [])]
         cpu_before = {pid: cpu_seconds(pid) for pid in watched}
-        threads_before = {pid: thread_cpu_seconds(pid) for pid in pids}
+        main_before = {pid: main_thread_cpu_seconds(pid) for pid in pids}
         machine_before = machine_cpu_seconds()
         start = time.time()
         with BusySampler(pids) as sampler:
@@ -519,12 +517,10 @@ def bench_veglia(n: int, workers: int, profile_workers: bool) -> dict[str, Any]:
         elapsed = max(ended.values()) - start
         machine = machine_cpu_seconds() - machine_before
         cpu_after = {pid: cpu_seconds(pid) for pid in watched}
-        threads_after = {pid: thread_cpu_seconds(pid) for pid in pids}
+        main_after = {pid: main_thread_cpu_seconds(pid) for pid in pids}
         other_threads = sum(
-            seconds - threads_before[pid].get(tid, 0.0)
+            (cpu_after[pid][0] - cpu_before[pid][0]) - (main_after[pid] - main_before[pid])
             for pid in pids
-            for tid, seconds in threads_after[pid].items()
-            if tid != str(pid)
         )
         failed = [node.pk for node in nodes if not node.refresh().is_finished_ok]
         if failed:

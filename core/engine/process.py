@@ -297,9 +297,9 @@ class Process(plumpy.Process):
 
         state = self._state.LABEL.value
         terminal = state in TERMINAL_STATES
-        exit_, self._exit_to_write = self._exit_to_write, None
+        exit_with, self._exit_to_write = self._exit_to_write, None
         self.node.set_state_and_checkpoint(
-            state, None if terminal else checkpoint_of(self), exit_ if terminal else None
+            state, None if terminal else checkpoint_of(self), exit_with
         )
         if terminal:
             for write in self._terminal_writes:
@@ -342,9 +342,8 @@ class Process(plumpy.Process):
         super().on_finish(result, successful)
         assert self.node is not None
         code = result if isinstance(result, ExitCode) else ExitCode(0)
-        # Known now, written with the FINISHED state: one statement less in the end's
+        # Written with the FINISHED state (on_entered): one statement less in the end's
         # transaction, which holds SQLite's write lock.
-        self.node.exit_status, self.node.exit_message = code.status, code.message
         self._exit_to_write = (code.status, code.message)
 
     def on_except(self, exc_info: Any) -> None:

@@ -123,16 +123,11 @@ class ProcessNode(Node):
         """Both in one write (and the exit status and message ``exit_with``, when given):
         the engine does this at every state change."""
         self.process_state = state
-        if exit_with is None:
-            self._update_row(process_state=state, checkpoint=checkpoint)
-            return
-        self.exit_status, self.exit_message = exit_with
-        self._update_row(
-            process_state=state,
-            checkpoint=checkpoint,
-            exit_status=exit_with[0],
-            exit_message=exit_with[1],
-        )
+        columns = {"process_state": state, "checkpoint": checkpoint}
+        if exit_with is not None:
+            self.exit_status, self.exit_message = exit_with
+            columns.update(exit_status=exit_with[0], exit_message=exit_with[1])
+        self._update_row(**columns)
 
     def get_checkpoint(self) -> str | None:
         with get_storage().connection() as connection:

@@ -51,6 +51,11 @@ class WorkerId:
     def __str__(self) -> str:
         return f"{self.host}/{self.pid}/{self.token}/{self.pid_space}"
 
+    @staticmethod
+    def token_of(worker: str) -> str:
+        """The token of a worker written as ``str(WorkerId)`` (a lease's holder)."""
+        return worker.split("/")[-2]
+
 
 @functools.lru_cache(maxsize=1)
 def _pid_space() -> str:

@@ -26,6 +26,8 @@ from typing import Any
 import kiwipy
 from kiwipy.rmq import defaults
 
+from veglia.engine.daemon.leases import WorkerId
+
 __all__ = ["SharedRpcQueue", "rpc_recipient"]
 
 
@@ -95,6 +97,5 @@ def _gone(_communicator: Any, _message: Any) -> None:
 
 
 def rpc_recipient(pk: int, worker: str) -> str:
-    """The RPC recipient of process ``pk`` run by ``worker`` (a lease's holder, as
-    ``leases.WorkerId`` writes it: ``host/pid/token/pid_space``)."""
-    return f"w{worker.split('/')[-2]}.{pk}"
+    """The RPC recipient of process ``pk`` run by ``worker`` (a lease's holder)."""
+    return f"w{WorkerId.token_of(worker)}.{pk}"
