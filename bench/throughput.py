@@ -551,6 +551,11 @@ def bench_veglia(n: int, workers: int, profile_workers: bool) -> dict[str, Any]:
         "worker_statements_per_job": sum(r["statements"] for r in records) / n,
         "worker_commits_per_job": sum(r["commits"] for r in records) / n,
         "worker_messages_per_job": sum(r["published"] for r in records) / n,
+        # The workers' whole lives (start and warm-up too), as the counts above.
+        "worker_gc_cpu_per_job": sum(
+            seconds for r in records for _, seconds in r.get("gc", {}).values()
+        )
+        / n,
         # Each task is acknowledged when its process ends (the warm-up's jobs too).
         "jobs_per_worker": [r["acked"] for r in records],
         **cost,
@@ -743,7 +748,8 @@ def report(n: int, workers: int, r: dict[str, Any]) -> None:
     print(
         f"  CPU ms/job: submitter {r['submit_cpu_per_job'] * ms:.1f}, workers "
         f"{r['worker_cpu_per_job'] * ms:.1f} (threads other than the main one "
-        f"{r['worker_other_threads_cpu_per_job'] * ms:.1f}; + their bash/ps "
+        f"{r['worker_other_threads_cpu_per_job'] * ms:.1f}; garbage collection "
+        f"{r['worker_gc_cpu_per_job'] * ms:.2f}; + their bash/ps "
         f"{r['worker_children_cpu_per_job'] * ms:.1f}), supervisor "
         f"{r['supervisor_cpu_per_job'] * ms:.1f}; whole machine "
         f"{r['machine_cpu_per_job'] * ms:.1f} (other users included)"

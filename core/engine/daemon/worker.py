@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import gc
 import logging
 import os
 import signal
@@ -85,6 +86,22 @@ class QuietCommunicator(LoopCommunicator):
         self._rpc.remove(identifier)
 
 
+#: Allocations between two young-generation collections in a worker (Python's default: 700).
+GC_THRESHOLD = 10_000
+
+
+def _tune_garbage_collection() -> None:
+    """Fewer, cheaper cyclic collections in a worker: what it imported to start (modules,
+    tables, the engine) stays for its life, so collections stop walking it; and the young
+    generation is collected every 10,000 allocations, not 700. A job's steps allocate
+    thousands of short-lived objects, nearly all freed by reference counting: the default
+    made the collector about 3% of a busy worker's CPU (bench/throughput.py prints it).
+    """
+    gc.freeze()
+    _, older, oldest = gc.get_threshold()
+    gc.set_threshold(GC_THRESHOLD, older, oldest)
+
+
 class Worker:
     """Runs the processes handed to it, each until it terminates."""
 
@@ -121,6 +138,7 @@ class Worker:
             self.housekeeper = Housekeeper(profile, on_repair=write_now)
 
     def run(self) -> None:
+        _tune_garbage_collection()
         self.loop.add_signal_handler(signal.SIGTERM, self._stop.set)
         self.loop.add_signal_handler(signal.SIGINT, self._stop.set)
         if self.communicator is not None:
