@@ -189,6 +189,25 @@ checkpoints as a worker does) went from 43,300 to 32,300 Python calls per job.
     the files of the repository and sandboxes (``mkstemp``, ``mkdir`` cost 0.3-0.5 ms of CPU
     each in a busy run); the programs a job starts.
 
+    Seventh round (a seventh machine, about twice as slow as the sixth: 52-90 ms of
+    whole-machine CPU a job, drifting within minutes; 10,000 submissions 50.8-54.8 s, 5.1-5.5
+    ms of CPU a job). ``--aiida -n 500``: veglia 29.9 jobs/s against aiida-core's 0.77 at
+    the round's start, 38.7x; in a slower hour, with the round's changes, 22.2 against 0.57,
+    38.7x again: both slowed alike. The bench's own probe was taxing veglia: it counted
+    statements through SQLAlchemy's events, and a listener puts every statement and commit
+    on SQLAlchemy's slower path. Under callgrind (instructions, which do not drift), jobs
+    run in one process took 36.3 M instructions each with such listeners and 32.9 M
+    without, 10.6% more; aiida-core's daemon never had the probe. It now counts where
+    SQLAlchemy hands a statement to the driver (33.1 M, 0.9%). The bench also prints the
+    workers' garbage-collection CPU, and the machine's speed before and after the run (a
+    fixed Python loop), since figures of different machines and minutes compare only
+    through it. The collector took 1.2 ms a job in the workers (their whole lives, start
+    included); a worker now freezes what it imported at start and collects its young
+    generation every 10,000 allocations, not 700: 0.45-0.56 ms a job (a worker holding
+    2,000 waiting jobs: 114.4 MB, against 117.1 MB before). Wall-clock A/B runs could not
+    resolve changes of a few percent here: the same code gave 67 to 91 ms a job in runs
+    back to back.
+
     The bench now runs two jobs a worker in each daemon, veglia's and aiida-core's, before
     the clock starts (imports and first connections are a long-running daemon's past:
     about 0.4 s a veglia worker, a tenth of its CPU in a 500-job run, here compiled afresh
@@ -795,6 +814,27 @@ def report(n: int, workers: int, r: dict[str, Any]) -> None:
             pstats.Stats(path).sort_stats("cumulative").print_stats(40)
 
 
+#: Additions in a plain Python loop, timed to show how fast this machine's CPU is now: the
+#: machines of this kind differ by more than twice, and one drifts from minute to minute.
+CALIBRATION_ADDITIONS = 2_000_000
+
+
+def calibration_seconds() -> float:
+    """CPU seconds :data:`CALIBRATION_ADDITIONS` additions take in a Python loop now."""
+    start = time.process_time()
+    total = 0
+    for i in range(CALIBRATION_ADDITIONS):
+        total += i
+    return time.process_time() - start
+
+
+def print_calibration(when: str) -> None:
+    print(
+        f"machine speed {when}: {CALIBRATION_ADDITIONS:,} Python additions took "
+        f"{calibration_seconds():.2f} s of CPU"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-n", "--jobs", type=int, default=500)
@@ -810,6 +850,7 @@ def main() -> None:
     parser.add_argument("--aiida", action="store_true", help="Also run it through aiida-core.")
     parser.add_argument("--aiida-python", help="The Python of a venv with aiida-core.")
     args = parser.parse_args()
+    print_calibration("before")
     if args.submit_only:
         cost = bench_submit_only(args.submit_only, args.profile)
         print(
@@ -819,6 +860,7 @@ def main() -> None:
             f"{cost['submit_commits_per_job']:.1f} commits, "
             f"{cost['submit_messages_per_job']:.1f} messages per job)"
         )
+        print_calibration("after")
         return
     python = aiida_python(args.aiida_python) if args.aiida else None
     result = bench_veglia(args.jobs, args.workers, args.profile)
@@ -831,6 +873,7 @@ def main() -> None:
             + (f" ({theirs['not_ok']} jobs did not finish ok)" if theirs["not_ok"] else "")
         )
         print(f"ratio veglia/aiida: {result['jobs_per_s'] / theirs['jobs_per_s']:.1f}x")
+    print_calibration("after")
 
 
 if __name__ == "__main__":
