@@ -767,7 +767,7 @@ def report(n: int, workers: int, r: dict[str, Any]) -> None:
     print(
         f"  CPU ms/job: submitter {r['submit_cpu_per_job'] * ms:.1f}, workers "
         f"{r['worker_cpu_per_job'] * ms:.1f} (threads other than the main one "
-        f"{r['worker_other_threads_cpu_per_job'] * ms:.1f}; garbage collection "
+        f"{r['worker_other_threads_cpu_per_job'] * ms:.1f}; garbage collection, start included, "
         f"{r['worker_gc_cpu_per_job'] * ms:.2f}; + their bash/ps "
         f"{r['worker_children_cpu_per_job'] * ms:.1f}), supervisor "
         f"{r['supervisor_cpu_per_job'] * ms:.1f}; whole machine "
