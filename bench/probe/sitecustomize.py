@@ -5,10 +5,10 @@ each Python process then counts its SQL statements and commits, the AMQP message
 publishes and acknowledges, and the CPU time of its garbage collections, and writes them
 there as ``<pid>.json`` when it exits. With ``VEGLIA_BENCH_SQL`` set, the record also
 counts each statement's text and the veglia functions it came from, and where each commit
-came from. With
-``VEGLIA_BENCH_PROFILE`` set too, it also writes a cProfile of itself (``<pid>.prof``).
-With ``VEGLIA_BENCH_LOCKS`` set, it times SQLite's write lock: how long each transaction
-held it, and how long statements waited.
+came from. With ``VEGLIA_BENCH_PROFILE`` set too, it also writes a cProfile of itself
+(``<pid>.prof``). With ``VEGLIA_BENCH_LOCKS`` set, it times SQLite's write lock: how long
+each transaction held it, and how long statements waited; it listens to SQLAlchemy's
+events for that, which slows every statement, so such a run's speed is not veglia's.
 Nothing here is part of veglia: without the variable this module does nothing.
 """
 
@@ -125,7 +125,7 @@ if os.environ.get("VEGLIA_BENCH_PROBE"):
             original = getattr(DefaultDialect, name)
 
             def wrapper(self, cursor_or_connection, *args, **kwargs):
-                count(*args[:1])
+                count(*args[:1])  # the statement's text; a commit has none
                 return original(self, cursor_or_connection, *args, **kwargs)
 
             setattr(DefaultDialect, name, wrapper)
