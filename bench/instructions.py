@@ -30,7 +30,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-VEGLIA = Path(sys.executable).with_name("veglia")
+VEGLIA = str(Path(sys.executable).parent / "veglia")
 
 #: Run under callgrind: warm up, then count ``n`` jobs (argv: mode, n).
 JOBS = """

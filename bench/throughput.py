@@ -819,19 +819,15 @@ def report(n: int, workers: int, r: dict[str, Any]) -> None:
 CALIBRATION_ADDITIONS = 2_000_000
 
 
-def calibration_seconds() -> float:
-    """CPU seconds :data:`CALIBRATION_ADDITIONS` additions take in a Python loop now."""
+def print_calibration(when: str) -> None:
+    """The CPU time :data:`CALIBRATION_ADDITIONS` additions take in a Python loop now."""
     start = time.process_time()
     total = 0
     for i in range(CALIBRATION_ADDITIONS):
         total += i
-    return time.process_time() - start
-
-
-def print_calibration(when: str) -> None:
     print(
         f"machine speed {when}: {CALIBRATION_ADDITIONS:,} Python additions took "
-        f"{calibration_seconds():.2f} s of CPU"
+        f"{time.process_time() - start:.2f} s of CPU"
     )
 
 
