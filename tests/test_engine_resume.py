@@ -100,3 +100,38 @@ def test_submitting_twice_returns_the_first_job(profile):
 def test_foreground_runs_are_not_taken_by_the_daemon(profile):
     _, node = engine.run_get_node(ShellJob, command=orm.Str("true"))
     assert node.get_attribute("daemon") is None
+
+
+def test_a_kill_during_the_submission_records_the_job_and_cancels_it(profile, caplog, monkeypatch):
+    """The submission under way is let finish; the job id it got is recorded, committed
+    before the kill waits for the scheduler (no write is held across that wait), and that
+    job is cancelled."""
+    import subprocess
+
+    runner = Runner()
+    set_runner(runner)
+    process = runner.instantiate(ShellJob, {"command": orm.Str("sleep 60")})
+    real_submit = calcjob_tasks.submit
+    started = []
+
+    def submit_then_kill(transport, *args):
+        job_id = real_submit(transport, *args)
+        started.append(job_id)
+        runner.loop.call_soon_threadsafe(process.kill, "killed while submitting")
+        return job_id
+
+    monkeypatch.setattr(calcjob_tasks, "submit", submit_then_kill)
+    caplog.set_level("WARNING", logger="veglia")
+    runner.run_until_terminated(process)
+
+    node = process.node.refresh()
+    assert node.process_state == "killed"
+    assert started and node.job_id == started[0]
+    assert [log.message for log in node.logs if log.message.startswith("submitted job")] == [
+        f"submitted job {started[0]}"
+    ]
+    state = subprocess.run(
+        ["ps", "-o", "stat=", "-p", started[0]], capture_output=True, text=True
+    ).stdout.strip()
+    assert state in ("", "Z"), f"the job still runs ({state})"
+    assert "awaited after its closing writes" not in caplog.text

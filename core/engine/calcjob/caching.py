@@ -84,7 +84,9 @@ def from_cache(process: CalcJob) -> ExitCode | None:
     job's hash is always recorded, so a later job with caching on can reuse this one."""
     if process.node is None:
         return None
-    with get_storage().transaction():  # the hash's reads, and what it records: one commit
+    # The hash's reads, what it records, and the copied outputs: in the commit of the state
+    # change that follows.
+    with process.closing_writes():
         return _from_cache(process)
 
 

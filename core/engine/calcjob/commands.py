@@ -67,6 +67,7 @@ class JobWaiting(InterruptibleWaiting):
             process.computer_unreachable(f"{command} failed on every attempt: {exc}")
             raise PauseInterruption(f"{command} failed on every attempt: {exc}") from None
         except KillInterruption:
+            process.commit_closing_writes()  # what the step recorded, before it awaits
             await process.cancel_job()
             raise
 

@@ -19,6 +19,7 @@ import functools
 import shutil
 import tempfile
 import time
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +47,7 @@ from veglia.engine.process import Process, plain_data
 from veglia.engine.runner import get_runner
 from veglia.entry_points import ParserFactory
 from veglia.exceptions import TransportError, TransportTaskFailed, UnsafeWorkdirError
-from veglia.manage import get_profile, get_storage
+from veglia.manage import get_profile
 from veglia.orm import attributes as attr
 from veglia.orm.computers import Code, Computer
 from veglia.orm.data import FolderData, RemoteData
@@ -305,7 +306,8 @@ class CalcJob(Process):
         # Which files came from other nodes: `veglia calcjob inputls` lists them too.
         copied = [list(item) for item in calcinfo.local_copy_list]
         label = self.computer.label
-        with get_storage().transaction():  # what the upload recorded: one commit
+        # What the upload recorded goes in the commit of the state change to SUBMIT.
+        with self.closing_writes():
             # Replayed after a crash: one output only. Read before the first write: from
             # there to the commit the transaction holds SQLite's write lock.
             remote = None if "remote_folder" in node.outputs else RemoteData(workdir, label)
@@ -346,7 +348,9 @@ class CalcJob(Process):
             )
             await self._record_queues()
             return self.exit_codes.ERROR_SUBMISSION_REJECTED.format(message=str(exc))
-        with get_storage().transaction():
+        # In the commit of the state change (a submission replayed after a crash finds
+        # the job it started: the submit wrapper answers with its first output).
+        with self.closing_writes():
             node.set_attributes(
                 {
                     attr.JOB_ID: job_id,
@@ -396,7 +400,9 @@ class CalcJob(Process):
         if info is not None:
             changes[attr.LAST_JOB_INFO] = info.to_attributes()
         # One write, none while nothing changes, and the clock alone only now and then.
-        written = write_poll(node, changes, self.__dict__.setdefault("_clock_written", {}))
+        # The last poll's goes in the commit of the state change to RETRIEVE.
+        with self.closing_writes() if done else nullcontext():
+            written = write_poll(node, changes, self.__dict__.setdefault("_clock_written", {}))
         if written and attr.STARTED_AT in changes:
             tracing.updated(self, "RUNNING")
         if not done and node.get_attribute(attr.MONITORS) and await run_monitors(self):
@@ -438,7 +444,7 @@ class CalcJob(Process):
             JobFailure.OUT_OF_WALLTIME.value,
         ):
             await self._record_queues()
-        with get_storage().transaction():  # what the retrieval found: one commit
+        with self.closing_writes():  # what the retrieval found, with the state change
             self._record_retrieval(folder, outcome, record, last)
         return folder
 
