@@ -2,7 +2,8 @@
 """Memory of the daemon: one worker holding N waiting jobs.
 
 N ``core.shell`` jobs running ``sleep`` on localhost with the direct scheduler (real jobs,
-no fake scheduler: each is a ``bash`` and a ``sleep`` on this machine, about 0.5 MB each)
+no fake scheduler: each is a ``bash``, a ``time`` and a ``sleep`` on this machine, about 0.5 MB
+each; 10,000 of them need a ``kernel.pid_max`` over 32,768, which the bench checks first)
 are submitted to a daemon with one worker whose slots hold them all. Once every job is
 waiting on its scheduler job, the bench prints the supervisor's RSS and module count, the
 worker's RSS, and the RSS per active job (the worker's growth over its RSS before any job,
@@ -173,7 +174,8 @@ def bench(n: int, broker: bool, timeout: float, keep: float = 0.0) -> dict[str, 
 
         shell = CalculationFactory("core.shell")
         # A duration no other process of this machine sleeps: the jobs are easy to recognise.
-        command = orm.Str(f"sleep {7200 + os.getpid() % 1000}.{n}")
+        # `exec`: the command's shell becomes the sleep (see PROCESSES_PER_JOB).
+        command = orm.Str(f"exec sleep {7200 + os.getpid() % 1000}.{n}")
         # A first tenth warms the worker up (imports, caches, pools); the rest is the
         # marginal cost of a job.
         warm = max(1, n // 10)
@@ -217,6 +219,25 @@ def _cleanup(nodes: list, home: str) -> None:
     shutil.rmtree(home, ignore_errors=True)
 
 
+#: Processes a waiting job keeps on this machine: the job script's bash, /usr/bin/time and
+#: the sleep.
+PROCESSES_PER_JOB = 3
+
+
+def check_process_ids(n: int) -> None:
+    """Refuse, saying how to raise it, when the kernel's PID limit cannot hold the jobs: at
+    the limit every fork on the machine fails (shells included), not only this bench's."""
+    pid_max = int(Path("/proc/sys/kernel/pid_max").read_text())
+    in_use = sum(1 for entry in os.scandir("/proc") if entry.name.isdigit())
+    needed = n * PROCESSES_PER_JOB + 500  # the daemon, its commands, the rest of the machine
+    if in_use + needed > pid_max:
+        sys.exit(
+            f"{n} waiting jobs need about {needed:,} processes; kernel.pid_max is {pid_max:,} "
+            f"and {in_use:,} are in use. Raise it (as root: sysctl -w kernel.pid_max=4194304) "
+            "or ask for fewer jobs with -n."
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-n", type=int, default=10000, help="waiting jobs (default 10000)")
@@ -226,6 +247,7 @@ def main() -> None:
         "--keep", type=float, default=0.0, help="seconds to keep the jobs waiting (to profile)"
     )
     args = parser.parse_args()
+    check_process_ids(args.n)
     figures = bench(args.n, not args.no_broker, args.timeout, args.keep)
     print(f"supervisor RSS:      {figures['supervisor_mb']:.1f} MB")
     print(f"supervisor modules:  {figures['supervisor_modules']}")

@@ -208,6 +208,27 @@ checkpoints as a worker does) went from 43,300 to 32,300 Python calls per job.
     resolve changes of a few percent here: the same code gave 67 to 91 ms a job in runs
     back to back.
 
+    Eighth round (an eighth machine, the fastest: the calibration loop took 0.05 s; a
+    500-job run cost the whole machine 20-22 ms a job after a minute at rest, 26-28 ms
+    after a few minutes of runs back to back, and the loop did not show it). ``--aiida -n
+    500``: veglia 74.8 jobs/s against aiida-core's 1.85 at the start, 40.4x; 73.4 against
+    1.83 with the round's change, 40.2x. veglia's part runs first, after rest; aiida-core's
+    minutes keep the machine in its slower state: against veglia's runs back to back (62-68
+    jobs/s) the ratio is 34-37x. ``--submit-only 10000``: 17.7 s. Per job the workers made
+    14.2 commits: the transactions of a job's steps (what the upload recorded, the job id,
+    the last poll, the retrieval, the caching hash) each committed, then the state change
+    after them did. They now join the state change's commit (``closing_writes``): 9.1
+    commits a job, 31.0 M instructions a job run in one process against 31.6 M, and a few
+    percent in wall-clock runs taken in turn (within the drift). py-spy with idle samples
+    put a fifth of a worker's main thread waiting for SQLite's write lock: SQLite's busy
+    handler sleeps 1, 2, 5 ms between tries. Writers taking turns through a file lock (a
+    waiter woken as the lock is freed) changed nothing measurable (67.8, 64.7, 66.0 against
+    67.5, 63.7, 64.4 jobs/s in turn) and was not kept: the machine is busy anyway for the
+    first two thirds of a run. ``perf`` (whole machine): the jobs' ``bash`` and ``time`` a
+    third of its samples, the workers' Python half; the dynamic loader's reading of the
+    CPU's caches (``cpuid``, trapped by the virtual machine) 8% by itself, in each of the
+    four programs a job starts.
+
     The bench now runs two jobs a worker in each daemon, veglia's and aiida-core's, before
     the clock starts (imports and first connections are a long-running daemon's past:
     about 0.4 s a veglia worker, a tenth of its CPU in a 500-job run, here compiled afresh
