@@ -216,6 +216,14 @@ def _cleanup(nodes: list, home: str) -> None:
             job_id = node.refresh().job_id
             if job_id:
                 os.killpg(int(job_id), signal.SIGKILL)  # the job's bash and its sleep
+    with contextlib.suppress(Exception):  # the profile may not have been made, or no broker
+        from veglia.engine.daemon.broker_tasks import delete_broker_queues
+        from veglia.manage import get_profile
+
+        profile = get_profile()
+        if profile.broker_url:
+            # The unfinished jobs' tasks: left on RabbitMQ, they slow it down for good.
+            delete_broker_queues(profile)
     shutil.rmtree(home, ignore_errors=True)
 
 

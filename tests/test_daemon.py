@@ -102,3 +102,33 @@ def test_the_supervisor_loads_neither_the_engine_nor_the_database_nor_the_broker
         assert time.monotonic() < deadline, status.stdout
         time.sleep(0.5)
     assert "Stranded processes queued again: 0" in status.stdout
+
+
+def test_a_profiles_queue_is_deleted_from_the_broker_with_its_waiting_tasks(broker_profile):
+    """What a thrown-away profile would leave on RabbitMQ for good (its queue of tasks no
+    daemon will take, its exchanges) is deleted; deleting it again is no error."""
+    import asyncio
+
+    import aio_pika
+    from aio_pika.exceptions import ChannelNotFoundEntity
+
+    from veglia.engine.daemon.broker_tasks import _close, delete_broker_queues, queue_names
+
+    engine.submit(ShellJob, command=orm.Str("true"))  # no daemon: its task waits
+    _close()  # the broker has confirmed it
+
+    async def waiting() -> int | None:
+        connection = await aio_pika.connect(broker_profile.broker_url)
+        async with connection:
+            channel = await connection.channel()
+            name = queue_names(broker_profile)["task_queue"]
+            try:
+                queue = await channel.declare_queue(name, passive=True)
+            except ChannelNotFoundEntity:
+                return None
+            return queue.declaration_result.message_count
+
+    assert asyncio.run(waiting()) == 1
+    delete_broker_queues(broker_profile)
+    assert asyncio.run(waiting()) is None
+    delete_broker_queues(broker_profile)

@@ -162,3 +162,34 @@ def test_process_list_limit_counts_group_members_only(run_cli, profile):
     assert rows.stdout.split() == [str(n.pk) for n in members[-3:]]
     rows = ok(run_cli("process", "list", "-a", "-G", "every-third", "-l", "5", "--raw", "-P", "pk"))
     assert rows.stdout.split() == [str(n.pk) for n in members]
+
+
+def test_a_uuid_prefix_of_digits_alone_finds_its_group_and_node(db_profile):
+    """One UUID in 40 or so starts with eight digits: a prefix of digits that is no pk still
+    finds what it starts, as any other prefix does; a number is a pk only."""
+    import sqlalchemy as sa
+
+    from veglia import orm
+    from veglia.manage import get_storage
+    from veglia.storage import models
+
+    node = orm.Int(7).store()
+    group = orm.Group(label="digits").store()
+    with get_storage().connection() as connection:
+        connection.execute(
+            sa.update(models.Node.__table__)
+            .where(models.Node.__table__.c.id == node.pk)
+            .values(uuid="86536159-0000-4000-8000-000000000001")
+        )
+        connection.execute(
+            sa.update(models.Group.__table__)
+            .where(models.Group.__table__.c.id == group.pk)
+            .values(uuid="12345678-0000-4000-8000-000000000002")
+        )
+    assert orm.load_node("86536159").pk == node.pk
+    assert orm.load_group("12345678").pk == group.pk
+    assert orm.load_node(str(node.pk)).pk == node.pk  # digits that are a pk: the pk
+    with pytest.raises(NotExistent):
+        orm.load_node(86536159)
+    with pytest.raises(NotExistent):
+        orm.load_group(12345678)

@@ -206,9 +206,11 @@ def load_group(identifier: str | int) -> Group:
     """A group by label, pk, or UUID (or a unique UUID prefix)."""
     text = str(identifier)
     with get_storage().session() as session:
+        row = None
         if isinstance(identifier, int) or text.isdigit():
             row = session.get(models.Group, int(text))
-        else:
+        # Digits that are no pk may still be a label or a UUID prefix ("86536159").
+        if row is None and not isinstance(identifier, int):
             row = session.scalar(sa.select(models.Group).where(models.Group.label == text))
             if row is None and len(text) >= 4:
                 rows = session.scalars(

@@ -556,16 +556,23 @@ def load_node(identifier: int | str) -> Node:
     """A stored node by pk, or by UUID (or a unique UUID prefix)."""
     # By pk or a whole UUID (as checkpoints hold), a row of the table: no ORM object to
     # build. By the unique index, which SQLite's LIKE for a prefix cannot use.
-    if isinstance(identifier, int) or str(identifier).isdigit():
+    text = str(identifier)
+    row = prefix = None
+    if isinstance(identifier, int) or text.isdigit():
         with get_storage().connection() as connection:
-            row = connection.execute(_NODE_BY_PK, {"key": int(identifier)}).first()
-    elif len(str(identifier)) == _UUID_LENGTH:
+            row = connection.execute(_NODE_BY_PK, {"key": int(text)}).first()
+        # Digits that are no pk may still start a UUID ("86536159"); a number never does.
+        if row is None and not isinstance(identifier, int) and len(text) >= 4:
+            prefix = text
+    elif len(text) == _UUID_LENGTH:
         with get_storage().connection() as connection:
             row = connection.execute(_NODE_BY_UUID, {"key": identifier}).first()
     else:
+        prefix = text
+    if prefix is not None:
         with get_storage().session() as session:
             rows = session.scalars(
-                sa.select(models.Node).where(models.Node.uuid.startswith(str(identifier))).limit(2)
+                sa.select(models.Node).where(models.Node.uuid.startswith(prefix)).limit(2)
             ).all()
             if len(rows) > 1:
                 raise NotExistent(f"More than one node has a UUID starting with {identifier!r}.")

@@ -21,6 +21,7 @@ from veglia.manage import get_profile
 __all__ = [
     "create_communicator",
     "decode",
+    "delete_broker_queues",
     "encode",
     "get_controller",
     "queue_names",
@@ -74,6 +75,31 @@ def queue_names(profile: Profile) -> dict[str, str]:
         "task_exchange": f"{prefix}.tasks",
         "task_queue": f"{prefix}.process.queue",
     }
+
+
+def delete_broker_queues(profile: Profile) -> None:
+    """Delete the profile's task queue (with the tasks waiting in it) and its exchanges from
+    its broker: what a profile that is thrown away would otherwise leave on RabbitMQ for
+    good. Names that do not exist are no error."""
+    import aio_pika
+
+    names = queue_names(profile)
+
+    async def delete() -> None:
+        connection = await aio_pika.connect(profile.broker_url, timeout=10)
+        async with connection:
+            channel = await connection.channel()
+            await channel.queue_delete(names["task_queue"])
+            await channel.exchange_delete(names["task_exchange"])
+            await channel.exchange_delete(names["message_exchange"])
+
+    try:
+        asyncio.run(delete())
+    except Exception as exc:
+        raise BrokerError(
+            f"Cannot delete the queues of profile {profile.name} at {profile.broker_url_masked}: "
+            f"{exc}"
+        ) from None
 
 
 def create_communicator(
