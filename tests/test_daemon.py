@@ -104,15 +104,19 @@ def test_the_supervisor_loads_neither_the_engine_nor_the_database_nor_the_broker
     assert "Stranded processes queued again: 0" in status.stdout
 
 
-def test_a_profiles_queue_is_deleted_from_the_broker_with_its_waiting_tasks(broker_profile):
-    """What a thrown-away profile would leave on RabbitMQ for good (its queue of tasks no
-    daemon will take, its exchanges) is deleted; deleting it again is no error."""
+def test_deleting_a_profile_deletes_its_queue_and_waiting_tasks_on_the_broker(
+    broker_profile, run_cli
+):
+    """What a deleted profile would leave on RabbitMQ for good (its queue of tasks no daemon
+    will take, its exchanges) goes with it; a broker that does not answer is said, and the
+    profile is deleted all the same."""
     import asyncio
 
     import aio_pika
     from aio_pika.exceptions import ChannelNotFoundEntity
 
-    from veglia.engine.daemon.broker_tasks import _close, delete_broker_queues, queue_names
+    from veglia.engine.daemon.broker_tasks import _close, queue_names
+    from veglia_fixtures.profiles import make_profile
 
     engine.submit(ShellJob, command=orm.Str("true"))  # no daemon: its task waits
     _close()  # the broker has confirmed it
@@ -129,6 +133,12 @@ def test_a_profiles_queue_is_deleted_from_the_broker_with_its_waiting_tasks(brok
             return queue.declaration_result.message_count
 
     assert asyncio.run(waiting()) == 1
-    delete_broker_queues(broker_profile)
+    result = run_cli("profile", "delete", "test", "--force")
+    assert result.exit_code == 0, result.output
     assert asyncio.run(waiting()) is None
-    delete_broker_queues(broker_profile)
+
+    make_profile(**{"broker.url": "amqp://guest:guest@127.0.0.1:1/"})
+    result = run_cli("profile", "delete", "test", "--force")
+    assert result.exit_code == 0, result.output
+    assert "Cannot delete the queues of profile test" in result.output
+    assert "Deleted profile 'test'" in result.output

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from veglia.cli.output import echo_success, print_table, raw_option
+from veglia.cli.output import echo_success, echo_warning, print_table, raw_option
 from veglia.cli.state import CliState, pass_state
 
 
@@ -60,11 +60,21 @@ def profile_set_default(state: CliState, name: str) -> None:
 @click.option("-f", "--force", is_flag=True, help="Do not ask for confirmation.")
 @pass_state
 def profile_delete(state: CliState, name: str, keep_data: bool, force: bool) -> None:
-    """Delete profile NAME and, unless --keep-data, its folder."""
+    """Delete profile NAME and, unless --keep-data, its folder and its queue on the broker."""
     profile = state.config.get_profile(name)
     if not force:
         what = "" if keep_data else f" and everything in {profile.folder}"
         click.confirm(f"Delete profile {name!r}{what}?", abort=True)
+    if profile.broker_url and not keep_data:
+        # Its waiting tasks name processes that are about to go: left on RabbitMQ, they
+        # would stay there for good.
+        from veglia.engine.daemon.broker_tasks import delete_broker_queues
+        from veglia.exceptions import BrokerError
+
+        try:
+            delete_broker_queues(profile)
+        except BrokerError as exc:
+            echo_warning(f"{exc}. They stay on the broker until deleted there.")
     state.config.delete_profile(name, keep_data=keep_data)
     echo_success(f"Deleted profile {name!r}.")
 
