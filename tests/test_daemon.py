@@ -110,32 +110,16 @@ def test_deleting_a_profile_deletes_its_queue_and_waiting_tasks_on_the_broker(
     """What a deleted profile would leave on RabbitMQ for good (its queue of tasks no daemon
     will take, its exchanges) goes with it; a broker that does not answer is said, and the
     profile is deleted all the same."""
-    import asyncio
-
-    import aio_pika
-    from aio_pika.exceptions import ChannelNotFoundEntity
-
-    from veglia.engine.daemon.broker_tasks import _close, queue_names
+    from veglia.engine.daemon.broker_tasks import _close
+    from veglia.engine.daemon.reconcile import queued_tasks
     from veglia_fixtures.profiles import make_profile
 
     engine.submit(ShellJob, command=orm.Str("true"))  # no daemon: its task waits
     _close()  # the broker has confirmed it
-
-    async def waiting() -> int | None:
-        connection = await aio_pika.connect(broker_profile.broker_url)
-        async with connection:
-            channel = await connection.channel()
-            name = queue_names(broker_profile)["task_queue"]
-            try:
-                queue = await channel.declare_queue(name, passive=True)
-            except ChannelNotFoundEntity:
-                return None
-            return queue.declaration_result.message_count
-
-    assert asyncio.run(waiting()) == 1
+    assert queued_tasks(broker_profile) == 1
     result = run_cli("profile", "delete", "test", "--force")
     assert result.exit_code == 0, result.output
-    assert asyncio.run(waiting()) is None
+    assert queued_tasks(broker_profile) == 0
 
     make_profile(**{"broker.url": "amqp://guest:guest@127.0.0.1:1/"})
     result = run_cli("profile", "delete", "test", "--force")
