@@ -220,10 +220,8 @@ def _cleanup(nodes: list, home: str) -> None:
         from veglia.engine.daemon.broker_tasks import delete_broker_queues
         from veglia.manage import get_profile
 
-        profile = get_profile()
-        if profile.broker_url:
-            # The unfinished jobs' tasks: left on RabbitMQ, they slow it down for good.
-            delete_broker_queues(profile)
+        # The unfinished jobs' tasks: left on RabbitMQ, they slow it down for good.
+        delete_broker_queues(get_profile())
     shutil.rmtree(home, ignore_errors=True)
 
 

@@ -635,9 +635,7 @@ def _delete_queues() -> None:
         from veglia.engine.daemon.broker_tasks import delete_broker_queues
         from veglia.manage import get_profile
 
-        profile = get_profile()
-        if profile.broker_url:
-            delete_broker_queues(profile)
+        delete_broker_queues(get_profile())
 
 
 def _probe_records(folder: str, pids: list[int]) -> list[dict[str, Any]]:

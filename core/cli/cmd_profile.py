@@ -65,7 +65,7 @@ def profile_delete(state: CliState, name: str, keep_data: bool, force: bool) -> 
     if not force:
         what = "" if keep_data else f" and everything in {profile.folder}"
         click.confirm(f"Delete profile {name!r}{what}?", abort=True)
-    if profile.broker_url and not keep_data:
+    if not keep_data:
         # Its waiting tasks name processes that are about to go: left on RabbitMQ, they
         # would stay there for good.
         from veglia.engine.daemon.broker_tasks import delete_broker_queues

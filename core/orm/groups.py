@@ -209,7 +209,7 @@ def load_group(identifier: str | int) -> Group:
         row = None
         if isinstance(identifier, int) or text.isdigit():
             row = session.get(models.Group, int(text))
-        # Digits that are no pk may still be a label or a UUID prefix ("86536159").
+        # Digits that are no pk may still start a UUID ("86536159").
         if row is None and not isinstance(identifier, int):
             row = session.scalar(sa.select(models.Group).where(models.Group.label == text))
             if row is None and len(text) >= 4:

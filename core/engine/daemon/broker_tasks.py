@@ -80,7 +80,9 @@ def queue_names(profile: Profile) -> dict[str, str]:
 def delete_broker_queues(profile: Profile) -> None:
     """Delete the profile's task queue (with the tasks waiting in it) and its exchanges from
     its broker: what a profile that is thrown away would otherwise leave on RabbitMQ for
-    good. Names that do not exist are no error."""
+    good. Names that do not exist are no error; a profile without a broker has none."""
+    if not profile.broker_url:
+        return
     import aio_pika
 
     names = queue_names(profile)
