@@ -151,3 +151,54 @@ def test_maintain_while_the_daemon_runs_jobs_loses_no_file(
         assert "match their SHA-256" in ok(run_cli("-p", "test", "verify")).stdout
     finally:
         set_runner(None)
+
+
+def test_what_a_writer_that_died_left_goes_after_the_grace_period(repository_profile, run_cli):
+    """Half-written content (chunks without their blob's row, a temporary file) belongs to a
+    writer still at work while young, and to one that died once old."""
+    repository = get_storage().repository
+    folder = repository if isinstance(repository, FileRepository) else repository.fallback
+    abandoned = folder.temporary_folder() / "tmpdead"
+    abandoned.write_bytes(b"x" * 700)
+    then = time.time() - 120
+    os.utime(abandoned, (then, then))
+    writing = folder.temporary_folder() / "tmpbusy"
+    writing.write_bytes(b"y" * 300)
+    expected = 700
+    if not isinstance(repository, FileRepository):
+        now = (
+            "extract(epoch from clock_timestamp())"
+            if get_storage().engine.dialect.name == "postgresql"
+            else "(julianday('now') - 2440587.5) * 86400.0"
+        )
+        with get_storage().connection() as connection:
+            for sha256, age in ((_sha(b"dead"), 120), (_sha(b"busy"), 0)):
+                connection.execute(
+                    sa.text(
+                        "INSERT INTO repository_chunks (sha256, seq, content, written) "
+                        f"VALUES (:h, 0, :c, {now} - :age)"
+                    ),
+                    {"h": sha256, "c": b"z" * 40, "age": age},
+                )
+        expected += 40
+
+    done = ok(run_cli("-p", "test", "storage", "maintain", "--grace-period", "60"))
+    assert f", {expected} bytes" in done.stdout
+    assert not abandoned.exists() and writing.exists()
+    if not isinstance(repository, FileRepository):
+        with get_storage().connection() as connection:
+            left = set(connection.scalars(sa.text("SELECT sha256 FROM repository_chunks")))
+        assert _sha(b"busy") in left and _sha(b"dead") not in left
+
+
+def test_a_blob_a_dead_maintain_set_aside_is_put_back(profile, run_cli):
+    kept = orm.SinglefileData(b"still needed").store()
+    repository = get_storage().repository
+    path = repository.objects / _sha(b"still needed")[:2] / _sha(b"still needed")[2:]
+    aside = repository.root / "maintain"
+    aside.mkdir()
+    path.rename(aside / _sha(b"still needed"))  # as a maintain killed mid-way leaves it
+
+    ok(run_cli("-p", "test", "storage", "maintain", "--grace-period", "0"))
+    assert kept.get_content() == b"still needed"
+    assert "match their SHA-256" in ok(run_cli("-p", "test", "verify")).stdout

@@ -14,6 +14,7 @@ whose row is not committed yet stays.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
@@ -38,6 +39,8 @@ class FileRepository:
         self.root = Path(root)
         self.objects = self.root / "objects"
         self._tmp = self.root / "tmp"
+        #: Where ``maintain`` moves a blob while it checks that no writer just stored it.
+        self._aside = self.root / "maintain"
         # Folders this process has made (or found) private: checked once, not per blob.
         self._ready: set[Path] = set()
 
@@ -190,6 +193,7 @@ class FileRepository:
         time again once it has moved it aside (where a writer no longer finds it, and so
         stores it again) and puts it back if it was touched.
         """
+        self._restore_set_aside()
         cutoff = time.time() - grace
         stale: list[tuple[str, int]] = []
         for sha256 in self:
@@ -215,16 +219,29 @@ class FileRepository:
 
     def _remove_if_stale(self, sha256: str, cutoff: float) -> bool:
         path = self._path(sha256)
-        aside = self._folder(self.root / "maintain") / sha256
+        aside = self._folder(self._aside) / sha256
         try:
             os.rename(path, aside)
-        except FileNotFoundError:
+            if aside.stat().st_mtime >= cutoff:  # stored again just now: it stays
+                os.replace(aside, path)
+                return False
+            aside.unlink()
+        except FileNotFoundError:  # another maintain took it, or put it back
             return False
-        if aside.stat().st_mtime >= cutoff:  # stored again just now: it stays
-            os.replace(aside, path)
-            return False
-        aside.unlink()
         return True
+
+    def _restore_set_aside(self) -> None:
+        """Put back the blobs a ``maintain`` that died had set aside: the next look decides
+        again whether they go."""
+        if not self._aside.is_dir():
+            return
+        for blob in self._aside.iterdir():
+            target = self._path(blob.name)
+            if target.exists():
+                blob.unlink(missing_ok=True)
+            else:
+                with contextlib.suppress(FileNotFoundError):
+                    os.replace(blob, self._folder(target.parent) / target.name)
 
     def __iter__(self) -> Iterator[str]:
         if not self.objects.exists():
