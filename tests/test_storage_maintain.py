@@ -83,7 +83,9 @@ def test_maintain_frees_the_files_of_deleted_nodes_and_keeps_the_rest(repository
     assert quarantined is not None and quarantined.read_bytes() == b"damaged, then quarantined"
     assert "match their SHA-256" in ok(run_cli("-p", "test", "verify")).stdout
 
-    again = ok(run_cli("-p", "test", "storage", "maintain", "--grace-period", "60"))
+    refused = run_cli("-p", "test", "storage", "maintain", "--grace-period", "soon")
+    assert refused.exit_code == 2 and "'soon' is not a duration" in refused.stderr
+    again = ok(run_cli("-p", "test", "storage", "maintain", "--grace-period", "1m"))
     assert "Freed 0 unreferenced blobs, 0 bytes" in again.stdout
 
 
@@ -199,6 +201,6 @@ def test_a_blob_a_dead_maintain_set_aside_is_put_back(profile, run_cli):
     aside.mkdir()
     path.rename(aside / _sha(b"still needed"))  # as a maintain killed mid-way leaves it
 
-    ok(run_cli("-p", "test", "storage", "maintain", "--grace-period", "0"))
+    ok(run_cli("-p", "test", "storage", "maintain", "--grace-period", "1s"))
     assert kept.get_content() == b"still needed"
     assert "match their SHA-256" in ok(run_cli("-p", "test", "verify")).stdout

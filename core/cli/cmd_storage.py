@@ -7,6 +7,7 @@ from rich.filesize import decimal
 
 from veglia.cli.output import echo_success, print_table, raw_option
 from veglia.cli.state import CliState, pass_state
+from veglia.config.values import parse_duration
 from veglia.storage.backend import StorageBackend
 
 
@@ -54,25 +55,37 @@ def storage_info(state: CliState, raw: bool) -> None:
     print_table(("Property", "Value"), rows, raw=raw)
 
 
-#: A day: longer than any write of a job (its files are stored before its node's row is
-#: committed; a parser of a large output runs in between).
-DEFAULT_GRACE_PERIOD = 86400.0
+class _Duration(click.ParamType):
+    """A duration as options take it (``90s``, ``2h``, ``1d``, ``3600``): seconds."""
+
+    name = "duration"
+
+    def convert(
+        self, value: object, param: click.Parameter | None, ctx: click.Context | None
+    ) -> int:
+        if isinstance(value, int):
+            return value
+        try:
+            return parse_duration(str(value))
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
 
 
 @storage_group.command("maintain")
 @click.option(
     "--grace-period",
-    type=click.FloatRange(min=0),
-    default=DEFAULT_GRACE_PERIOD,
+    type=_Duration(),
+    # A day: longer than any write of a job (its files are stored before its node's row is
+    # committed, and a parser of a large output runs in between).
+    default="1d",
     show_default=True,
-    metavar="SECONDS",
-    help="Keep unreferenced blobs stored (or reused) more recently than this: a running job "
-    "stores its files before it commits the node that refers to them.",
+    help="Keep unreferenced blobs stored (or reused) more recently than this (90s, 2h, 1d): "
+    "a running job stores its files before it commits the node that refers to them.",
 )
 @click.option("--dry-run", is_flag=True, help="List what would be freed; remove nothing.")
 @raw_option
 @pass_state
-def storage_maintain(state: CliState, grace_period: float, dry_run: bool, raw: bool) -> None:
+def storage_maintain(state: CliState, grace_period: int, dry_run: bool, raw: bool) -> None:
     """Free the repository's blobs that no node refers to (the files of deleted nodes).
 
     Safe while the daemon runs: a blob younger than the grace period stays even when no node

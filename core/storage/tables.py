@@ -270,8 +270,10 @@ repository_chunks = Table(
     metadata,
     Column("sha256", String(64), primary_key=True),
     Column("seq", Integer, primary_key=True),
-    Column("content", LargeBinary, nullable=False),
+    # Before the content: SQLite reads a row's columns in order, and `maintain` reads this
+    # one without the content that follows it in overflow pages.
     Column("written", Float, nullable=False),
+    Column("content", LargeBinary, nullable=False),
 )
 
 #: Records a reporter plugin must deliver: kept until they are sent. The unique key makes

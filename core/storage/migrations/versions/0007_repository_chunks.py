@@ -37,8 +37,8 @@ def upgrade() -> None:
         "repository_chunks",
         sa.Column("sha256", sa.String(length=64), nullable=False),
         sa.Column("seq", sa.Integer(), nullable=False),
-        sa.Column("content", sa.LargeBinary(), nullable=False),
         sa.Column("written", sa.Float(), nullable=False),
+        sa.Column("content", sa.LargeBinary(), nullable=False),
         sa.PrimaryKeyConstraint("sha256", "seq", name=op.f("pk_repository_chunks")),
     )
     with op.batch_alter_table("repository_blobs") as batch_op:
