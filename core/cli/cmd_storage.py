@@ -100,13 +100,15 @@ def storage_maintain(state: CliState, grace_period: int, dry_run: bool, raw: boo
         storage.close()
     total = sum(size for _, size in freed)
     summary = f"{len(freed)} unreferenced blob{'s' * (len(freed) != 1)}, {total} bytes"
+    if total >= 1000:
+        summary += f" ({decimal(total)})"
     if dry_run:
         if freed:
             rows = [(name, size) for name, size in freed]
             print_table(("Blob", "Bytes"), rows, raw=raw)
-        echo_success(f"Would free {summary} ({decimal(total)}); nothing was removed.")
+        echo_success(f"Would free {summary}; nothing was removed.")
     else:
-        echo_success(f"Freed {summary} ({decimal(total)}).")
+        echo_success(f"Freed {summary}.")
 
 
 COMMANDS = [storage_group]

@@ -210,7 +210,10 @@ class FileRepository:
                 freed.append((sha256, size))
         if self._tmp.is_dir():
             for leftover in sorted(self._tmp.iterdir()):
-                status = leftover.stat()
+                try:
+                    status = leftover.stat()
+                except FileNotFoundError:  # its write just ended
+                    continue
                 if status.st_mtime < cutoff:
                     if not dry_run:
                         leftover.unlink(missing_ok=True)
