@@ -210,7 +210,7 @@ def test_database_repository_stores_once_detects_tampering_and_reads_older_folde
     repository.verify(sha_a)
 
     with backend.session() as session:
-        session.execute(sa.text("UPDATE repository_blobs SET content = :c"), {"c": b"HELLO"})
+        session.execute(sa.text("UPDATE repository_chunks SET content = :c"), {"c": b"HELLO"})
     with pytest.raises(RepositoryIntegrityError, match=sha_a):
         repository.verify(sha_a)
     moved = repository.quarantine(sha_a)
@@ -336,9 +336,9 @@ def test_migration_0006_adds_the_scale_indexes_and_downgrades(storage):
         command.downgrade(config, "0005")
     assert storage.schema_status().current == "0005"
     assert not set(INDEXED_ATTRIBUTES) & _index_names(storage)
-    with pytest.raises(SchemaOutdatedError, match="needs 0006"):
+    with pytest.raises(SchemaOutdatedError, match="needs 0007"):
         storage.check_schema()
-    assert storage.migrate() == ("0005", "0006")
+    assert storage.migrate() == ("0005", "0007")
     assert set(INDEXED_ATTRIBUTES) <= _index_names(storage)
 
 

@@ -1,17 +1,19 @@
-"""``veglia storage``: the schema of the profile's database."""
+"""``veglia storage``: the schema of the profile's database, and freeing its repository."""
 
 from __future__ import annotations
 
 import click
+from rich.filesize import decimal
 
 from veglia.cli.output import echo_success, print_table, raw_option
 from veglia.cli.state import CliState, pass_state
+from veglia.config.values import parse_duration
 from veglia.storage.backend import StorageBackend
 
 
 @click.group("storage")
 def storage_group() -> None:
-    """Inspect and migrate the profile's storage."""
+    """Inspect, migrate and maintain the profile's storage."""
 
 
 @storage_group.command("migrate")
@@ -51,6 +53,62 @@ def storage_info(state: CliState, raw: bool) -> None:
         ("up to date", status.up_to_date),
     ]
     print_table(("Property", "Value"), rows, raw=raw)
+
+
+class _Duration(click.ParamType):
+    """A duration as options take it (``90s``, ``2h``, ``1d``, ``3600``): seconds."""
+
+    name = "duration"
+
+    def convert(
+        self, value: object, param: click.Parameter | None, ctx: click.Context | None
+    ) -> int:
+        if isinstance(value, int):
+            return value
+        try:
+            return parse_duration(str(value))
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+@storage_group.command("maintain")
+@click.option(
+    "--grace-period",
+    type=_Duration(),
+    # A day: longer than any write of a job (its files are stored before its node's row is
+    # committed, and a parser of a large output runs in between).
+    default="1d",
+    show_default=True,
+    help="Keep unreferenced blobs stored (or reused) more recently than this (90s, 2h, 1d): "
+    "a running job stores its files before it commits the node that refers to them.",
+)
+@click.option("--dry-run", is_flag=True, help="List what would be freed; remove nothing.")
+@raw_option
+@pass_state
+def storage_maintain(state: CliState, grace_period: int, dry_run: bool, raw: bool) -> None:
+    """Free the repository's blobs that no node refers to (the files of deleted nodes).
+
+    Safe while the daemon runs: a blob younger than the grace period stays even when no node
+    refers to it yet, and so does every quarantined blob.
+    """
+    profile = state.config.get_profile(state.profile_name)
+    storage = StorageBackend.from_profile(profile)
+    try:
+        storage.check_schema()
+        freed = storage.repository.maintain(grace_period, storage.referenced_blobs, dry_run)
+    finally:
+        storage.close()
+    total = sum(size for _, size in freed)
+    summary = f"{len(freed)} unreferenced blob{'s' * (len(freed) != 1)}, {total} bytes"
+    if total >= 1000:
+        summary += f" ({decimal(total)})"
+    if dry_run:
+        if freed:
+            rows = [(name, size) for name, size in freed]
+            print_table(("Blob", "Bytes"), rows, raw=raw)
+        echo_success(f"Would free {summary}; nothing was removed.")
+    else:
+        echo_success(f"Freed {summary}.")
 
 
 COMMANDS = [storage_group]

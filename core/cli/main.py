@@ -88,7 +88,7 @@ BUILTIN_COMMANDS: dict[str, tuple[str, str, str]] = {
     "storage": (
         "veglia.cli.cmd_storage",
         "storage_group",
-        "Inspect and migrate the profile's storage.",
+        "Inspect, migrate and maintain the profile's storage.",
     ),
     "verify": (
         "veglia.cli.cmd_verify",

@@ -42,7 +42,7 @@ __all__ = [
 _MIGRATIONS = Path(__file__).parent / "migrations"
 #: The newest migration of this release (a test checks it against the migrations folder):
 #: a database at it is up to date without Alembic, a third of a command's start-up.
-SCHEMA_HEAD = "0006"
+SCHEMA_HEAD = "0007"
 
 
 def _driver_url(url: str) -> str:
@@ -418,6 +418,13 @@ class StorageBackend:
         if failed is not None:  # rolled back by a failed write: only its connection is left
             failed.end(commit=False)
         return HeldTransaction(self.engine, self._pending)
+
+    def referenced_blobs(self) -> set[str]:
+        """The digests of every blob a node's file refers to: what ``maintain`` keeps."""
+        from veglia.storage.tables import repository_files
+
+        with self.connection() as connection:
+            return set(connection.scalars(sa.select(repository_files.c.sha256).distinct()))
 
     def insert(self, table: Any) -> Any:
         """An INSERT for this database's dialect, which has ``on_conflict_do_nothing``."""

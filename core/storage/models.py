@@ -28,6 +28,7 @@ __all__ = [
     "ReportOutbox",
     "ReportRun",
     "RepositoryBlob",
+    "RepositoryChunk",
     "RepositoryFile",
     "User",
     "new_uuid",
@@ -83,6 +84,12 @@ class RepositoryBlob(Base):
     """A blob of the repository kept in the database (``storage.repository = database``)."""
 
     __table__ = tables.repository_blobs
+
+
+class RepositoryChunk(Base):
+    """A piece of the content of a :class:`RepositoryBlob`."""
+
+    __table__ = tables.repository_chunks
 
 
 class ReportOutbox(Base):

@@ -5,16 +5,22 @@ to a temporary file in the same folder and renamed into place, so a crashed proc
 leaves a half-written blob under a valid name. There is no fsync per blob: like the database
 (SQLite ``synchronous=NORMAL``), the repository survives process crashes, and an operating
 system crash can lose the last writes; ``veglia verify`` (hash check) finds them.
+
+A blob's modification time is when it was last stored: storing content already there (or
+:meth:`FileRepository.keep`) touches it. ``veglia storage maintain`` removes only blobs that
+no node refers to and that are older than its grace period, so a blob written for a node
+whose row is not committed yet stays.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Set
 from pathlib import Path
 from typing import BinaryIO
 
@@ -33,6 +39,8 @@ class FileRepository:
         self.root = Path(root)
         self.objects = self.root / "objects"
         self._tmp = self.root / "tmp"
+        #: Where ``maintain`` moves a blob while it checks that no writer just stored it.
+        self._aside = self.root / "maintain"
         # Folders this process has made (or found) private: checked once, not per blob.
         self._ready: set[Path] = set()
 
@@ -60,7 +68,7 @@ class FileRepository:
                     size += len(chunk)
             sha256 = digest.hexdigest()
             target = self._path(sha256)
-            if target.exists():
+            if self._refresh(target):
                 os.unlink(tmp_name)
             else:
                 self._place(tmp_name, target)
@@ -74,7 +82,7 @@ class FileRepository:
         written again."""
         sha256 = hashlib.sha256(data).hexdigest()
         target = self._path(sha256)
-        if target.exists():
+        if self._refresh(target):
             return sha256, len(data)
         fd, tmp_name = self._tmp_file()
         try:
@@ -86,12 +94,30 @@ class FileRepository:
             raise
         return sha256, len(data)
 
-    def _tmp_file(self) -> tuple[int, str]:
+    @staticmethod
+    def _refresh(target: Path) -> bool:
+        """Whether the blob is stored; if so its time is now, so ``maintain`` leaves it for
+        its grace period. A blob ``maintain`` is taking away is not found: the caller stores
+        it again."""
         try:
-            return tempfile.mkstemp(dir=self._folder(self._tmp))
-        except FileNotFoundError:  # removed behind our back: make it again
+            os.utime(target)
+        except FileNotFoundError:
+            return False
+        return True
+
+    def keep(self, sha256: str) -> bool:
+        """Whether the blob is stored; if so it counts as just written, so ``maintain``
+        leaves it for its grace period (call this before referencing a blob stored before)."""
+        return self._refresh(self._path(sha256))
+
+    def temporary_folder(self) -> Path:
+        """The private folder of blobs being written, on the repository's file system."""
+        if not self._tmp.is_dir():  # removed behind our back: make it again
             self._ready.clear()
-            return tempfile.mkstemp(dir=self._folder(self._tmp))
+        return self._folder(self._tmp)
+
+    def _tmp_file(self) -> tuple[int, str]:
+        return tempfile.mkstemp(dir=self.temporary_folder())
 
     def _place(self, tmp_name: str, target: Path) -> None:
         try:
@@ -152,6 +178,73 @@ class FileRepository:
         target.parent.mkdir(parents=True, exist_ok=True)
         os.replace(path, target)
         return target
+
+    def maintain(
+        self, grace: float, referenced: Callable[[], Set[str]], dry_run: bool = False
+    ) -> list[tuple[str, int]]:
+        """Remove the blobs no node's file refers to and that were not stored (or kept) in
+        the last ``grace`` seconds, and temporary files of writes older than that (their
+        writer died); return what was removed (or, with ``dry_run``, would be) with sizes.
+
+        veglia stores a node's files before the node's row is committed, so an unreferenced
+        blob may be one a running job is about to refer to: the grace period, longer than any
+        write, keeps it. ``referenced`` is read after the blobs' times, so a reference
+        committed before is seen; a blob stored again meanwhile is touched, and this checks its
+        time again once it has moved it aside (where a writer no longer finds it, and so
+        stores it again) and puts it back if it was touched.
+        """
+        self._restore_set_aside()
+        cutoff = time.time() - grace
+        stale: list[tuple[str, int]] = []
+        for sha256 in self:
+            try:
+                status = self._path(sha256).stat()
+            except FileNotFoundError:
+                continue
+            if status.st_mtime < cutoff:
+                stale.append((sha256, status.st_size))
+        kept = referenced()
+        freed: list[tuple[str, int]] = []
+        for sha256, size in stale:
+            if sha256 not in kept and (dry_run or self._remove_if_stale(sha256, cutoff)):
+                freed.append((sha256, size))
+        if self._tmp.is_dir():
+            for leftover in sorted(self._tmp.iterdir()):
+                try:
+                    status = leftover.stat()
+                except FileNotFoundError:  # its write just ended
+                    continue
+                if status.st_mtime < cutoff:
+                    if not dry_run:
+                        leftover.unlink(missing_ok=True)
+                    freed.append((f"tmp/{leftover.name}", status.st_size))
+        return freed
+
+    def _remove_if_stale(self, sha256: str, cutoff: float) -> bool:
+        path = self._path(sha256)
+        aside = self._folder(self._aside) / sha256
+        try:
+            os.rename(path, aside)
+            if aside.stat().st_mtime >= cutoff:  # stored again just now: it stays
+                os.replace(aside, path)
+                return False
+            aside.unlink()
+        except FileNotFoundError:  # another maintain took it, or put it back
+            return False
+        return True
+
+    def _restore_set_aside(self) -> None:
+        """Put back the blobs a ``maintain`` that died had set aside: the next look decides
+        again whether they go."""
+        if not self._aside.is_dir():
+            return
+        for blob in self._aside.iterdir():
+            target = self._path(blob.name)
+            if target.exists():
+                blob.unlink(missing_ok=True)
+            else:
+                with contextlib.suppress(FileNotFoundError):
+                    os.replace(blob, self._folder(target.parent) / target.name)
 
     def __iter__(self) -> Iterator[str]:
         if not self.objects.exists():

@@ -53,6 +53,7 @@ __all__ = [
     "report_outbox",
     "report_runs",
     "repository_blobs",
+    "repository_chunks",
     "repository_files",
     "users",
     "utcnow",
@@ -249,12 +250,29 @@ repository_files = Table(
 )
 
 #: A blob of the repository kept in the database (``storage.repository = database``), so
-#: hosts that share the database need no shared folder.
+#: hosts that share the database need no shared folder. Its content is in
+#: :data:`repository_chunks`; this row is written once all of them are in, so a reader never
+#: sees part of a blob. ``written`` (seconds since the epoch, on the database's clock) is
+#: when it was last stored: ``veglia storage maintain`` leaves younger blobs alone.
 repository_blobs = Table(
     "repository_blobs",
     metadata,
     Column("sha256", String(64), primary_key=True),
     Column("size", BigInteger, nullable=False),
+    Column("chunks", Integer, nullable=False),
+    Column("written", Float, nullable=False),
+)
+
+#: The content of a database blob in pieces of at most 4 MiB (PostgreSQL's ``bytea`` holds
+#: 1 GB at most, and a blob is never held whole in memory), numbered from 0.
+repository_chunks = Table(
+    "repository_chunks",
+    metadata,
+    Column("sha256", String(64), primary_key=True),
+    Column("seq", Integer, primary_key=True),
+    # Before the content: SQLite reads a row's columns in order, and `maintain` reads this
+    # one without the content that follows it in overflow pages.
+    Column("written", Float, nullable=False),
     Column("content", LargeBinary, nullable=False),
 )
 
