@@ -64,8 +64,8 @@ def daemon_import_problem(process_class: type) -> str | None:
 
     A worker is a new interpreter: it has the installed packages and the PYTHONPATH, not
     the script that submits, nor modules only that script's folder holds. The check looks at
-    where the class's module came from, in microseconds; trying the import in a new
-    interpreter would cost 50 ms and more a class.
+    where the class's module came from (about 30 µs); importing the class in a new
+    interpreter would cost from 50 ms to over a second (veglia's own imports).
     """
     # Lazy: persistence imports the engine's process module, which imports this one.
     from veglia.engine.persistence import WHERE_PROCESS_CLASSES_GO
