@@ -146,3 +146,23 @@ def test_a_checkpoint_loads_only_a_process_class(profile, forged, caplog):
     with pytest.raises(ProcessClassError, match=f"Process {node.pk} cannot be loaded"):
         load_process(node)
     assert not Tripwire.made
+
+
+def test_a_kill_without_the_class_leaves_the_scheduler_job_s_cancel_owed(profile, run_cli):
+    """A job that reached its scheduler before its class went away (a package uninstalled):
+    the kill ends it from its record, and the node says its job's cancel is still owed."""
+    from veglia.orm.attributes import CANCEL_PENDING, JOB_ID
+
+    node = engine.submit(CalculationFactory("core.shell"), command=orm.Str("true"))
+    data = json.loads(node.get_checkpoint())
+    data["bundle"][plumpy.persistence.META][plumpy.persistence.META__CLASS_NAME] = (
+        "uninstalled_package:Job"
+    )
+    node.set_checkpoint(json.dumps(data))
+    node.set_attribute(JOB_ID, "4242")
+
+    result = run_cli("-p", "test", "process", "kill", str(node.pk))
+    assert result.exit_code == 0, result.output
+    node = load_node(node.pk)
+    assert node.is_killed
+    assert node.get_attribute(CANCEL_PENDING) is True
