@@ -20,6 +20,7 @@ from veglia.exceptions import ProcessClassError, StorageError
 from veglia.manage import get_storage
 from veglia.orm.computers import Code, load_code
 from veglia.orm.nodes import Node, load_node, shared_strings
+from veglia.storage.outage import is_storage_outage
 
 if TYPE_CHECKING:
     from veglia.engine.process import Process
@@ -143,6 +144,8 @@ def load_checkpoint_class(name: str, base: type) -> type:
         for part in qualname.split("."):
             target = getattr(target, part)
     except Exception as exc:  # a module's own code may raise anything as it is imported
+        if is_storage_outage(exc):  # says nothing about the class: the step is tried again
+            raise
         raise ProcessClassError(
             f"class {name} cannot be imported here ({type(exc).__name__}: {exc})"
         ) from None
