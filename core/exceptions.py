@@ -30,7 +30,8 @@ went wrong and what to do about it. :class:`CliExit` lists every exit code of th
     ├── PluginError                 entry points and plugins
     │   ├── MissingEntryPointError  no plugin of that name in a group
     │   ├── EntryPointLoadError     the plugin is registered but fails to import
-    │   └── InvalidPluginError      it imports but is not the kind of object expected
+    │   ├── InvalidPluginError      it imports but is not the kind of object expected
+    │   └── ProcessClassError       a process's class cannot be loaded where it must run
     ├── UnsafePathError             a file name or pattern would reach outside its folder
     ├── UnsafeWorkdirError          another user controls a computer's work dir
     ├── BrokerError                 the message broker is unreachable or refused us
@@ -64,6 +65,7 @@ __all__ = [
     "NotExistent",
     "PluginError",
     "ProcessActiveError",
+    "ProcessClassError",
     "ProfileNotFoundError",
     "RepositoryIntegrityError",
     "SchedulerError",
@@ -190,6 +192,12 @@ class EntryPointLoadError(PluginError):
 
 class InvalidPluginError(PluginError):
     """A plugin imports, but is not the kind of object its group expects."""
+
+
+class ProcessClassError(PluginError):
+    """A class a checkpoint names cannot be loaded where the process must run (not
+    importable there, or no process class): a class defined in a script's ``__main__``,
+    a module only the submitter's folder holds, a package not installed for the daemon."""
 
 
 class InputValidationError(VegliaError):

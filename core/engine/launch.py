@@ -10,7 +10,7 @@ from veglia.engine.builder import ProcessBuilder
 from veglia.engine.daemon.presence import daemon_running, no_daemon_message
 from veglia.engine.process import CALLED_BY, TO_DAEMON, Process
 from veglia.engine.runner import get_runner
-from veglia.engine.submission import check_handed_over, notify_daemon
+from veglia.engine.submission import check_handed_over, notify_daemon, warn_if_unimportable
 from veglia.manage import get_storage
 from veglia.orm.attributes import CALL_KEY, DAEMON
 from veglia.orm.nodes import load_node
@@ -66,6 +66,7 @@ def submit(process: type[Process] | ProcessBuilder, /, **inputs: Any) -> Process
     # An earlier submission's task the broker refused is sent again (or raised) first,
     # before anything new is stored.
     check_handed_over()
+    warn_if_unimportable(_split(process, inputs)[0])
     node = _to_daemon(process, inputs, caller=None, wait=False)
     _warn_if_no_daemon()
     return node

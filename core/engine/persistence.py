@@ -9,16 +9,18 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import enum
+import importlib
 import json
 from typing import TYPE_CHECKING, Any
 
 import plumpy
 
 from veglia.engine.exit_codes import ExitCode
-from veglia.exceptions import StorageError
+from veglia.exceptions import ProcessClassError, StorageError
 from veglia.manage import get_storage
 from veglia.orm.computers import Code, load_code
 from veglia.orm.nodes import Node, load_node, shared_strings
+from veglia.storage.outage import is_storage_outage
 
 if TYPE_CHECKING:
     from veglia.engine.process import Process
@@ -29,6 +31,7 @@ __all__ = [
     "checkpoint_of",
     "decode_value",
     "encode_value",
+    "load_checkpoint_class",
     "load_process",
     "save_checkpoint",
 ]
@@ -120,14 +123,55 @@ def _from_json(value: dict[str, Any]) -> Any:
         if "__exit_code__" in value:
             return ExitCode(*value["__exit_code__"])
         if "__type__" in value:
-            import importlib
-
-            module, _, name = value["__type__"].partition(":")
-            target: Any = importlib.import_module(module)
-            for part in name.split("."):
-                target = getattr(target, part)
-            return target
+            return load_checkpoint_class(value["__type__"], object)
     return value
+
+
+def load_checkpoint_class(name: str, base: type) -> type:
+    """The class ``module:QualName`` a checkpoint names, imported, when it is a subclass of
+    ``base``; a ``ProcessClassError`` otherwise.
+
+    A checkpoint is data anyone who can write the database can change, and this imports
+    the module it names (its import-time code runs). What it then uses is checked to be a
+    class of the kind expected before anything calls it: a function or any other object a
+    forged name reaches is refused here.
+    """
+    module, sep, qualname = name.partition(":")
+    if not (sep and module and qualname):
+        raise ProcessClassError(f"{name!r} is no class name (module:QualName)")
+    try:
+        target: Any = importlib.import_module(module)
+        for part in qualname.split("."):
+            target = getattr(target, part)
+    except Exception as exc:  # a module's own code may raise anything as it is imported
+        if is_storage_outage(exc):  # says nothing about the class: the step is tried again
+            raise
+        raise ProcessClassError(
+            f"class {name} cannot be imported here ({type(exc).__name__}: {exc})"
+        ) from None
+    if not (isinstance(target, type) and issubclass(target, base)):
+        raise ProcessClassError(f"{name} is no {base.__qualname__} class")
+    return target
+
+
+class _CheckpointClassLoader(plumpy.loaders.ObjectLoader):
+    """What plumpy may load for a checkpoint's bundles (the process, its state, the state's
+    command): classes it can recreate from saved data, and nothing else."""
+
+    def load_object(self, identifier: str) -> Any:
+        return load_checkpoint_class(identifier, plumpy.persistence.Savable)
+
+    def identify_object(self, obj: Any) -> str:
+        return f"{obj.__module__}:{obj.__qualname__}"
+
+
+_CLASS_LOADER = _CheckpointClassLoader()
+#: What a class defined where a daemon worker cannot import it needs (one sentence).
+WHERE_PROCESS_CLASSES_GO = (
+    "a daemon worker imports a process's class by its module's name, so define it in a "
+    "module of an installed package (or one on the daemon's PYTHONPATH), or register it "
+    "under a veglia.calculations or veglia.workflows entry point, not in a script"
+)
 
 
 def _moved_classes_renamed(value: Any) -> Any:
@@ -168,6 +212,17 @@ def load_process(node: ProcessNode, **context: Any) -> Process:
 
 
 def _load_process(node: ProcessNode, **context: Any) -> Process:
+    try:
+        return _load_checked(node, **context)
+    except ProcessClassError as exc:
+        raise ProcessClassError(
+            f"Process {node.pk} cannot be loaded: {exc}; {WHERE_PROCESS_CLASSES_GO}."
+        ) from None
+
+
+def _load_checked(node: ProcessNode, **context: Any) -> Process:
+    from veglia.engine.process import Process  # it imports this module
+
     text = node.get_checkpoint()
     if not text:
         raise StorageError(
@@ -183,9 +238,15 @@ def _load_process(node: ProcessNode, **context: Any) -> Process:
         )
     bundle = plumpy.persistence.Bundle.__new__(plumpy.persistence.Bundle)
     bundle.update(_moved_classes_renamed(data["bundle"]))
+    # A process class before any instance is made, whatever the checkpoint says.
+    meta = bundle.get(plumpy.persistence.META)
+    name = meta.get(plumpy.persistence.META__CLASS_NAME) if isinstance(meta, dict) else None
+    if not isinstance(name, str):
+        raise StorageError(f"The checkpoint of process {node.pk} names no class; it is damaged.")
+    load_checkpoint_class(name, Process)
     if context.get("loop") is not None:
         # plumpy makes futures for the loaded process on the current loop: make it ours.
         asyncio.set_event_loop(context["loop"])
     # The process's own node, as just read: the process takes it rather than reading it again.
-    load_context = plumpy.persistence.LoadSaveContext(node=node, **context)
+    load_context = plumpy.persistence.LoadSaveContext(loader=_CLASS_LOADER, node=node, **context)
     return bundle.unbundle(load_context)  # type: ignore[return-value]

@@ -66,6 +66,9 @@ STARTED_AT = "started_at"
 LAST_JOB_INFO = "last_job_info"
 #: True once veglia cancelled the scheduler job.
 JOB_CANCELLED = "job_cancelled"
+#: True while a kill still owes the scheduler job its cancel (the process was ended Killed
+#: from its record, its class not loadable: the daemon cancels the job).
+CANCEL_PENDING = "cancel_pending"
 #: {"message", "resource_request"}: the scheduler refused a request the queue cannot give.
 SUBMISSION_REJECTED = "submission_rejected"
 #: {"reason", "time", "computer"}: held until ``veglia process unblock``.

@@ -129,6 +129,16 @@ class ProcessNode(Node):
             columns.update(exit_status=exit_with[0], exit_message=exit_with[1])
         self._update_row(**columns)
 
+    def end_from_record(self, state: str, message: str, log_level: str, log: str) -> None:
+        """End the process from its record alone, when its live process cannot be made (its
+        class does not load): the end ``state`` with ``message`` as exit message, no
+        checkpoint, and a log line, in one commit. The caller holds the process's lease."""
+        if state not in TERMINAL_STATES:
+            raise ValueError(f"{state!r} is no end state; use one of {TERMINAL_STATES}")
+        with get_storage().transaction():
+            self.set_state_and_checkpoint(state, None, (None, message))
+            self.add_log(log_level, log)
+
     def get_checkpoint(self) -> str | None:
         with get_storage().connection() as connection:
             return connection.execute(_CHECKPOINT_OF, {"pk": self.pk}).scalar()

@@ -17,11 +17,11 @@ from veglia.engine.daemon.broker_tasks import get_controller, send_continue_task
 from veglia.engine.daemon.rpc_queue import rpc_recipient
 from veglia.engine.persistence import load_process, save_checkpoint
 from veglia.engine.runner import get_runner
-from veglia.exceptions import ControlError
+from veglia.exceptions import ControlError, ProcessClassError
 from veglia.manage import get_profile, get_storage
-from veglia.orm.attributes import CONTROL_REQUEST, UNREACHABLE
+from veglia.orm.attributes import CANCEL_PENDING, CONTROL_REQUEST, UNREACHABLE
 from veglia.orm.nodes import load_node
-from veglia.orm.process_nodes import ProcessNode
+from veglia.orm.process_nodes import CalcJobNode, ProcessNode
 from veglia.orm.queries import has_attribute
 from veglia.storage.models import Node
 
@@ -145,7 +145,12 @@ def _control_here(node: ProcessNode, action: str, message: str) -> str:
             f"Process {node.pk} was just taken up by a daemon worker; run the command again."
         )
     try:
-        process = load_process(node, loop=get_runner().loop)
+        try:
+            process = load_process(node, loop=get_runner().loop)
+        except ProcessClassError:
+            if action != "kill":
+                raise
+            return _kill_unloadable(node, message)
         if action == "kill":
             process.kill(message or "Killed through the CLI")
         elif action == "pause":
@@ -157,6 +162,23 @@ def _control_here(node: ProcessNode, action: str, message: str) -> str:
     finally:
         leases.release(node.pk, me)
     return f"{action} carried out for process {node.pk} (no daemon holds it)"
+
+
+_NO_CLASS = "its class cannot be loaded"
+
+
+def _kill_unloadable(node: ProcessNode, message: str) -> str:
+    """End Killed from its record a process whose class cannot be loaded (whose lease the
+    caller holds). A scheduler job it may have is left to the daemon: its cancel needs the
+    job's computer and scheduler, so the node says it is owed (``cancel_pending``)."""
+    text = message or "Killed through the CLI"
+    with get_storage().transaction():
+        if isinstance(node, CalcJobNode) and node.job_id is not None:
+            node.set_attribute(CANCEL_PENDING, True)
+        node.end_from_record(
+            "killed", text, "REPORT", f"Killed: {text} (ended from its record: {_NO_CLASS})"
+        )
+    return f"kill carried out for process {node.pk} from its record ({_NO_CLASS})"
 
 
 def apply_database_requests(active: dict[int, Any]) -> None:

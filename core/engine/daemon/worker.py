@@ -33,8 +33,9 @@ from veglia.engine.daemon.rpc_queue import SharedRpcQueue
 from veglia.engine.daemon.task_bridge import task_bridge
 from veglia.engine.persistence import load_process
 from veglia.engine.runner import Runner, set_runner
-from veglia.exceptions import NotExistent, StepAbandoned
+from veglia.exceptions import NotExistent, ProcessClassError, StepAbandoned
 from veglia.manage import get_storage
+from veglia.notifications import notify
 from veglia.orm.nodes import load_node
 from veglia.orm.process_nodes import ProcessNode
 from veglia.orm.queries import active_process_pks
@@ -43,6 +44,21 @@ from veglia.storage.outage import is_storage_outage, wait_for_storage
 __all__ = ["QuietCommunicator", "Worker"]
 
 LOGGER = logging.getLogger("veglia.daemon")
+
+
+def _except_unloadable(node: ProcessNode, exc: ProcessClassError) -> None:
+    """End the process Excepted from its record, as a process that raised would be (exit
+    message, report line, notification), and say so in the daemon's log in one line."""
+    node.end_from_record(
+        "excepted", f"{type(exc).__name__}: {exc}", "ERROR", f"The process excepted: {exc}"
+    )
+    LOGGER.error("%s", exc)
+    notify(
+        "process_excepted",
+        f"process {node.pk} ({node.process_type}) excepted",
+        f"Process {node.pk} cannot be loaded by the daemon:\n\n{exc}\n\nSee `veglia process "
+        f"report {node.pk}`.",
+    )
 
 
 # -- worker -----------------------------------------------------------------------------------
@@ -245,11 +261,16 @@ class Worker:
         assert node is not None
         if node.is_terminated:
             return
-        process = load_process(
-            node,
-            loop=self.loop,
-            communicator=self.communicator,  # type: ignore[arg-type]
-        )
+        try:
+            process = load_process(
+                node,
+                loop=self.loop,
+                communicator=self.communicator,  # type: ignore[arg-type]
+            )
+        except ProcessClassError as exc:
+            # No worker can load it either: it ends here, once, rather than going round.
+            _except_unloadable(node, exc)
+            return
         if node.paused:
             process.pause(node.paused_reason or None)
         process.write_when_terminated(functools.partial(self._release_at_end, pk))
