@@ -166,3 +166,21 @@ def test_a_kill_without_the_class_leaves_the_scheduler_job_s_cancel_owed(profile
     node = load_node(node.pk)
     assert node.is_killed
     assert node.get_attribute(CANCEL_PENDING) is True
+
+
+def test_a_module_in_the_folder_the_daemon_starts_from_is_not_imported(
+    profile, tmp_path, daemon, monkeypatch
+):
+    # ``python -m`` puts the working folder first on the import path: whoever can write the
+    # folder a user starts the daemon from could plant a module the daemon runs.
+    [pk], _ = _submit_from_script(tmp_path, in_module=True)
+    (tmp_path / "myjob.py").write_text(
+        JOB_CLASS + f"\nopen({str(tmp_path / 'planted-ran')!r}, 'w').close()\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    daemon(1)
+    node = load_node(pk)
+    wait_for([node], lambda n: n.is_terminated, timeout=30)
+    assert node.is_excepted and "myjob:MyJob" in node.exit_message
+    assert not (tmp_path / "planted-ran").exists()

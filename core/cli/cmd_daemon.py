@@ -45,7 +45,7 @@ def start_daemon(state: CliState, workers: int) -> None:
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             start_new_session=True,
-            env={**os.environ, "VEGLIA_PROFILE": state.profile.name},
+            **files.spawn_options(VEGLIA_PROFILE=state.profile.name),
         )
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline:

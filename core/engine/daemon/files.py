@@ -33,6 +33,25 @@ class DaemonFiles:
             return None
         return pid
 
+    def spawn_options(self, **env: str) -> dict[str, Any]:
+        """What a daemon process (supervisor or worker) is started with: this folder as its
+        working folder and the environment plus ``env``.
+
+        ``python -m`` puts the working folder first on the import path: a folder the user
+        happened to start the daemon from, where anyone who can write it could plant a module
+        the daemon imports (even one shadowing the standard library). The daemon's folder is
+        private. Relative entries of ``VEGLIA_HOME`` and ``PYTHONPATH`` are made absolute so
+        they keep naming what the user meant."""
+        from veglia.config.config import veglia_home
+
+        environment = {**os.environ, **env, "VEGLIA_HOME": str(veglia_home())}
+        if environment.get("PYTHONPATH"):
+            environment["PYTHONPATH"] = os.pathsep.join(
+                os.path.abspath(entry) if entry else entry
+                for entry in environment["PYTHONPATH"].split(os.pathsep)
+            )
+        return {"cwd": self.folder, "env": environment}
+
     def read_status(self) -> dict[str, Any]:
         try:
             return json.loads(self.status.read_text())

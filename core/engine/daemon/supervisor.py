@@ -49,7 +49,7 @@ def supervise(profile: Profile, workers: int) -> None:
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
-            env={**os.environ, "VEGLIA_PROFILE": profile.name, PRIMARY_ENV: str(int(primary))},
+            **files.spawn_options(VEGLIA_PROFILE=profile.name, **{PRIMARY_ENV: str(int(primary))}),
         )
         log.close()  # the child has its own copy
         return process
