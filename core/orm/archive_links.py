@@ -96,27 +96,26 @@ def check_links(session: Any, path: Path, data: dict[str, Any], present: dict[st
 
 
 def _check_counts(path: Path, links: list[_Key]) -> None:
-    """One creator, one caller; a port label once per process."""
-    incoming = Counter((target, link_type) for _, target, link_type, _ in links)
-    by_target = Counter(
-        (target, label)
-        for _, target, link_type, label in links
-        if link_type in LABEL_UNIQUE_PER_TARGET
-    )
-    by_source = Counter(
-        (source, label)
-        for source, _, link_type, label in links
-        if link_type in LABEL_UNIQUE_PER_SOURCE
-    )
+    """One creator, one caller; a port label once per process. The link named is the one
+    that comes second."""
+    incoming: set[tuple[str, str]] = set()
+    by_target: set[tuple[str, str]] = set()
+    by_source: set[tuple[str, str, str]] = set()
     for key in links:
         source, target, link_type, label = key
-        if link_type in ONE_INCOMING and incoming[target, link_type] > 1:
-            taken = "creator" if link_type == "create" else "caller"
-            raise _refusal(path, f"gives {target} a second {taken}", key)
-        if link_type in LABEL_UNIQUE_PER_TARGET and by_target[target, label] > 1:
-            raise _refusal(path, f"gives {target} a second input {label!r}", key)
-        if link_type in LABEL_UNIQUE_PER_SOURCE and by_source[source, label] > 1:
-            raise _refusal(path, f"gives {source} a second output {label!r}", key)
+        if link_type in ONE_INCOMING:
+            if (target, link_type) in incoming:
+                taken = "creator" if link_type == "create" else "caller"
+                raise _refusal(path, f"gives {target} a second {taken}", key)
+            incoming.add((target, link_type))
+        if link_type in LABEL_UNIQUE_PER_TARGET:
+            if (target, label) in by_target:
+                raise _refusal(path, f"gives {target} a second input {label!r}", key)
+            by_target.add((target, label))
+        if link_type in LABEL_UNIQUE_PER_SOURCE:
+            if (source, link_type, label) in by_source:
+                raise _refusal(path, f"gives {source} a second output {label!r}", key)
+            by_source.add((source, link_type, label))
 
 
 def _check_acyclic(path: Path, links: list[_Key]) -> None:
