@@ -193,7 +193,7 @@ def test_new_nodes_follow_the_link_rules(run_cli, veglia_home, finished_job, tmp
             named["words"] = f"gives {total} a second creator"
         elif attack == "data creates data":
             named["link"] = (job.inputs.x.uuid, total, "create", "copy")
-            named["words"] = "a create link goes from calcjob to data, not from data to data"
+            named["words"] = "create links go from calcjob to data, not from data to data"
         elif attack == "call cycle":
             first = _new_node(data, job.uuid, "process.workflow", {})
             second = _new_node(data, job.uuid, "process.workflow", {})
@@ -427,3 +427,24 @@ def test_the_limits_are_profile_options(run_cli, profile, tmp_path):
     _refused(run_cli("archive", "import", str(archive)), "--max-ratio")
     ok(run_cli("config", "set", "archive.max_ratio", "100000"))
     ok(run_cli("archive", "import", str(archive)))
+
+
+def test_the_engine_links_follow_the_same_rules(profile):
+    """The rules an import checks are those every stored link follows: data creates no
+    data, a process is no input."""
+    from veglia import orm
+    from veglia.exceptions import InvalidLinkError
+
+    data = orm.Int(1).store()
+    copy_of_data = orm.Int(2)
+    with pytest.raises(InvalidLinkError, match="create links go from calcjob to data"):
+        copy_of_data.store([(data, "create", "copy")])
+    assert not copy_of_data.is_stored
+
+    job = orm.CalcJobNode(process_type="core.shell")
+    job.process_state = "finished"
+    job.store([(data, "input", "x")])
+    other = orm.CalcJobNode(process_type="core.shell").store()
+    with pytest.raises(InvalidLinkError, match="input links go from data to"):
+        other.add_incoming(job, "input", "job")
+    assert other.inputs.items() == []

@@ -22,6 +22,7 @@ from veglia.orm.provenance import (
     LABEL_UNIQUE_PER_SOURCE,
     LABEL_UNIQUE_PER_TARGET,
     ONE_INCOMING,
+    SEALED_ON_END,
     link_fault,
 )
 from veglia.storage import models
@@ -85,7 +86,7 @@ def check_links(session: Any, path: Path, data: dict[str, Any], present: dict[st
             if source in present and key in stored_links:
                 continue  # what is stored here already
             raise _refusal(path, f"would add to the provenance of {target}, here already", key)
-        if source in present and link_type != "input":
+        if source in present and link_type in SEALED_ON_END:
             raise _refusal(path, f"would add to the record of {source}, here already", key)
         fault = link_fault(link_type, types[source], types[target])
         if fault is not None:

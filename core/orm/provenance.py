@@ -1,6 +1,8 @@
-"""Walking the provenance graph by rules: what goes into an archive, what a deletion takes.
+"""The provenance graph's rules: which links may be made (:func:`link_fault`, checked when
+the engine stores a link and when an archive is imported), and walking the graph by rules:
+what goes into an archive, what a deletion takes.
 
-The rules are AiiDA's defaults (``GraphTraversalRules.EXPORT`` and ``DELETE``), in veglia's
+The walking rules are AiiDA's defaults (``GraphTraversalRules.EXPORT`` and ``DELETE``), in veglia's
 four link types: ``input`` (data -> process), ``create`` (calc job -> data), ``output``
 (workflow -> data it returned), ``call`` (process -> process it launched). A rule follows
 links of one type *forward* (from the link's input to its output) or *backward*.
@@ -19,7 +21,11 @@ from veglia.storage import models
 __all__ = [
     "DELETE_RULES",
     "EXPORT_RULES",
+    "LABEL_UNIQUE_PER_SOURCE",
+    "LABEL_UNIQUE_PER_TARGET",
     "LINK_ENDS",
+    "ONE_INCOMING",
+    "SEALED_ON_END",
     "Reason",
     "Rule",
     "link_fault",
@@ -87,6 +93,10 @@ LINK_ENDS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
 #: caller.
 ONE_INCOMING = frozenset({"create", "call"})
 
+#: The link types that add to a process's record from its side (what it created, returned or
+#: called): none once the process has ended.
+SEALED_ON_END = frozenset({"create", "output", "call"})
+
 #: The link types whose labels are unique per target (a process's input ports) and per
 #: source (a process's output ports).
 LABEL_UNIQUE_PER_TARGET = frozenset({"input"})
@@ -102,7 +112,7 @@ def link_fault(link_type: str, source_type: str, target_type: str) -> str | None
     source, target = node_kind(source_type), node_kind(target_type)
     if source not in sources or target not in targets:
         return (
-            f"a {link_type} link goes from {' or '.join(sorted(sources))} to "
+            f"{link_type} links go from {' or '.join(sorted(sources))} to "
             f"{' or '.join(sorted(targets))}, not from {source} to {target}"
         )
     return None
