@@ -28,7 +28,14 @@ from veglia.exceptions import ArchiveError
 from veglia.manage import get_storage
 from veglia.orm.archive import BLOBS
 from veglia.orm.archive_links import check_links
-from veglia.orm.archive_read import ArchiveLimits, BoundedReader, parse_time, read_archive
+from veglia.orm.archive_read import (
+    ArchiveContent,
+    ArchiveLimits,
+    BoundedReader,
+    opened_archive,
+    parse_time,
+    read_archive,
+)
 from veglia.orm.attributes import CACHED_FROM, CODE
 from veglia.relative_paths import checked_relative
 from veglia.storage import models
@@ -107,38 +114,16 @@ def import_archive(path: Path | str, limits: ArchiveLimits | None = None) -> Imp
     """Import the archive ``path`` into the active profile; what it added. Refused whole,
     before anything is written, when it is damaged, past ``limits``, or would change the
     provenance of a node here already."""
-    content = read_archive(path, limits)
-    data = content.data
-    summary = ImportSummary(content.path)
-    storage = get_storage()
-
-    with storage.session() as session:
-        present = _existing(session, models.Node.uuid, [n["uuid"] for n in data["nodes"]])
-        check_links(session, content.path, data, present)
-    new_nodes = [node for node in data["nodes"] if node["uuid"] not in present]
-    summary.nodes_present = len(data["nodes"]) - len(new_nodes)
-
-    # Contents first, outside the transaction (a database repository writes in sessions of
-    # its own): a content stored for nothing is harmless, a node without its content is not.
-    # Each is checked again as it is copied (size and SHA-256, in chunks): one that no longer
-    # matches is not stored.
-    needed = sorted({entry[1] for node in new_nodes for entry in node["files"]})
-    with zipfile.ZipFile(content.path) as archive:
-        for sha256 in needed:
-            if storage.repository.keep(sha256):  # touched: `storage maintain` leaves it for now
-                continue
-            size = content.blobs[sha256]
-            try:
-                with archive.open(BLOBS + sha256) as handle:
-                    storage.repository.put_stream(
-                        BoundedReader(handle, size, f"the file content {sha256}", sha256)
-                    )
-            except (ValueError, OSError, zipfile.BadZipFile, zlib.error) as exc:
-                raise ArchiveError(
-                    f"{content.path} changed while it was imported ({exc}); import it again."
-                ) from None
-            summary.files += 1
-
+    with opened_archive(path, limits) as (content, archive):
+        data = content.data
+        summary = ImportSummary(content.path)
+        storage = get_storage()
+        with storage.session() as session:
+            present = _existing(session, models.Node.uuid, [n["uuid"] for n in data["nodes"]])
+            check_links(session, content.path, data, present)
+        new_nodes = [node for node in data["nodes"] if node["uuid"] not in present]
+        summary.nodes_present = len(data["nodes"]) - len(new_nodes)
+        _copy_contents(archive, content, new_nodes, summary)
     try:
         with storage.session() as session:
             _write_rows(session, data, present, new_nodes, summary)
@@ -148,6 +133,33 @@ def import_archive(path: Path | str, limits: ArchiveLimits | None = None) -> Imp
             "imported; nothing was imported. Import it again."
         ) from None
     return summary
+
+
+def _copy_contents(
+    archive: zipfile.ZipFile,
+    content: ArchiveContent,
+    new_nodes: list[dict[str, Any]],
+    summary: ImportSummary,
+) -> None:
+    """The new nodes' file contents into the repository, each checked again as it is copied
+    (size and SHA-256, in chunks): one that no longer matches is not stored.
+
+    Outside the rows' transaction (a database repository writes in sessions of its own): a
+    content stored for nothing is harmless, a node without its content is not.
+    """
+    repository = get_storage().repository
+    for sha256 in sorted({entry[1] for node in new_nodes for entry in node["files"]}):
+        if repository.keep(sha256):  # touched: `storage maintain` leaves it for now
+            continue
+        what = f"the file content {sha256}"
+        try:
+            with archive.open(BLOBS + sha256) as handle:
+                repository.put_stream(BoundedReader(handle, content.blobs[sha256], what, sha256))
+        except (ValueError, OSError, zipfile.BadZipFile, zlib.error) as exc:
+            raise ArchiveError(
+                f"{content.path} changed while it was imported ({exc}); import it again."
+            ) from None
+        summary.files += 1
 
 
 def _write_rows(

@@ -10,7 +10,8 @@ import json
 import uuid as uuid_module
 import zipfile
 import zlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -33,6 +34,7 @@ __all__ = [
     "ArchiveContent",
     "ArchiveLimits",
     "BoundedReader",
+    "opened_archive",
     "parse_time",
     "read_archive",
 ]
@@ -391,18 +393,31 @@ def _read_checked(archive: zipfile.ZipFile, path: Path, limits: ArchiveLimits) -
     return ArchiveContent(path, metadata, data, blobs)
 
 
-def read_archive(path: Path | str, limits: ArchiveLimits | None = None) -> ArchiveContent:
-    """Read and check the whole archive within ``limits``; :class:`ArchiveError` saying what
-    is wrong. Memory: ``data.json`` parsed, and one chunk of a file content at a time."""
+@contextmanager
+def opened_archive(
+    path: Path | str, limits: ArchiveLimits | None = None
+) -> Iterator[tuple[ArchiveContent, zipfile.ZipFile]]:
+    """The archive read and checked within ``limits`` (:class:`ArchiveError` saying what is
+    wrong), and its zip file still open: the contents copied from it come from the file
+    checked, even if ``path`` is replaced meanwhile. Memory: ``data.json`` parsed, and one
+    chunk of a file content at a time."""
     path = Path(path)
     with _open(path) as archive:
         try:
-            return _read_checked(archive, path, limits or ArchiveLimits())
+            content = _read_checked(archive, path, limits or ArchiveLimits())
         except _ZIP_ERRORS as exc:  # ValueError (_Damaged) among them
             raise ArchiveError(
                 f"{path} is damaged: {exc}. Copy it again, or write it again with "
                 "`veglia archive create`. Nothing was imported."
             ) from None
+        yield content, archive
+
+
+def read_archive(path: Path | str, limits: ArchiveLimits | None = None) -> ArchiveContent:
+    """Read and check the whole archive within ``limits``; :class:`ArchiveError` saying what
+    is wrong."""
+    with opened_archive(path, limits) as (content, _):
+        return content
 
 
 # -- writing ------------------------------------------------------------------------------------
