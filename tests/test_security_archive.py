@@ -391,9 +391,11 @@ def test_a_file_content_bigger_than_its_row_says_is_refused(run_cli, profile, tm
     assert _state() == before
 
 
+@pytest.mark.parametrize("repository", ["folder", "database"])
 def test_file_contents_past_the_limits_are_refused_and_an_option_raises_them(
-    run_cli, profile, tmp_path
+    run_cli, veglia_home, tmp_path, repository
 ):
+    make_profile(**{"storage.repository": repository})
     content = b"\0" * (64 * MB)
     bomb = tmp_path / "zeros.zip"
     uuid = _archive_of_one_file(bomb, content)
