@@ -91,6 +91,7 @@ def _size_option(text: str | None) -> int | None:
 @click.option(
     "--max-ratio",
     type=click.IntRange(min=1),
+    metavar="N",
     help="Refuse an entry past 1 MiB that unpacks to more times its compressed size "
     "(default: the profile's archive.max_ratio, 100).",
 )
