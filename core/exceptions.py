@@ -22,6 +22,7 @@ went wrong and what to do about it. :class:`CliExit` lists every exit code of th
     ├── ControlError                a kill, pause or play request could not be carried out
     ├── ProcessActiveError          a process must end first (deleting it, cleaning its work dir)
     ├── ArchiveError                an archive file cannot be written or read (corrupt, unknown)
+    ├── InvalidLinkError            a link the provenance rules forbid (its ends' kinds)
     ├── DaemonError                 the daemon could not be started or stopped
     ├── WatchTimeout                `process watch --timeout` ran out
     ├── SchedulerError              a scheduler command failed or printed garbage
@@ -223,6 +224,12 @@ class ProcessActiveError(VegliaError):
 
 class ArchiveError(VegliaError):
     """An archive file cannot be written, or is not a veglia archive, or is damaged."""
+
+    exit_code = CliExit.INVALID_INPUT
+
+
+class InvalidLinkError(VegliaError, ValueError):
+    """A link that AiiDA's link rules forbid (its ends' kinds, a second creator or caller)."""
 
     exit_code = CliExit.INVALID_INPUT
 

@@ -9,8 +9,10 @@ import click
 
 from veglia.cli.output import console, echo_success
 from veglia.cli.state import CliState, pass_state
+from veglia.config.values import parse_size_mb
 from veglia.orm.archive import create_archive
 from veglia.orm.archive_import import import_archive
+from veglia.orm.archive_read import MIB, ArchiveLimits
 from veglia.orm.nodes import load_node
 
 
@@ -62,19 +64,61 @@ def archive_create(
     echo_success(f"Wrote {path}: {', '.join(parts)}.")
 
 
+def _size_option(text: str | None) -> int | None:
+    """A size as ``veglia config`` takes it (``512M``, ``4G``) -> bytes; None: the profile's."""
+    if text is None:
+        return None
+    try:
+        return parse_size_mb(text) * MIB
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
 @archive_group.command("import")
 @click.argument("path", metavar="FILE", type=click.Path(dir_okay=False))
+@click.option(
+    "--max-data-size",
+    metavar="SIZE",
+    help="Refuse an archive whose rows (data.json) unpack to more (default: the profile's "
+    "archive.max_data_size, 256M).",
+)
+@click.option(
+    "--max-size",
+    metavar="SIZE",
+    help="Refuse an archive that unpacks to more in all (default: the profile's "
+    "archive.max_size, 64G).",
+)
+@click.option(
+    "--max-ratio",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="Refuse an entry past 1 MiB that unpacks to more times its compressed size "
+    "(default: the profile's archive.max_ratio, 100).",
+)
 @pass_state
-def archive_import(state: CliState, path: str) -> None:
+def archive_import(
+    state: CliState,
+    path: str,
+    max_data_size: str | None,
+    max_size: str | None,
+    max_ratio: int | None,
+) -> None:
     """Import the archive FILE into this profile, keeping UUIDs.
 
-    Nodes already here (by UUID) are skipped, so importing twice adds nothing. Missing
-    computers and codes are created by label, not configured. A damaged archive is
-    refused whole.
+    Nodes already here (by UUID) are skipped, so importing twice adds nothing. An archive
+    that would change the provenance of a node here (a new link into or out of it) is
+    refused whole, as is a damaged one or one past the size limits. Missing computers and
+    codes are created by label, not configured.
     """
-    state.profile  # noqa: B018
-    summary = import_archive(Path(path))
-    if not summary.changed:
+    profile = state.profile
+    limits = ArchiveLimits(
+        max_data_size=_size_option(max_data_size)
+        or profile.get_option("archive.max_data_size") * MIB,
+        max_total_size=_size_option(max_size) or profile.get_option("archive.max_size") * MIB,
+        max_ratio=max_ratio or profile.get_option("archive.max_ratio"),
+    )
+    summary = import_archive(Path(path), limits)
+    if not summary.changed:  # no node, link, group, computer, code or user was created
         console.print(
             f"Nothing new in {path}: its {_plural(summary.nodes_present, 'node')} "
             f"{'is' if summary.nodes_present == 1 else 'are'} here already."
@@ -101,6 +145,8 @@ def archive_import(state: CliState, path: str) -> None:
         )
     for label in summary.codes_created:
         console.print(f"Created code {label!r}.")
+    for email in summary.users_created:
+        console.print(f"Created user {email!r}.")
 
 
 COMMANDS = [archive_group]

@@ -206,6 +206,30 @@ BUILTIN_OPTIONS: tuple[Option, ...] = (
         hint="name@example.org, several separated by commas, or empty",
     ),
     Option(
+        "archive.max_data_size",
+        "Largest rows (data.json) `veglia archive import` unpacks, in MB (or with K, M, G, "
+        "T): they are read whole, so this bounds the import's memory (a few times it).",
+        default=256,
+        parse=parse_size_mb,
+        hint="a size such as 256M or 1G",
+    ),
+    Option(
+        "archive.max_size",
+        "Most `veglia archive import` unpacks from one archive in all (rows and files), in "
+        "MB (or with K, M, G, T).",
+        default=64 * 1024,
+        parse=parse_size_mb,
+        hint="a size such as 64G",
+    ),
+    Option(
+        "archive.max_ratio",
+        "Most times its compressed size an archive entry past 1 MiB may unpack to; past "
+        "it, `veglia archive import` refuses the archive as a zip bomb.",
+        default=100,
+        parse=parse_positive_int,
+        hint="a whole number > 0",
+    ),
+    Option(
         "logging.level",
         "Lowest level of messages written to the daemon log and node logs.",
         default="REPORT",

@@ -1,20 +1,23 @@
 """Importing an archive (see :mod:`veglia.orm.archive` for its format) into this profile.
 
 Everything is checked before anything is written (:mod:`veglia.orm.archive_read`): the
-archive's own checksum of its rows, the SHA-256 of every file content, the rows' shape and
-references. A damaged archive is refused whole. Then the contents go into the repository,
-and the rows into the database in one transaction.
+archive's own checksum of its rows, the size and SHA-256 of every file content, the sizes
+it unpacks to, the rows' shape and references. A damaged archive is refused whole. Then the
+contents go into the repository, and the rows into the database in one transaction.
 
 Nodes keep their UUIDs; a node whose UUID is here already is skipped (so importing the same
-archive again adds nothing), and links are added only to new nodes. Computers and codes are
-matched by label and created when missing (not configured: `veglia computer configure`
-before running jobs on them); users by email. A group is matched by UUID and gets the
-archive's nodes it lacks; a new group whose label is taken gets ``label_1`` (``_2``, ...).
+archive again adds nothing). An import never changes the provenance of a node here already
+(:mod:`veglia.orm.archive_links`): its links must be those stored, or the archive is
+refused. Computers and codes are matched by label and created when missing (not
+configured: `veglia computer configure` before running jobs on them); users by email.
+A group is matched by UUID and gets the archive's nodes it lacks; a new group whose label
+is taken gets ``label_1`` (``_2``, ...).
 """
 
 from __future__ import annotations
 
 import zipfile
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,12 +27,20 @@ import sqlalchemy as sa
 from veglia.exceptions import ArchiveError
 from veglia.manage import get_storage
 from veglia.orm.archive import BLOBS
-from veglia.orm.archive_read import parse_time, read_archive
+from veglia.orm.archive_links import check_links
+from veglia.orm.archive_read import (
+    ArchiveContent,
+    ArchiveLimits,
+    BoundedReader,
+    opened_archive,
+    parse_time,
+    read_archive,
+)
 from veglia.orm.attributes import CACHED_FROM, CODE
 from veglia.relative_paths import checked_relative
 from veglia.storage import models
 
-__all__ = ["ImportSummary", "import_archive", "read_archive"]
+__all__ = ["ArchiveLimits", "ImportSummary", "import_archive", "read_archive"]
 
 _CHUNK = 500
 
@@ -54,7 +65,14 @@ class ImportSummary:
     @property
     def changed(self) -> bool:
         return bool(
-            self.nodes_new or self.links or self.logs or self.groups_new or self.group_members
+            self.nodes_new
+            or self.links
+            or self.logs
+            or self.groups_new
+            or self.group_members
+            or self.computers_created
+            or self.codes_created
+            or self.users_created
         )
 
 
@@ -92,33 +110,20 @@ def _remap_attributes(
     return attributes
 
 
-def import_archive(path: Path | str) -> ImportSummary:
-    """Import the archive ``path`` into the active profile; what it added."""
-    content = read_archive(path)
-    data = content.data
-    summary = ImportSummary(content.path)
-    storage = get_storage()
-
-    with storage.session() as session:
-        present = _existing(session, models.Node.uuid, [n["uuid"] for n in data["nodes"]])
-    new_nodes = [node for node in data["nodes"] if node["uuid"] not in present]
-    summary.nodes_present = len(data["nodes"]) - len(new_nodes)
-
-    # Contents first, outside the transaction (a database repository writes in sessions of
-    # its own): a content stored for nothing is harmless, a node without its content is not.
-    needed = sorted({entry[1] for node in new_nodes for entry in node["files"]})
-    with zipfile.ZipFile(content.path) as archive:
-        for sha256 in needed:
-            if storage.repository.keep(sha256):  # touched: `storage maintain` leaves it for now
-                continue
-            with archive.open(BLOBS + sha256) as handle:
-                stored, _ = storage.repository.put_stream(handle)
-            if stored != sha256:  # the file changed since it was checked
-                raise ArchiveError(
-                    f"{content.path} changed while it was imported; import it again."
-                )
-            summary.files += 1
-
+def import_archive(path: Path | str, limits: ArchiveLimits | None = None) -> ImportSummary:
+    """Import the archive ``path`` into the active profile; what it added. Refused whole,
+    before anything is written, when it is damaged, past ``limits``, or would change the
+    provenance of a node here already."""
+    with opened_archive(path, limits) as (content, archive):
+        data = content.data
+        summary = ImportSummary(content.path)
+        storage = get_storage()
+        with storage.session() as session:
+            present = _existing(session, models.Node.uuid, [n["uuid"] for n in data["nodes"]])
+            check_links(session, content.path, data, present)
+        new_nodes = [node for node in data["nodes"] if node["uuid"] not in present]
+        summary.nodes_present = len(data["nodes"]) - len(new_nodes)
+        _copy_contents(archive, content, new_nodes, summary)
     try:
         with storage.session() as session:
             _write_rows(session, data, present, new_nodes, summary)
@@ -128,6 +133,33 @@ def import_archive(path: Path | str) -> ImportSummary:
             "imported; nothing was imported. Import it again."
         ) from None
     return summary
+
+
+def _copy_contents(
+    archive: zipfile.ZipFile,
+    content: ArchiveContent,
+    new_nodes: list[dict[str, Any]],
+    summary: ImportSummary,
+) -> None:
+    """The new nodes' file contents into the repository, each checked again as it is copied
+    (size and SHA-256, in chunks): one that no longer matches is not stored.
+
+    Outside the rows' transaction (a database repository writes in sessions of its own): a
+    content stored for nothing is harmless, a node without its content is not.
+    """
+    repository = get_storage().repository
+    for sha256 in sorted({entry[1] for node in new_nodes for entry in node["files"]}):
+        if repository.keep(sha256):  # touched: `storage maintain` leaves it for now
+            continue
+        what = f"the file content {sha256}"
+        try:
+            with archive.open(BLOBS + sha256) as handle:
+                repository.put_stream(BoundedReader(handle, content.blobs[sha256], what, sha256))
+        except (ValueError, OSError, zipfile.BadZipFile, zlib.error) as exc:
+            raise ArchiveError(
+                f"{content.path} changed while it was imported ({exc}); import it again."
+            ) from None
+        summary.files += 1
 
 
 def _write_rows(
@@ -145,7 +177,8 @@ def _write_rows(
     summary.nodes_new = len(new_nodes)
     new = {node["uuid"] for node in new_nodes}
     for link in data["links"]:
-        if link["input"] in new or link["output"] in new:  # the others are here already
+        # check_links allowed only the links here already among those between old nodes.
+        if link["input"] in new or link["output"] in new:
             session.add(
                 models.Link(
                     input_id=ids[link["input"]],

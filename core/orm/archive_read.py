@@ -10,11 +10,12 @@ import json
 import uuid as uuid_module
 import zipfile
 import zlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from veglia.exceptions import ArchiveError, UnsafePathError
 from veglia.orm.archive import (
@@ -29,7 +30,14 @@ from veglia.orm.process_nodes import TERMINAL_STATES
 from veglia.relative_paths import checked_relative
 from veglia.storage import models
 
-__all__ = ["ArchiveContent", "parse_time", "read_archive"]
+__all__ = [
+    "ArchiveContent",
+    "ArchiveLimits",
+    "BoundedReader",
+    "opened_archive",
+    "parse_time",
+    "read_archive",
+]
 
 _READ = 1024 * 1024
 #: What reading a damaged zip file raises: a bad header, a CRC or decompression error, an
@@ -181,6 +189,38 @@ def _validate(data: Any) -> None:
         )
 
 
+MIB = 1024 * 1024
+GIB = 1024 * MIB
+#: Entries this small are not checked for their compression ratio: they cannot bomb.
+_RATIO_FLOOR = MIB
+#: metadata.json holds a few counts.
+_MAX_METADATA = MIB
+
+
+@dataclass(frozen=True)
+class ArchiveLimits:
+    """How much an archive may unpack to; an archive past one is refused before anything is
+    written. Sizes in bytes."""
+
+    #: ``data.json`` is parsed whole: it bounds the import's memory (a few times this for
+    #: honest rows; about 25 times for rows made of empty objects, ``[{}, {}, ...]``).
+    max_data_size: int = 256 * MIB
+    #: Everything the archive unpacks to: ``data.json`` and the file contents.
+    max_total_size: int = 64 * GIB
+    #: Most uncompressed bytes per compressed byte of an entry past 1 MiB. Deflate reaches
+    #: about 1,000 on repeated bytes, which only a zip bomb or a file of one repeated byte
+    #: has; honest JSON and outputs stay far below 100.
+    max_ratio: int = 100
+
+
+def _size(count: int) -> str:
+    for unit in ("bytes", "KiB", "MiB", "GiB"):
+        if count < 1024 or unit == "GiB":
+            return f"{count} {unit}" if unit == "bytes" else f"{count:.1f} {unit}"
+        count /= 1024  # type: ignore[assignment]
+    return ""
+
+
 @dataclass
 class ArchiveContent:
     """An archive read and checked, its blobs still in the zip file."""
@@ -188,7 +228,77 @@ class ArchiveContent:
     path: Path
     metadata: dict[str, Any]
     data: dict[str, Any]
-    blobs: list[str]
+    #: ``{sha256: size}`` of every file content, checked against what the zip file holds.
+    blobs: dict[str, int]
+
+
+class BoundedReader:
+    """Reads a zip entry and refuses it when it unpacks to more than ``size`` bytes, or, at
+    its end, to fewer or to other bytes than ``sha256`` (when given).
+
+    zipfile reads no more than an entry's declared compressed size, so bounding what comes
+    out bounds the compression ratio too, whatever the entry's header claims.
+    """
+
+    def __init__(self, handle: BinaryIO, size: int, what: str, sha256: str | None = None):
+        self._handle, self._size, self._what, self._sha256 = handle, size, what, sha256
+        self._digest = hashlib.sha256()
+        self._read = 0
+
+    def read(self, count: int = -1) -> bytes:
+        if count is None or count < 0:
+            return b"".join(iter(lambda: self.read(_READ), b""))
+        chunk = self._handle.read(min(count, self._size - self._read + 1))
+        self._read += len(chunk)
+        if self._read > self._size:
+            raise _Damaged(f"{self._what} unpacks to more than the {self._size} bytes it claims")
+        self._digest.update(chunk)
+        if not chunk and count:
+            self._finish()
+        return chunk
+
+    def _finish(self) -> None:
+        _check(
+            self._read == self._size,
+            f"{self._what} unpacks to {self._read} bytes, not the {self._size} it claims",
+        )
+        _check(
+            self._sha256 is None or self._digest.hexdigest() == self._sha256,
+            f"{self._what} does not match its hash",
+        )
+
+    @property
+    def sha256(self) -> str:
+        """The SHA-256 of what was read so far."""
+        return self._digest.hexdigest()
+
+
+def _entry(archive: zipfile.ZipFile, name: str, what: str) -> zipfile.ZipInfo:
+    try:
+        return archive.getinfo(name)
+    except KeyError:
+        raise _Damaged(f"{what} is missing") from None
+
+
+def _refuse_bomb(path: Path, info: zipfile.ZipInfo, limits: ArchiveLimits) -> None:
+    """Refuse an entry whose declared sizes say it is compressed past any honest ratio."""
+    if info.file_size <= _RATIO_FLOOR:
+        return
+    ratio = info.file_size / max(info.compress_size, 1)
+    if ratio > limits.max_ratio:
+        raise ArchiveError(
+            f"{path} is refused: its entry {info.filename} unpacks {ratio:.0f} times its "
+            f"compressed size ({_size(info.file_size)} from {_size(info.compress_size)}), past "
+            f"the limit of {limits.max_ratio}; if you trust it, raise it with --max-ratio. "
+            "Nothing was imported."
+        )
+
+
+def _over(path: Path, what: str, size: int, limit: int, option: str) -> ArchiveError:
+    return ArchiveError(
+        f"{path} is refused: {what} unpacks to {_size(size)}, past the limit of {_size(limit)}; "
+        f"if you trust it, raise it with {option}. Nothing was imported."
+    )
 
 
 def _open(path: Path) -> zipfile.ZipFile:
@@ -204,14 +314,20 @@ def _open(path: Path) -> zipfile.ZipFile:
         ) from None
 
 
-def _read_checked(archive: zipfile.ZipFile, path: Path) -> ArchiveContent:
+def _read_metadata(archive: zipfile.ZipFile, path: Path) -> dict[str, Any]:
     try:
-        metadata = _json(archive.read(METADATA), METADATA)
+        info = archive.getinfo(METADATA)
     except KeyError:
         raise ArchiveError(
             f"{path} is not a veglia archive: it has no {METADATA}. Make one with "
             "`veglia archive create`. Nothing was imported."
         ) from None
+    _check(
+        info.file_size <= _MAX_METADATA,
+        f"{METADATA} unpacks to {_size(info.file_size)}, where an archive's holds a few lines",
+    )
+    with archive.open(info) as handle:
+        metadata = _json(BoundedReader(handle, info.file_size, METADATA).read(), METADATA)
     if not isinstance(metadata, dict) or metadata.get("format") != ARCHIVE_FORMAT:
         raise ArchiveError(
             f"{path} is not a veglia archive (its {METADATA} does not say so). Nothing was "
@@ -223,39 +339,85 @@ def _read_checked(archive: zipfile.ZipFile, path: Path) -> ArchiveContent:
             f"{path} was written by a newer veglia (archive version {version}; this release "
             f"reads up to {ARCHIVE_VERSION}). Upgrade veglia to import it."
         )
-    try:
-        text = archive.read(DATA)
-    except KeyError:
-        raise _Damaged(f"it has no {DATA}") from None
+    return metadata
+
+
+def _blob_sizes(data: dict[str, Any]) -> dict[str, int]:
+    """``{sha256: size}`` the rows give each file content; one size per content."""
+    sizes: dict[str, int] = {}
+    for node in data["nodes"]:
+        for _, sha256, size in node["files"]:
+            _check(size >= 0, f"the file content {sha256} has a negative size")
+            _check(
+                sizes.setdefault(sha256, size) == size,
+                f"the file content {sha256} is given two sizes",
+            )
+    return sizes
+
+
+def _read_checked(archive: zipfile.ZipFile, path: Path, limits: ArchiveLimits) -> ArchiveContent:
+    metadata = _read_metadata(archive, path)
+    info = _entry(archive, DATA, DATA)
+    if info.file_size > limits.max_data_size:
+        raise _over(path, DATA, info.file_size, limits.max_data_size, "--max-data-size")
+    _refuse_bomb(path, info, limits)
+    with archive.open(info) as handle:
+        reader = BoundedReader(handle, info.file_size, DATA)
+        text = reader.read()
     _check(
-        hashlib.sha256(text).hexdigest() == metadata.get("data_sha256"),
+        reader.sha256 == metadata.get("data_sha256"),
         f"{DATA} does not match the checksum in {METADATA}",
     )
     data = _json(text, DATA)
+    del text
     _validate(data)
-    blobs = sorted({entry[1] for node in data["nodes"] for entry in node["files"]})
-    names = set(archive.namelist())
-    for sha256 in blobs:
-        _check(BLOBS + sha256 in names, f"the file content {sha256} is missing")
-        digest = hashlib.sha256()
-        with archive.open(BLOBS + sha256) as handle:
-            while chunk := handle.read(_READ):
-                digest.update(chunk)
-        _check(digest.hexdigest() == sha256, f"the file content {sha256} does not match its hash")
+    blobs = _blob_sizes(data)
+    entries = {
+        sha256: _entry(archive, BLOBS + sha256, f"the file content {sha256}") for sha256 in blobs
+    }
+    total = info.file_size + sum(entry.file_size for entry in entries.values())
+    if total > limits.max_total_size:
+        raise _over(path, "it", total, limits.max_total_size, "--max-size")
+    for sha256, entry in entries.items():
+        _check(
+            entry.file_size == blobs[sha256],
+            f"the file content {sha256} is {entry.file_size} bytes in the zip file, "
+            f"{blobs[sha256]} in {DATA}",
+        )
+        _refuse_bomb(path, entry, limits)
+    for sha256, entry in entries.items():
+        with archive.open(entry) as handle:
+            reader = BoundedReader(handle, blobs[sha256], f"the file content {sha256}", sha256)
+            while reader.read(_READ):
+                pass
     return ArchiveContent(path, metadata, data, blobs)
 
 
-def read_archive(path: Path | str) -> ArchiveContent:
-    """Read and check the whole archive; :class:`ArchiveError` saying what is wrong."""
+@contextmanager
+def opened_archive(
+    path: Path | str, limits: ArchiveLimits | None = None
+) -> Iterator[tuple[ArchiveContent, zipfile.ZipFile]]:
+    """The archive read and checked within ``limits`` (:class:`ArchiveError` saying what is
+    wrong), and its zip file still open: the contents copied from it come from the file
+    checked, even if ``path`` is replaced meanwhile. Memory: ``data.json`` parsed, and one
+    chunk of a file content at a time."""
     path = Path(path)
     with _open(path) as archive:
         try:
-            return _read_checked(archive, path)
+            content = _read_checked(archive, path, limits or ArchiveLimits())
         except _ZIP_ERRORS as exc:  # ValueError (_Damaged) among them
             raise ArchiveError(
                 f"{path} is damaged: {exc}. Copy it again, or write it again with "
                 "`veglia archive create`. Nothing was imported."
             ) from None
+        yield content, archive
+
+
+def read_archive(path: Path | str, limits: ArchiveLimits | None = None) -> ArchiveContent:
+    """Read and check the whole archive within ``limits``; :class:`ArchiveError` saying what
+    is wrong."""
+    with opened_archive(path, limits) as (content, _):
+        return content
 
 
 # -- writing ------------------------------------------------------------------------------------

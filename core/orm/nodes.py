@@ -27,8 +27,14 @@ from typing import Any, ClassVar
 
 import sqlalchemy as sa
 
-from veglia.exceptions import ModificationNotAllowed, NotExistent, StorageError
+from veglia.exceptions import (
+    InvalidLinkError,
+    ModificationNotAllowed,
+    NotExistent,
+    StorageError,
+)
 from veglia.manage import get_storage
+from veglia.orm.provenance import link_fault
 from veglia.orm.users import get_default_user
 from veglia.relative_paths import checked_relative
 from veglia.storage import models
@@ -421,6 +427,8 @@ class Node:
         """
         if self.is_stored:
             return self
+        for source, link_type, label in incoming:
+            self._check_incoming(source, link_type, label)
 
         # dict.fromkeys: one row for a node given twice (the same input on two ports).
         nodes = [n for n in dict.fromkeys(together) if not n.is_stored and n is not self]
@@ -488,7 +496,15 @@ class Node:
         """Subclasses read their own columns here."""
 
     # -- links ---------------------------------------------------------------------------
+    def _check_incoming(self, source: Node, link_type: str, label: str) -> None:
+        fault = link_fault(link_type, source.node_type, self.node_type)
+        if fault is not None:
+            raise InvalidLinkError(
+                f"Cannot link {source!r} to {self!r} as {link_type} {label!r}: {fault}."
+            )
+
     def add_incoming(self, source: Node, link_type: str, label: str) -> None:
+        self._check_incoming(source, link_type, label)
         values = {"input_id": source.pk, "output_id": self.pk, "label": label}
         with get_storage().connection() as connection:
             connection.execute(_LINK_INSERT, {**values, "link_type": link_type})

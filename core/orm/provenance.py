@@ -1,6 +1,8 @@
-"""Walking the provenance graph by rules: what goes into an archive, what a deletion takes.
+"""The provenance graph's rules: which links may be made (:func:`link_fault`, checked when
+the engine stores a link and when an archive is imported), and walking the graph by rules:
+what goes into an archive, what a deletion takes.
 
-The rules are AiiDA's defaults (``GraphTraversalRules.EXPORT`` and ``DELETE``), in veglia's
+The walking rules are AiiDA's defaults (``GraphTraversalRules.EXPORT`` and ``DELETE``), in veglia's
 four link types: ``input`` (data -> process), ``create`` (calc job -> data), ``output``
 (workflow -> data it returned), ``call`` (process -> process it launched). A rule follows
 links of one type *forward* (from the link's input to its output) or *backward*.
@@ -16,7 +18,20 @@ import sqlalchemy as sa
 from veglia.manage import get_storage
 from veglia.storage import models
 
-__all__ = ["DELETE_RULES", "EXPORT_RULES", "Reason", "Rule", "traverse"]
+__all__ = [
+    "DELETE_RULES",
+    "EXPORT_RULES",
+    "LABEL_UNIQUE_PER_SOURCE",
+    "LABEL_UNIQUE_PER_TARGET",
+    "LINK_ENDS",
+    "ONE_INCOMING",
+    "SEALED_ON_END",
+    "Reason",
+    "Rule",
+    "link_fault",
+    "node_kind",
+    "traverse",
+]
 
 
 @dataclass(frozen=True)
@@ -48,6 +63,60 @@ DELETE_RULES = (
     Rule("call", True, "called by"),
     Rule("call", False, "called"),
 )
+
+
+def node_kind(node_type: str) -> str:
+    """What a link rule sees of a node: ``data``, ``calcjob``, ``workflow`` or ``process``
+    (any other process, e.g. a function's)."""
+    if node_type == "process.calcjob":
+        return "calcjob"
+    if node_type == "process.workflow":
+        return "workflow"
+    if node_type == "process" or node_type.startswith("process."):
+        return "process"
+    return "data"
+
+
+_PROCESSES = frozenset({"calcjob", "workflow", "process"})
+
+#: AiiDA's link rules, in veglia's link types: the kinds of node each link type may join
+#: (source kinds, target kinds). Data is used by processes; a calc job creates data; any
+#: other process returns it; a process calls processes.
+LINK_ENDS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
+    "input": (frozenset({"data"}), _PROCESSES),
+    "create": (frozenset({"calcjob"}), frozenset({"data"})),
+    "output": (frozenset({"workflow", "process"}), frozenset({"data"})),
+    "call": (_PROCESSES, _PROCESSES),
+}
+
+#: The link types a node takes at most one of: a data node has one creator, a process one
+#: caller.
+ONE_INCOMING = frozenset({"create", "call"})
+
+#: The link types that add to a process's record from its side (what it created, returned or
+#: called): none once the process has ended.
+SEALED_ON_END = frozenset({"create", "output", "call"})
+
+#: The link types whose labels are unique per target (a process's input ports) and per
+#: source (a process's output ports).
+LABEL_UNIQUE_PER_TARGET = frozenset({"input"})
+LABEL_UNIQUE_PER_SOURCE = frozenset({"create", "output"})
+
+
+def link_fault(link_type: str, source_type: str, target_type: str) -> str | None:
+    """Why a ``link_type`` link from a ``source_type`` node to a ``target_type`` node breaks
+    the link rules, in a few words; None when it does not."""
+    if link_type not in LINK_ENDS:
+        return f"{link_type!r} is no link type (one of {', '.join(LINK_ENDS)})"
+    sources, targets = LINK_ENDS[link_type]
+    source, target = node_kind(source_type), node_kind(target_type)
+    if source not in sources or target not in targets:
+        return (
+            f"{link_type} links go from {' or '.join(sorted(sources))} to "
+            f"{' or '.join(sorted(targets))}, not from {source} to {target}"
+        )
+    return None
+
 
 #: Hidden nodes (the self-test's) are never walked to.
 _HIDDEN = ("selftest",)
