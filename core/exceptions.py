@@ -19,6 +19,7 @@ went wrong and what to do about it. :class:`CliExit` lists every exit code of th
     │   └── RepositoryIntegrityError a stored blob does not match its recorded hash
     ├── InputValidationError        an input does not fit its port
     ├── MonitorError                a monitor attached to a job is wrong
+    │   └── MonitorTimeout          an async monitor's call was cancelled at its timeout
     ├── ControlError                a kill, pause or play request could not be carried out
     ├── ProcessActiveError          a process must end first (deleting it, cleaning its work dir)
     ├── ArchiveError                an archive file cannot be written or read (corrupt, unknown)
@@ -63,6 +64,7 @@ __all__ = [
     "MissingEntryPointError",
     "ModificationNotAllowed",
     "MonitorError",
+    "MonitorTimeout",
     "NotExistent",
     "PluginError",
     "ProcessActiveError",
@@ -211,6 +213,11 @@ class MonitorError(VegliaError):
     """A monitor attached to a job is wrong (unknown, wrong arguments, bad interval)."""
 
     exit_code = CliExit.INVALID_INPUT
+
+
+class MonitorTimeout(MonitorError):
+    """An ``async def`` monitor's call was cancelled at its timeout (a fault of the monitor,
+    counted on the job)."""
 
 
 class ControlError(VegliaError):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 
 from veglia.engine.calcjob.monitors import MonitorResult
@@ -46,3 +47,20 @@ def stop_and_keep(node, transport):
 def disable_me(node, transport, state):
     state["calls"] = state.get("calls", 0) + 1
     return MonitorResult("enough", action="disable-self", outputs={"note": "seen once"})
+
+
+#: Released by the tests at teardown, so no thread of a blocked monitor outlives its test.
+RELEASE = threading.Event()
+#: Calls of ``blocked`` started, by the monitor's name.
+STARTED: dict[str, int] = {}
+
+
+def blocked(node, transport, name: str):
+    """Hangs until the test releases it (a monitor whose remote call never returns)."""
+    STARTED[name] = STARTED.get(name, 0) + 1
+    RELEASE.wait()
+
+
+async def blocking_async(node, transport, seconds: float = 40):
+    """An async monitor that blocks instead of awaiting (a sync call inside async def)."""
+    RELEASE.wait(seconds)

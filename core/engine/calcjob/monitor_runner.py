@@ -5,23 +5,39 @@ or returns something else than ``str | MonitorResult | None`` is retried at the 
 and disabled after ``max_failures`` such faults in a row that span at least
 ``FAULT_WINDOW`` seconds (so a fast poll does not disable it within a second); each is
 logged on the node, and `veglia process show` names a disabled monitor and why.
+
+Monitors share fairly: each call runs on the lane of its entry point (``monitor_lanes``), so
+a plugin whose calls hang holds only its own threads. A job's due monitors are called side
+by side, and the cycle waits for them at most one poll interval (less when their timeouts
+are shorter), so a hung call delays the job's other monitors by one interval at most, and
+only in the cycle it started in. A call still running at the monitor's next turn is not
+started again: the call in flight is looked at instead, and counts one fault for each
+timeout it runs past.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import copy
 import functools
 import inspect
 import json
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from veglia.engine.calcjob import kill
-from veglia.engine.calcjob.file_watch import requests_for, slices_from, watches_of
+from veglia.engine.calcjob.file_watch import Known, requests_for, slices_from, watches_of
+from veglia.engine.calcjob.monitor_lanes import (
+    THREADS_PER_LANE,
+    lane_of,
+    run_coroutine,
+)
 from veglia.engine.calcjob.monitors import MonitorResult, MonitorSpec, load_monitor, now
 from veglia.engine.runner import get_runner
-from veglia.exceptions import MonitorError, TransportError
+from veglia.exceptions import MonitorError, MonitorTimeout, TransportError
 from veglia.orm import attributes as attr
 from veglia.orm.attributes import MONITOR_STATE, MONITORS
 
@@ -30,10 +46,6 @@ if TYPE_CHECKING:
     from veglia.engine.transport_queue import TransportLease
 
 __all__ = ["CALLS", "MonitorRunner", "run_monitors"]
-
-# Synchronous monitors run here, so a slow one never stalls the event loop or the
-# connection's thread; their transport calls are passed to the connection's thread.
-_POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="veglia-monitor")
 
 #: Monitor calls made in this process (the daemon worker reports it; bench/ reads it).
 CALLS = {"count": 0}
@@ -75,28 +87,33 @@ class _JobTransport:
         transport.cwd = self._workdir  # safe: this thread runs one call at a time
         return getattr(transport, name)(*args, **kwargs)
 
+    def _submit(self, name: str, args: Any, kwargs: Any) -> Future[Any]:
+        # From a monitor's lane thread: the connection's executor takes calls from any thread.
+        executor = self._lease._entry.executor
+        return executor.submit(self._in_connection_thread, name, args, kwargs)
+
     def __getattr__(self, name: str) -> Any:
         attribute = getattr(self._lease.transport, name)
         return self._wrap(name) if callable(attribute) else attribute
 
 
 class BlockingTransport(_JobTransport):
-    """For synchronous monitors (running in the monitor pool): calls block until done."""
+    """For synchronous monitors (running on their lane): calls block until done."""
 
     def _wrap(self, name: str) -> Any:
         def call(*args: Any, **kwargs: Any) -> Any:
-            executor = self._lease._entry.executor
-            return executor.submit(self._in_connection_thread, name, args, kwargs).result()
+            return self._submit(name, args, kwargs).result()
 
         return call
 
 
 class AsyncTransport(_JobTransport):
-    """For ``async def`` monitors: every call is awaited."""
+    """For ``async def`` monitors (running on their lane's own event loop): every call is
+    awaited."""
 
     def _wrap(self, name: str) -> Any:
         async def call(*args: Any, **kwargs: Any) -> Any:
-            return await self._lease.run(self._in_connection_thread, name, args, kwargs)
+            return await asyncio.wrap_future(self._submit(name, args, kwargs))
 
         return call
 
@@ -114,6 +131,33 @@ def _fresh_state(spec: MonitorSpec) -> dict[str, Any]:
     }
 
 
+@dataclass
+class _Call:
+    """A monitor call in flight on its lane; it may outlive the cycle that started it."""
+
+    future: Future[Any]
+    #: time.monotonic() when it was handed to its lane.
+    started: float
+    timeout: float
+    #: The copy of the monitor's state it was given, kept when it answers in time.
+    data: dict[str, Any]
+    #: The offsets of its watched files to keep once it answered without a fault.
+    files: Known | None
+    #: Timeouts it has run past, each counted as a fault.
+    overruns: int = 0
+
+    def overdue(self, at: float) -> bool:
+        """Whether it has run past one more timeout than has been counted."""
+        return at - self.started >= (self.overruns + 1) * self.timeout
+
+
+def _acts(call: _Call) -> bool:
+    """Whether a finished call's answer stops the job (or switches monitors off)."""
+    if call.overruns or call.future.cancelled() or call.future.exception() is not None:
+        return False
+    return isinstance(call.future.result(), str | MonitorResult)
+
+
 class MonitorRunner:
     """One cycle of a job's monitors."""
 
@@ -121,11 +165,10 @@ class MonitorRunner:
         self.process = process
         assert process.node is not None
         self.node = process.node
-        #: This cycle's watch_files monitors, their file reads (by monitor name), the
-        #: offsets to keep once they have seen them, and declarations that are broken.
+        #: This cycle's watch_files monitors, their file reads (by monitor name), and
+        #: declarations that are broken.
         self._watched: set[str] = set()
         self._answers: dict[str, Any] | None = {}
-        self._kept: dict[str, Any] = {}
         self._bad_watch: dict[str, str] = {}
         self._functions: dict[str, Any] = {}
 
@@ -136,6 +179,14 @@ class MonitorRunner:
             specs = [MonitorSpec(**data) for data in self.node.get_attribute(MONITORS, [])]
             self.process._monitor_specs = specs  # type: ignore[attr-defined]
         return specs
+
+    def calls(self) -> dict[str, _Call]:
+        """The job's monitor calls in flight, by monitor name (they live with the process:
+        a call may outlive its cycle)."""
+        calls = getattr(self.process, "_monitor_calls", None)
+        if calls is None:
+            calls = self.process._monitor_calls = {}  # type: ignore[attr-defined]
+        return calls
 
     def _load(self, spec: MonitorSpec) -> Any:
         """The monitor's function (loaded once per cycle; an error raised again each time)."""
@@ -150,11 +201,13 @@ class MonitorRunner:
         return function
 
     def _due(self, specs: list[MonitorSpec], states: dict[str, Any]) -> list[Any]:
-        """(spec, state) of the monitors to call this cycle, in call order."""
+        """(spec, state) of the monitors to call this cycle, in call order: not those
+        switched off, called too recently, or whose last call still runs."""
         due = []
+        calls = self.calls()
         for spec in specs:
-            state = states.setdefault(spec.name, _fresh_state(spec))
-            if state["disabled"]:
+            state = states[spec.name]
+            if state["disabled"] or spec.name in calls:
                 continue
             interval = spec.minimum_poll_interval
             if interval and state["last_call"] and now() - state["last_call"] < interval:
@@ -201,16 +254,29 @@ class MonitorRunner:
         """Call the monitors that are due; return (name, result) of the one that stops the job."""
         specs = self._specs()
         states: dict[str, dict[str, Any]] = self.node.get_attribute(MONITOR_STATE, {})
+        for spec in specs:
+            states.setdefault(spec.name, _fresh_state(spec))
         before = _what_is_kept(states, specs)
         last_write = max((r.get("last_call") or 0 for r in states.values()), default=0)
+        # One poll interval from now: the longest this cycle waits for its monitors.
+        until = time.monotonic() + get_runner().poller(self.process.computer).interval
         due = self._due(specs, states)
         self._answers = await self._read_watched(due)
-        outcome = None
+        started = []
         for spec, state in due:
             if self._answers is None and spec.name in self._watched:
                 continue  # its files could not be read: not its fault, try at the next poll
             state["last_call"] = now()
-            result = await self._call_safely(spec, lease, state)
+            self._start(spec, lease, state)
+            started.append(spec.name)
+        await self._wait(specs, started, until)
+        outcome = None
+        for spec in specs:
+            state = states[spec.name]
+            if state["disabled"]:
+                self._forget(spec.name)
+                continue
+            result = self._answer(spec, state)
             if result is None:
                 continue
             state["last_result"] = {"action": result.action, "message": result.message}
@@ -218,18 +284,12 @@ class MonitorRunner:
                 self._attach_outputs(spec.name, result.outputs)
             if result.action == "disable-self":
                 self._disable(spec.name, state, result.message or "disabled itself")
+                self._forget(spec.name)
                 continue
             if result.action == "disable-all":
                 for name, other in states.items():
                     self._disable(name, other, f"disabled by {spec.name}: {result.message}")
-                for other_spec in specs:
-                    if other_spec.name not in states:
-                        states[other_spec.name] = _fresh_state(other_spec)
-                        self._disable(
-                            other_spec.name,
-                            states[other_spec.name],
-                            f"disabled by {spec.name}: {result.message}",
-                        )
+                    self._forget(name)
                 break
             outcome = (spec.name, result)
             break  # the first result that acts wins this cycle
@@ -237,20 +297,140 @@ class MonitorRunner:
             self.node.set_attribute(MONITOR_STATE, states)
         return outcome
 
-    async def _call_safely(
-        self, spec: MonitorSpec, lease: TransportLease, state: dict[str, Any]
-    ) -> MonitorResult | None:
+    def _start(self, spec: MonitorSpec, lease: TransportLease, state: dict[str, Any]) -> None:
+        """Hand the monitor's call to its entry point's lane (a fault found before it runs
+        is its answer at once)."""
+        CALLS["count"] += 1
+        data = copy.deepcopy(state["data"])  # the lane's thread works on its own copy
+        files: Known | None = None
         try:
-            result = await self._call(spec, lease, state)
+            function = self._load(spec)
+            kwargs = dict(spec.kwargs)
+            if _takes_state(function):
+                kwargs["state"] = data
+            workdir = self.node.remote_workdir or "/"
+            if spec.name in self._bad_watch:
+                raise MonitorError(self._bad_watch[spec.name])
+            if self._answers and spec.name in self._answers:
+                known = state.get("files", {})
+                answers = self._answers[spec.name]
+                kwargs["files"], files = slices_from(function, spec.kwargs, workdir, known, answers)
+            if inspect.iscoroutinefunction(function):
+                transport: _JobTransport = AsyncTransport(lease, workdir)
+                make = functools.partial(function, self.node, transport, **kwargs)
+                call = functools.partial(run_coroutine, make, spec.timeout)
+            else:
+                transport = BlockingTransport(lease, workdir)
+                call = functools.partial(function, self.node, transport, **kwargs)
+            future = lane_of(spec.entry_point).submit(call)
+        except Exception as exc:
+            future = Future()
+            future.set_exception(exc)
+        self.calls()[spec.name] = _Call(future, time.monotonic(), spec.timeout, data, files)
+
+    async def _wait(self, specs: list[MonitorSpec], started: list[str], until: float) -> None:
+        """Wait for the calls started this cycle until the first answer that acts, in call
+        order, is known, or they are all done, or ``until`` comes, or their timeouts pass.
+        A call still running then is looked at in a later cycle, so a monitor that hangs
+        delays the others by one poll interval at most, and only this once."""
+        loop = asyncio.get_running_loop()
+        wake = asyncio.Event()
+
+        def woken(_: Future[Any]) -> None:
+            with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits any more
+                loop.call_soon_threadsafe(wake.set)
+
+        calls = self.calls()
+        for name in started:
+            calls[name].future.add_done_callback(woken)
+        while True:
+            wake.clear()
+            at = time.monotonic()
+            waited = [calls[name] for name in started if name in calls]
+            waited = [c for c in waited if not c.future.done() and not c.overdue(at)]
+            if not waited or self._decided(specs, set(started), at):
+                return
+            ends = [c.started + (c.overruns + 1) * c.timeout for c in waited]
+            left = min(until, *ends) - at
+            if left <= 0:
+                return
+            try:
+                await asyncio.wait_for(wake.wait(), left)
+            except asyncio.TimeoutError:
+                return
+
+    def _decided(self, specs: list[MonitorSpec], started: set[str], at: float) -> bool:
+        """Whether the answer that acts first in call order is in: no call before it is
+        still worth waiting for."""
+        calls = self.calls()
+        for spec in specs:
+            call = calls.get(spec.name)
+            if call is None:
+                continue
+            if not call.future.done():
+                if spec.name in started and not call.overdue(at):
+                    return False
+                continue
+            if _acts(call):
+                return True
+        return False
+
+    def forget_calls(self) -> None:
+        """The job ends: its monitors' calls still waiting for a thread never start."""
+        for name in list(self.calls()):
+            self._forget(name)
+
+    def _forget(self, name: str) -> None:
+        """Drop the monitor's call in flight: one still waiting for a thread never starts;
+        one running keeps its thread until it returns, and its answer is not used."""
+        call = self.calls().pop(name, None)
+        if call is not None:
+            call.future.cancel()
+
+    def _answer(self, spec: MonitorSpec, state: dict[str, Any]) -> MonitorResult | None:
+        """What the monitor's call in flight answered, once it is done or overdue; its
+        faults counted."""
+        calls = self.calls()
+        call = calls.get(spec.name)
+        if call is None:
+            return None
+        at = time.monotonic()
+        if not call.future.done():
+            if not call.overdue(at):
+                return None  # it still has time: looked at again at the next cycle
+            if call.future.cancel():  # never started: its lane's threads all still run
+                del calls[spec.name]
+                return self._failed(
+                    spec,
+                    state,
+                    f"waited {spec.timeout:g} s for a thread: all {THREADS_PER_LANE} threads "
+                    f"of {spec.entry_point} still run earlier calls",
+                )
+            call.overruns += 1  # it keeps its thread; it is not started again meanwhile
+            if call.overruns == 1:
+                return self._failed(spec, state, f"timed out after {spec.timeout:g} s")
+            return self._failed(
+                spec,
+                state,
+                f"still running after {at - call.started:.0f} s (timeout {spec.timeout:g} s); "
+                "it is not called again until it returns",
+            )
+        del calls[spec.name]
+        if call.overruns:
+            return None  # it came back late: each timeout it ran past was counted
+        try:
+            result = call.future.result()
         except TransportError as exc:  # the computer's fault, not the monitor's
             self.node.add_log("WARNING", f"monitor {spec.name}: transport failed: {exc}")
             return None
-        except asyncio.TimeoutError:
+        except MonitorTimeout:
             return self._failed(spec, state, f"timed out after {spec.timeout:g} s")
         except Exception as exc:
+            state["data"] = call.data
             return self._failed(spec, state, f"raised {type(exc).__name__}: {exc}")
-        if spec.name in self._kept:  # seen without fault: the next cycle reads on from here
-            state["files"] = self._kept.pop(spec.name)
+        state["data"] = call.data
+        if call.files is not None:  # seen without fault: the next cycle reads on from here
+            state["files"] = call.files
         if result is None:
             state["failures"], state["first_failure"] = 0, None
             return None
@@ -264,28 +444,6 @@ class MonitorRunner:
             )
         state["failures"], state["first_failure"] = 0, None
         return result
-
-    async def _call(self, spec: MonitorSpec, lease: TransportLease, state: dict[str, Any]) -> Any:
-        CALLS["count"] += 1
-        function = self._load(spec)
-        kwargs = dict(spec.kwargs)
-        if _takes_state(function):
-            kwargs["state"] = state["data"]
-        workdir = self.node.remote_workdir or "/"
-        if spec.name in self._bad_watch:
-            raise MonitorError(self._bad_watch[spec.name])
-        if self._answers and spec.name in self._answers:
-            known = state.get("files", {})
-            answers = self._answers[spec.name]
-            kwargs["files"], self._kept[spec.name] = slices_from(
-                function, spec.kwargs, workdir, known, answers
-            )
-        if inspect.iscoroutinefunction(function):
-            coroutine = function(self.node, AsyncTransport(lease, workdir), **kwargs)
-            return await asyncio.wait_for(coroutine, spec.timeout)
-        call = functools.partial(function, self.node, BlockingTransport(lease, workdir), **kwargs)
-        future = asyncio.get_running_loop().run_in_executor(_POOL, call)
-        return await asyncio.wait_for(future, spec.timeout)
 
     def _failed(self, spec: MonitorSpec, state: dict[str, Any], why: str) -> None:
         state["failures"] += 1
@@ -302,6 +460,7 @@ class MonitorRunner:
             self._disable(
                 spec.name, state, f"{state['failures']} failures in a row over {span:.0f} s: {why}"
             )
+            self._forget(spec.name)
         return None
 
     def _disable(self, name: str, state: dict[str, Any], reason: str) -> None:
@@ -319,11 +478,13 @@ async def run_monitors(process: CalcJob) -> bool:
     """After a poll: the job's monitors; True when one of them stopped the job, which is
     then cancelled and gone from the scheduler."""
     runner = get_runner()
+    monitors = MonitorRunner(process)
     async with runner.lease_transport(process.computer) as lease:
-        outcome = await MonitorRunner(process).run_cycle(lease)
+        outcome = await monitors.run_cycle(lease)
     runner.poller(process.computer).monitors_done_at = time.monotonic()
     if outcome is None:
         return False
+    monitors.forget_calls()
     name, result = outcome
     assert process.node is not None
     process.node.set_attribute(
