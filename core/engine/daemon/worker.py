@@ -20,6 +20,7 @@ from typing import Any
 from plumpy.communications import LoopCommunicator, convert_to_comm
 
 from veglia.config.profile import Profile
+from veglia.engine.calcjob.kill import PendingCancelSweeper
 from veglia.engine.calcjob.monitor_runner import CALLS as MONITOR_CALLS
 from veglia.engine.daemon import leases
 from veglia.engine.daemon.broker_tasks import create_communicator
@@ -151,6 +152,8 @@ class Worker:
         self.loop.create_task(OutageWatcher(self.active).run(self._stop))
         if self.housekeeper is not None:
             self.housekeeper.start()
+            # On this loop: the cancels go through this worker's transport queue.
+            self.loop.create_task(PendingCancelSweeper(self.runner).run(self._stop))
         try:
             self.loop.run_until_complete(self._stop.wait())
         finally:
