@@ -167,9 +167,8 @@ class PendingCancels:
             scheduler = computer.get_scheduler()
             try:
                 async with self.runner.lease_transport(computer) as lease:
-                    cancelled = await lease.run(
-                        _cancel_on, lease.transport, scheduler, mark["job_id"]
-                    )
+                    call = lease.run(_cancel_on, lease.transport, scheduler, mark["job_id"])
+                    cancelled = await _renewing(pk, me, timeout, call)
             except (TransportError, SchedulerError, OSError) as exc:
                 node.set_attribute(
                     attr.CANCEL_PENDING,
@@ -181,6 +180,19 @@ class PendingCancels:
             return True
         finally:
             leases.release(pk, me)
+
+
+async def _renewing(pk: int, me: Any, timeout: float, call: Any) -> Any:
+    """Await ``call`` while renewing the lease on process ``pk`` (a hung computer may hold a
+    transport call longer than the lease lasts): no other canceller takes the job meanwhile."""
+    from veglia.engine.daemon import leases
+
+    task = asyncio.ensure_future(call)
+    while True:
+        done, _ = await asyncio.wait({task}, timeout=max(0.5, timeout / 6))
+        if done:
+            return task.result()
+        leases.acquire(pk, me, timeout)  # ours: its heartbeat is renewed
 
 
 def _cancel_done(node: Any, job_id: str, cancelled: bool) -> None:
