@@ -95,9 +95,10 @@ def mark_cancel_pending(process: CalcJob) -> None:
         "as the computer answers"
     )
     runner = get_runner()
-    if runner.loop.is_running():
-        # Not a daemon's process (a foreground run): this runner keeps trying while it runs,
-        # a few attempts; the daemon does the rest.
+    if runner.loop.is_running():  # not the CLI acting on a checkpoint: it would not wait
+        # A daemon worker tries until the computer answers; a foreground run (which waits
+        # for it, see CalcJob.step_until_terminated) as often as a transport task, then
+        # leaves the job to the daemon.
         daemon = bool(node.get_attribute(attr.DAEMON))
         cancels_of(runner).request(node.pk, None if daemon else runner.retry_attempts)
 
@@ -142,12 +143,18 @@ class PendingCancels:
             try:
                 if await self._attempt(pk):
                     return
-            except asyncio.CancelledError:
-                raise
             except Exception:  # the database is away: the mark stays, try again
                 LOGGER.exception("could not cancel the job of process %s", pk)
+            if attempt == attempts:
+                break
             await asyncio.sleep(delay)
             delay = min(delay * 2, MAX_RETRY_INTERVAL)
+        LOGGER.warning(
+            "process %s: its job is not cancelled after %d attempts; the daemon cancels it "
+            "once it runs and the computer answers",
+            pk,
+            attempt,
+        )
 
     async def _attempt(self, pk: int) -> bool:
         """One attempt; True when there is nothing left to do here."""
