@@ -50,7 +50,13 @@ class SshTransport(Transport):
         AuthOption("allow_agent", "Use the ssh-agent.", bool, True),
         AuthOption("look_for_keys", "Try the keys in ~/.ssh.", bool, True),
         AuthOption("proxy_jump", "Jump host as user@host:port."),
-        AuthOption("timeout", "Seconds to wait when connecting.", float, 30.0),
+        AuthOption(
+            "timeout",
+            "Seconds each stage of a connection may take: the TCP connect, the SSH banner, "
+            "the authentication, the opening of a channel.",
+            float,
+            30.0,
+        ),
         AuthOption("keepalive_interval", "Seconds between keep-alive packets (0: none).", int, 30),
     )
 
