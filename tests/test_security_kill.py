@@ -16,7 +16,7 @@ from veglia.engine.daemon import DaemonFiles
 from veglia.entry_points import CalculationFactory
 from veglia.exceptions import TransportConnectionError
 from veglia.plugins.transports.ssh import SshTransport
-from veglia_fixtures.profiles import wait_for
+from veglia_fixtures.profiles import make_profile, wait_for
 
 ShellJob = CalculationFactory("core.shell")
 
@@ -38,6 +38,18 @@ def remote(ssh_transport):
     yield alive
     for pid in seen:
         ssh_transport.exec_command(f"kill -KILL -- -{pid} 2>/dev/null", timeout=30)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def storage_profile(request, veglia_home, rabbitmq_url):
+    """A profile with the broker, on SQLite and on PostgreSQL."""
+    from veglia.engine.runner import set_runner
+
+    options = {"broker.url": rabbitmq_url}
+    if request.param == "postgresql":
+        options["storage.url"] = request.getfixturevalue("postgres_database")
+    yield make_profile(**options)
+    set_runner(None)
 
 
 def _submit_sleeper(label: str) -> orm.CalcJobNode:
@@ -182,7 +194,7 @@ def test_kill_and_pause_during_the_transport_back_off_return_at_once(
 
 
 def test_a_worker_killed_while_a_cancel_is_pending_and_the_host_down_leaves_it_to_the_next(
-    broker_profile, ssh_proxy, daemon, run_cli, remote
+    storage_profile, ssh_proxy, daemon, run_cli, remote
 ):
     ssh_proxy["computer"]("flaky")
     daemon(1)
@@ -193,7 +205,7 @@ def test_a_worker_killed_while_a_cancel_is_pending_and_the_host_down_leaves_it_t
     assert killed.exit_code == 0 and took < QUICK, killed.output
     _assert_pending(run_cli, node)
 
-    (worker,) = _worker_pids(broker_profile)
+    (worker,) = _worker_pids(storage_profile)
     os.kill(worker, signal.SIGKILL)
     assert run_cli("-p", "test", "daemon", "stop").exit_code == 0
     assert remote(node.job_id) and node.refresh().get_attribute("cancel_pending")
