@@ -26,18 +26,19 @@ QUICK = 10.0
 
 @pytest.fixture
 def remote(ssh_transport):
-    """Whether a core.direct job (a PID) runs on the real sshd's side, asked over SSH; jobs
-    left running by a failed test are killed."""
-    seen: list[str] = []
+    """Whether a core.direct job (a PID) runs on the real sshd's side, asked over SSH; the
+    test's jobs that a failure left running are killed."""
+    from veglia.orm.queries import list_processes
 
     def alive(pid: str) -> bool:
-        seen.append(pid)
         _, out, _ = ssh_transport.exec_command(f"ps -o stat= -p {pid}", timeout=30)
         return bool(out.strip()) and not out.strip().startswith("Z")
 
     yield alive
-    for pid in seen:
-        ssh_transport.exec_command(f"kill -KILL -- -{pid} 2>/dev/null", timeout=30)
+    for row in list_processes(None, attribute_keys={"job_id"}):
+        pid = row.attributes.get("job_id")
+        if pid:
+            ssh_transport.exec_command(f"kill -KILL -- -{pid} 2>/dev/null", timeout=30)
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
