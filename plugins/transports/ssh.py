@@ -50,7 +50,13 @@ class SshTransport(Transport):
         AuthOption("allow_agent", "Use the ssh-agent.", bool, True),
         AuthOption("look_for_keys", "Try the keys in ~/.ssh.", bool, True),
         AuthOption("proxy_jump", "Jump host as user@host:port."),
-        AuthOption("timeout", "Seconds to wait when connecting.", float, 30.0),
+        AuthOption(
+            "timeout",
+            "Seconds each stage of a connection may take: the TCP connect, the SSH banner, "
+            "the authentication, the opening of a channel.",
+            float,
+            30.0,
+        ),
         AuthOption("keepalive_interval", "Seconds between keep-alive packets (0: none).", int, 30),
     )
 
@@ -86,9 +92,13 @@ class SshTransport(Transport):
                 key_filename=str(Path(key).expanduser()) if key else None,
                 allow_agent=params["allow_agent"],
                 look_for_keys=params["look_for_keys"],
+                # Each stage waits at most this: the TCP connect, the server's banner, the
+                # authentication, and later the opening of each channel (paramiko's own
+                # default for that is an hour, which a hung host would hold a job for).
                 timeout=params["timeout"],
                 banner_timeout=params["timeout"],
                 auth_timeout=params["timeout"],
+                channel_timeout=params["timeout"],
                 sock=sock,
             )
         except paramiko.BadHostKeyException as exc:
@@ -97,7 +107,35 @@ class SshTransport(Transport):
                 f"{exc.key.get_base64()[:16]}...). If the host was reinstalled, remove its old "
                 "key with `ssh-keygen -R` and connect once with ssh to trust the new one."
             ) from None
+        except paramiko.AuthenticationException as exc:
+            if "timeout" in str(exc).lower():
+                raise TransportConnectionError(
+                    f"No answer to authentication from {host}:{port} within "
+                    f"{params['timeout']:g} s: its sshd is hung or overloaded. veglia tries "
+                    "again later; raise the computer's timeout if it is only slow."
+                ) from None
+            raise TransportConnectionError(
+                f"SSH to {user or ''}@{host}:{port} failed: {exc}. Check the user name, key "
+                "file and that the key is in the remote authorized_keys."
+            ) from None
         except paramiko.SSHException as exc:
+            started = client.get_transport()
+            no_banner = started is not None and not started.remote_version
+            if no_banner or "SSH protocol banner" in str(exc):
+                # Either the wait for the handshake ended first (paramiko then says "No
+                # existing session"), or the banner's read failed: on a timeout, or the end.
+                banner_read = "SSH protocol banner" in str(exc)
+                if isinstance(exc.__context__, TimeoutError) or not banner_read:
+                    raise TransportConnectionError(
+                        f"No SSH banner from {host}:{port} within {params['timeout']:g} s: the "
+                        "host accepts connections but its sshd does not answer (hung or "
+                        "overloaded). veglia tries again later."
+                    ) from None
+                raise TransportConnectionError(
+                    f"{host}:{port} closed the connection before sending its SSH banner: "
+                    "something other than sshd listens there, or sshd refuses connections "
+                    "(MaxStartups). Check the port, and sshd's log."
+                ) from None
             if "not found in known_hosts" in str(exc):
                 where = f"[{host}]:{port}" if port != 22 else host
                 raise HostKeyError(
