@@ -28,6 +28,11 @@ from veglia.transports import AuthOption, FileStat, Transport
 #: Seconds an SFTP request may wait for the server's answer.
 SFTP_TIMEOUT = 120.0
 
+#: The most of a file copied from the computer that is held in memory at once, in bytes.
+COPY_WINDOW = 4 * 1024 * 1024
+#: The size of one SFTP read request (paramiko's largest).
+_SFTP_READ = 32768
+
 __all__ = ["SshTransport"]
 
 
@@ -198,7 +203,16 @@ class SshTransport(Transport):
         source = self.path(remotepath)
         try:
             self._check_regular(source)
-            self.sftp.get(source, str(localpath))
+            with self.sftp.open(source, "rb") as handle, open(localpath, "wb") as target:
+                size = handle.stat().st_size or 0
+                # A window at a time, its reads in flight together: paramiko's own get()
+                # asks for the whole file at once and holds what arrives faster than the
+                # disk takes it, up to the whole file.
+                for start in range(0, size, COPY_WINDOW):
+                    end = min(start + COPY_WINDOW, size)
+                    chunks = [(o, min(_SFTP_READ, end - o)) for o in range(start, end, _SFTP_READ)]
+                    for data in handle.readv(chunks):
+                        target.write(data)
         except (OSError, paramiko.SSHException, EOFError) as exc:
             Path(localpath).unlink(missing_ok=True)
             raise self._error("copy a file from", source, exc) from None
@@ -313,8 +327,14 @@ class SshTransport(Transport):
             while True:
                 while channel.recv_ready():
                     stdout += channel.recv(65536)
+                    if len(stdout) > self.max_output:
+                        channel.close()  # sshd hangs the command up: it gets SIGPIPE
+                        raise self.output_too_large(command, "stdout")
                 while channel.recv_stderr_ready():
                     stderr += channel.recv_stderr(65536)
+                    if len(stderr) > self.max_output:
+                        channel.close()
+                        raise self.output_too_large(command, "stderr")
                 if (
                     channel.exit_status_ready()
                     and channel.eof_received
