@@ -7,9 +7,9 @@ retrieved (``outputs``: the parser makes it an output too). A daemon with one wo
 it, on a fresh profile of each storage (SQLite, PostgreSQL; the profile's folder
 repository). The bench prints the worker's peak RSS increase over its RSS before the job
 (``VmHWM``, the kernel's high-water mark, less ``VmRSS`` after a small warm-up job), and the
-retrieve time: from the job's end (the time it wrote after the file) to the retrieved
-folder's row, so it includes the copy from the work dir, the hash and copy into the
-repository and the parse (and up to a poll interval, ``engine.poll_interval`` 0.2 s here).
+retrieve time: from the job's end (the time it wrote after the file) to the process's end,
+so it includes the copy from the work dir, the hash and copy into the repository, the
+parse and the last commit (and up to a poll interval, ``engine.poll_interval`` 0.2 s here).
 
     python bench/retrieve_memory.py                         # 2 GB, SQLite and PostgreSQL
     python bench/retrieve_memory.py --size 20M --storage sqlite   # a smoke run
@@ -155,7 +155,7 @@ def bench(storage: str, size: int, broker: bool, timeout: float) -> dict[str, fl
         figures = {
             "rss_before_mb": before,
             "peak_increase_mb": peak - before,
-            "retrieve_s": as_utc(node.outputs.retrieved.ctime).timestamp() - ended,
+            "retrieve_s": as_utc(node.mtime).timestamp() - ended,
         }
         shutil.rmtree(node.remote_workdir, ignore_errors=True)
         return figures
