@@ -15,7 +15,9 @@ parse and the last commit (and up to a poll interval, ``engine.poll_interval`` 0
     python bench/retrieve_memory.py --size 20M --storage sqlite   # a smoke run
 
 Target (issue #29): the worker under +100 MB RSS while a 2 GB output is retrieved.
-Figures: docs/performance.md, "Retrieving large outputs".
+Figures (2 CPUs, AMD EPYC, 24 GiB, Python 3.11, load 5-6; before -> after): SQLite +2,049.6
+MB in 14.0 s -> +3.6 MB in 7.8 s; PostgreSQL +2,049.2 MB in 21.3 s -> +3.0 MB in 4.2 s. More in
+docs/performance.md, "Retrieving large outputs".
 """
 
 from __future__ import annotations
