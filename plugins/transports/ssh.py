@@ -208,11 +208,14 @@ class SshTransport(Transport):
                 # A window at a time, its reads in flight together: paramiko's own get()
                 # asks for the whole file at once and holds what arrives faster than the
                 # disk takes it, up to the whole file.
+                copied = 0
                 for start in range(0, size, COPY_WINDOW):
                     end = min(start + COPY_WINDOW, size)
                     chunks = [(o, min(_SFTP_READ, end - o)) for o in range(start, end, _SFTP_READ)]
                     for data in handle.readv(chunks):
-                        target.write(data)
+                        copied += target.write(data)
+                if copied != size:  # as paramiko's get(): a copy of a file cut short fails
+                    raise OSError(f"it changed size while copied ({size} bytes, {copied} read)")
         except (OSError, paramiko.SSHException, EOFError) as exc:
             Path(localpath).unlink(missing_ok=True)
             raise self._error("copy a file from", source, exc) from None
