@@ -20,11 +20,25 @@ from typing import Any, ClassVar
 from veglia.exceptions import CommandOutputTooLarge, TransportError
 from veglia.file_reads import read_per_file, read_via_command
 
-__all__ = ["DEFAULT_MAX_OUTPUT", "AuthOption", "FileStat", "Transport"]
+__all__ = ["DEFAULT_MAX_OUTPUT", "AuthOption", "FileStat", "Transport", "shown_output"]
 
 #: The most veglia reads of a command's stdout, and of its stderr, in bytes: the default of
 #: the profile option ``transport.max_command_output``.
 DEFAULT_MAX_OUTPUT = 64 * 1024 * 1024
+
+
+#: The most of a command's output an error message quotes, in characters.
+SHOWN_OUTPUT = 2000
+
+
+def shown_output(*texts: str) -> str:
+    """The first of ``texts`` (a command's stderr, then its stdout) that is not blank,
+    stripped and cut to :data:`SHOWN_OUTPUT` characters, for an error message: a command
+    may print megabytes, and the message goes into the job's report."""
+    text = next((t.strip() for t in texts if t and t.strip()), "(no output)")
+    if len(text) <= SHOWN_OUTPUT:
+        return text
+    return f"{text[:SHOWN_OUTPUT]}... ({len(text) - SHOWN_OUTPUT} more characters)"
 
 
 @dataclass(frozen=True)
@@ -297,7 +311,7 @@ class Transport(ABC):
             code, out, err = self.exec_command('printf "%s" "$HOME"', timeout=30)
             if code != 0 or not out.startswith("/"):
                 raise TransportError(
-                    f"Could not learn the home folder on {self.hostname}: {err.strip() or out}"
+                    f"Could not learn the home folder on {self.hostname}: {shown_output(err, out)}"
                 )
             self.__dict__["_home"] = out
         return self.__dict__["_home"]
@@ -307,7 +321,7 @@ class Transport(ABC):
 
         code, out, err = self.exec_command("whoami", timeout=30)
         if code != 0:
-            raise TransportError(f"`whoami` on {self.hostname} failed: {err.strip()}")
+            raise TransportError(f"`whoami` on {self.hostname} failed: {shown_output(err)}")
         return out.strip()
 
     @staticmethod

@@ -152,3 +152,21 @@ def test_a_scheduler_listing_past_the_cap_fails_saying_so(profile):
     with transport, pytest.raises(CommandOutputTooLarge) as caught:
         Flooding().get_jobs(transport, ["1"])
     assert str(caught.value).startswith("`head -c 50M /dev/zero` on localhost printed more")
+
+
+@pytest.mark.parametrize(
+    "name", ["core.direct", "core.slurm", "core.pbspro", "core.sge", "core.lsf"]
+)
+def test_a_refused_submission_quotes_a_bounded_part_of_its_output(name):
+    """A scheduler's error quotes the command's output, which may be up to the cap: the
+    message (which goes into the job's report) quotes 2,000 characters of it."""
+    from veglia.entry_points import SchedulerFactory
+    from veglia.exceptions import SchedulerError
+
+    flood = "sbatch: error: " + "x" * 10 * MB
+    with pytest.raises(SchedulerError) as caught:
+        SchedulerFactory(name)().parse_submit_output(1, "", flood)
+    message = str(caught.value)
+    assert "sbatch: error: xxx" in message
+    assert len(message) < 3000
+    assert f"({len(flood) - 2000} more characters)" in message

@@ -23,7 +23,7 @@ from veglia.exceptions import (
     TransportError,
     TransportTimeoutError,
 )
-from veglia.transports import AuthOption, FileStat, Transport
+from veglia.transports import AuthOption, FileStat, Transport, shown_output
 
 #: Seconds an SFTP request may wait for the server's answer.
 SFTP_TIMEOUT = 120.0
@@ -276,7 +276,9 @@ class SshTransport(Transport):
             return
         code, _, err = self.exec_command(f"mkdir -p {shlex.quote(target)}", timeout=60)
         if code != 0:
-            raise TransportError(f"Could not create {target} on {self.hostname}: {err.strip()}")
+            raise TransportError(
+                f"Could not create {target} on {self.hostname}: {shown_output(err)}"
+            )
 
     def remove(self, path: str) -> None:
         target = self.path(path)
@@ -291,7 +293,9 @@ class SshTransport(Transport):
             raise TransportError("Refusing to remove the root folder.")
         code, _, err = self.exec_command(f"rm -rf {shlex.quote(target)}", timeout=600)
         if code != 0:
-            raise TransportError(f"Could not remove {target} on {self.hostname}: {err.strip()}")
+            raise TransportError(
+                f"Could not remove {target} on {self.hostname}: {shown_output(err)}"
+            )
 
     def symlink(self, source: str, link: str) -> None:
         target = self.path(link)
