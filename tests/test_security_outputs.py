@@ -66,13 +66,15 @@ def _check_stored(node: orm.Node) -> None:
         assert len(handle.read(MB)) == MB
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(params=["sqlite", "postgresql", "postgresql-database-repository"])
 def any_storage_profile(request: pytest.FixtureRequest, veglia_home):
     from veglia.engine.runner import set_runner
 
     options = {}
-    if request.param == "postgresql":
+    if request.param.startswith("postgresql"):
         options["storage.url"] = request.getfixturevalue("postgres_database")
+    if request.param.endswith("database-repository"):
+        options["storage.repository"] = "database"
     yield make_profile(**options)
     set_runner(None)
 
