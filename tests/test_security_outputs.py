@@ -3,6 +3,7 @@ streamed to the repository, and a command's output is capped (``transport.max_co
 
 from __future__ import annotations
 
+import shutil
 import tracemalloc
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -83,13 +84,15 @@ def test_a_large_output_is_streamed_to_the_repository(any_storage_profile):
     node, peak = _run_big_job()
     assert peak < BOUND_MB, f"retrieving {OUTPUT_MB} MB held {peak:.0f} MB"
     _check_stored(node)
+    shutil.rmtree(node.remote_workdir)
 
 
-def test_a_large_output_is_streamed_over_ssh(profile, services_env, ssh_params):
+def test_a_large_output_is_streamed_over_ssh(profile, services_env, ssh_params, ssh_transport):
     ssh_computer("ssh", services_env, ssh_params, "core.direct")
     node, peak = _run_big_job("ssh")
     assert peak < BOUND_MB, f"retrieving {OUTPUT_MB} MB over SSH held {peak:.0f} MB"
     _check_stored(node)
+    ssh_transport.rmtree(node.remote_workdir)  # in the shared test user's home
 
 
 # -- the cap on a command's output ------------------------------------------------------------
