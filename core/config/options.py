@@ -254,6 +254,17 @@ BUILTIN_OPTIONS: tuple[Option, ...] = (
         parse=parse_positive_int,
     ),
     Option(
+        "transport.max_command_output",
+        "The most veglia reads of a command's stdout, and of its stderr, on a computer "
+        "(scheduler listings such as squeue, qstat and sacct, submissions, copies), in MB: a "
+        "command that prints more is stopped, and the task fails saying so, rather than "
+        "hold its output in the daemon's memory.",
+        default=64,
+        parse=parse_size_mb,
+        hint="a size: 64M, 1G",
+        needs_restart=True,
+    ),
+    Option(
         "engine.poll_interval",
         "Seconds between two scheduler queries for one computer.",
         default=5.0,

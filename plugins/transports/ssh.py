@@ -23,10 +23,15 @@ from veglia.exceptions import (
     TransportError,
     TransportTimeoutError,
 )
-from veglia.transports import AuthOption, FileStat, Transport
+from veglia.transports import AuthOption, FileStat, Transport, shown_output
 
 #: Seconds an SFTP request may wait for the server's answer.
 SFTP_TIMEOUT = 120.0
+
+#: The most of a file copied from the computer that is held in memory at once, in bytes.
+COPY_WINDOW = 4 * 1024 * 1024
+#: The size of one SFTP read request (paramiko's largest).
+_SFTP_READ = 32768
 
 __all__ = ["SshTransport"]
 
@@ -236,7 +241,19 @@ class SshTransport(Transport):
         source = self.path(remotepath)
         try:
             self._check_regular(source)
-            self.sftp.get(source, str(localpath))
+            with self.sftp.open(source, "rb") as handle, open(localpath, "wb") as target:
+                size = handle.stat().st_size or 0
+                # A window at a time, its reads in flight together: paramiko's own get()
+                # asks for the whole file at once and holds what arrives faster than the
+                # disk takes it, up to the whole file.
+                copied = 0
+                for start in range(0, size, COPY_WINDOW):
+                    end = min(start + COPY_WINDOW, size)
+                    chunks = [(o, min(_SFTP_READ, end - o)) for o in range(start, end, _SFTP_READ)]
+                    for data in handle.readv(chunks):
+                        copied += target.write(data)
+                if copied != size:  # as paramiko's get(): a copy of a file cut short fails
+                    raise OSError(f"it changed size while copied ({size} bytes, {copied} read)")
         except (OSError, paramiko.SSHException, EOFError) as exc:
             Path(localpath).unlink(missing_ok=True)
             raise self._error("copy a file from", source, exc) from None
@@ -297,7 +314,9 @@ class SshTransport(Transport):
             return
         code, _, err = self.exec_command(f"mkdir -p {shlex.quote(target)}", timeout=60)
         if code != 0:
-            raise TransportError(f"Could not create {target} on {self.hostname}: {err.strip()}")
+            raise TransportError(
+                f"Could not create {target} on {self.hostname}: {shown_output(err)}"
+            )
 
     def remove(self, path: str) -> None:
         target = self.path(path)
@@ -312,7 +331,9 @@ class SshTransport(Transport):
             raise TransportError("Refusing to remove the root folder.")
         code, _, err = self.exec_command(f"rm -rf {shlex.quote(target)}", timeout=600)
         if code != 0:
-            raise TransportError(f"Could not remove {target} on {self.hostname}: {err.strip()}")
+            raise TransportError(
+                f"Could not remove {target} on {self.hostname}: {shown_output(err)}"
+            )
 
     def symlink(self, source: str, link: str) -> None:
         target = self.path(link)
@@ -351,8 +372,14 @@ class SshTransport(Transport):
             while True:
                 while channel.recv_ready():
                     stdout += channel.recv(65536)
+                    if len(stdout) > self.max_output:
+                        channel.close()  # sshd hangs the command up: it gets SIGPIPE
+                        raise self.output_too_large(command, "stdout")
                 while channel.recv_stderr_ready():
                     stderr += channel.recv_stderr(65536)
+                    if len(stderr) > self.max_output:
+                        channel.close()
+                        raise self.output_too_large(command, "stderr")
                 if (
                     channel.exit_status_ready()
                     and channel.eof_received

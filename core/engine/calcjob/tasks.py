@@ -19,7 +19,7 @@ from veglia.exceptions import TransportError
 from veglia.orm.nodes import load_node
 from veglia.relative_paths import checked_relative, inside, remote_join
 from veglia.schedulers import JobFailure, JobInfo, JobResources, JobTemplate, SchedulerError
-from veglia.transports import Transport
+from veglia.transports import Transport, shown_output
 
 if TYPE_CHECKING:
     from veglia.engine.calcjob.calcinfo import CalcInfo
@@ -137,7 +137,7 @@ def upload(
         path = remote_join(workdir, target, "copy target")
         code, _, err = transport.exec_command(f"cp -r {shlex.quote(source)} {shlex.quote(path)}")
         if code != 0:
-            raise SchedulerError(f"Copying {source} on the computer failed: {err.strip()}")
+            raise SchedulerError(f"Copying {source} on the computer failed: {shown_output(err)}")
     for source, target in calcinfo.remote_symlink_list:
         transport.symlink(source, remote_join(workdir, target, "symlink name"))
     transport.write_bytes(posixpath.join(workdir, SCRIPT_NAME), script.encode())
