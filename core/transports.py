@@ -216,6 +216,24 @@ class Transport(ABC):
         except TransportError:
             return False
 
+    def linked_part(self, folder: str, relative: str) -> str | None:
+        """The first part of ``relative`` below ``folder`` that is a symlink (as a path
+        relative to ``folder``), or None. Each part is looked at with ``lstat``, from the
+        top down: a link anywhere along a path could lead out of ``folder``. A missing part
+        ends the walk (None): there is nothing to follow."""
+        path, walked = folder, ""
+        for part in relative.split("/"):
+            path, walked = posixpath.join(path, part), posixpath.join(walked, part)
+            try:
+                info = self.lstat(path)
+            except TransportError:
+                return None
+            if info.is_symlink:
+                return walked
+            if not info.is_dir:
+                return None
+        return None
+
     def get_regular(self, remotepath: str, localpath: str | Path, name: str = "") -> list[str]:
         """Copy a regular file, or a folder's regular files recursively; return the names
         (under ``name``) of what was not copied: symlinks, FIFOs, devices, sockets."""

@@ -179,11 +179,15 @@ def retrieve(
     for pattern in map(checked_retrieve_pattern, patterns):
         directory, _, name_pattern = pattern.rpartition("/")
         folder = posixpath.join(workdir, directory) if directory else workdir
-        candidates = (
-            names
-            if not directory
-            else (transport.listdir(folder) if transport.is_real_dir(folder) else [])
-        )
+        candidates = names
+        if directory:
+            # A link anywhere along the folder (``d`` of ``d/sub/*``), not only at its end,
+            # could lead outside the work dir: nothing below it is retrieved.
+            link = transport.linked_part(workdir, directory)
+            if link is not None:
+                skipped.append(f"{link} (a link on the path of {pattern})")
+            real = link is None and transport.is_real_dir(folder)
+            candidates = transport.listdir(folder) if real else []
         for name in fnmatch.filter(candidates, name_pattern):
             relative = posixpath.join(directory, name) if directory else name
             local = inside(target, relative)
