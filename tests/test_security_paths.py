@@ -3,10 +3,15 @@ and checks the refusal or the safe outcome that replaced it."""
 
 from __future__ import annotations
 
+import shutil
+import tempfile
+from pathlib import Path
+
 import pytest
 
 from veglia import engine, orm
 from veglia.entry_points import CalculationFactory
+from veglia.exceptions import UnsafeWorkdirError
 
 ShellJob = CalculationFactory("core.shell")
 
@@ -30,12 +35,23 @@ def _run_on(computer: str, command: str, **inputs):
 
 
 # -- a link anywhere along a retrieved path ---------------------------------------------------
-def test_a_link_in_a_folder_above_a_retrieved_file_is_refused_and_named(job_computer):
-    # The job links d and f/g out of its work dir, to a folder of its own making.
+@pytest.fixture
+def outside():
+    """A folder outside any work dir that both root and the ssh user can read, with files
+    a job must not bring back; removed afterwards."""
+    folder = Path(tempfile.mkdtemp(prefix="veglia-outside-"))
+    folder.chmod(0o755)
+    (folder / "sub").mkdir(mode=0o755)
+    (folder / "leak.txt").write_text("secret\n")
+    (folder / "sub" / "leak.txt").write_text("secret\n")
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_a_link_in_a_folder_above_a_retrieved_file_is_refused_and_named(job_computer, outside):
     _, node = _run_on(
         job_computer,
-        "out=$(mktemp -d); mkdir -p $out/sub; echo secret > $out/sub/leak.txt; "
-        "echo secret > $out/leak.txt; ln -s $out d; mkdir f; ln -s $out f/g; "
+        f"ln -s {outside} d; mkdir f; ln -s {outside} f/g; "
         "mkdir -p e/sub; echo fine > e/sub/good.txt; echo mine > ok.txt",
         outputs=orm.List(["d/sub/*", "f/g/*", "e/sub/*", "ok.txt"]),
     )
@@ -47,3 +63,45 @@ def test_a_link_in_a_folder_above_a_retrieved_file_is_refused_and_named(job_comp
     report = "\n".join(log.message for log in node.logs)
     assert "d (a link on the path of d/sub/*)" in report
     assert "f/g (a link on the path of f/g/*)" in report
+
+
+# -- a work-dir root that is a link ------------------------------------------------------------
+def _local_computer(label: str, workdir: str) -> orm.Computer:
+    computer = orm.Computer(
+        label=label,
+        hostname="localhost",
+        transport_type="core.local",
+        scheduler_type="core.direct",
+        properties={"workdir": workdir, "safe_interval": 0.0, "minimum_poll_interval": 0.1},
+    ).store()
+    computer.configure()
+    return computer
+
+
+@pytest.fixture
+def link_to_tmp():
+    """A link to /tmp in a folder of its own under /tmp (root's 0755); removed afterwards."""
+    folder = Path(tempfile.mkdtemp(prefix="veglia-sec-"))
+    folder.chmod(0o755)
+    (folder / "work").symlink_to("/tmp")
+    yield folder / "work"
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_a_work_dir_root_linked_to_tmp_is_refused_as_tmp_is(profile, link_to_tmp, tmp_path):
+    marker = tmp_path / "ran"
+    for label, workdir in (("direct", "/tmp"), ("linked", str(link_to_tmp))):
+        _local_computer(label, workdir)
+        with pytest.raises(UnsafeWorkdirError, match="not safe: /tmp can be written by"):
+            engine.run(ShellJob, command=orm.Str(f"touch {marker}"), metadata={"computer": label})
+    assert not marker.exists()
+
+
+def test_over_ssh_a_work_dir_root_linked_to_tmp_is_refused(
+    profile, services_env, ssh_params, link_to_tmp
+):
+    from veglia_fixtures.services import ssh_computer
+
+    ssh_computer("remote", services_env, ssh_params, "core.direct", workdir=str(link_to_tmp))
+    with pytest.raises(UnsafeWorkdirError, match="not safe: /tmp is owned by user 0"):
+        engine.run(ShellJob, command=orm.Str("true"), metadata={"computer": "remote"})
