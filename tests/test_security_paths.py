@@ -3,6 +3,7 @@ and checks the refusal or the safe outcome that replaced it."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import tempfile
 from pathlib import Path
@@ -105,3 +106,50 @@ def test_over_ssh_a_work_dir_root_linked_to_tmp_is_refused(
     ssh_computer("remote", services_env, ssh_params, "core.direct", workdir=str(link_to_tmp))
     with pytest.raises(UnsafeWorkdirError, match="not safe: /tmp is owned by user 0"):
         engine.run(ShellJob, command=orm.Str("true"), metadata={"computer": "remote"})
+
+
+# -- process dump: a call cycle and labels that clean to one name -----------------------------
+def _add_link(source: orm.Node, target: orm.Node, link_type: str, label: str) -> None:
+    """A link row written straight into the database, as a forged archive could leave it."""
+    from veglia.manage import get_storage
+    from veglia.storage.models import Link
+
+    with get_storage().session() as session:
+        session.add(Link(input_id=source.pk, output_id=target.pk, label=label, link_type=link_type))
+
+
+def test_process_dump_writes_a_call_cycle_once_and_says_so(profile, workflows, run_cli, tmp_path):
+    _, flow = engine.run_get_node(
+        workflows.CountedShell, command=orm.Str("echo hi"), times=orm.Int(2)
+    )
+    first, _ = flow.called
+    _add_link(first, flow, "call", "CALL")  # the flow calls first, which calls the flow
+    target = tmp_path / "dump"
+    result = run_cli("-p", "test", "process", "dump", str(flow.pk), "-o", str(target))
+    assert result.exit_code == 0, result.output
+    assert f"The calls form a cycle ({first.pk} -> {flow.pk})" in result.output
+    step = target / f"01-core.shell-{first.pk}"
+    assert (step / "retrieved" / "stdout").read_text() == "hi\nrun 1\n"
+    assert not [path for path in step.iterdir() if path.name[:2].isdigit()]
+    meta = json.loads((step / "veglia_process.json").read_text())
+    assert meta["called"][0]["folder"] is None and meta["called"][0]["dumped_in"] == ".."
+    readme = (step / "README.md").read_text()
+    assert f"CountedShell {flow.pk}, finished [0], dumped already in `../`" in readme
+
+
+def test_process_dump_keeps_labels_that_clean_to_one_name_apart(profile, run_cli, tmp_path):
+    _, job = engine.run_get_node(ShellJob, command=orm.Str("true"))
+    spaced, underscored = orm.Str("spaced").store(), orm.Str("underscored").store()
+    upper = orm.Str("upper").store()
+    _add_link(spaced, job, "input", "x y")
+    _add_link(underscored, job, "input", "x_y")
+    _add_link(upper, job, "input", "X_Y")
+    target = tmp_path / "dump"
+    result = run_cli("-p", "test", "process", "dump", str(job.pk), "-o", str(target))
+    assert result.exit_code == 0, result.output
+    meta = json.loads((target / "veglia_process.json").read_text())
+    written = {}
+    for label in ("x y", "x_y", "X_Y"):
+        path = meta["inputs"][label]["path"]
+        written[path.lower()] = json.loads((target / path).read_text())
+    assert sorted(written.values()) == ["spaced", "underscored", "upper"]
