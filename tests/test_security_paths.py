@@ -153,3 +153,50 @@ def test_process_dump_keeps_labels_that_clean_to_one_name_apart(profile, run_cli
         path = meta["inputs"][label]["path"]
         written[path.lower()] = json.loads((target / path).read_text())
     assert sorted(written.values()) == ["spaced", "underscored", "upper"]
+
+
+# -- the veglia home is tightened whenever it is loaded ---------------------------------------
+PRIVATE = {
+    "home": "700",
+    "config.json": "600",
+    "secrets.json": "600",
+    "profiles/test": "700",
+    "profiles/other": "700",
+}
+
+
+def _open_up(home: Path) -> None:
+    """The home as an older release (or a umask of 022) left it."""
+    for name in PRIVATE:
+        path = home if name == "home" else home / name
+        path.chmod(0o755 if path.is_dir() else 0o644)
+
+
+def _modes(home: Path) -> dict[str, str]:
+    return {
+        name: f"{(home if name == 'home' else home / name).stat().st_mode & 0o777:o}"
+        for name in PRIVATE
+    }
+
+
+def test_the_home_and_its_files_are_made_private_when_a_profile_loads(profile, veglia_home):
+    from veglia import load_profile
+    from veglia.config import Config
+
+    Config().add_profile("other")
+
+    _open_up(veglia_home)
+    load_profile("test")
+    assert _modes(veglia_home) == PRIVATE
+
+
+def test_the_home_and_its_files_are_made_private_when_a_command_starts(
+    profile, veglia_home, run_cli
+):
+    from veglia.config import Config
+
+    Config().add_profile("other")
+    for command in (("profile", "list"), ("-p", "test", "config", "show")):
+        _open_up(veglia_home)
+        assert run_cli(*command).exit_code == 0
+        assert _modes(veglia_home) == PRIVATE, command

@@ -20,7 +20,7 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 import platformdirs
 
 from veglia.config.options import get_option
-from veglia.config.private_paths import private_folder
+from veglia.config.private_paths import private_folder, tighten
 from veglia.config.profile import Profile
 from veglia.exceptions import ConfigurationError, InvalidOptionError, ProfileNotFoundError
 
@@ -83,8 +83,10 @@ class Config:
         self.default_profile: str | None = data.get("default_profile")
         self._profiles: dict[str, dict[str, Any]] = data.get("profiles", {})
         self._secrets: dict[str, dict[str, Any]] = _read_json(self.secrets_path)
-        if self.secrets_path.exists() and self.secrets_path.stat().st_mode & 0o077:
-            os.chmod(self.secrets_path, 0o600)
+        # Made open by an older release, or by hand: tightened at every load (a stat each).
+        folders = [self.profile_folder(name) for name in self._profiles]
+        for path in (self.home, self.path, self.secrets_path, self.home / "profiles", *folders):
+            tighten(path)
 
     # -- profiles ---------------------------------------------------------------------
     @property
