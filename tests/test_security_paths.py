@@ -3,6 +3,7 @@ and checks the refusal or the safe outcome that replaced it."""
 
 from __future__ import annotations
 
+import base64
 import json
 import shutil
 import tempfile
@@ -13,6 +14,7 @@ import pytest
 from veglia import engine, orm
 from veglia.entry_points import CalculationFactory
 from veglia.exceptions import UnsafeWorkdirError
+from veglia_fixtures.seqera_platform import TOKEN
 
 ShellJob = CalculationFactory("core.shell")
 
@@ -200,3 +202,60 @@ def test_the_home_and_its_files_are_made_private_when_a_command_starts(
         _open_up(veglia_home)
         assert run_cli(*command).exit_code == 0
         assert _modes(veglia_home) == PRIVATE, command
+
+
+# -- credentials inside tower.endpoint ----------------------------------------------------------
+def _basic(user: str, password: str) -> str:
+    return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+
+
+def _assert_kept_secret(veglia_home: Path, run_cli, endpoint: str) -> None:
+    assert "s3cret" not in (veglia_home / "config.json").read_text()
+    secrets = json.loads((veglia_home / "secrets.json").read_text())
+    assert secrets["test"]["tower.password"] == "s3cret!"
+    for command in (
+        ("config", "show", "--all"),
+        ("config", "get", "tower.endpoint"),
+        ("config", "get", "tower.password"),
+        ("tower", "status"),
+    ):
+        result = run_cli("-p", "test", *command)
+        assert result.exit_code == 0 and "s3cret" not in result.output, command
+    shown = run_cli("-p", "test", "config", "get", "tower.endpoint").output
+    assert shown.strip() == endpoint.replace(":s3cret%21@", "@")
+
+
+def _delivered_credentials(profile, platform) -> list[str | None]:
+    from veglia.plugins.tower.sender import TowerSender
+
+    engine.run_get_node(ShellJob, command=orm.Str("true"))
+    TowerSender(profile).send_pending()
+    assert platform.authorizations
+    return platform.authorizations
+
+
+def test_a_password_in_tower_endpoint_is_kept_secret_and_still_sent(veglia_home, platform, run_cli):
+    from veglia_fixtures.profiles import make_profile
+
+    endpoint = platform.url.replace("http://", "http://alice:s3cret%21@")
+    profile = make_profile(
+        **{"tower.enabled": "yes", "tower.endpoint": endpoint, "tower.access_token": TOKEN}
+    )
+    _assert_kept_secret(veglia_home, run_cli, endpoint)
+    assert set(_delivered_credentials(profile, platform)) == {_basic("alice", "s3cret!")}
+
+
+def test_a_password_an_older_release_left_in_tower_endpoint_moves_to_the_secrets(
+    veglia_home, platform, run_cli
+):
+    from veglia import load_profile
+    from veglia_fixtures.profiles import make_profile
+
+    make_profile(**{"tower.enabled": "yes", "tower.access_token": TOKEN})
+    endpoint = platform.url.replace("http://", "http://alice:s3cret%21@")
+    config = json.loads((veglia_home / "config.json").read_text())
+    config["profiles"]["test"]["options"]["tower.endpoint"] = endpoint
+    (veglia_home / "config.json").write_text(json.dumps(config))
+    profile = load_profile("test")
+    _assert_kept_secret(veglia_home, run_cli, endpoint)
+    assert set(_delivered_credentials(profile, platform)) == {_basic("alice", "s3cret!")}
