@@ -7,13 +7,19 @@ import base64
 import json
 import shutil
 import tempfile
+import uuid
 from pathlib import Path
 
 import pytest
 
 from veglia import engine, orm
+from veglia.engine.calcjob.file_watch import FileWatch, requests_for, slices_from, watch_files
 from veglia.entry_points import CalculationFactory
 from veglia.exceptions import UnsafeWorkdirError
+from veglia.file_reads import read_per_file
+from veglia.plugins.transports.local import LocalTransport
+from veglia.plugins.transports.ssh import SshTransport
+from veglia.transports import Transport
 from veglia_fixtures.seqera_platform import TOKEN
 
 ShellJob = CalculationFactory("core.shell")
@@ -66,6 +72,106 @@ def test_a_link_in_a_folder_above_a_retrieved_file_is_refused_and_named(job_comp
     report = "\n".join(log.message for log in node.logs)
     assert "d (a link on the path of d/sub/*)" in report
     assert "f/g (a link on the path of f/g/*)" in report
+
+
+# -- a link above a file veglia or a monitor reads while the job runs ------------------------
+def test_a_monitor_reads_no_file_behind_a_link_in_a_folder_above_it(job_computer, outside):
+    builder = ShellJob.get_builder()
+    builder.command = orm.Str(f"ln -s {outside} logs; sleep 3; echo done")
+    builder.metadata.computer = job_computer
+    builder.monitors = {
+        "leak": {
+            "entry_point": "core.file_pattern",
+            "kwargs": {"path": "logs/leak.txt", "pattern": "secret"},
+        }
+    }
+    _, node = engine.run_get_node(builder)
+    assert node.is_finished_ok, node.exit_message  # not stopped by what it read outside
+    report = "\n".join(log.message for log in node.logs)
+    link = f"{node.remote_workdir}/logs"
+    assert f"monitor leak: logs/leak.txt is not read: {link} is a link" in report
+
+
+@watch_files(
+    FileWatch("logs/leak.txt"),
+    FileWatch("logs/*.txt", glob=True),
+    FileWatch("sub/leak.txt"),
+    FileWatch("mine.txt"),
+)
+def _reads(node, transport, files: dict | None = None):
+    """Test monitor: what it was handed."""
+    return files
+
+
+class _CommandLocal(LocalTransport):
+    """This machine read as a computer is: through the python3 command."""
+
+    read_files = Transport.read_files
+
+
+class _SftpOnly(SshTransport):
+    """A computer without python3: lstat and read per file, over SFTP."""
+
+    def read_files(self, payload):
+        return read_per_file(self, payload)
+
+
+def _read(transport: Transport, workdir: str) -> dict:
+    """What the engine hands ``_reads`` for a job in ``workdir``, in one read."""
+    requests = requests_for(_reads, {}, workdir, {})
+    answers = transport.read_files({"budget": 1 << 20, "requests": requests})
+    return slices_from(_reads, {}, workdir, {}, answers)[0]
+
+
+@pytest.fixture(params=["local", "command", "ssh", "sftp"])
+def reading_transport(request, tmp_path):
+    """A transport, and a folder on its computer to stand for a job's work dir."""
+    if request.param in ("local", "command"):
+        transport = LocalTransport() if request.param == "local" else _CommandLocal()
+        return transport, str(tmp_path / "job")
+    services_env, ssh_params = (request.getfixturevalue(n) for n in ("services_env", "ssh_params"))
+    kind = SshTransport if request.param == "ssh" else _SftpOnly
+    transport = kind(services_env["SSH_HOST"], **ssh_params)
+    base = f"{services_env['SSH_USER_HOME']}/veglia-work/paths-{uuid.uuid4().hex}"
+
+    def remove() -> None:
+        with transport:
+            transport.rmtree(base)
+
+    request.addfinalizer(remove)
+    return transport, f"{base}/job"
+
+
+def test_watched_files_behind_a_link_are_not_read_by_any_transport(reading_transport, outside):
+    transport, workdir = reading_transport
+    with transport:
+        transport.makedirs(f"{workdir}/sub")
+        transport.symlink(str(outside), f"{workdir}/logs")
+        transport.write_bytes(f"{workdir}/sub/leak.txt", b"own\n")
+        transport.write_bytes(f"{workdir}/mine.txt", b"mine\n")
+        # The job's folder itself made a link to a real folder holding the same files.
+        transport.symlink(workdir, f"{workdir}-link")
+        files, through = _read(transport, workdir), _read(transport, f"{workdir}-link")
+    assert set(files) == {"logs/leak.txt", "logs/*.txt", "sub/leak.txt", "mine.txt"}
+    assert (files["mine.txt"].data, files["sub/leak.txt"].data) == (b"mine\n", b"own\n")
+    for name in ("logs/leak.txt", "logs/*.txt"):
+        assert files[name].data == b"", name  # not the secret from outside
+        assert files[name].link == f"{workdir}/logs", name
+    assert not [part.data for part in through.values() if part.data]
+    assert {part.link for part in through.values()} == {f"{workdir}-link"}
+
+
+def test_a_fusion_trace_in_a_linked_folder_is_not_read(job_computer, outside):
+    (outside / "trace.json").write_text(json.dumps({"gpu": {"name": "Tesla", "pct": 1}}))
+    builder = ShellJob.get_builder()
+    builder.command = orm.Str(f"ln -s {outside} .fusion; echo ok")
+    builder.metadata.computer = job_computer
+    builder.metadata.options.fusion = True
+    _, node = engine.run_get_node(builder)
+    assert node.is_finished_ok, node.exit_message
+    assert node.get_attribute("trace_record")["gpu_metrics"] is None
+    link = f"{node.remote_workdir}/.fusion"
+    assert any(f"is not read: {link} is a link" in log.message for log in node.logs)
 
 
 # -- a work-dir root that is a link ------------------------------------------------------------
