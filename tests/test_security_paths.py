@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import base64
 import json
+import posixpath
+import shlex
 import shutil
 import tempfile
 import uuid
@@ -172,6 +174,41 @@ def test_a_fusion_trace_in_a_linked_folder_is_not_read(job_computer, outside):
     assert node.get_attribute("trace_record")["gpu_metrics"] is None
     link = f"{node.remote_workdir}/.fusion"
     assert any(f"is not read: {link} is a link" in log.message for log in node.logs)
+
+
+# -- a job that replaces its own folder, or one veglia made above it, with a link --------------
+REPLACE = {
+    # The job's own folder: ``cd ..; mv job x; ln -s /elsewhere job``.
+    "job": 'j=$(basename "$PWD"); cd ..; mv "$j" "$j.moved"; ln -s {outside} "$j"',
+    # The shard above it (``root/ab/cd``): a link to a folder holding a job folder of the name.
+    "shard": 'j=$(basename "$PWD"); s=$(basename "$(dirname "$PWD")"); cd ../..; '
+    'mkdir -p "elsewhere-$s/$j"; cp {outside}/leak.txt "elsewhere-$s/$j/"; '
+    'mv "$s" "$s.moved"; ln -s "elsewhere-$s" "$s"',
+}
+UNDO = {
+    "job": 'cd "$(dirname {workdir})" && rm "$j" && mv "$j.moved" "$j"',
+    "shard": 'cd "$(dirname "$(dirname {workdir})")" && rm -r "$s" "elsewhere-$s" && '
+    'mv "$s.moved" "$s"',
+}
+
+
+@pytest.mark.parametrize("replaced", ["job", "shard"])
+def test_a_job_folder_replaced_with_a_link_is_not_retrieved_from(job_computer, outside, replaced):
+    _, node = _run_on(
+        job_computer,
+        REPLACE[replaced].format(outside=outside),
+        outputs=orm.List(["*.txt"]),
+    )
+    workdir = node.remote_workdir
+    with orm.load_computer(job_computer).get_transport() as transport:
+        job, shard = (shlex.quote(part) for part in workdir.split("/")[:-3:-1])
+        undo = UNDO[replaced].format(workdir=shlex.quote(workdir))
+        assert transport.exec_command(f"j={job}; s={shard}; {undo}")[0] == 0
+    retrieved = node.outputs.retrieved.list_object_names() if "retrieved" in node.outputs else []
+    assert "leak.txt" not in retrieved
+    link = workdir if replaced == "job" else posixpath.dirname(workdir)
+    report = "\n".join(log.message for log in node.logs)
+    assert f"nothing retrieved: {link} is a link" in report
 
 
 # -- a work-dir root that is a link ------------------------------------------------------------

@@ -174,6 +174,16 @@ def retrieve(
 ) -> tuple[Path, dict[str, Any]]:
     """Copy the files matching ``patterns`` into a new local folder; read the job's outcome."""
     target = Path(tempfile.mkdtemp(prefix="veglia-retrieved-"))
+    # The job could replace its own folder, or one veglia made above it, with a link: then
+    # nothing of it is read (the files below are checked as they are reached).
+    root, made = computer.job_workdir_parts(workdir)
+    link = transport.linked_part(root, made)
+    if link is not None:
+        failure = computer.get_scheduler().classify_failure(last_info, "")
+        return target, {
+            "workdir_link": posixpath.join(root, link),
+            "failure": failure.value if isinstance(failure, JobFailure) else None,
+        }
     names = transport.listdir(workdir)
     skipped: list[str] = []
     for pattern in map(checked_retrieve_pattern, patterns):
