@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
+from veglia import file_reads
 from veglia.exceptions import CommandOutputTooLarge, TransportError
-from veglia.file_reads import read_per_file, read_via_command
 
 __all__ = ["DEFAULT_MAX_OUTPUT", "AuthOption", "FileStat", "Transport", "shown_output"]
 
@@ -237,13 +237,13 @@ class Transport(ABC):
         process)."""
         if not self.__dict__.get("_no_python"):
             try:
-                answers = read_via_command(self, payload)
+                answers = file_reads.read_via_command(self, payload)
             except NotImplementedError:
                 answers = None
             if answers is not None:
                 return answers
             self.__dict__["_no_python"] = True  # asked once per transport
-        return read_per_file(self, payload)
+        return file_reads.read_per_file(self, payload)
 
     def is_real_dir(self, path: str) -> bool:
         """A folder, and not a symlink to one."""
@@ -252,6 +252,27 @@ class Transport(ABC):
             return self.lstat(path).is_dir
         except TransportError:
             return False
+
+    def lstat_mode(self, path: str) -> int | None:
+        """The ``st_mode`` of ``path`` itself (a link is not followed); None when missing."""
+        try:
+            return self.lstat(path).mode
+        except TransportError:
+            return None
+
+    def linked_part(self, folder: str, relative: str) -> str | None:
+        """The first part of ``relative`` below ``folder`` that is a symlink (as a path
+        relative to ``folder``), or None. Each part is looked at with ``lstat``, from the
+        top down: a link anywhere along a path could lead out of ``folder``. A missing part
+        ends the walk (None): there is nothing to follow."""
+        return file_reads.linked_part(self.lstat_mode, folder, relative)
+
+    def link_above(self, workdir: str, path: str) -> str | None:
+        """The link (an absolute path) among the folders from ``workdir`` (itself included)
+        down to the one holding ``path`` (relative to :attr:`cwd` or absolute), or None:
+        what veglia checks before it reads a file of a job's own, the file itself being
+        read without following a link."""
+        return file_reads.link_above(self.lstat_mode, self.path(workdir), self.path(path))
 
     def get_regular(self, remotepath: str, localpath: str | Path, name: str = "") -> list[str]:
         """Copy a regular file, or a folder's regular files recursively; return the names

@@ -61,6 +61,9 @@ class Option:
     hint: str = ""
     #: Read once by a daemon worker at start: a change waits for `veglia daemon restart`.
     needs_restart: bool = False
+    #: Of a URL option: the secret option a password written into the URL is moved to (the
+    #: URL keeps its user), so it never lands in ``config.json`` or on screen.
+    password_option: str = ""
     format: Callable[[Any], str] = field(default=lambda value: "" if value is None else str(value))
 
     def __post_init__(self) -> None:
@@ -110,6 +113,7 @@ BUILTIN_OPTIONS: tuple[Option, ...] = (
         setup=True,
         hint="empty for SQLite in the profile, or postgresql://user@host:port/db",
         needs_restart=True,
+        password_option="storage.password",
     ),
     Option(
         "storage.password",
@@ -139,6 +143,7 @@ BUILTIN_OPTIONS: tuple[Option, ...] = (
         setup=True,
         hint="amqp://guest@127.0.0.1:5672/ or empty for no broker",
         needs_restart=True,
+        password_option="broker.password",
     ),
     Option(
         "broker.password",

@@ -336,6 +336,12 @@ class Computer:
         """Where a job's files go under ``root``: sharded by UUID so no folder gets huge."""
         return posixpath.join(root, uuid[:2], uuid[2:4], uuid[4:])
 
+    def job_workdir_parts(self, workdir: str) -> tuple[str, str]:
+        """The root of a job's folder made by :meth:`job_workdir`, and the part below the
+        root veglia made (``ab/cd/efgh...``), which the job could replace."""
+        root, *made = posixpath.normpath(workdir).rsplit("/", 3)
+        return root or "/", "/".join(made)
+
 
 def load_computer(label: str | int) -> Computer:
     with get_storage().session() as session:

@@ -481,6 +481,12 @@ class CalcJob(Process):
             values[attr.USAGE] = usage
         files = sum(1 for p in folder.rglob("*") if p.is_file())
         node.set_attributes(values)
+        if outcome.get("workdir_link"):
+            self.report(
+                f"nothing retrieved: {outcome['workdir_link']} is a link (the job's folder, or "
+                "one veglia made above it, was replaced with one); veglia follows no link out "
+                "of a job's folder"
+            )
         if outcome.get("skipped"):
             self.report(
                 "not retrieved, as not regular files (links, FIFOs, devices): "
