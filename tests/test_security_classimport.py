@@ -165,7 +165,9 @@ def test_a_kill_without_the_class_leaves_the_scheduler_job_s_cancel_owed(profile
     assert result.exit_code == 0, result.output
     node = load_node(node.pk)
     assert node.is_killed
-    assert node.get_attribute(CANCEL_PENDING) is True
+    mark = node.get_attribute(CANCEL_PENDING)
+    assert mark["job_id"] == "4242" and mark["computer"] == "localhost", mark
+    assert "scheduler job 4242 on localhost is cancelled by" in result.output
 
 
 def test_a_module_in_the_folder_the_daemon_starts_from_is_not_imported(

@@ -104,7 +104,7 @@ class Config:
             self.save()
 
     def _move_url_passwords(self) -> bool:
-        """Move passwords that an older release kept inside URL options (``tower.endpoint``)
+        """Move passwords that an older release kept inside URL options (a plugin's endpoint)
         to their secret options; True when one was moved. Options are looked up only for a
         value that holds one, so a start pays nothing for it."""
         moved = False

@@ -25,6 +25,7 @@ from veglia.exceptions import (
 )
 from veglia.storage.repository import FileRepository
 from veglia.storage.repository_db import DatabaseRepository
+from veglia.storage.tables import repository_files
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session, sessionmaker
@@ -421,8 +422,6 @@ class StorageBackend:
 
     def referenced_blobs(self) -> set[str]:
         """The digests of every blob a node's file refers to: what ``maintain`` keeps."""
-        from veglia.storage.tables import repository_files
-
         with self.connection() as connection:
             return set(connection.scalars(sa.select(repository_files.c.sha256).distinct()))
 

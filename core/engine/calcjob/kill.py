@@ -22,10 +22,12 @@ import time
 import weakref
 from typing import TYPE_CHECKING, Any
 
+from veglia.engine.daemon import leases
 from veglia.engine.runner import Runner, get_runner
 from veglia.exceptions import SchedulerError, TransportError
 from veglia.manage import get_profile, get_storage
 from veglia.orm import attributes as attr
+from veglia.orm.nodes import load_node
 from veglia.orm.queries import cancel_pending_pks
 from veglia.schedulers import JobState
 
@@ -168,9 +170,6 @@ class PendingCancels:
 
     async def _attempt(self, pk: int) -> bool:
         """One attempt; True when there is nothing left to do here."""
-        from veglia.engine.daemon import leases
-        from veglia.orm.nodes import load_node
-
         node = load_node(pk)
         mark = node.get_attribute(attr.CANCEL_PENDING)
         if not mark:
@@ -202,8 +201,6 @@ class PendingCancels:
 async def _renewing(pk: int, me: Any, timeout: float, call: Any) -> Any:
     """Await ``call`` while renewing the lease on process ``pk`` (a hung computer may hold a
     transport call longer than the lease lasts): no other canceller takes the job meanwhile."""
-    from veglia.engine.daemon import leases
-
     task = asyncio.ensure_future(call)
     while True:
         done, _ = await asyncio.wait({task}, timeout=max(0.5, timeout / 6))

@@ -16,6 +16,7 @@ import concurrent.futures
 import time
 from typing import Any
 
+from veglia.engine.calcjob.kill import owe_cancel
 from veglia.engine.daemon import DaemonFiles, leases
 from veglia.engine.daemon.broker_tasks import get_controller, send_continue_task
 from veglia.engine.daemon.rpc_queue import rpc_recipient
@@ -197,8 +198,6 @@ def _kill_unloadable(node: ProcessNode, message: str) -> str:
     text = message or "Killed through the CLI"
     with get_storage().transaction():
         if isinstance(node, CalcJobNode):
-            from veglia.engine.calcjob.kill import owe_cancel
-
             owe_cancel(node)
         node.end_from_record(
             "killed", text, "REPORT", f"Killed: {text} (ended from its record: {_NO_CLASS})"

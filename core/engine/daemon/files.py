@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from veglia.config.config import veglia_home
 from veglia.config.profile import Profile
 
 __all__ = ["DaemonFiles", "write_json"]
@@ -42,8 +43,6 @@ class DaemonFiles:
         the daemon imports (even one shadowing the standard library). The daemon's folder is
         private. Relative entries of ``VEGLIA_HOME`` and ``PYTHONPATH`` are made absolute so
         they keep naming what the user meant."""
-        from veglia.config.config import veglia_home
-
         environment = {**os.environ, **env, "VEGLIA_HOME": str(veglia_home())}
         if environment.get("PYTHONPATH"):
             environment["PYTHONPATH"] = os.pathsep.join(
