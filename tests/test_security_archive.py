@@ -541,3 +541,36 @@ def test_the_engine_links_follow_the_same_rules(profile):
     with pytest.raises(InvalidLinkError, match="input links go from data to"):
         other.add_incoming(job, "input", "job")
     assert other.inputs.items() == []
+
+
+def test_a_cached_from_naming_a_later_row_is_remapped(run_cli, profile, tmp_path):
+    """Rows are written a batch at a time: a node whose ``cached_from`` names a node that
+    comes later in data.json still gets that node's pk here, and keeps its time."""
+    from veglia import orm
+    from veglia.orm.attributes import CACHED_FROM
+
+    archive = tmp_path / "cached.zip"
+    _archive_of_one_file(archive, b"content")
+    with zipfile.ZipFile(archive) as old:
+        data = json.loads(old.read("data.json"))
+        blobs = {name: old.read(name) for name in old.namelist() if name.startswith("repo/")}
+    original = data["nodes"][0]
+    # Past one batch of rows.
+    copies = [{**original, "uuid": str(uuid_module.uuid4()), "files": []} for _ in range(700)]
+    last = copies[-1]
+    original["attributes"] = {"value": 1, CACHED_FROM: {"uuid": last["uuid"], "pk": 99999}}
+    data["nodes"] = [original, *copies]
+    _write(tmp_path / "forward.zip", _metadata(), json.dumps(data).encode(), blobs)
+
+    ok(run_cli("archive", "import", str(tmp_path / "forward.zip")))
+    node = orm.load_node(original["uuid"])
+    assert node.get_attribute(CACHED_FROM)["pk"] == orm.load_node(last["uuid"]).pk
+    from datetime import datetime
+
+    from veglia.manage import get_storage
+    from veglia.storage import models
+    from veglia.storage.times import as_utc
+
+    with get_storage().session() as session:
+        mtime = session.scalar(sa.select(models.Node.mtime).where(models.Node.id == node.pk))
+    assert as_utc(mtime) == datetime.fromisoformat(original["mtime"])

@@ -144,6 +144,11 @@ def import_archive(path: Path | str, limits: ArchiveLimits | None = None) -> Imp
                 f"Some rows of {content.path} were added here by someone else while it was "
                 "imported; nothing was imported. Import it again."
             ) from None
+        except ValueError as exc:  # a row checked again that no longer passes
+            raise ArchiveError(
+                f"{content.path} changed while it was imported ({exc}); nothing was imported. "
+                "Import it again."
+            ) from None
     return summary
 
 

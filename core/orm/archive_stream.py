@@ -137,19 +137,25 @@ def _build(
     raise StreamDamaged("data.json ends inside a row")
 
 
+_OPEN = frozenset({"start_map", "start_array"})
+_CLOSE = frozenset({"end_map", "end_array"})
+
+
 def _skip(event: str, events: Iterator[tuple[str, Any]], depth: int) -> None:
-    """Read past the value whose first event is ``event``, building nothing."""
-    level = 0
-    while True:
-        if event == "start_map" or event == "start_array":
+    """Read past the value whose first event is ``event``, at nesting ``depth``, building
+    nothing."""
+    if event not in _OPEN:
+        return
+    level = depth + 1
+    for event, _ in events:
+        if event in _OPEN:
             level += 1
-            if depth + level > MAX_DEPTH:
+            if level > MAX_DEPTH:
                 raise StreamDamaged(f"data.json nests deeper than {MAX_DEPTH} levels")
-        elif event == "end_map" or event == "end_array":
+        elif event in _CLOSE:
             level -= 1
-        if not level:
-            return
-        event, _ = next(events)
+            if level == depth:
+                return
 
 
 def rows(
@@ -198,7 +204,9 @@ def _rows(
         seen.add(key)
         if event != "start_array":
             raise StreamDamaged(f"data.json has no list {key!r}")
-        wanted = key in sections
+        if key not in sections:  # read past whole, its rows not looked at
+            _skip(event, events, 1)
+            continue
         guard.section = key
         for number, (event, value) in enumerate(events, 1):
             if event == "end_array":
@@ -206,9 +214,6 @@ def _rows(
             guard.number = number
             if event != "start_map":
                 raise StreamDamaged(f"{key} are not all objects")
-            if not wanted:
-                _skip(event, events, 2)
-                continue
             row, left = _build(event, value, events, 2, max_row)
             if left < 0:
                 raise RowTooBig(key, number, max_row)
