@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 import uuid as uuid_module
 import zipfile
 import zlib
@@ -154,7 +155,8 @@ class RowChecker:
         check_node(node)
         uuid = node["uuid"]
         _check(uuid not in self.nodes, f"node {uuid!r} is in the archive twice")
-        self.nodes[uuid] = node["node_type"]
+        # Interned: a link's ends then share the node's UUID, nodes their type.
+        self.nodes[sys.intern(uuid)] = sys.intern(node["node_type"])
         if node.get("user") is not None:
             self._users_named.setdefault(node["user"], f"node {uuid!r}")
         if node.get("computer") is not None:
@@ -171,7 +173,8 @@ class RowChecker:
     def _links(self, link: dict[str, Any]) -> None:
         _strings(link, "a link", "label", "link_type", "input", "output")
         _check(link["link_type"] in models.LINK_TYPES, f"a link has type {link['link_type']!r}")
-        self.links.append((link["input"], link["output"], link["link_type"], link["label"]))
+        key = (link["input"], link["output"], link["link_type"], link["label"])
+        self.links.append(tuple(map(sys.intern, key)))  # type: ignore[arg-type]
 
     def _logs(self, log: dict[str, Any]) -> None:
         check_log(log)
@@ -454,10 +457,11 @@ def _read_checked(archive: zipfile.ZipFile, path: Path, limits: ArchiveLimits) -
         for section, row in _stream(archive, metadata, limits, SECTIONS):
             checked.check(section, row)
     except RowTooBig as exc:
+        where = f"row {exc.number} of {exc.section} in {DATA}" if exc.number else DATA
         raise ArchiveError(
-            f"{path} is refused: row {exc.number} of {exc.section} in {DATA} holds more than "
-            f"{_size(exc.limit)}, the limit for one row (or one text in it); if you trust "
-            "it, raise it with --max-row-size. Nothing was imported."
+            f"{path} is refused: {where} holds more than {_size(exc.limit)}, the limit for one "
+            "row (or one text in it); if you trust it, raise it with --max-row-size. Nothing "
+            "was imported."
         ) from None
     checked.finish()
     blobs = checked.blobs

@@ -195,6 +195,7 @@ def _rows(
     for event, key in events:
         if event == "end_map":
             break
+        guard.section, guard.number = "data.json", 0  # until a row of a section starts
         event, _ = next(events)
         if key not in SECTIONS:
             _skip(event, events, 1)
