@@ -40,6 +40,7 @@ went wrong and what to do about it. :class:`CliExit` lists every exit code of th
     └── TransportError              a transport operation failed
         ├── TransportConnectionError could not open or keep a connection
         ├── TransportTimeoutError   a remote command ran past its timeout
+        ├── CommandOutputTooLarge   a command printed more than veglia reads of it
         └── HostKeyError            the remote host key is unknown or has changed
 
     StepAbandoned (a BaseException)  the database went away during a process step
@@ -53,6 +54,7 @@ __all__ = [
     "ArchiveError",
     "BrokerError",
     "CliExit",
+    "CommandOutputTooLarge",
     "ConfigurationError",
     "ControlError",
     "DaemonError",
@@ -306,6 +308,11 @@ class TransportConnectionError(TransportError):
 
 class TransportTimeoutError(TransportError):
     """A command run through the transport did not finish within its timeout."""
+
+
+class CommandOutputTooLarge(TransportError):
+    """A command run through the transport printed more than ``transport.max_command_output``
+    on its stdout or stderr: veglia stopped it rather than hold its output in memory."""
 
 
 class HostKeyError(TransportConnectionError):

@@ -13,7 +13,10 @@ entry of kind ``-``)::
     [path, kind, size, mtime, inode, start, base64 data]
 
 ``kind`` is ``f`` for a regular file, ``-`` for a missing one and ``x`` for anything else (a
-symlink, a FIFO, a folder), which is never opened nor followed. ``start`` is where the data
+symlink, a FIFO, a folder), which is never opened nor followed. A request may name the job's
+work dir as ``below``: a path under it is read only when no folder on the way, the work dir
+included, is a link (a job can make one to lead the read out of its folder); otherwise its
+kind is ``l`` and its last field is the link (an absolute path). ``start`` is where the data
 begins in the file: 0 again when the file shrank below the known offset or is another file
 (another inode: it was rotated). A ``budget`` caps the bytes read by one call, all files
 together; what is left is read the next time.
@@ -40,14 +43,77 @@ from typing import TYPE_CHECKING, Any
 from veglia.exceptions import TransportError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from veglia.transports import Transport
 
-__all__ = ["DEFAULT_BUDGET", "python_command", "read_per_file", "read_requests"]
+__all__ = [
+    "DEFAULT_BUDGET",
+    "link_above",
+    "linked_part",
+    "python_command",
+    "read_per_file",
+    "read_requests",
+]
 
 #: Bytes one batched read may return, all files together (the rest waits for the next).
 DEFAULT_BUDGET = 16 * 1024 * 1024
 #: Files one glob may match; the first ones in sorted order are kept.
 MAX_MATCHES = 200
+
+
+# The functions down to read_requests run on the computer too (see _PROGRAM): the standard
+# library only, Python 3.6 syntax, and annotations 3.6 need not evaluate (quoted).
+
+
+def lstat_mode(path: str) -> "int | None":  # noqa: UP037
+    """The ``st_mode`` of ``path`` itself (a link is not followed), None when it is missing."""
+    try:
+        return os.lstat(path).st_mode
+    except OSError:
+        return None
+
+
+def linked_part(
+    mode_of: "Callable[[str], int | None]",  # noqa: UP037
+    folder: str,
+    relative: str,
+) -> "str | None":  # noqa: UP037
+    """The first part of ``relative`` below ``folder`` that is a symlink (as a path relative
+    to ``folder``), or None. ``mode_of`` gives a path's ``st_mode`` as ``lstat`` sees it (None
+    when it is missing). Each part is looked at from the top down: a link anywhere along a
+    path could lead out of ``folder``. A missing part, or one that is not a folder, ends the
+    walk (None): there is nothing to follow."""
+    path, walked = folder, ""
+    for part in relative.split("/"):
+        if part in ("", "."):
+            continue
+        path, walked = posixpath.join(path, part), posixpath.join(walked, part)
+        mode = mode_of(path)
+        if mode is None:
+            return None
+        if stat.S_ISLNK(mode):
+            return walked
+        if not stat.S_ISDIR(mode):
+            return None
+    return None
+
+
+def link_above(
+    mode_of: "Callable[[str], int | None]",  # noqa: UP037
+    below: str,
+    path: str,
+) -> "str | None":  # noqa: UP037
+    """The link (an absolute path) among the folders from ``below`` (a job's work dir, itself
+    included) down to the one holding ``path``, or None. None too for a path outside
+    ``below``: the folders above a work dir are not the job's to replace. The file itself is
+    left to its reader (opened without following a link)."""
+    below = posixpath.normpath(below)
+    if below == "/" or not path.startswith(below + "/"):
+        return None
+    top = posixpath.dirname(below)
+    walked = linked_part(mode_of, top, posixpath.relpath(posixpath.dirname(path), top))
+    return posixpath.join(top, walked) if walked else None
 
 
 def read_requests(payload: dict) -> list:
@@ -56,13 +122,23 @@ def read_requests(payload: dict) -> list:
     on the computer."""
     budget = payload.get("budget", 16 * 1024 * 1024)
     answers = []
+    links = {}  # (work dir, folder) -> the link on the way: looked at once per call
     for request in payload["requests"]:
+        below = request.get("below")
         if request.get("glob"):
-            paths = sorted(glob.glob(request["path"]))[:200]
+            # A link on the way to the pattern's folder: not even its names are listed.
+            link = below and link_above(lstat_mode, below, request["path"])
+            paths = [] if link else sorted(glob.glob(request["path"]))[:200]
+            entries = [[request["path"], "l", -1, None, None, 0, link]] if link else []
         else:
-            paths = [request["path"]]
-        entries = []
+            paths, entries = [request["path"]], []
         for path in paths:
+            key = (below, posixpath.dirname(path))
+            if below and key not in links:
+                links[key] = link_above(lstat_mode, below, path)
+            if below and links[key]:
+                entries.append([path, "l", -1, None, None, 0, links[key]])
+                continue
             try:
                 info = os.lstat(path)
             except OSError:
@@ -108,8 +184,8 @@ def read_requests(payload: dict) -> list:
 
 
 _PROGRAM = (
-    "import base64, glob, json, os, stat, sys\n"
-    + inspect.getsource(read_requests)
+    "import base64, glob, json, os, posixpath, stat, sys\n"
+    + "".join(inspect.getsource(f) for f in (lstat_mode, linked_part, link_above, read_requests))
     + "sys.stdout.write(json.dumps(read_requests(json.load(sys.stdin))))\n"
 )
 
@@ -156,10 +232,22 @@ def read_per_file(transport: Transport, payload: dict) -> list:
     a rotated file is only noticed when it is shorter than what was read)."""
     budget = payload.get("budget", DEFAULT_BUDGET)
     answers: list[Any] = []
+    mode_of = transport.lstat_mode
+    links: dict[tuple[str, str], str | None] = {}  # one lstat per folder and call
     for request in payload["requests"]:
-        paths = _matches(transport, request["path"]) if request.get("glob") else [request["path"]]
-        entries = []
+        below = request.get("below")
+        paths, entries = [request["path"]], []
+        if request.get("glob"):
+            link = below and link_above(mode_of, below, request["path"])
+            paths = [] if link else _matches(transport, request["path"])
+            entries = [[request["path"], "l", -1, None, None, 0, link]] if link else []
         for path in paths:
+            key = (below, posixpath.dirname(path))
+            if below and key not in links:
+                links[key] = link_above(mode_of, below, path)
+            if below and links[key]:
+                entries.append([path, "l", -1, None, None, 0, links[key]])
+                continue
             try:
                 info = transport.lstat(path)
             except TransportError:

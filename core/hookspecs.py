@@ -37,7 +37,10 @@ def register_options() -> list[Option]:
     Option names should be prefixed with the plugin's own namespace (``myplugin.endpoint``),
     and must not clash with a built-in or another plugin's option: a clash is an error
     that names both plugins. Options marked ``secret=True`` are stored in the profile's
-    secrets file (mode 0600) and are never printed.
+    secrets file (mode 0600) and are never printed. A URL option given
+    ``password_option="myplugin.password"`` (a secret option) has a password written into
+    the URL moved there; :meth:`veglia.config.profile.Profile.url_with_password` puts it
+    back to connect with.
     """
 
 

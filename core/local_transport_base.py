@@ -7,15 +7,19 @@ what the real local transport does.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import functools
 import getpass
 import os
+import select
+import selectors
 import shlex
 import shutil
 import signal
 import stat as stat_module
 import subprocess
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import BinaryIO
@@ -167,7 +171,8 @@ class LocalTransportBase(Transport):
         env: Mapping[str, str] | None = None,
     ) -> tuple[int, str, str]:
         """Run ``command`` with bash in ``cwd``; its whole process group is killed past
-        ``timeout`` seconds."""
+        ``timeout`` seconds, or once it printed more than :attr:`max_output` bytes on stdout
+        or stderr."""
         try:
             process = subprocess.Popen(
                 [_bash(), "-c", command],
@@ -181,15 +186,70 @@ class LocalTransportBase(Transport):
         except OSError as exc:
             raise self._os_error("run a command in", cwd or ".", exc) from None
         try:
-            stdout, stderr = process.communicate(stdin or b"", timeout=timeout)
-        except subprocess.TimeoutExpired:
+            stdout, stderr = self._communicate(process, command, stdin or b"", timeout)
+        except BaseException:
             # The command's own children (a `sleep` in a pipeline) would outlive bash.
-            os.killpg(process.pid, signal.SIGKILL)
-            process.communicate()
-            raise TransportTimeoutError(
-                f"`{command}` on {self.hostname} ran past its timeout of {timeout} s."
-            ) from None
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+            raise
+        finally:
+            for pipe in (process.stdin, process.stdout, process.stderr):
+                if pipe is not None:
+                    pipe.close()
         return process.returncode, stdout.decode(errors="replace"), stderr.decode(errors="replace")
+
+    def _communicate(
+        self, process: subprocess.Popen, command: str, stdin: bytes, timeout: float | None
+    ) -> tuple[bytes, bytes]:
+        """Like ``Popen.communicate``, but reading at most :attr:`max_output` bytes of each
+        stream: a command that prints more raises rather than fill the worker's memory."""
+        assert process.stdin and process.stdout and process.stderr
+        deadline = None if timeout is None else time.monotonic() + timeout
+        outputs = {process.stdout: bytearray(), process.stderr: bytearray()}
+        names = {process.stdout: "stdout", process.stderr: "stderr"}
+        pending = memoryview(stdin)
+        with selectors.DefaultSelector() as selector:
+            if pending:
+                selector.register(process.stdin, selectors.EVENT_WRITE)
+            else:
+                process.stdin.close()
+            for pipe in outputs:
+                selector.register(pipe, selectors.EVENT_READ)
+            while selector.get_map():
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    raise self._timed_out(command, timeout)
+                for key, _ in selector.select(left):
+                    if key.fileobj is process.stdin:
+                        try:  # at most PIPE_BUF: a write the pipe has room for never blocks
+                            written = os.write(key.fd, pending[: select.PIPE_BUF])
+                        except BrokenPipeError:  # the command does not read its input
+                            written = len(pending)
+                        pending = pending[written:]
+                        if not pending:
+                            selector.unregister(process.stdin)
+                            process.stdin.close()
+                        continue
+                    chunk = os.read(key.fd, 65536)
+                    if not chunk:
+                        selector.unregister(key.fileobj)
+                        continue
+                    output = outputs[key.fileobj]  # type: ignore[index]
+                    output += chunk
+                    if len(output) > self.max_output:
+                        raise self.output_too_large(command, names[key.fileobj])  # type: ignore[index]
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        try:
+            process.wait(left)
+        except subprocess.TimeoutExpired:
+            raise self._timed_out(command, timeout) from None
+        return bytes(outputs[process.stdout]), bytes(outputs[process.stderr])
+
+    def _timed_out(self, command: str, timeout: float | None) -> TransportTimeoutError:
+        return TransportTimeoutError(
+            f"`{command}` on {self.hostname} ran past its timeout of {timeout} s."
+        )
 
     def exec_command(
         self,

@@ -48,7 +48,6 @@ def load_profile(name: str | None = None, *, allow_switch: bool = True) -> Profi
     """Make a profile the active one (the default profile when ``name`` is None)."""
     global _profile, _stamp
     # Lazy: `import veglia` stays light; profiles load these on first use.
-    from veglia.config.private_paths import tighten
     from veglia.plugin_manager import get_plugin_manager
 
     stamp = _config_stamp()
@@ -58,7 +57,6 @@ def load_profile(name: str | None = None, *, allow_switch: bool = True) -> Profi
             f"Profile {_profile.name!r} is already loaded; cannot switch to {profile.name!r}."
         )
     unload_profile()
-    tighten(profile.folder)  # made by an older release, perhaps 0755
     get_plugin_manager().hook.profile_loaded(profile=profile)
     _profile, _stamp = profile, stamp
     return profile

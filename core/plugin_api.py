@@ -35,6 +35,7 @@ from veglia.engine.calcjob.monitors import MonitorResult
 from veglia.engine.calcjob.options import CalcJobOption
 from veglia.engine.exit_codes import ExitCode
 from veglia.exceptions import (
+    CommandOutputTooLarge,
     HostKeyError,
     MonitorError,
     SchedulerError,
@@ -65,6 +66,7 @@ __all__ = [
     "CalcJob",
     "CalcJobOption",
     "CodeInfo",
+    "CommandOutputTooLarge",
     "ComputerProperty",
     "ExitCode",
     "FakeCluster",

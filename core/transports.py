@@ -17,10 +17,28 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from veglia.exceptions import TransportError
-from veglia.file_reads import read_per_file, read_via_command
+from veglia import file_reads
+from veglia.exceptions import CommandOutputTooLarge, TransportError
 
-__all__ = ["AuthOption", "FileStat", "Transport"]
+__all__ = ["DEFAULT_MAX_OUTPUT", "AuthOption", "FileStat", "Transport", "shown_output"]
+
+#: The most veglia reads of a command's stdout, and of its stderr, in bytes: the default of
+#: the profile option ``transport.max_command_output``.
+DEFAULT_MAX_OUTPUT = 64 * 1024 * 1024
+
+
+#: The most of a command's output an error message quotes, in characters.
+SHOWN_OUTPUT = 2000
+
+
+def shown_output(*texts: str) -> str:
+    """The first of ``texts`` (a command's stderr, then its stdout) that is not blank,
+    stripped and cut to :data:`SHOWN_OUTPUT` characters, for an error message: a command
+    may print megabytes, and the message goes into the job's report."""
+    text = next((t.strip() for t in texts if t and t.strip()), "(no output)")
+    if len(text) <= SHOWN_OUTPUT:
+        return text
+    return f"{text[:SHOWN_OUTPUT]}... ({len(text) - SHOWN_OUTPUT} more characters)"
 
 
 @dataclass(frozen=True)
@@ -86,6 +104,10 @@ class Transport(ABC):
             for option in self.auth_options
         }
         self.cwd = "/"
+        #: The most :meth:`exec_command` reads of each of a command's stdout and stderr, in
+        #: bytes; a command that prints more is stopped with :class:`CommandOutputTooLarge`.
+        #: ``Computer.get_transport`` sets it from ``transport.max_command_output``.
+        self.max_output = DEFAULT_MAX_OUTPUT
 
     # -- connection -------------------------------------------------------------------
     @abstractmethod
@@ -165,8 +187,23 @@ class Transport(ABC):
     ) -> tuple[int, str, str]:
         """Run ``command`` with bash in ``workdir``; return (exit code, stdout, stderr).
 
-        Raises :class:`TransportTimeoutError` when it runs past ``timeout`` seconds.
+        Raises :class:`TransportTimeoutError` when it runs past ``timeout`` seconds, and
+        :class:`CommandOutputTooLarge` (see :meth:`output_too_large`) when it prints more
+        than :attr:`max_output` bytes on stdout or on stderr: the command is stopped then,
+        and no more than that is ever held in memory.
         """
+
+    def output_too_large(self, command: str, stream: str) -> CommandOutputTooLarge:
+        """The error of a command that printed more than :attr:`max_output` on ``stream``."""
+        shown = command if len(command) <= 80 else command[:77] + "..."
+        cap = self.max_output
+        size = f"{cap // 2**20} MB" if cap % 2**20 == 0 else f"{cap} bytes"
+        raised = max(2 * cap // 2**20, 1)
+        return CommandOutputTooLarge(
+            f"`{shown}` on {self.hostname} printed more than {size} on its {stream}, the cap "
+            f"on what veglia reads of a command: it was stopped. Raise the cap if that is "
+            f"expected: `veglia config set transport.max_command_output {raised}M`."
+        )
 
     @abstractmethod
     def gotocomputer_command(self, workdir: str) -> str:
@@ -200,13 +237,13 @@ class Transport(ABC):
         process)."""
         if not self.__dict__.get("_no_python"):
             try:
-                answers = read_via_command(self, payload)
+                answers = file_reads.read_via_command(self, payload)
             except NotImplementedError:
                 answers = None
             if answers is not None:
                 return answers
             self.__dict__["_no_python"] = True  # asked once per transport
-        return read_per_file(self, payload)
+        return file_reads.read_per_file(self, payload)
 
     def is_real_dir(self, path: str) -> bool:
         """A folder, and not a symlink to one."""
@@ -215,6 +252,27 @@ class Transport(ABC):
             return self.lstat(path).is_dir
         except TransportError:
             return False
+
+    def lstat_mode(self, path: str) -> int | None:
+        """The ``st_mode`` of ``path`` itself (a link is not followed); None when missing."""
+        try:
+            return self.lstat(path).mode
+        except TransportError:
+            return None
+
+    def linked_part(self, folder: str, relative: str) -> str | None:
+        """The first part of ``relative`` below ``folder`` that is a symlink (as a path
+        relative to ``folder``), or None. Each part is looked at with ``lstat``, from the
+        top down: a link anywhere along a path could lead out of ``folder``. A missing part
+        ends the walk (None): there is nothing to follow."""
+        return file_reads.linked_part(self.lstat_mode, folder, relative)
+
+    def link_above(self, workdir: str, path: str) -> str | None:
+        """The link (an absolute path) among the folders from ``workdir`` (itself included)
+        down to the one holding ``path`` (relative to :attr:`cwd` or absolute), or None:
+        what veglia checks before it reads a file of a job's own, the file itself being
+        read without following a link."""
+        return file_reads.link_above(self.lstat_mode, self.path(workdir), self.path(path))
 
     def get_regular(self, remotepath: str, localpath: str | Path, name: str = "") -> list[str]:
         """Copy a regular file, or a folder's regular files recursively; return the names
@@ -274,7 +332,7 @@ class Transport(ABC):
             code, out, err = self.exec_command('printf "%s" "$HOME"', timeout=30)
             if code != 0 or not out.startswith("/"):
                 raise TransportError(
-                    f"Could not learn the home folder on {self.hostname}: {err.strip() or out}"
+                    f"Could not learn the home folder on {self.hostname}: {shown_output(err, out)}"
                 )
             self.__dict__["_home"] = out
         return self.__dict__["_home"]
@@ -284,7 +342,7 @@ class Transport(ABC):
 
         code, out, err = self.exec_command("whoami", timeout=30)
         if code != 0:
-            raise TransportError(f"`whoami` on {self.hostname} failed: {err.strip()}")
+            raise TransportError(f"`whoami` on {self.hostname} failed: {shown_output(err)}")
         return out.strip()
 
     @staticmethod

@@ -6,7 +6,8 @@ user can swap a job's folder between upload and submit and have veglia run their
 So the root is created 0700 and, once per connection, checked the way OpenSSH's StrictModes
 checks a home: each folder from ``/`` down to the root (also along the path the root
 resolves to) is owned by root or by the user and not writable by others (unless sticky, as
-``/tmp`` is), and the root itself is the user's and writable by nobody else.
+``/tmp`` is), and the root itself, and the folder it resolves to, are the user's and
+writable by nobody else.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ umask 077
 mkdir -p -- "$root" || exit 3
 id -u
 real=$(cd -- "$root" && pwd -P) || exit 3
+printf '%s\n' "$real"
 walk() {
   d=$1
   while :; do
@@ -56,12 +58,13 @@ def private_root(transport: Any, root: str) -> str:
         )
     lines = out.strip().splitlines()
     uid = int(lines[0])
-    for line in lines[1:]:
+    # The root's own rules apply where it resolves too: a link to /tmp is /tmp.
+    leaves = {posixpath.normpath(root), posixpath.normpath(lines[1])}
+    for line in lines[2:]:
         fields, _, path = line.partition("|")
         owner, mode_text, kind = fields.split(" ", 2)
         mode = int(mode_text, 8)
-        is_root = posixpath.normpath(path) == posixpath.normpath(root)
-        problem = _problem(int(owner), mode, kind, uid, leaf=is_root)
+        problem = _problem(int(owner), mode, kind, uid, leaf=posixpath.normpath(path) in leaves)
         if problem:
             raise UnsafeWorkdirError(
                 f"The work dir {root} on {transport.hostname} is not safe: {path} {problem}. "

@@ -34,6 +34,7 @@ PLUGIN_API_ALL = [
     "CalcJob",
     "CalcJobOption",
     "CodeInfo",
+    "CommandOutputTooLarge",
     "ComputerProperty",
     "ExitCode",
     "FakeCluster",
@@ -77,6 +78,7 @@ HOMES = {
     "veglia.engine.calcjob.options": ["CalcJobOption"],
     "veglia.orm.computers": ["ComputerProperty"],
     "veglia.exceptions": [
+        "CommandOutputTooLarge",
         "HostKeyError",
         "MonitorError",
         "SchedulerError",

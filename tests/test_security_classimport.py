@@ -184,3 +184,53 @@ def test_a_module_in_the_folder_the_daemon_starts_from_is_not_imported(
     wait_for([node], lambda n: n.is_terminated, timeout=30)
     assert node.is_excepted and "myjob:MyJob" in node.exit_message
     assert not (tmp_path / "planted-ran").exists()
+
+
+SLEEPING_JOB = """
+from veglia.engine import CalcInfo, CalcJob, CodeInfo
+
+
+class SleepingJob(CalcJob):
+    def prepare_for_submission(self, folder):
+        return CalcInfo([CodeInfo(executable="sleep", cmdline_params=["600"])])
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def test_a_running_job_whose_class_went_away_is_cancelled_when_the_daemon_ends_it(
+    profile, tmp_path, daemon, run_cli, monkeypatch
+):
+    # The class was importable when the job was submitted and started; it is gone (its
+    # package uninstalled) when a daemon next loads the process: ended Excepted, its
+    # scheduler job must not run on unseen.
+    (tmp_path / "sleepingjob.py").write_text(SLEEPING_JOB)
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    from sleepingjob import SleepingJob
+
+    node = engine.submit(SleepingJob, metadata={"computer": "localhost"})
+    daemon(1)
+    wait_for([node], lambda n: bool(n.job_id), timeout=60)
+    pid = int(node.job_id)
+    assert _alive(pid)
+    assert run_cli("-p", "test", "daemon", "stop").exit_code == 0
+
+    (tmp_path / "sleepingjob.py").unlink()
+    monkeypatch.delenv("PYTHONPATH")
+    daemon(1)
+    wait_for([node], lambda n: n.is_terminated, timeout=60)
+    assert node.is_excepted and "sleepingjob:SleepingJob" in node.exit_message
+    wait_for([node], lambda n: n.get_attribute("cancel_pending") is None, timeout=60)
+    deadline = time.monotonic() + 30
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _alive(pid)
+    assert sum(log.message == f"cancelled job {pid}" for log in load_node(node.pk).logs) == 1

@@ -25,6 +25,7 @@ from veglia.cli.process_format import (
 from veglia.cli.state import CliState, pass_state
 from veglia.exceptions import CliExit, InvalidOptionError, WatchTimeout
 from veglia.orm.attributes import (
+    CANCEL_PENDING,
     GPU_METRICS,
     JOB_ID,
     PAUSED,
@@ -37,6 +38,7 @@ from veglia.orm.queries import (
     ACTIVE_STATES,
     ORDER_BY,
     ProcessRow,
+    cancel_pending_pks,
     list_processes,
     logs_after,
     node_mtime,
@@ -99,7 +101,7 @@ PROCESS_LIST_COLUMNS: dict[str, ListColumn] = {
         "Status",
         lambda r: shorten(process_status(r.process_state, r.attributes)),
         lambda r: process_status(r.process_state, r.attributes),
-        reads=(PAUSED, PAUSED_REASON, SCHEDULER_STATE, WAITING_FOR),
+        reads=(CANCEL_PENDING, PAUSED, PAUSED_REASON, SCHEDULER_STATE, WAITING_FOR),
     ),
     "exit_status": ListColumn("Exit", lambda r: r.exit_status, reads=()),
     "exit_message": ListColumn("Exit message", lambda r: r.exit_message, reads=()),
@@ -283,18 +285,24 @@ def process_list(
     every = show_all or failed or exit_status is not None
     chosen = states or (None if every else ACTIVE_STATES)
     reads = [PROCESS_LIST_COLUMNS[name].reads for name in names]
-    rows = list_processes(
-        chosen,
-        failed=failed,
-        past_days=past_days,
-        limit=limit,
-        label_pattern=label,
-        exit_status=exit_status,
-        group=group,
-        order_by=order_by,
-        descending=order_direction == "desc",
-        attribute_keys=None if None in reads else {k for keys in reads for k in keys or ()},
-    )
+    filters: dict[str, Any] = {
+        "failed": failed,
+        "past_days": past_days,
+        "limit": limit,
+        "label_pattern": label,
+        "exit_status": exit_status,
+        "group": group,
+        "order_by": order_by,
+        "descending": order_direction == "desc",
+        "attribute_keys": None if None in reads else {k for keys in reads for k in keys or ()},
+    }
+    rows = list_processes(chosen, **filters)
+    if chosen == ACTIVE_STATES:
+        # An ended process whose scheduler job is not cancelled yet: that job still runs.
+        pending = cancel_pending_pks()
+        if pending:
+            rows += list_processes(None, pks=pending, **filters)
+            rows.sort(key=lambda row: getattr(row, order_by), reverse=filters["descending"])
     if not rows and not raw:
         filtered = bool(label or group or past_days is not None)
         console.print(nothing_listed(chosen, filtered=filtered))

@@ -4,9 +4,11 @@ rerun by hand (``verdi process dump``)."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 from datetime import datetime, timezone
+from itertools import chain, count
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +16,7 @@ import click
 
 from veglia.cli.completion import complete_process_pks
 from veglia.cli.node_args import load_process
-from veglia.cli.output import echo_success
+from veglia.cli.output import echo_success, echo_warning
 from veglia.cli.state import CliState, pass_state
 from veglia.exceptions import InvalidOptionError
 from veglia.orm import Bool, Dict, Float, FolderData, Int, List, SinglefileData, Str
@@ -22,7 +24,7 @@ from veglia.orm.nodes import Node, as_utc
 from veglia.orm.process_nodes import CalcJobNode, ProcessNode
 from veglia.relative_paths import checked_relative
 
-__all__ = ["METADATA", "dump_process", "process_dump_command"]
+__all__ = ["METADATA", "DumpedFolders", "dump_process", "process_dump_command"]
 
 #: What veglia knows of the dumped process; also how ``--overwrite`` recognises a dump.
 METADATA = "veglia_process.json"
@@ -66,12 +68,26 @@ def _write_json(path: Path, value: Any) -> None:
     path.write_text(text + "\n")
 
 
+def _distinct_name(label: str, pk: int, taken: set[str]) -> str:
+    """A name for ``label`` whose folder and ``.json`` file no earlier label of the folder
+    uses: two labels may clean to one name (``a b`` and ``a_b``), or differ only in case."""
+    base = safe_name(label)
+    candidates = chain([base, f"{base}-{pk}"], (f"{base}-{pk}-{n}" for n in count(2)))
+    for name in candidates:  # ends: ``taken`` is finite
+        uses = {name.casefold(), f"{name}.json".casefold()}
+        if not uses & taken:
+            taken |= uses
+            return name
+    raise AssertionError("unreachable")
+
+
 def _dump_links(links: list[tuple[str, Node]], folder: Path, root: Path) -> dict[str, Any]:
     """Each linked data node: a value in ``<label>.json``, files in ``<label>/``."""
     found: dict[str, Any] = {}
+    taken: set[str] = set()
     for label, node in links:
         entry: dict[str, Any] = {"pk": node.pk, "uuid": node.uuid, "type": type(node).__name__}
-        name = safe_name(label)
+        name = _distinct_name(label, node.pk, taken)
         if node.list_objects():
             files = _write_files(node, folder / name)
             entry["files"] = [str((folder / name / f).relative_to(root)) for f in files]
@@ -129,17 +145,34 @@ def _readme(node: ProcessNode, meta: dict[str, Any]) -> str:
         lines.append("")
         for child in meta["called"]:
             label = f" ({child['label']})" if child["label"] else ""
+            where = f"`{child['folder']}/`" if child["folder"] else "not again"
             lines.append(
-                f"- `{child['folder']}/`: {child['process_type']} {child['pk']}{label}, "
+                f"- {where}: {child['process_type']} {child['pk']}{label}, "
                 f"{child['process_state']}"
                 + (f" [{child['exit_status']}]" if child["exit_status"] is not None else "")
+                + (f", dumped already in `{child['dumped_in']}/`" if "dumped_in" in child else "")
             )
     return "\n".join(lines) + "\n"
 
 
-def dump_process(node: ProcessNode, folder: Path) -> dict[str, Any]:
+class DumpedFolders(dict[int, Path]):
+    """The folder each process of one dump went to, by pk. A process met a second time
+    (a call cycle, which only a forged archive or a direct database write can make) is
+    not written again: it is listed in :attr:`repeats`, as ``caller pk -> called pk``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.repeats: list[str] = []
+
+
+def dump_process(
+    node: ProcessNode, folder: Path, dumped: DumpedFolders | None = None
+) -> dict[str, Any]:
     """Write process ``node`` to ``folder`` (made), its called processes in sub-folders;
-    return its metadata, as written to :data:`METADATA`."""
+    return its metadata, as written to :data:`METADATA`. ``dumped`` holds the processes
+    written so far by the same dump."""
+    dumped = DumpedFolders() if dumped is None else dumped
+    dumped[node.pk] = folder
     folder.mkdir(parents=True, exist_ok=True)
     meta: dict[str, Any] = {
         "pk": node.pk,
@@ -173,18 +206,21 @@ def dump_process(node: ProcessNode, folder: Path) -> dict[str, Any]:
     meta["outputs"] = _dump_links(outputs, folder / "outputs", folder)
     meta["called"] = []
     for index, child in enumerate(node.called, start=1):
-        name = f"{index:02d}-{safe_name(child.label or short_type(child))}-{child.pk}"
-        dump_process(child, folder / name)
-        meta["called"].append(
-            {
-                "folder": name,
-                "pk": child.pk,
-                "process_type": child.process_type,
-                "label": child.label,
-                "process_state": child.process_state,
-                "exit_status": child.exit_status,
-            }
-        )
+        entry: dict[str, Any] = {
+            "folder": f"{index:02d}-{safe_name(child.label or short_type(child))}-{child.pk}",
+            "pk": child.pk,
+            "process_type": child.process_type,
+            "label": child.label,
+            "process_state": child.process_state,
+            "exit_status": child.exit_status,
+        }
+        if child.pk in dumped:
+            entry["folder"] = None
+            entry["dumped_in"] = os.path.relpath(dumped[child.pk], folder)
+            dumped.repeats.append(f"{node.pk} -> {child.pk}")
+        else:
+            dump_process(child, folder / entry["folder"], dumped)
+        meta["called"].append(entry)
     _write_json(folder / METADATA, meta)
     (folder / "README.md").write_text(_readme(node, meta))
     return meta
@@ -231,6 +267,12 @@ def process_dump_command(
     node = load_process(identifier)
     folder = folder or Path(f"dump-{safe_name(short_type(node))}-{node.pk}")
     _make_room(folder, overwrite)
-    meta = dump_process(node, folder)
+    dumped = DumpedFolders()
+    meta = dump_process(node, folder, dumped)
+    if dumped.repeats:
+        echo_warning(
+            f"The calls form a cycle ({', '.join(dumped.repeats)}): each process is written "
+            "once; the README says where the one called again is."
+        )
     called = f", with {len(meta['called'])} called processes" if meta["called"] else ""
     echo_success(f"Wrote process {node.pk}{called} to {folder}; start with {folder}/README.md.")

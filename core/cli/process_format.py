@@ -7,7 +7,13 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from veglia.cli.output import console
-from veglia.orm.attributes import PAUSED, PAUSED_REASON, SCHEDULER_STATE, WAITING_FOR
+from veglia.orm.attributes import (
+    CANCEL_PENDING,
+    PAUSED,
+    PAUSED_REASON,
+    SCHEDULER_STATE,
+    WAITING_FOR,
+)
 from veglia.orm.queries import ACTIVE_STATES
 from veglia.storage.times import as_utc as aware
 
@@ -49,7 +55,11 @@ def format_state(
 
 
 def process_status(state: str | None, attributes: dict[str, Any]) -> str:
-    """What an active process is doing: why it is paused, or its job's scheduler state."""
+    """What an active process is doing: why it is paused, or its job's scheduler state; of
+    a killed one, that its scheduler job is still to be cancelled."""
+    pending = attributes.get(CANCEL_PENDING)
+    if pending:
+        return f"cancel pending: job {pending['job_id']} on {pending['computer']}"
     if attributes.get(PAUSED) and state in ACTIVE_STATES:
         return attributes.get(PAUSED_REASON) or "paused"
     if state in ACTIVE_STATES and attributes.get(SCHEDULER_STATE):

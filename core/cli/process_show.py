@@ -16,7 +16,7 @@ from veglia.cli.process_format import (
     relative_time,
 )
 from veglia.engine.progress import format_seconds, workflow_progress
-from veglia.orm.attributes import ATTEMPTS, CODE, RESTART
+from veglia.orm.attributes import ATTEMPTS, CANCEL_PENDING, CODE, RESTART
 from veglia.orm.process_nodes import CalcJobNode, ProcessNode
 from veglia.orm.queries import node_mtime
 from veglia.plugin_manager import results_of_each
@@ -123,6 +123,16 @@ def _outage(mark: dict[str, Any] | None) -> str | None:
     return text + "; played by the daemon when it answers"
 
 
+def _cancel_pending(mark: dict[str, Any] | None) -> str | None:
+    if not mark:
+        return None
+    since = datetime.fromtimestamp(mark["since"], timezone.utc)
+    text = f"job {mark['job_id']} on {mark['computer']}, killed at {format_time(since)}"
+    if mark.get("attempts"):
+        text += f"; {mark['attempts']} attempt(s) failed, the last: {mark.get('error', '')}"
+    return text + "; the daemon cancels it as soon as the computer answers"
+
+
 def show_process(node: ProcessNode, log_lines: int) -> None:
     attrs = node.attributes
     rows: list[tuple[str, Any]] = [
@@ -156,6 +166,7 @@ def show_process(node: ProcessNode, log_lines: int) -> None:
             ("monitors", monitor_lines(attrs)),
             ("blocked", (node.blocked or {}).get("reason")),
             ("paused", _outage(node.unreachable) if node.paused else None),
+            ("cancel pending", _cancel_pending(attrs.get(CANCEL_PENDING))),
             ("resubmitted", _restart(attrs.get(RESTART))),
             ("used", _usage(node.usage)),
             ("right-sized", _right_sized(node.right_sized)),

@@ -20,15 +20,14 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 import platformdirs
 
 from veglia.config.options import get_option
-from veglia.config.private_paths import private_folder
+from veglia.config.private_paths import private_folder, tighten
 from veglia.config.profile import Profile
 from veglia.exceptions import ConfigurationError, InvalidOptionError, ProfileNotFoundError
 
-__all__ = ["CONFIG_VERSION", "Config", "veglia_home"]
+__all__ = ["CONFIG_VERSION", "Config", "split_password", "veglia_home"]
 
 CONFIG_VERSION = 1
 _PROFILE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
-_URL_OPTIONS_WITH_PASSWORD = {"storage.url": "storage.password", "broker.url": "broker.password"}
 
 
 def veglia_home() -> Path:
@@ -66,6 +65,20 @@ def _read_json(path: Path) -> dict[str, Any]:
     return data
 
 
+def split_password(url: str) -> tuple[str, str | None]:
+    """``url`` without the password written into it, and that password (decoded: it is
+    percent-encoded once, when the URL is built again), or None when it has none."""
+    try:
+        parts = urlsplit(url)
+        password = parts.password
+    except ValueError:  # not a URL: nothing to take out
+        return url, None
+    if password is None:
+        return url, None
+    netloc = parts.netloc.replace(f":{password}@", "@", 1)
+    return urlunsplit(parts._replace(netloc=netloc)), unquote(password)
+
+
 class Config:
     """The profiles of one configuration folder."""
 
@@ -83,8 +96,35 @@ class Config:
         self.default_profile: str | None = data.get("default_profile")
         self._profiles: dict[str, dict[str, Any]] = data.get("profiles", {})
         self._secrets: dict[str, dict[str, Any]] = _read_json(self.secrets_path)
-        if self.secrets_path.exists() and self.secrets_path.stat().st_mode & 0o077:
-            os.chmod(self.secrets_path, 0o600)
+        # Made open by an older release, or by hand: tightened at every load (a stat each).
+        folders = [self.profile_folder(name) for name in self._profiles]
+        for path in (self.home, self.path, self.secrets_path, self.home / "profiles", *folders):
+            tighten(path)
+        if self._move_url_passwords():
+            self.save()
+
+    def _move_url_passwords(self) -> bool:
+        """Move passwords that an older release kept inside URL options (``tower.endpoint``)
+        to their secret options; True when one was moved. Options are looked up only for a
+        value that holds one, so a start pays nothing for it."""
+        moved = False
+        for name, entry in self._profiles.items():
+            options = entry.get("options", {})
+            for key, value in list(options.items()):
+                if not (isinstance(value, str) and "@" in value):
+                    continue
+                url, password = split_password(value)
+                if password is None:
+                    continue
+                try:
+                    password_key = get_option(key).password_option
+                except InvalidOptionError:  # its plugin is gone: left as it is
+                    continue
+                if password_key:
+                    options[key] = url
+                    self._secrets.setdefault(name, {})[password_key] = password
+                    moved = True
+        return moved
 
     # -- profiles ---------------------------------------------------------------------
     @property
@@ -161,14 +201,12 @@ class Config:
         values: dict[str, Any] = {}
         for key, raw in options.items():
             values[key] = get_option(key).validate(raw)
-        for url_key, password_key in _URL_OPTIONS_WITH_PASSWORD.items():
-            url = values.get(url_key)
-            if url and urlsplit(url).password is not None:
-                parts = urlsplit(url)
-                # Kept decoded: it is percent-encoded once, when the URL is built again.
-                values[password_key] = unquote(parts.password)
-                netloc = parts.netloc.replace(f":{parts.password}@", "@", 1)
-                values[url_key] = urlunsplit(parts._replace(netloc=netloc))
+        for key, value in list(values.items()):
+            password_key = get_option(key).password_option
+            if password_key and isinstance(value, str):
+                url, password = split_password(value)
+                if password is not None:
+                    values[key], values[password_key] = url, password
         return values
 
     def _store(self, profile: str, key: str, value: Any) -> None:

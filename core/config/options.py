@@ -61,6 +61,9 @@ class Option:
     hint: str = ""
     #: Read once by a daemon worker at start: a change waits for `veglia daemon restart`.
     needs_restart: bool = False
+    #: Of a URL option: the secret option a password written into the URL is moved to (the
+    #: URL keeps its user), so it never lands in ``config.json`` or on screen.
+    password_option: str = ""
     format: Callable[[Any], str] = field(default=lambda value: "" if value is None else str(value))
 
     def __post_init__(self) -> None:
@@ -110,6 +113,7 @@ BUILTIN_OPTIONS: tuple[Option, ...] = (
         setup=True,
         hint="empty for SQLite in the profile, or postgresql://user@host:port/db",
         needs_restart=True,
+        password_option="storage.password",
     ),
     Option(
         "storage.password",
@@ -139,6 +143,7 @@ BUILTIN_OPTIONS: tuple[Option, ...] = (
         setup=True,
         hint="amqp://guest@127.0.0.1:5672/ or empty for no broker",
         needs_restart=True,
+        password_option="broker.password",
     ),
     Option(
         "broker.password",
@@ -261,6 +266,17 @@ BUILTIN_OPTIONS: tuple[Option, ...] = (
         "Attempts of a transport task before its process is paused with the reason.",
         default=5,
         parse=parse_positive_int,
+    ),
+    Option(
+        "transport.max_command_output",
+        "The most veglia reads of a command's stdout, and of its stderr, on a computer "
+        "(scheduler listings such as squeue, qstat and sacct, submissions, copies), in MB: a "
+        "command that prints more is stopped, and the task fails saying so, rather than "
+        "hold its output in the daemon's memory.",
+        default=64,
+        parse=parse_size_mb,
+        hint="a size: 64M, 1G",
+        needs_restart=True,
     ),
     Option(
         "engine.poll_interval",

@@ -63,6 +63,15 @@ class Profile:
     def is_set(self, name: str) -> bool:
         return name in self.options or name in self.secrets
 
+    def url_with_password(self, name: str) -> str:
+        """URL option ``name`` with the password kept in its secret option put back in
+        (when the URL names a user): the URL to connect with, never to print."""
+        url = self.get_option(name)
+        password_option = get_option(name).password_option
+        if not url or not password_option:
+            return url
+        return _with_password(url, self.get_option(password_option))
+
     @property
     def daemon_folder(self) -> Path:
         """Pid, status and log files of this host's daemon of the profile: on a home shared
@@ -86,10 +95,8 @@ class Profile:
     @property
     def storage_url(self) -> str:
         """The database URL to connect with, password included: never print it."""
-        url = self.get_option("storage.url")
-        if not url:
-            return f"sqlite:///{self.folder / 'storage.sqlite'}"
-        return _with_password(url, self.get_option("storage.password"))
+        url = self.url_with_password("storage.url")
+        return url or f"sqlite:///{self.folder / 'storage.sqlite'}"
 
     @property
     def storage_url_masked(self) -> str:
@@ -98,8 +105,7 @@ class Profile:
     @property
     def broker_url(self) -> str:
         """The broker URL to connect with, password included, or ``""`` for no broker."""
-        url = self.get_option("broker.url")
-        return _with_password(url, self.get_option("broker.password")) if url else ""
+        return self.url_with_password("broker.url")
 
     @property
     def broker_url_masked(self) -> str:

@@ -241,13 +241,6 @@ class Process(plumpy.Process):
             held.end(commit=False)
             raise held.error
 
-    def commit_closing_writes(self) -> None:
-        """Commit what :meth:`closing_writes` holds now: the step is about to await (a
-        kill's clean-up), which must not hold SQLite's write lock."""
-        held = get_storage().held()
-        if held is not None:
-            held.end(commit=True)
-
     @contextmanager
     def outputs_stored_at_end(self) -> Iterator[None]:
         """Outputs emitted in the block are stored and linked at its end, in the order they

@@ -32,8 +32,25 @@ class InterruptibleWaiting(plumpy.process_states.Waiting):
             inline.task.get_loop().call_soon(self._cancel_inline, inline)
 
     def _cancel_inline(self, inline: _Inline) -> None:
-        if self._inline is inline:  # still awaiting the coroutine: cancel it there
+        # Still awaiting the coroutine, and not in a call it must let finish: cancel it.
+        if self._inline is inline and not inline.finish_first:
             inline.cancelled = inline.task.cancel()
+
+    async def sleep_interruptibly(self, delay: float) -> None:
+        """Wait ``delay`` seconds between two calls of the coroutine under way (a transport
+        task's back-off): a kill or pause ends the wait at once, even in a coroutine whose
+        calls are let finish (``finish_first``): only a call under way may delay it."""
+        inline = self._inline
+        if inline is None or inline.task is not asyncio.current_task():
+            await asyncio.sleep(delay)
+            return
+        if inline.reason is not None:  # it came while the last call ran: no further attempt
+            raise inline.reason
+        finish_first, inline.finish_first = inline.finish_first, False
+        try:
+            await asyncio.sleep(delay)
+        finally:
+            inline.finish_first = finish_first
 
     async def _interruptible(self, coroutine: Any, *, finish_first: bool) -> Any:
         """Await ``coroutine`` in this task; an interruption (kill, pause) is raised.

@@ -66,8 +66,8 @@ STARTED_AT = "started_at"
 LAST_JOB_INFO = "last_job_info"
 #: True once veglia cancelled the scheduler job.
 JOB_CANCELLED = "job_cancelled"
-#: True while a kill still owes the scheduler job its cancel (the process was ended Killed
-#: from its record, its class not loadable: the daemon cancels the job).
+#: {"job_id", "computer", "since", "attempts", "error"}: the process was killed and its
+#: scheduler job is still to be cancelled (the daemon does it once the computer answers).
 CANCEL_PENDING = "cancel_pending"
 #: {"message", "resource_request"}: the scheduler refused a request the queue cannot give.
 SUBMISSION_REJECTED = "submission_rejected"

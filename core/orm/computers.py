@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from veglia.entry_points import CalculationFactory, SchedulerFactory, TransportFactory
 from veglia.exceptions import ConfigurationError, NotExistent
 from veglia.exceptions import ConfigurationError as _Error
-from veglia.manage import get_storage
+from veglia.manage import get_profile, get_storage
 from veglia.orm.users import get_default_user
 from veglia.plugin_manager import get_plugin_manager
 from veglia.storage import models
@@ -317,8 +317,11 @@ class Computer:
         return dict(row.auth_params or {})
 
     def get_transport(self) -> Any:
-        """A new (closed) transport to this computer with the user's parameters."""
-        return TransportFactory(self.transport_type)(self.hostname, **self.get_auth_params())
+        """A new (closed) transport to this computer with the user's parameters, reading no
+        more of a command's output than the profile's ``transport.max_command_output``."""
+        transport = TransportFactory(self.transport_type)(self.hostname, **self.get_auth_params())
+        transport.max_output = int(get_profile().get_option("transport.max_command_output")) << 20
+        return transport
 
     def get_scheduler(self) -> Any:
         return SchedulerFactory(self.scheduler_type)()
@@ -332,6 +335,12 @@ class Computer:
     def job_workdir(self, root: str, uuid: str) -> str:
         """Where a job's files go under ``root``: sharded by UUID so no folder gets huge."""
         return posixpath.join(root, uuid[:2], uuid[2:4], uuid[4:])
+
+    def job_workdir_parts(self, workdir: str) -> tuple[str, str]:
+        """The root of a job's folder made by :meth:`job_workdir`, and the part below the
+        root veglia made (``ab/cd/efgh...``), which the job could replace."""
+        root, *made = posixpath.normpath(workdir).rsplit("/", 3)
+        return root or "/", "/".join(made)
 
 
 def load_computer(label: str | int) -> Computer:

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from veglia.orm.attributes import COMPUTER
-from veglia.orm.nodes import Node
+from veglia.orm.nodes import Node, StoredBlob
 from veglia.relative_paths import checked_relative
 
 __all__ = [
@@ -108,7 +108,7 @@ class SinglefileData(Data):
 
     def __init__(
         self,
-        content: bytes | str | None = None,
+        content: bytes | str | StoredBlob | None = None,
         filename: str = "file.txt",
         *,
         file: str | Path | None = None,
@@ -118,6 +118,7 @@ class SinglefileData(Data):
         if file is not None:
             filename = Path(file).name if filename == "file.txt" else filename
             content = Path(file).read_bytes()
+        # A blob (another node's file, ``get_object_blob``) is shared, not copied.
         data = content.encode() if isinstance(content, str) else (content or b"")
         filename = checked_relative(filename)
         self._attributes["filename"] = filename

@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import copy
 import functools
+import io
 import json
 import sys
 from collections.abc import Iterable, Iterator
 from datetime import datetime
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, BinaryIO, ClassVar, NamedTuple
 
 import sqlalchemy as sa
 
@@ -40,7 +41,7 @@ from veglia.relative_paths import checked_relative
 from veglia.storage import models
 from veglia.storage.times import as_utc
 
-__all__ = ["Node", "as_utc", "load_node", "node_type_class"]
+__all__ = ["Node", "StoredBlob", "as_utc", "load_node", "node_type_class"]
 
 
 _SCALARS = (str, int, float, bool, type(None))
@@ -179,12 +180,20 @@ _FILES_DELETE = _FILES.delete().where(
 _FILES_INSERT = _FILES.insert()
 
 
-def _put_blobs(files: dict[str, bytes]) -> list[dict[str, Any]]:
+class StoredBlob(NamedTuple):
+    """A file's content already in the repository: what an unstored node holds of a file
+    given by its path, rather than the content itself (which may not fit in memory)."""
+
+    sha256: str
+    size: int
+
+
+def _put_blobs(files: dict[str, bytes | StoredBlob]) -> list[dict[str, Any]]:
     """Write the contents to the repository; the file rows to record, without their node."""
     repository = get_storage().repository
     blobs = []
     for path, content in files.items():
-        sha256, size = repository.put_bytes(content)
+        sha256, size = content if isinstance(content, StoredBlob) else repository.put_bytes(content)
         blobs.append({"path": path, "sha256": sha256, "size": size})
     return blobs
 
@@ -224,7 +233,8 @@ class Node:
         self.description = description
         self._attributes: dict[str, Any] = {}
         self._extras: dict[str, Any] = {}
-        self._pending_files: dict[str, bytes] = {}
+        #: The files of an unstored node: their content, or the blob it is already stored as.
+        self._pending_files: dict[str, bytes | StoredBlob] = {}
         self._ctime: datetime | None = None
         self._row_extra: dict[str, Any] = {}
 
@@ -351,7 +361,7 @@ class Node:
         """Add a file to the node's repository (before storing, or on a process node)."""
         self.put_objects({path: content})
 
-    def put_objects(self, files: dict[str, bytes]) -> None:
+    def put_objects(self, files: dict[str, bytes | StoredBlob]) -> None:
         """Add several files at once (one database transaction)."""
         if self.is_stored and not self._mutable_when_stored:
             raise ModificationNotAllowed(f"{self!r} is stored; its files cannot change.")
@@ -363,9 +373,13 @@ class Node:
             self._pending_files.update(files)
 
     def put_object_from_file(self, path: str, source: str | Path) -> None:
-        self.put_object_from_bytes(path, Path(source).read_bytes())
+        """Add a file by copying the local file ``source``: streamed into the repository now
+        (hashed while copied, through a temporary file), so a file of any size costs no more
+        memory than a buffer. Until the node is stored the blob belongs to no node, which is
+        harmless (as after a store that failed)."""
+        self.put_objects({path: StoredBlob(*get_storage().repository.put_file(source))})
 
-    def _store_files(self, files: dict[str, bytes]) -> None:
+    def _store_files(self, files: dict[str, bytes | StoredBlob]) -> None:
         blobs = _put_blobs(files)
         with get_storage().connection() as connection:
             connection.execute(_FILES_DELETE, {"node_id": self.pk, "paths": list(files)})
@@ -384,13 +398,37 @@ class Node:
         return [record.path for record in self.list_objects()]
 
     def get_object_content(self, path: str) -> bytes:
+        """The whole content of a file, in memory (:meth:`open_object` reads a large one
+        piece by piece)."""
+        content = self._object(path)
+        if isinstance(content, bytes):
+            return content
+        return get_storage().repository.get_bytes(content.sha256)
+
+    def open_object(self, path: str) -> BinaryIO:
+        """A file of the node opened for reading in binary: a parser reads a large output
+        through it without holding it whole."""
+        content = self._object(path)
+        if isinstance(content, bytes):
+            return io.BytesIO(content)
+        return get_storage().repository.open(content.sha256)
+
+    def get_object_blob(self, path: str) -> StoredBlob:
+        """The blob a file is stored as; another node given it (``put_objects``) shares
+        the content without a copy."""
+        content = self._object(path)
+        if isinstance(content, bytes):
+            return StoredBlob(*get_storage().repository.put_bytes(content))
+        return content
+
+    def _object(self, path: str) -> bytes | StoredBlob:
         if not self.is_stored:
             if path not in self._pending_files:
                 raise NotExistent(f"{self!r} has no file {path!r}.")
             return self._pending_files[path]
         for record in self.list_objects():
             if record.path == path:
-                return get_storage().repository.get_bytes(record.sha256)
+                return StoredBlob(record.sha256, record.size)
         names = ", ".join(self.list_object_names()) or "none"
         raise NotExistent(f"{self!r} has no file {path!r} (files: {names}).")
 

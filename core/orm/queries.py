@@ -16,7 +16,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from veglia.manage import get_storage
-from veglia.orm.attributes import BLOCKED, DAEMON, PAUSED
+from veglia.orm.attributes import BLOCKED, CANCEL_PENDING, DAEMON, PAUSED
 from veglia.storage.tables import (
     authinfos,
     computers,
@@ -34,6 +34,7 @@ __all__ = [
     "ORDER_BY",
     "ProcessRow",
     "active_process_pks",
+    "cancel_pending_pks",
     "configured_computer_pks",
     "created_or_returned",
     "creating_calcjobs",
@@ -83,6 +84,16 @@ def active_process_pks(
     if daemon is not None:
         is_daemon = nodes.c.attributes[DAEMON].as_boolean().is_(True)
         query = query.where(is_daemon if daemon else sa.not_(is_daemon))
+    with get_storage().connection() as connection:
+        return list(connection.scalars(query.order_by(nodes.c.id)))
+
+
+def cancel_pending_pks() -> list[int]:
+    """Ended processes whose scheduler job is still to be cancelled, oldest first: killed
+    ones, and ones ended Excepted because the daemon could not load them."""
+    query = sa.select(nodes.c.id).where(
+        nodes.c.process_state.in_(("killed", "excepted")), has_attribute(CANCEL_PENDING)
+    )
     with get_storage().connection() as connection:
         return list(connection.scalars(query.order_by(nodes.c.id)))
 

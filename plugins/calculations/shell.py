@@ -87,14 +87,15 @@ class ShellJob(CalcJob):
         names = retrieved.list_object_names()
         for stream in ("stdout", "stderr"):
             if stream in names:
-                self.out(stream, SinglefileData(retrieved.get_object_content(stream), stream))
+                self.out(stream, SinglefileData(retrieved.get_object_blob(stream), stream))
         patterns = self.inputs["outputs"].get_list() if "outputs" in self.inputs else []
         import fnmatch
 
         for name in names:
             if any(fnmatch.fnmatch(name, pattern) for pattern in patterns):
-                content = retrieved.get_object_content(name)
-                self.out(f"files.{_port_name(name)}", SinglefileData(content, Path(name).name))
+                # The retrieved file's blob, shared: an output of any size is not read.
+                blob = retrieved.get_object_blob(name)
+                self.out(f"files.{_port_name(name)}", SinglefileData(blob, Path(name).name))
         status = outcome.get("exit_status")
         if status not in (0, None):
             return self.exit_codes.ERROR_NONZERO_EXIT_STATUS.format(status=status)

@@ -69,6 +69,12 @@ def _depth(value: Any, level: int = 0) -> int:
 
 def read_trace(transport: Any, path: str = TRACE_PATH) -> dict[str, Any]:
     """Read and parse the trace file in the transport's cwd (the job's work directory)."""
+    # The job may have made .fusion, or its whole folder, a link leading elsewhere.
+    link = transport.link_above(".", path)
+    if link is not None:
+        raise TraceUnusable(
+            f"{path} is not read: {link} is a link, and veglia follows no link in a job's folder"
+        )
     try:
         info = transport.lstat(path)
     except TransportError:

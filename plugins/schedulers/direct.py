@@ -6,6 +6,7 @@ import re
 import shlex
 
 from veglia.schedulers import JobInfo, JobState, JobTemplate, Scheduler, SchedulerError
+from veglia.transports import shown_output
 
 __all__ = ["DirectScheduler"]
 
@@ -58,7 +59,7 @@ class DirectScheduler(Scheduler):
         job_id = stdout.strip()
         if retval != 0 or not job_id.isdigit():
             raise SchedulerError(
-                f"Starting the job failed (exit {retval}): {stderr.strip() or stdout.strip()}"
+                f"Starting the job failed (exit {retval}): {shown_output(stderr, stdout)}"
             )
         return job_id
 

@@ -38,6 +38,7 @@ from veglia.plugins.schedulers.directives import (
     safe_job_name,
 )
 from veglia.schedulers import JobFailure, JobInfo, JobState, JobTemplate, Scheduler, SchedulerError
+from veglia.transports import shown_output
 
 if TYPE_CHECKING:
     from veglia.transports import Transport
@@ -281,7 +282,7 @@ class LsfScheduler(Scheduler):
                 if retval != 0:  # the job exists: raising would submit it a second time
                     LOGGER.warning("bsub exited %s after submitting job %s", retval, match[1])
                 return match.group(1)
-        message = stderr.strip() or stdout.strip() or "(no output)"
+        message = shown_output(stderr, stdout)
         if retval == 0:
             raise SchedulerError(
                 f"bsub exited 0 but printed no job id: {message}. The job may have been "
@@ -329,10 +330,10 @@ class LsfScheduler(Scheduler):
             else:
                 problems.append(text)
         if problems or (retval != 0 and not (infos or unknown or answered)):
-            shown = "\n".join(problems) or stderr.strip() or stdout.strip() or "(no output)"
+            shown = shown_output("\n".join(problems), stderr, stdout)
             raise SchedulerError(
                 f"bjobs failed or printed what veglia does not understand (exit {retval}): "
-                f"{shown[:2000]}\nIs mbatchd up, and bjobs on the PATH of a non-interactive "
+                f"{shown}\nIs mbatchd up, and bjobs on the PATH of a non-interactive "
                 "shell? The same command on the computer shows more."
             )
         return infos, unknown

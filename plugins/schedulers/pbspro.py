@@ -28,6 +28,7 @@ from veglia.plugins.schedulers.directives import (
     safe_job_name,
 )
 from veglia.schedulers import JobFailure, JobInfo, JobState, JobTemplate, Scheduler, SchedulerError
+from veglia.transports import shown_output
 
 __all__ = ["PbsProScheduler", "TorqueScheduler", "parse_qstat_full"]
 
@@ -96,7 +97,7 @@ def parse_qstat_full(text: str) -> list[dict[str, str]]:
         elif not line.strip():
             continue
         elif not records:
-            raise SchedulerError(f"qstat printed a line veglia does not understand: {line!r}")
+            raise SchedulerError(f"qstat printed a line veglia does not understand: {line[:200]!r}")
         elif attribute:
             key = attribute.group(1)
             records[-1][key] = attribute.group(2).strip()
@@ -104,7 +105,7 @@ def parse_qstat_full(text: str) -> list[dict[str, str]]:
             wrapped = line[:1].isspace()
             records[-1][key] += line.strip() if wrapped else "\n" + line.rstrip()
         else:
-            raise SchedulerError(f"qstat printed a line veglia does not understand: {line!r}")
+            raise SchedulerError(f"qstat printed a line veglia does not understand: {line[:200]!r}")
     return records
 
 
@@ -232,7 +233,7 @@ class PbsProScheduler(Scheduler):
             return job_id
         raise SchedulerError(
             f"qsub refused the job (exit {retval}): "
-            f"{stderr.strip() or stdout.strip() or '(no output)'}\n"
+            f"{shown_output(stderr, stdout)}\n"
             "Check the queue, account and resource requests against `qstat -Qf <queue>`."
         )
 

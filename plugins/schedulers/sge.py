@@ -29,6 +29,7 @@ from veglia.plugins.schedulers.directives import (
     safe_job_name,
 )
 from veglia.schedulers import JobFailure, JobInfo, JobState, JobTemplate, Scheduler, SchedulerError
+from veglia.transports import shown_output
 
 __all__ = ["SgeScheduler"]
 
@@ -166,7 +167,7 @@ class SgeScheduler(Scheduler):
             return match.group(1)
         raise SchedulerError(
             f"qsub refused the job (exit {retval}): "
-            f"{stderr.strip() or stdout.strip() or '(no output)'}\n"
+            f"{shown_output(stderr, stdout)}\n"
             "Check the queue, project, parallel environment (`qconf -spl`) and limits."
         )
 

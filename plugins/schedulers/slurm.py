@@ -48,6 +48,7 @@ from veglia.schedulers import (
     Scheduler,
     SchedulerError,
 )
+from veglia.transports import shown_output
 
 __all__ = ["SlurmScheduler", "SlurmSubmitError"]
 
@@ -189,7 +190,7 @@ class SlurmScheduler(Scheduler):
         match = _SUBMITTED.fullmatch(lines[-1].strip()) if lines else None
         if retval == 0 and match:
             return match.group(1)
-        message = stderr.strip() or stdout.strip() or "(no output)"
+        message = shown_output(stderr, stdout)
         if retval == 0:
             raise SchedulerError(
                 f"sbatch exited 0 but printed no job id: {message}. The job may have been "

@@ -10,7 +10,7 @@ import ipaddress
 import json
 import math
 from typing import Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
 import httpx
 
@@ -61,17 +61,23 @@ class TowerClient:
         *,
         allow_http: bool = False,
         timeout: float = 20,
+        password: str = "",
     ) -> None:
         check_endpoint(endpoint, allow_http)
         self.endpoint = endpoint.rstrip("/")
         self._token = token
         self._params = {"workspaceId": workspace_id} if workspace_id else {}
+        # The user an endpoint names (https://user@host) and tower.password sign each request
+        # with HTTP basic auth, as an endpoint with the password in it always did; the
+        # password is kept apart so that no message quoting the endpoint shows it.
+        user = urlsplit(self.endpoint).username
         self._http = httpx.Client(
             headers={
                 "Authorization": f"Bearer {token}",
                 "Accept": "application/json",
                 "Content-Type": "application/json",
             },
+            auth=httpx.BasicAuth(unquote(user), password) if user else None,
             timeout=timeout,
             follow_redirects=False,
         )

@@ -53,7 +53,10 @@ class SendReport:
 
 
 def _settings_id(settings: TowerSettings) -> str:
-    text = "\0".join((settings.endpoint, settings.token, settings.workspace_id))
+    parts = [settings.endpoint, settings.token, settings.workspace_id]
+    if settings.password:  # only then: the ids of settings without one stay as they were
+        parts.append(settings.password)
+    text = "\0".join(parts)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -117,6 +120,7 @@ class TowerSender:
                 self.settings.token,
                 self.settings.workspace_id,
                 allow_http=self.settings.allow_http,
+                password=self.settings.password,
             )
         except SettingsRejected as exc:
             self._pause(str(exc))

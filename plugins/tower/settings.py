@@ -43,9 +43,18 @@ OPTIONS = [
     ),
     Option(
         "tower.endpoint",
-        "Seqera Platform API URL (else $TOWER_API_ENDPOINT).",
+        "Seqera Platform API URL (else $TOWER_API_ENDPOINT); a password written into it "
+        "moves to tower.password.",
         default="",
         parse=_endpoint,
+        password_option="tower.password",
+    ),
+    Option(
+        "tower.password",
+        "Password of the user named in tower.endpoint (https://user@host), kept in the "
+        "secrets file.",
+        default="",
+        secret=True,
     ),
     Option(
         "tower.access_token",
@@ -76,6 +85,8 @@ class TowerSettings:
     token: str
     workspace_id: str
     allow_http: bool = False
+    #: The password of the endpoint's user: never part of :attr:`endpoint`, which is shown.
+    password: str = ""
 
     def __repr__(self) -> str:  # the token never shows, not even in a traceback
         return f"TowerSettings(enabled={self.enabled}, endpoint={self.endpoint!r})"
@@ -83,11 +94,20 @@ class TowerSettings:
 
 def settings_of(profile: Any) -> TowerSettings:
     """Profile options first, then the environment, then the public endpoint."""
+    # Lazy: options are read at every start; the configuration's URL helper only here.
+    from veglia.config.config import split_password
+
+    endpoint = profile.get_option("tower.endpoint")
+    password = profile.get_option("tower.password") if endpoint else ""
+    if not endpoint:
+        endpoint, from_environment = split_password(
+            os.environ.get("TOWER_API_ENDPOINT", "").rstrip("/") or DEFAULT_ENDPOINT
+        )
+        password = from_environment or ""
     return TowerSettings(
         enabled=bool(profile.get_option("tower.enabled")),
-        endpoint=profile.get_option("tower.endpoint")
-        or os.environ.get("TOWER_API_ENDPOINT", "").rstrip("/")
-        or DEFAULT_ENDPOINT,
+        endpoint=endpoint,
+        password=password,
         token=profile.get_option("tower.access_token") or os.environ.get("TOWER_ACCESS_TOKEN", ""),
         workspace_id=str(
             profile.get_option("tower.workspace_id") or os.environ.get("TOWER_WORKSPACE_ID", "")

@@ -23,10 +23,15 @@ from veglia.exceptions import (
     TransportError,
     TransportTimeoutError,
 )
-from veglia.transports import AuthOption, FileStat, Transport
+from veglia.transports import AuthOption, FileStat, Transport, shown_output
 
 #: Seconds an SFTP request may wait for the server's answer.
 SFTP_TIMEOUT = 120.0
+
+#: The most of a file copied from the computer that is held in memory at once, in bytes.
+COPY_WINDOW = 4 * 1024 * 1024
+#: The size of one SFTP read request (paramiko's largest).
+_SFTP_READ = 32768
 
 __all__ = ["SshTransport"]
 
@@ -50,7 +55,13 @@ class SshTransport(Transport):
         AuthOption("allow_agent", "Use the ssh-agent.", bool, True),
         AuthOption("look_for_keys", "Try the keys in ~/.ssh.", bool, True),
         AuthOption("proxy_jump", "Jump host as user@host:port."),
-        AuthOption("timeout", "Seconds to wait when connecting.", float, 30.0),
+        AuthOption(
+            "timeout",
+            "Seconds each stage of a connection may take: the TCP connect, the SSH banner, "
+            "the authentication, the opening of a channel.",
+            float,
+            30.0,
+        ),
         AuthOption("keepalive_interval", "Seconds between keep-alive packets (0: none).", int, 30),
     )
 
@@ -86,9 +97,13 @@ class SshTransport(Transport):
                 key_filename=str(Path(key).expanduser()) if key else None,
                 allow_agent=params["allow_agent"],
                 look_for_keys=params["look_for_keys"],
+                # Each stage waits at most this: the TCP connect, the server's banner, the
+                # authentication, and later the opening of each channel (paramiko's own
+                # default for that is an hour, which a hung host would hold a job for).
                 timeout=params["timeout"],
                 banner_timeout=params["timeout"],
                 auth_timeout=params["timeout"],
+                channel_timeout=params["timeout"],
                 sock=sock,
             )
         except paramiko.BadHostKeyException as exc:
@@ -97,7 +112,35 @@ class SshTransport(Transport):
                 f"{exc.key.get_base64()[:16]}...). If the host was reinstalled, remove its old "
                 "key with `ssh-keygen -R` and connect once with ssh to trust the new one."
             ) from None
+        except paramiko.AuthenticationException as exc:
+            if "timeout" in str(exc).lower():
+                raise TransportConnectionError(
+                    f"No answer to authentication from {host}:{port} within "
+                    f"{params['timeout']:g} s: its sshd is hung or overloaded. veglia tries "
+                    "again later; raise the computer's timeout if it is only slow."
+                ) from None
+            raise TransportConnectionError(
+                f"SSH to {user or ''}@{host}:{port} failed: {exc}. Check the user name, key "
+                "file and that the key is in the remote authorized_keys."
+            ) from None
         except paramiko.SSHException as exc:
+            started = client.get_transport()
+            no_banner = started is not None and not started.remote_version
+            if no_banner or "SSH protocol banner" in str(exc):
+                # Either the wait for the handshake ended first (paramiko then says "No
+                # existing session"), or the banner's read failed: on a timeout, or the end.
+                banner_read = "SSH protocol banner" in str(exc)
+                if isinstance(exc.__context__, TimeoutError) or not banner_read:
+                    raise TransportConnectionError(
+                        f"No SSH banner from {host}:{port} within {params['timeout']:g} s: the "
+                        "host accepts connections but its sshd does not answer (hung or "
+                        "overloaded). veglia tries again later."
+                    ) from None
+                raise TransportConnectionError(
+                    f"{host}:{port} closed the connection before sending its SSH banner: "
+                    "something other than sshd listens there, or sshd refuses connections "
+                    "(MaxStartups). Check the port, and sshd's log."
+                ) from None
             if "not found in known_hosts" in str(exc):
                 where = f"[{host}]:{port}" if port != 22 else host
                 raise HostKeyError(
@@ -198,7 +241,19 @@ class SshTransport(Transport):
         source = self.path(remotepath)
         try:
             self._check_regular(source)
-            self.sftp.get(source, str(localpath))
+            with self.sftp.open(source, "rb") as handle, open(localpath, "wb") as target:
+                size = handle.stat().st_size or 0
+                # A window at a time, its reads in flight together: paramiko's own get()
+                # asks for the whole file at once and holds what arrives faster than the
+                # disk takes it, up to the whole file.
+                copied = 0
+                for start in range(0, size, COPY_WINDOW):
+                    end = min(start + COPY_WINDOW, size)
+                    chunks = [(o, min(_SFTP_READ, end - o)) for o in range(start, end, _SFTP_READ)]
+                    for data in handle.readv(chunks):
+                        copied += target.write(data)
+                if copied != size:  # as paramiko's get(): a copy of a file cut short fails
+                    raise OSError(f"it changed size while copied ({size} bytes, {copied} read)")
         except (OSError, paramiko.SSHException, EOFError) as exc:
             Path(localpath).unlink(missing_ok=True)
             raise self._error("copy a file from", source, exc) from None
@@ -259,7 +314,9 @@ class SshTransport(Transport):
             return
         code, _, err = self.exec_command(f"mkdir -p {shlex.quote(target)}", timeout=60)
         if code != 0:
-            raise TransportError(f"Could not create {target} on {self.hostname}: {err.strip()}")
+            raise TransportError(
+                f"Could not create {target} on {self.hostname}: {shown_output(err)}"
+            )
 
     def remove(self, path: str) -> None:
         target = self.path(path)
@@ -274,7 +331,9 @@ class SshTransport(Transport):
             raise TransportError("Refusing to remove the root folder.")
         code, _, err = self.exec_command(f"rm -rf {shlex.quote(target)}", timeout=600)
         if code != 0:
-            raise TransportError(f"Could not remove {target} on {self.hostname}: {err.strip()}")
+            raise TransportError(
+                f"Could not remove {target} on {self.hostname}: {shown_output(err)}"
+            )
 
     def symlink(self, source: str, link: str) -> None:
         target = self.path(link)
@@ -313,8 +372,14 @@ class SshTransport(Transport):
             while True:
                 while channel.recv_ready():
                     stdout += channel.recv(65536)
+                    if len(stdout) > self.max_output:
+                        channel.close()  # sshd hangs the command up: it gets SIGPIPE
+                        raise self.output_too_large(command, "stdout")
                 while channel.recv_stderr_ready():
                     stderr += channel.recv_stderr(65536)
+                    if len(stderr) > self.max_output:
+                        channel.close()
+                        raise self.output_too_large(command, "stderr")
                 if (
                     channel.exit_status_ready()
                     and channel.eof_received

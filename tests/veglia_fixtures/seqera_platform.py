@@ -434,6 +434,8 @@ class SeqeraPlatform:
         self.token = token
         self.workspace_id = workspace_id
         self.requests: list[dict[str, Any]] = []
+        #: The Authorization header of every request, accepted or not.
+        self.authorizations: list[str | None] = []
         self.refusals: list[dict[str, Any]] = []
         self.ignored: list[str] = []
         self.dropped: list[str] = []
@@ -498,6 +500,7 @@ class SeqeraPlatform:
         kind = "create" if url.path == "/trace/create" else url.path.rsplit("/", 1)[-1]
         try:
             with self._lock:
+                self.authorizations.append(headers.get("Authorization"))
                 if self.redirect_to:
                     raise Refused(301, {"message": "moved"})
                 if headers.get("Authorization") != f"Bearer {self.token}":

@@ -4,6 +4,7 @@ with the reason, except under CI=true, where it fails: CI proves the real path."
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -12,6 +13,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -285,3 +287,152 @@ def relayed_postgres(postgres_database: str) -> Iterator[dict[str, object]]:
     }
     while relay:
         stop()
+
+
+# -- a computer that hangs or refuses, in front of the real sshd ------------------------------
+class TcpProxy:
+    """A TCP proxy on loopback, in front of ``target_port``, in one of three modes:
+    ``forward`` relays both ways; ``hang`` accepts connections and never sends a byte, and
+    stops relaying those already open (a host that froze); ``refuse`` closes the listening
+    socket and every connection (a host that is down). Threads of its own, no event loop."""
+
+    def __init__(self, target_port: int) -> None:
+        import socket
+        import threading
+
+        self.target_port = target_port
+        self.mode = "forward"
+        self._lock = threading.Lock()
+        self._pairs: list[tuple[socket.socket, socket.socket]] = []
+        self._held: list[socket.socket] = []  # accepted while hanging
+        self._listener: socket.socket | None = None
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.port = probe.getsockname()[1]
+        self._closed = False
+        self._listen()
+        threading.Thread(target=self._accept_loop, daemon=True, name="test-proxy").start()
+
+    def _listen(self) -> None:
+        import socket
+
+        listener = socket.socket()
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", self.port))
+        listener.listen(64)
+        self._listener = listener
+
+    def _accept_loop(self) -> None:
+        import select
+        import socket
+        import threading
+
+        while not self._closed:
+            listener = self._listener
+            if listener is None:
+                time.sleep(0.05)
+                continue
+            try:
+                ready, _, _ = select.select([listener], [], [], 0.1)
+                if not ready:
+                    continue
+                client, _ = listener.accept()
+            except (OSError, ValueError):  # closed under us (refuse)
+                continue
+            with self._lock:
+                if self.mode != "forward":
+                    self._held.append(client)
+                    continue
+                try:
+                    server = socket.create_connection(("127.0.0.1", self.target_port), timeout=5)
+                except OSError:
+                    client.close()
+                    continue
+                pair = (client, server)
+                self._pairs.append(pair)
+            threading.Thread(target=self._relay, args=(pair,), daemon=True).start()
+
+    def _relay(self, pair: tuple[Any, Any]) -> None:
+        import select
+
+        client, server = pair
+        other = {client: server, server: client}
+        try:
+            while not self._closed:
+                with self._lock:
+                    if pair not in self._pairs:
+                        return
+                    stalled = self.mode == "hang"
+                if stalled:
+                    time.sleep(0.05)
+                    continue
+                ready, _, _ = select.select([client, server], [], [], 0.1)
+                for sock in ready:
+                    data = sock.recv(65536)
+                    if not data:
+                        return
+                    other[sock].sendall(data)
+        except OSError:
+            return
+        finally:
+            for sock in pair:
+                sock.close()
+
+    def _drop_connections(self) -> None:
+        for pair in self._pairs:
+            for sock in pair:
+                with contextlib.suppress(OSError):
+                    sock.shutdown(2)
+        self._pairs.clear()
+        for sock in self._held:
+            sock.close()
+        self._held.clear()
+
+    def set_mode(self, mode: str) -> None:
+        """``forward``, ``hang`` or ``refuse`` (see the class)."""
+        assert mode in ("forward", "hang", "refuse"), mode
+        with self._lock:
+            previous, self.mode = self.mode, mode
+            if mode == "refuse" or (previous == "hang" and mode == "forward"):
+                # Down, or back from a freeze: what was open is dead, the client reconnects.
+                self._drop_connections()
+            if mode == "refuse" and self._listener is not None:
+                self._listener.close()
+                self._listener = None
+            if mode != "refuse" and self._listener is None:
+                self._listen()
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            self._drop_connections()
+            if self._listener is not None:
+                self._listener.close()
+                self._listener = None
+
+
+@pytest.fixture
+def ssh_proxy(services_env, ssh_params, tmp_path) -> Iterator[dict[str, Any]]:
+    """A :class:`TcpProxy` in front of the real sshd; its ``computer(label, **properties)``
+    stores a core.direct computer reached through it, whose SSH stages time out after 3 s."""
+    proxy = TcpProxy(int(services_env["SSH_PORT"]))
+    known_hosts = tmp_path / "proxy_known_hosts"
+    real = f"[{services_env['SSH_HOST']}]:{services_env['SSH_PORT']}"
+    known_hosts.write_text(
+        Path(services_env["SSH_KNOWN_HOSTS"])
+        .read_text()
+        .replace(real, f"[{services_env['SSH_HOST']}]:{proxy.port}")
+    )
+    params = {
+        **ssh_params,
+        "port": proxy.port,
+        "known_hosts": str(known_hosts),
+        "timeout": 3.0,
+        "keepalive_interval": 1,
+    }
+
+    def computer(label: str, **properties: Any):
+        return ssh_computer(label, services_env, params, "core.direct", **properties)
+
+    yield {"proxy": proxy, "port": proxy.port, "params": params, "computer": computer}
+    proxy.close()

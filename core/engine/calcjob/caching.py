@@ -18,7 +18,7 @@ from veglia.engine.process import flatten_inputs
 from veglia.manage import get_profile, get_storage
 from veglia.orm import attributes as attr
 from veglia.orm.attributes import CACHE_HASH, OPTIONS
-from veglia.orm.nodes import Node, load_node
+from veglia.orm.nodes import Node, StoredBlob, load_node
 from veglia.storage import models
 from veglia.storage.attribute_text import attribute_text
 
@@ -75,7 +75,8 @@ def clone(node: Node) -> Node:
     copy = type(node).__new__(type(node))
     Node.__init__(copy, label=node.label, description=node.description)
     copy._attributes = node.attributes
-    copy._pending_files = {name: node.get_object_content(name) for name in node.list_object_names()}
+    # The stored blobs, shared: no file's content is read.
+    copy._pending_files = {r.path: StoredBlob(r.sha256, r.size) for r in node.list_objects()}
     return copy
 
 

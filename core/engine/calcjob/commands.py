@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from plumpy.process_states import KillInterruption, PauseInterruption, ProcessState
+from plumpy.process_states import PauseInterruption, ProcessState
 
 from veglia.engine.calcjob.holds import BLOCKED, first_line
 from veglia.engine.exit_codes import ExitCode
@@ -66,10 +66,6 @@ class JobWaiting(InterruptibleWaiting):
         except TransportTaskFailed as exc:
             process.computer_unreachable(f"{command} failed on every attempt: {exc}")
             raise PauseInterruption(f"{command} failed on every attempt: {exc}") from None
-        except KillInterruption:
-            process.commit_closing_writes()  # what the step recorded, before it awaits
-            await process.cancel_job()
-            raise
 
     def _next(self, command: str, message: str) -> Any:
         return self.create_state(ProcessState.WAITING, None, msg=message, data=command)

@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 from veglia.exceptions import MonitorError
 from veglia.file_reads import DEFAULT_BUDGET
 
-__all__ = ["FileSlice", "FileWatch", "watch_files", "watches_of"]
+__all__ = ["FileSlice", "FileWatch", "links_in", "watch_files", "watches_of"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 #: Where a monitor called directly with a ``state`` dict keeps its offsets in it.
@@ -87,8 +87,11 @@ class FileSlice:
     offset: int = 0
     #: The file shrank or was replaced since the last cycle: ``data`` starts again at 0.
     reset: bool = False
-    #: Something else than a regular file is at the path.
+    #: Something else than a regular file is at the path (or a link on the way to it).
     irregular: bool = False
+    #: A folder on the way to the file, from the work dir down, that is a link (an absolute
+    #: path): it is not followed, so the file is not read.
+    link: str | None = None
 
     @property
     def text(self) -> str:
@@ -172,6 +175,8 @@ def requests_for(
         requests.append(
             {
                 "path": absolute,
+                # No link followed from the work dir down (the job could make one).
+                "below": workdir,
                 "glob": watch.glob,
                 "mode": watch.mode,
                 "max": watch.max_bytes,
@@ -201,6 +206,9 @@ def slices_from(
             if watch.glob:
                 relative = not posixpath.isabs(declared)
                 name = posixpath.relpath(path, workdir) if relative else path
+            if kind == "l":
+                files[name] = FileSlice(name, False, size, mtime, irregular=True, link=encoded)
+                continue
             if kind != "f":
                 files[name] = FileSlice(name, False, size, mtime, irregular=kind == "x")
                 continue
@@ -217,6 +225,12 @@ def slices_from(
             if watch.mode == "new":
                 kept[path] = [start + len(data), inode]
     return files, kept
+
+
+def links_in(answers: list[Any]) -> dict[str, str]:
+    """The paths of the answers to one monitor's requests that were not read because of a
+    link on the way to them, and that link."""
+    return {path: link for entries in answers for path, kind, *_, link in entries if kind == "l"}
 
 
 def read_directly(

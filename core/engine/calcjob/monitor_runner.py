@@ -23,13 +23,20 @@ import copy
 import functools
 import inspect
 import json
+import posixpath
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from veglia.engine.calcjob import kill
-from veglia.engine.calcjob.file_watch import Known, requests_for, slices_from, watches_of
+from veglia.engine.calcjob.file_watch import (
+    Known,
+    links_in,
+    requests_for,
+    slices_from,
+    watches_of,
+)
 from veglia.engine.calcjob.monitor_lanes import (
     THREADS_PER_LANE,
     lane_of,
@@ -248,7 +255,20 @@ class MonitorRunner:
         for name, count in counts:
             by_name[name] = answers[start : start + count]
             start += count
+            self._report_links(name, by_name[name], workdir)
         return by_name
+
+    def _report_links(self, name: str, answers: list[Any], workdir: str) -> None:
+        """Say once per job and link that a watched file was not read for a link on its way."""
+        reported: set[tuple[str, str]] = self.process.__dict__.setdefault("_links_reported", set())
+        for path, link in links_in(answers).items():
+            if (name, link) not in reported:
+                reported.add((name, link))
+                self.node.add_log(
+                    "WARNING",
+                    f"monitor {name}: {posixpath.relpath(path, workdir)} is not read: {link} "
+                    "is a link, and veglia follows no link in a job's folder",
+                )
 
     async def run_cycle(self, lease: TransportLease) -> tuple[str, MonitorResult] | None:
         """Call the monitors that are due; return (name, result) of the one that stops the job."""

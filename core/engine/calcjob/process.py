@@ -45,6 +45,7 @@ from veglia.engine.calcjob.right_sizing import right_size
 from veglia.engine.exit_codes import ExitCode
 from veglia.engine.process import Process, plain_data
 from veglia.engine.runner import get_runner
+from veglia.engine.waiting import InterruptibleWaiting
 from veglia.entry_points import ParserFactory
 from veglia.exceptions import TransportError, TransportTaskFailed, UnsafeWorkdirError
 from veglia.manage import get_profile
@@ -246,9 +247,17 @@ class CalcJob(Process):
                 self.report(f"{name} attempt {attempt}/{runner.retry_attempts} failed: {exc}")
                 if attempt == runner.retry_attempts:
                     raise TransportTaskFailed(str(exc)) from None
-                await asyncio.sleep(delay)
+                await self._sleep_between_attempts(delay)
                 delay *= 2
         raise AssertionError("unreachable")
+
+    async def _sleep_between_attempts(self, delay: float) -> None:
+        """The back-off, which a kill or pause cuts short (it would wait for all of it)."""
+        state = self._state
+        if isinstance(state, InterruptibleWaiting):
+            await state.sleep_interruptibly(delay)
+        else:
+            await asyncio.sleep(delay)
 
     def computer_unreachable(self, reason: str) -> None:
         """Paused for an outage, not by a person: the daemon plays it when it is back."""
@@ -472,6 +481,12 @@ class CalcJob(Process):
             values[attr.USAGE] = usage
         files = sum(1 for p in folder.rglob("*") if p.is_file())
         node.set_attributes(values)
+        if outcome.get("workdir_link"):
+            self.report(
+                f"nothing retrieved: {outcome['workdir_link']} is a link (the job's folder, or "
+                "one veglia made above it, was replaced with one); veglia follows no link out "
+                "of a job's folder"
+            )
         if outcome.get("skipped"):
             self.report(
                 "not retrieved, as not regular files (links, FIFOs, devices): "
@@ -486,16 +501,21 @@ class CalcJob(Process):
         tracing.ready(self)
 
     # -- kill -----------------------------------------------------------------------------
-    async def cancel_job(self) -> None:
-        """Killed in a step: cancel the scheduler job, then record what it did."""
-        if await kill.cancel(self):
-            await tracing.collect(self)
-
     def on_kill(self, msg: Any) -> None:
-        # Killed while not stepping (paused, or loaded but not running): JobWaiting did not
-        # get to cancel the job, so do it here, blocking, rather than leave an orphan.
-        kill.cancel_now(self)
+        # Never waits for the computer (a hung one held the kill, and the worker's loop, for
+        # its whole connect timeout): the job is marked to cancel, and cancelled beside.
+        kill.mark_cancel_pending(self)
         super().on_kill(msg)
+
+    async def step_until_terminated(self) -> None:
+        await super().step_until_terminated()
+        # A foreground run waits for its killed job's cancel (a few attempts); a daemon's
+        # process does not: its worker goes on cancelling, and its kill has returned.
+        node = self.node
+        if node is not None and not node.get_attribute(attr.DAEMON):
+            task = kill.cancels_of(get_runner()).under_way(node.pk)
+            if task is not None:
+                await asyncio.shield(task)
 
     # -- parsing --------------------------------------------------------------------------
     def parse(self, folder: str) -> Any:

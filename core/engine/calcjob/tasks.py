@@ -19,7 +19,7 @@ from veglia.exceptions import TransportError
 from veglia.orm.nodes import load_node
 from veglia.relative_paths import checked_relative, inside, remote_join
 from veglia.schedulers import JobFailure, JobInfo, JobResources, JobTemplate, SchedulerError
-from veglia.transports import Transport
+from veglia.transports import Transport, shown_output
 
 if TYPE_CHECKING:
     from veglia.engine.calcjob.calcinfo import CalcInfo
@@ -137,7 +137,7 @@ def upload(
         path = remote_join(workdir, target, "copy target")
         code, _, err = transport.exec_command(f"cp -r {shlex.quote(source)} {shlex.quote(path)}")
         if code != 0:
-            raise SchedulerError(f"Copying {source} on the computer failed: {err.strip()}")
+            raise SchedulerError(f"Copying {source} on the computer failed: {shown_output(err)}")
     for source, target in calcinfo.remote_symlink_list:
         transport.symlink(source, remote_join(workdir, target, "symlink name"))
     transport.write_bytes(posixpath.join(workdir, SCRIPT_NAME), script.encode())
@@ -174,16 +174,30 @@ def retrieve(
 ) -> tuple[Path, dict[str, Any]]:
     """Copy the files matching ``patterns`` into a new local folder; read the job's outcome."""
     target = Path(tempfile.mkdtemp(prefix="veglia-retrieved-"))
+    # The job could replace its own folder, or one veglia made above it, with a link: then
+    # nothing of it is read (the files below are checked as they are reached).
+    root, made = computer.job_workdir_parts(workdir)
+    link = transport.linked_part(root, made)
+    if link is not None:
+        failure = computer.get_scheduler().classify_failure(last_info, "")
+        return target, {
+            "workdir_link": posixpath.join(root, link),
+            "failure": failure.value if isinstance(failure, JobFailure) else None,
+        }
     names = transport.listdir(workdir)
     skipped: list[str] = []
     for pattern in map(checked_retrieve_pattern, patterns):
         directory, _, name_pattern = pattern.rpartition("/")
         folder = posixpath.join(workdir, directory) if directory else workdir
-        candidates = (
-            names
-            if not directory
-            else (transport.listdir(folder) if transport.is_real_dir(folder) else [])
-        )
+        candidates = names
+        if directory:
+            # A link anywhere along the folder (``d`` of ``d/sub/*``), not only at its end,
+            # could lead outside the work dir: nothing below it is retrieved.
+            link = transport.linked_part(workdir, directory)
+            if link is not None:
+                skipped.append(f"{link} (a link on the path of {pattern})")
+            real = link is None and transport.is_real_dir(folder)
+            candidates = transport.listdir(folder) if real else []
         for name in fnmatch.filter(candidates, name_pattern):
             relative = posixpath.join(directory, name) if directory else name
             local = inside(target, relative)

@@ -4,6 +4,10 @@ With a broker the request is an RPC to the worker holding the process. Without o
 written on the node, and the daemon worker applies it within a second. When no daemon holds
 the process, the request is carried out here, on the process loaded from its checkpoint
 (a kill then also cancels the scheduler job).
+
+A kill never waits for the computer: the process ends KILLED at once, and its scheduler job is
+cancelled beside, by the daemon, as soon as the computer answers (``calcjob.kill``); what the
+command prints says so while that cancel is pending.
 """
 
 from __future__ import annotations
@@ -44,8 +48,10 @@ def _unwrap(future: Any, timeout: float) -> Any:
 
 def _done(node: ProcessNode, action: str) -> bool:
     node.refresh()
-    if action in ("kill", "play") and node.is_terminated:
-        return True  # killed; or played and already done
+    if action == "kill":
+        return node.is_terminated  # not before: a process that is not paused is not killed
+    if action == "play" and node.is_terminated:
+        return True  # played and already done
     if node.is_terminated:  # it ended before it could be paused: say so
         raise ControlError(
             f"Process {node.pk} terminated ({node.process_state}) before it could be paused."
@@ -57,6 +63,23 @@ def control_process(
     node: ProcessNode, action: str, message: str = "", timeout: float = 60.0
 ) -> str:
     """Carry out ``action`` on the process; return what happened, for the user."""
+    said = _control(node, action, message, timeout)
+    return _with_pending_cancel(node, said) if action == "kill" else said
+
+
+def _with_pending_cancel(node: ProcessNode, said: str) -> str:
+    """What a kill did, and what it left to do: the scheduler job still to be cancelled."""
+    mark = node.refresh().get_attribute(CANCEL_PENDING)
+    if not mark:
+        return said
+    who = "the daemon" if _daemon_running() else "the daemon once it runs (`veglia daemon start`)"
+    return (
+        f"{said}; its scheduler job {mark['job_id']} on {mark['computer']} is cancelled by "
+        f"{who} as soon as the computer answers"
+    )
+
+
+def _control(node: ProcessNode, action: str, message: str, timeout: float) -> str:
 
     if action not in ACTIONS:
         raise ControlError(f"Unknown action {action!r}; use one of {', '.join(ACTIONS)}.")
@@ -173,8 +196,10 @@ def _kill_unloadable(node: ProcessNode, message: str) -> str:
     job's computer and scheduler, so the node says it is owed (``cancel_pending``)."""
     text = message or "Killed through the CLI"
     with get_storage().transaction():
-        if isinstance(node, CalcJobNode) and node.job_id is not None:
-            node.set_attribute(CANCEL_PENDING, True)
+        if isinstance(node, CalcJobNode):
+            from veglia.engine.calcjob.kill import owe_cancel
+
+            owe_cancel(node)
         node.end_from_record(
             "killed", text, "REPORT", f"Killed: {text} (ended from its record: {_NO_CLASS})"
         )

@@ -1,5 +1,6 @@
-"""What a daemon does once, beside running processes: the plugins' daemon hooks and, with a
-broker, the repair of stranded processes (see :mod:`reconcile`).
+"""What a daemon does once, beside running processes: the plugins' daemon hooks, with a
+broker the repair of stranded processes (see :mod:`reconcile`), and, on the worker's loop,
+the cancels of killed jobs still pending (``calcjob.kill.PendingCancelSweeper``).
 
 Its first worker does it, not the supervisor: the supervisor then loads neither the
 database layer nor a broker client, and stays a few MB (bench/daemon_memory.py). The

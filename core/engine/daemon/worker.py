@@ -20,6 +20,7 @@ from typing import Any
 from plumpy.communications import LoopCommunicator, convert_to_comm
 
 from veglia.config.profile import Profile
+from veglia.engine.calcjob.kill import PendingCancelSweeper, owe_cancel
 from veglia.engine.calcjob.monitor_runner import CALLS as MONITOR_CALLS
 from veglia.engine.daemon import leases
 from veglia.engine.daemon.broker_tasks import create_communicator
@@ -37,7 +38,7 @@ from veglia.exceptions import NotExistent, ProcessClassError, StepAbandoned
 from veglia.manage import get_storage
 from veglia.notifications import notify
 from veglia.orm.nodes import load_node
-from veglia.orm.process_nodes import ProcessNode
+from veglia.orm.process_nodes import CalcJobNode, ProcessNode
 from veglia.orm.queries import active_process_pks
 from veglia.storage.outage import is_storage_outage, wait_for_storage
 
@@ -48,10 +49,14 @@ LOGGER = logging.getLogger("veglia.daemon")
 
 def _except_unloadable(node: ProcessNode, exc: ProcessClassError) -> None:
     """End the process Excepted from its record, as a process that raised would be (exit
-    message, report line, notification), and say so in the daemon's log in one line."""
-    node.end_from_record(
-        "excepted", f"{type(exc).__name__}: {exc}", "ERROR", f"The process excepted: {exc}"
-    )
+    message, report line, notification), and say so in the daemon's log in one line. A
+    scheduler job it has is cancelled (``cancel_pending``): veglia no longer follows it."""
+    with get_storage().transaction():
+        if isinstance(node, CalcJobNode):
+            owe_cancel(node)
+        node.end_from_record(
+            "excepted", f"{type(exc).__name__}: {exc}", "ERROR", f"The process excepted: {exc}"
+        )
     LOGGER.error("%s", exc)
     notify(
         "process_excepted",
@@ -167,6 +172,8 @@ class Worker:
         self.loop.create_task(OutageWatcher(self.active).run(self._stop))
         if self.housekeeper is not None:
             self.housekeeper.start()
+            # On this loop: the cancels go through this worker's transport queue.
+            self.loop.create_task(PendingCancelSweeper(self.runner).run(self._stop))
         try:
             self.loop.run_until_complete(self._stop.wait())
         finally:
