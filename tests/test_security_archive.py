@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import os
 import subprocess
 import sys
 import uuid as uuid_module
@@ -218,9 +219,10 @@ def test_new_nodes_follow_the_link_rules(run_cli, veglia_home, finished_job, tmp
     ok(run_cli("-p", "other", "archive", "import", str(honest)))  # the honest one still does
 
 
-def test_data_here_may_be_the_input_of_a_new_job(run_cli, veglia_home, tmp_path):
-    """Two archives that share an input import one after the other: the new job's input
-    link from data here adds to the job's record, not the data's."""
+def test_data_here_may_not_be_the_input_of_a_new_job(run_cli, veglia_home, tmp_path):
+    """Two archives that share an input: once the first is imported, the second would make
+    the data here an input of a job it never met there. Refused, naming the link and what
+    to do instead; one archive of both jobs imports."""
     from veglia import engine, load_profile, orm
     from veglia.entry_points import CalculationFactory
 
@@ -229,14 +231,25 @@ def test_data_here_may_be_the_input_of_a_new_job(run_cli, veglia_home, tmp_path)
     add = CalculationFactory("core.arithmetic.add")
     _, first = engine.run_get_node(add, x=x, y=orm.Int(1))
     _, second = engine.run_get_node(add, x=x, y=orm.Int(2))
-    ok(run_cli("-p", "source", "archive", "create", str(tmp_path / "1.zip"), str(first.pk)))
-    ok(run_cli("-p", "source", "archive", "create", str(tmp_path / "2.zip"), str(second.pk)))
+    for name, pks in (("1", [first.pk]), ("2", [second.pk]), ("both", [first.pk, second.pk])):
+        archive = str(tmp_path / f"{name}.zip")
+        ok(run_cli("-p", "source", "archive", "create", archive, *map(str, pks)))
 
     make_profile("target", **{"storage.url": f"sqlite:///{tmp_path / 'target.sqlite'}"})
     ok(run_cli("-p", "target", "archive", "import", str(tmp_path / "1.zip")))
-    again = ok(run_cli("-p", "target", "archive", "import", str(tmp_path / "2.zip")))
-    assert "1 here already" in again.stdout
-    load_profile("target")
+    before = _state()
+    _refused(
+        run_cli("-p", "target", "archive", "import", str(tmp_path / "2.zip")),
+        f"its input link 'x' from {x.uuid} to {second.uuid}",
+        f"would make {x.uuid}, here already, an input of a process that is not",
+        "export the processes that share this input together, in one archive",
+        "Nothing was imported",
+    )
+    assert _state() == before
+
+    make_profile("fresh", **{"storage.url": f"sqlite:///{tmp_path / 'fresh.sqlite'}"})
+    ok(run_cli("-p", "fresh", "archive", "import", str(tmp_path / "both.zip")))
+    load_profile("fresh")
     assert orm.load_node(second.uuid).inputs.x.uuid == x.uuid
     assert orm.load_node(second.uuid).outputs.sum.value == 6
 
@@ -283,7 +296,7 @@ def _rows(**more) -> dict:
     return {**empty, "groups": [], **more}
 
 
-def _peak_rss_mb(*args: str) -> tuple[CliResult, float]:
+def _peak_rss_mb(*args: str, env: dict[str, str] | None = None) -> tuple[CliResult, float]:
     """Run `veglia ARGS` in a process of its own; its result and peak memory in MB."""
     measure = (
         "import resource, subprocess, sys\n"
@@ -298,6 +311,7 @@ def _peak_rss_mb(*args: str) -> tuple[CliResult, float]:
         capture_output=True,
         text=True,
         timeout=600,
+        env={**os.environ, **(env or {})},
     )
     *lines, peak_kb = result.stderr.strip().splitlines()
     return CliResult(result.returncode, result.stdout, "\n".join(lines)), int(peak_kb) / 1024
@@ -345,8 +359,85 @@ def test_a_compressed_bomb_of_rows_is_refused_in_bounded_memory(run_cli, finishe
     assert _state() == before
 
 
+def _streamed_bomb(target: Path, kind: str) -> None:
+    """An archive of no rows whose data.json still holds, under a key of its own (or in a
+    node's attributes), a shape that costs a parser holding it whole gigabytes: 8 million
+    empty objects, a nesting a million deep, a 200 MB string. Its checksum is right."""
+    head = json.dumps(_rows())[:-1].encode() + b', "padding": '
+    if kind == "empty objects":
+        parts = [b"[", b"{}," * (8 * MB), b"{}]"]
+    elif kind == "deep nesting":
+        parts = [b"[" * MB, b"]" * MB]
+    else:  # a long string
+        parts = [b'"', b"a" * (200 * MB), b'"']
+    digest = hashlib.sha256()
+    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
+        with archive.open("data.json", "w", force_zip64=True) as data:
+            for part in [head, *parts, b"}"]:
+                data.write(part)
+                digest.update(part)
+        archive.writestr(
+            "metadata.json", json.dumps({**_metadata(), "data_sha256": digest.hexdigest()})
+        )
+
+
+@pytest.mark.parametrize("kind", ["empty objects", "deep nesting", "long string"])
+def test_data_json_is_read_in_bounded_memory(run_cli, finished_job, tmp_path, kind):
+    """Within the size limits (the ratio raised), data.json's shape cannot make an import
+    take more memory than an honest one: it is read a row at a time, its nesting, rows and
+    strings bounded. The former code took about 1 GB for each."""
+    _, honest = finished_job
+    bomb = tmp_path / "bomb.zip"
+    _streamed_bomb(bomb, kind)
+    assert bomb.stat().st_size < 2 * MB
+    honest_run, honest_peak = _peak_rss_mb("archive", "import", str(honest))
+    ok(honest_run)
+    before = _state()
+    result, peak = _peak_rss_mb("archive", "import", str(bomb), "--max-ratio", "1000000")
+    print(f"peak memory: honest import {honest_peak:.0f} MB, the {kind} {peak:.0f} MB")
+    assert peak < honest_peak + 150, (peak, honest_peak)
+    if kind == "empty objects":  # rows under a key an archive has not: read past
+        assert "Nothing new" in ok(result).stdout
+    elif kind == "deep nesting":
+        _refused(result, "data.json nests deeper than 100 levels", "Nothing was imported")
+    else:
+        _refused(
+            result,
+            "data.json holds more than 16.0 MiB, the limit for one row",
+            "--max-row-size",
+            "Nothing was imported",
+        )
+    assert _state() == before
+
+
+def test_a_large_row_imports_once_its_limit_is_raised(run_cli, profile, tmp_path):
+    """A node whose attributes hold more than a row may: refused, and imported when the
+    limit is raised, by the option or the profile's setting; with ijson's pure-Python
+    parser too."""
+    archive = tmp_path / "big.zip"
+    uuid = _archive_of_one_file(archive, b"content", attributes={"text": "x" * (17 * MB)})
+    trusted = ("--max-ratio", "100000")
+    _refused(
+        run_cli("archive", "import", str(archive), *trusted),
+        "row 1 of nodes in data.json holds more than 16.0 MiB",
+        "--max-row-size",
+    )
+    result, _ = _peak_rss_mb(
+        "archive", "import", str(archive), *trusted, "--max-row-size", "32M",
+        env={"IJSON_BACKEND": "python"},
+    )  # fmt: skip
+    ok(result)
+    from veglia import orm
+
+    assert len(orm.load_node(uuid).get_attribute("text")) == 17 * MB
+
+
 def _archive_of_one_file(
-    target: Path, content: bytes, size_in_rows: int | None = None, x_uuid: str | None = None
+    target: Path,
+    content: bytes,
+    size_in_rows: int | None = None,
+    x_uuid: str | None = None,
+    attributes: dict | None = None,
 ) -> str:
     """An archive of one Int node holding one file; its rows may lie about the file's size."""
     sha256 = hashlib.sha256(content).hexdigest()
@@ -356,7 +447,7 @@ def _archive_of_one_file(
         "process_type": None,
         "label": "",
         "description": "",
-        "attributes": {"value": 1},
+        "attributes": attributes or {"value": 1},
         "extras": {},
         "process_state": None,
         "exit_status": None,
@@ -450,3 +541,36 @@ def test_the_engine_links_follow_the_same_rules(profile):
     with pytest.raises(InvalidLinkError, match="input links go from data to"):
         other.add_incoming(job, "input", "job")
     assert other.inputs.items() == []
+
+
+def test_a_cached_from_naming_a_later_row_is_remapped(run_cli, profile, tmp_path):
+    """Rows are written a batch at a time: a node whose ``cached_from`` names a node that
+    comes later in data.json still gets that node's pk here, and keeps its time."""
+    from veglia import orm
+    from veglia.orm.attributes import CACHED_FROM
+
+    archive = tmp_path / "cached.zip"
+    _archive_of_one_file(archive, b"content")
+    with zipfile.ZipFile(archive) as old:
+        data = json.loads(old.read("data.json"))
+        blobs = {name: old.read(name) for name in old.namelist() if name.startswith("repo/")}
+    original = data["nodes"][0]
+    # Past one batch of rows.
+    copies = [{**original, "uuid": str(uuid_module.uuid4()), "files": []} for _ in range(700)]
+    last = copies[-1]
+    original["attributes"] = {"value": 1, CACHED_FROM: {"uuid": last["uuid"], "pk": 99999}}
+    data["nodes"] = [original, *copies]
+    _write(tmp_path / "forward.zip", _metadata(), json.dumps(data).encode(), blobs)
+
+    ok(run_cli("archive", "import", str(tmp_path / "forward.zip")))
+    node = orm.load_node(original["uuid"])
+    assert node.get_attribute(CACHED_FROM)["pk"] == orm.load_node(last["uuid"]).pk
+    from datetime import datetime
+
+    from veglia.manage import get_storage
+    from veglia.storage import models
+    from veglia.storage.times import as_utc
+
+    with get_storage().session() as session:
+        mtime = session.scalar(sa.select(models.Node.mtime).where(models.Node.id == node.pk))
+    assert as_utc(mtime) == datetime.fromisoformat(original["mtime"])

@@ -83,6 +83,12 @@ def _size_option(text: str | None) -> int | None:
     "archive.max_data_size, 256M).",
 )
 @click.option(
+    "--max-row-size",
+    metavar="SIZE",
+    help="Refuse an archive with a row of data.json (a node with its attributes...), or a "
+    "text in one, past this (default: the profile's archive.max_row_size, 16M).",
+)
+@click.option(
     "--max-size",
     metavar="SIZE",
     help="Refuse an archive that unpacks to more in all (default: the profile's "
@@ -100,6 +106,7 @@ def archive_import(
     state: CliState,
     path: str,
     max_data_size: str | None,
+    max_row_size: str | None,
     max_size: str | None,
     max_ratio: int | None,
 ) -> None:
@@ -114,6 +121,7 @@ def archive_import(
     limits = ArchiveLimits(
         max_data_size=_size_option(max_data_size)
         or profile.get_option("archive.max_data_size") * MIB,
+        max_row_size=_size_option(max_row_size) or profile.get_option("archive.max_row_size") * MIB,
         max_total_size=_size_option(max_size) or profile.get_option("archive.max_size") * MIB,
         max_ratio=max_ratio or profile.get_option("archive.max_ratio"),
     )

@@ -213,10 +213,19 @@ BUILTIN_OPTIONS: tuple[Option, ...] = (
     Option(
         "archive.max_data_size",
         "Largest rows (data.json) `veglia archive import` unpacks, in MB (or with K, M, G, "
-        "T): they are read whole, so this bounds the import's memory (a few times it).",
+        "T): they are read a row at a time, so this bounds the import's time, not its memory.",
         default=256,
         parse=parse_size_mb,
         hint="a size such as 256M or 1G",
+    ),
+    Option(
+        "archive.max_row_size",
+        "Largest row of data.json (a node with its attributes, a log message), and longest "
+        "text in it, `veglia archive import` takes, in MB (or with K, M, G): an import holds "
+        "a few rows at a time, so this bounds its memory.",
+        default=16,
+        parse=parse_size_mb,
+        hint="a size such as 16M or 64M",
     ),
     Option(
         "archive.max_size",

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import zipfile
 import zlib
+from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,6 +34,8 @@ from veglia.orm.archive_read import (
     ArchiveContent,
     ArchiveLimits,
     BoundedReader,
+    check_log,
+    check_node,
     opened_archive,
     parse_time,
     read_archive,
@@ -113,33 +117,43 @@ def _remap_attributes(
 def import_archive(path: Path | str, limits: ArchiveLimits | None = None) -> ImportSummary:
     """Import the archive ``path`` into the active profile; what it added. Refused whole,
     before anything is written, when it is damaged, past ``limits``, or would change the
-    provenance of a node here already."""
+    provenance of a node here already.
+
+    ``data.json`` is read twice, a row at a time: once to check it all, once to write it.
+    """
     with opened_archive(path, limits) as (content, archive):
-        data = content.data
+        checked = content.checked
         summary = ImportSummary(content.path)
         storage = get_storage()
         with storage.session() as session:
-            present = _existing(session, models.Node.uuid, [n["uuid"] for n in data["nodes"]])
-            check_links(session, content.path, data, present)
-        new_nodes = [node for node in data["nodes"] if node["uuid"] not in present]
-        summary.nodes_present = len(data["nodes"]) - len(new_nodes)
-        _copy_contents(archive, content, new_nodes, summary)
-    try:
-        with storage.session() as session:
-            _write_rows(session, data, present, new_nodes, summary)
-    except sa.exc.IntegrityError:
-        raise ArchiveError(
-            f"Some rows of {content.path} were added here by someone else while it was "
-            "imported; nothing was imported. Import it again."
-        ) from None
+            present = _existing(session, models.Node.uuid, list(checked.nodes))
+            check_links(session, content.path, checked.nodes, checked.links, present)
+        summary.nodes_present = len(present)
+        new_contents = {
+            sha256
+            for uuid, contents in checked.files.items()
+            if uuid not in present
+            for sha256 in contents
+        }
+        _copy_contents(archive, content, sorted(new_contents), summary)
+        try:
+            with storage.session() as session:
+                _write_rows(session, content, archive, present, summary)
+        except sa.exc.IntegrityError:
+            raise ArchiveError(
+                f"Some rows of {content.path} were added here by someone else while it was "
+                "imported; nothing was imported. Import it again."
+            ) from None
+        except ValueError as exc:  # a row checked again that no longer passes
+            raise ArchiveError(
+                f"{content.path} changed while it was imported ({exc}); nothing was imported. "
+                "Import it again."
+            ) from None
     return summary
 
 
 def _copy_contents(
-    archive: zipfile.ZipFile,
-    content: ArchiveContent,
-    new_nodes: list[dict[str, Any]],
-    summary: ImportSummary,
+    archive: zipfile.ZipFile, content: ArchiveContent, contents: list[str], summary: ImportSummary
 ) -> None:
     """The new nodes' file contents into the repository, each checked again as it is copied
     (size and SHA-256, in chunks): one that no longer matches is not stored.
@@ -148,7 +162,7 @@ def _copy_contents(
     content stored for nothing is harmless, a node without its content is not.
     """
     repository = get_storage().repository
-    for sha256 in sorted({entry[1] for node in new_nodes for entry in node["files"]}):
+    for sha256 in contents:
         if repository.keep(sha256):  # touched: `storage maintain` leaves it for now
             continue
         what = f"the file content {sha256}"
@@ -162,35 +176,99 @@ def _copy_contents(
         summary.files += 1
 
 
+def _batches(
+    rows: Iterator[tuple[str, dict[str, Any]]],
+) -> Iterator[dict[str, list[dict[str, Any]]]]:
+    """The rows by section, in batches of at most _CHUNK rows."""
+    batch: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    count = 0
+    for section, row in rows:
+        batch[section].append(row)
+        count += 1
+        if count == _CHUNK:
+            yield batch
+            batch, count = defaultdict(list), 0
+    if count:
+        yield batch
+
+
 def _write_rows(
     session: Any,
-    data: dict[str, Any],
+    content: ArchiveContent,
+    archive: zipfile.ZipFile,
     present: dict[str, int],
-    new_nodes: list[dict[str, Any]],
     summary: ImportSummary,
 ) -> None:
-    """Users, computers, codes, nodes, their files, links, logs and groups, in ``session``."""
-    users = _import_users(session, data["users"], summary)
-    computers = _import_computers(session, data["computers"], summary)
-    codes = _import_codes(session, data["codes"], computers, summary)
-    ids = _import_nodes(session, new_nodes, present, users, computers, codes)
-    summary.nodes_new = len(new_nodes)
-    new = {node["uuid"] for node in new_nodes}
-    for link in data["links"]:
-        # check_links allowed only the links here already among those between old nodes.
-        if link["input"] in new or link["output"] in new:
-            session.add(
-                models.Link(
-                    input_id=ids[link["input"]],
-                    output_id=ids[link["output"]],
-                    label=link["label"],
-                    link_type=link["link_type"],
+    """Users, computers, codes, nodes, their files, links, logs and groups, in ``session``,
+    read a batch of rows at a time from ``data.json``: the rows a row refers to are written
+    before it, whatever their order in the file."""
+    users: dict[str, int] = {}
+    computers: dict[str, int] = {}
+    codes: dict[int, int] = {}
+    new = len(present) < len(content.checked.nodes)
+
+    def rows(*sections: str) -> Iterator[tuple[str, dict[str, Any]]]:
+        """The rows of those of ``sections`` that have any: data.json is not read again for
+        nothing."""
+        wanted = [section for section in sections if content.checked.counts[section]]
+        return content.rows(archive, *wanted) if wanted else iter(())
+
+    for batch in _batches(rows("users", "computers")):
+        _import_users(session, batch["users"], users, summary)
+        _import_computers(session, batch["computers"], computers, summary)
+    labels = dict(session.execute(sa.select(models.Computer.id, models.Computer.label)).all())
+    for batch in _batches(rows("codes")):
+        _import_codes(session, batch["codes"], computers, labels, codes, summary)
+    ids = dict(present)
+    # The nodes whose ``cached_from`` names a node written after them: set at the end.
+    cached_later: list[tuple[int, str]] = []
+    for batch in _batches(rows("nodes") if new else iter(())):
+        new_nodes = [node for node in batch["nodes"] if node["uuid"] not in present]
+        _import_nodes(
+            session, new_nodes, users, computers, codes, ids, content.checked.nodes, cached_later
+        )
+        summary.nodes_new += len(new_nodes)
+    node = models.Node
+    for node_id, cached in cached_later:
+        attributes = session.scalar(sa.select(node.attributes).where(node.id == node_id))
+        attributes[CACHED_FROM] = {**attributes[CACHED_FROM], "pk": ids[cached]}
+        # Set with the attributes, the time is kept rather than made "now".
+        session.execute(
+            sa.update(node)
+            .where(node.id == node_id)
+            .values(attributes=attributes, mtime=node.mtime)
+        )
+    # With no new node, no link or log message is new: only groups may gain members.
+    for batch in _batches(rows("links", "logs", "groups") if new else rows("groups")):
+        for link in batch["links"]:
+            # check_links allowed only the links here already among those between old nodes.
+            if link["input"] not in present or link["output"] not in present:
+                session.add(
+                    models.Link(
+                        input_id=ids[link["input"]],
+                        output_id=ids[link["output"]],
+                        label=link["label"],
+                        link_type=link["link_type"],
+                    )
                 )
-            )
-            summary.links += 1
-    logs = [log for log in data["logs"] if log["node"] in new]
+                summary.links += 1
+        _import_logs(session, batch["logs"], present, ids, summary)
+        session.flush()
+        _import_groups(session, batch["groups"], ids, users, summary)
+
+
+def _import_logs(
+    session: Any,
+    logs: list[dict[str, Any]],
+    present: dict[str, int],
+    ids: dict[str, int],
+    summary: ImportSummary,
+) -> None:
+    """The log messages of the new nodes, but those here already."""
+    logs = [log for log in logs if log["node"] not in present]
     known_logs = _existing(session, models.Log.uuid, [log["uuid"] for log in logs])
     for log in logs:
+        check_log(log)
         if log["uuid"] not in known_logs:
             session.add(
                 models.Log(
@@ -204,13 +282,13 @@ def _write_rows(
                 )
             )
             summary.logs += 1
-    session.flush()
-    _import_groups(session, data["groups"], ids, users, summary)
 
 
-def _import_users(session: Any, users: list[dict], summary: ImportSummary) -> dict[str, int]:
-    """``{email: user id here}``, creating the missing users."""
-    found = _existing(session, models.User.email, [user["email"] for user in users])
+def _import_users(
+    session: Any, users: list[dict], found: dict[str, int], summary: ImportSummary
+) -> None:
+    """Adds ``{email: user id here}`` to ``found``, creating the missing users."""
+    found.update(_existing(session, models.User.email, [user["email"] for user in users]))
     for user in users:
         if user["email"] in found:
             continue
@@ -224,17 +302,15 @@ def _import_users(session: Any, users: list[dict], summary: ImportSummary) -> di
         session.flush()
         found[user["email"]] = row.id
         summary.users_created.append(user["email"])
-    return found
 
 
 def _import_computers(
-    session: Any, computers: list[dict], summary: ImportSummary
-) -> dict[str, int]:
-    """``{archive UUID: computer id here}``: matched by label, created when missing (with
-    the archive's UUID unless it is taken), without authinfo."""
+    session: Any, computers: list[dict], found: dict[str, int], summary: ImportSummary
+) -> None:
+    """Adds ``{archive UUID: computer id here}`` to ``found``: matched by label, created
+    when missing (with the archive's UUID unless it is taken), without authinfo."""
     by_label = _existing(session, models.Computer.label, [c["label"] for c in computers])
     uuids_here = _existing(session, models.Computer.uuid, [c["uuid"] for c in computers])
-    found: dict[str, int] = {}
     for computer in computers:
         if computer["label"] in by_label:
             found[computer["uuid"]] = by_label[computer["label"]]
@@ -253,16 +329,18 @@ def _import_computers(
         session.flush()
         found[computer["uuid"]] = by_label[computer["label"]] = row.id
         summary.computers_created.append(computer["label"])
-    return found
 
 
 def _import_codes(
-    session: Any, codes: list[dict], computers: dict[str, int], summary: ImportSummary
-) -> dict[int, int]:
-    """``{pk in the archive's profile: code pk here}``: matched by label on their computer,
-    created when missing."""
-    found: dict[int, int] = {}
-    labels = dict(session.execute(sa.select(models.Computer.id, models.Computer.label)).all())
+    session: Any,
+    codes: list[dict],
+    computers: dict[str, int],
+    labels: dict[int, str],
+    found: dict[int, int],
+    summary: ImportSummary,
+) -> None:
+    """Adds ``{pk in the archive's profile: code pk here}`` to ``found``: matched by label
+    on their computer (``labels``: computer labels by id), created when missing."""
     for code in codes:
         computer_id = computers[code["computer"]]
         pk = session.scalar(
@@ -287,21 +365,25 @@ def _import_codes(
             pk = row.id
             summary.codes_created.append(f"{code['label']}@{labels[computer_id]}")
         found[code["pk"]] = pk
-    return found
 
 
 def _import_nodes(
     session: Any,
     new_nodes: list[dict],
-    present: dict[str, int],
     users: dict[str, int],
     computers: dict[str, int],
     codes: dict[int, int],
-) -> dict[str, int]:
-    """Insert the new nodes and their file records; ``{UUID: node id here}`` of every node
-    of the archive."""
+    ids: dict[str, int],
+    archive_nodes: dict[str, str],
+    cached_later: list[tuple[int, str]],
+) -> None:
+    """Insert the new nodes and their file records; adds their ``{UUID: node id here}`` to
+    ``ids``, and to ``cached_later`` those whose ``cached_from`` names a node not yet
+    written."""
     rows = []
     for node in new_nodes:
+        check_node(node)  # as it was checked: the file is read again
+        attributes = _remap_attributes(dict(node["attributes"]), codes, ids)
         row = models.Node(
             uuid=node["uuid"],
             node_type=node["node_type"],
@@ -312,7 +394,7 @@ def _import_nodes(
             mtime=parse_time(node["mtime"], "node"),
             user_id=users.get(node.get("user")),
             computer_id=computers.get(node.get("computer")),
-            attributes=node["attributes"],
+            attributes=attributes,
             extras=node["extras"],
             process_state=node.get("process_state"),
             exit_status=node.get("exit_status"),
@@ -321,19 +403,21 @@ def _import_nodes(
         session.add(row)
         rows.append((node, row))
     session.flush()
-    ids = dict(present) | {node["uuid"]: row.id for node, row in rows}
     for node, row in rows:
-        attributes = _remap_attributes(dict(node["attributes"]), codes, ids)
-        if attributes != node["attributes"]:
-            # Set with the attributes, the time is kept rather than made "now".
-            row.attributes, row.mtime = attributes, parse_time(node["mtime"], "node")
+        ids[node["uuid"]] = row.id
+        cached = row.attributes.get(CACHED_FROM)
+        if (
+            isinstance(cached, dict)
+            and cached.get("uuid") in archive_nodes
+            and cached.get("pk") != ids.get(cached["uuid"])
+        ):  # names a node of the archive not written yet
+            cached_later.append((row.id, cached["uuid"]))
         for path, sha256, size in node["files"]:
             session.add(
                 models.RepositoryFile(
                     node_id=row.id, path=checked_relative(path), sha256=sha256, size=size
                 )
             )
-    return ids
 
 
 def _import_groups(

@@ -2,11 +2,12 @@
 writes anything.
 
 An import never changes what already happened: a node here already gets no new link, in
-or out, except that data here may be an input of a process new here (that adds to the new
-process's record, not to the data's). A link of the archive between two nodes here already
-must be one stored here. The new links follow the rules links made by the engine follow
-(:func:`veglia.orm.provenance.link_fault`): the kinds of node each link type joins, one
-creator for a data node and one caller for a process, unique port labels, no cycle.
+or out, not even data here as the input of a process new here (what `node delete`, the
+graph and provenance queries say of the data would change). A link of the archive between
+two nodes here already must be one stored here. The new links follow the rules links
+made by the engine follow (:func:`veglia.orm.provenance.link_fault`): the kinds of node
+each link type joins, one creator for a data node and one caller for a process, unique
+port labels, no cycle.
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ from veglia.orm.provenance import (
     LABEL_UNIQUE_PER_SOURCE,
     LABEL_UNIQUE_PER_TARGET,
     ONE_INCOMING,
-    SEALED_ON_END,
     link_fault,
 )
 from veglia.storage import models
@@ -34,10 +34,6 @@ _CHUNK = 500
 _ACYCLIC = ("input", "create", "call")
 
 _Key = tuple[str, str, str, str]  # input UUID, output UUID, link type, label
-
-
-def _key(link: dict[str, Any]) -> _Key:
-    return (link["input"], link["output"], link["link_type"], link["label"])
 
 
 def _refusal(path: Path, why: str, key: _Key) -> ArchiveError:
@@ -68,16 +64,33 @@ def _stored(session: Any, present: dict[str, int]) -> tuple[dict[str, str], set[
     return types, links
 
 
-def check_links(session: Any, path: Path, data: dict[str, Any], present: dict[str, int]) -> None:
-    """Refuse the archive (:class:`ArchiveError` naming the link) when one of its links
-    would change the provenance of a node here already (``present``: ``{UUID: pk}``), or
-    breaks the link rules."""
+def _why_not_from(source: str, link_type: str) -> str:
+    if link_type != "input":
+        return f"would add to the record of {source}, here already"
+    # Data here said to be the input of a process it never met: `node delete`, the graph
+    # and provenance queries would say so of the data too.
+    return (
+        f"would make {source}, here already, an input of a process that is not; export the "
+        "processes that share this input together, in one archive"
+    )
+
+
+def check_links(
+    session: Any,
+    path: Path,
+    nodes: dict[str, str],
+    links: list[_Key],
+    present: dict[str, int],
+) -> None:
+    """Refuse the archive (:class:`ArchiveError` naming the link) when one of its ``links``
+    (``(input UUID, output UUID, link type, label)``) would change the provenance of a node
+    here already (``present``: ``{UUID: pk}``), or breaks the link rules; ``nodes``: the
+    archive's, ``{UUID: node type}``."""
     stored_types, stored_links = _stored(session, present)
-    types = {node["uuid"]: node["node_type"] for node in data["nodes"]} | stored_types
+    types = nodes | stored_types
     new: list[_Key] = []
     seen: set[_Key] = set()
-    for link in data["links"]:
-        key = _key(link)
+    for key in links:
         if key in seen:
             raise _refusal(path, "is in it twice", key)
         seen.add(key)
@@ -86,8 +99,8 @@ def check_links(session: Any, path: Path, data: dict[str, Any], present: dict[st
             if source in present and key in stored_links:
                 continue  # what is stored here already
             raise _refusal(path, f"would add to the provenance of {target}, here already", key)
-        if source in present and link_type in SEALED_ON_END:
-            raise _refusal(path, f"would add to the record of {source}, here already", key)
+        if source in present:
+            raise _refusal(path, _why_not_from(source, link_type), key)
         fault = link_fault(link_type, types[source], types[target])
         if fault is not None:
             raise _refusal(path, f"breaks the link rules: {fault}", key)

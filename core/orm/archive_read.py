@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 import uuid as uuid_module
 import zipfile
 import zlib
@@ -26,6 +27,7 @@ from veglia.orm.archive import (
     METADATA,
     is_process,
 )
+from veglia.orm.archive_stream import SECTIONS, RowTooBig, rows
 from veglia.orm.process_nodes import TERMINAL_STATES
 from veglia.relative_paths import checked_relative
 from veglia.storage import models
@@ -34,6 +36,7 @@ __all__ = [
     "ArchiveContent",
     "ArchiveLimits",
     "BoundedReader",
+    "RowChecker",
     "opened_archive",
     "parse_time",
     "read_archive",
@@ -65,6 +68,7 @@ def _no_constants(name: str) -> Any:
 
 
 def _json(content: bytes, name: str) -> Any:
+    """``metadata.json``, a few lines, parsed."""
     try:
         return json.loads(content, parse_constant=_no_constants)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -104,79 +108,79 @@ def _strings(row: dict[str, Any], what: str, *keys: str, optional: Iterable[str]
         _check(row.get(key) is None or isinstance(row.get(key), str), f"{what}: bad {key!r}")
 
 
-def _validate(data: Any) -> None:
-    """The rows have the shape and references an archive's rows have, or :class:`_Damaged`."""
-    _check(isinstance(data, dict), "data.json is not an object")
-    for key in ("users", "computers", "codes", "nodes", "links", "logs", "groups"):
-        _check(isinstance(data.get(key), list), f"data.json has no list {key!r}")
-        _check(all(isinstance(row, dict) for row in data[key]), f"{key} are not all objects")
-    emails = set()
-    for user in data["users"]:
+class RowChecker:
+    """Checks the rows of ``data.json`` one at a time (:meth:`check`), keeping only what the
+    checks between rows need: each node's type, files and links, and the references to
+    check once all rows are read (:meth:`finish`). :class:`_Damaged` saying what is wrong."""
+
+    def __init__(self) -> None:
+        self.emails: set[str] = set()
+        self.computers: set[str] = set()
+        #: ``{UUID: node type}`` of the archive's nodes.
+        self.nodes: dict[str, str] = {}
+        #: ``{UUID: SHA-256 of its file contents}``, of the nodes with files.
+        self.files: dict[str, tuple[str, ...]] = {}
+        #: ``{sha256: size}`` the rows give each file content; one size per content.
+        self.blobs: dict[str, int] = {}
+        #: ``(input, output, link type, label)`` of each link, in order.
+        self.links: list[tuple[str, str, str, str]] = []
+        self.counts: dict[str, int] = dict.fromkeys(SECTIONS, 0)
+        self._users_named: dict[str, str] = {}  # email -> who names it
+        self._computers_named: dict[str, str] = {}  # UUID -> who names it
+        self._nodes_named: dict[str, str] = {}  # UUID -> who names it
+
+    def check(self, section: str, row: dict[str, Any]) -> None:
+        getattr(self, f"_{section}")(row)
+        self.counts[section] += 1
+
+    def _users(self, user: dict[str, Any]) -> None:
         _strings(user, "a user", "email")
-        emails.add(user["email"])
-    computers = set()
-    for computer in data["computers"]:
+        self.emails.add(user["email"])
+
+    def _computers(self, computer: dict[str, Any]) -> None:
         what = f"computer {computer.get('label')!r}"
         _strings(computer, what, "label", "hostname", "scheduler_type", "transport_type")
         _check(_is_uuid(computer.get("uuid")), f"{what} has no valid UUID")
         _check(isinstance(computer.get("properties", {}), dict), f"{what}: bad properties")
-        computers.add(computer["uuid"])
-    for code in data["codes"]:
+        self.computers.add(computer["uuid"])
+
+    def _codes(self, code: dict[str, Any]) -> None:
         what = f"code {code.get('label')!r}"
         _strings(code, what, "label", "executable", optional=["default_calc_job_plugin"])
-        _check(code.get("computer") in computers, f"{what} is on a computer not in the archive")
+        _check(isinstance(code.get("computer"), str), f"{what} is on no computer")
+        self._computers_named.setdefault(code["computer"], what)
         _check(isinstance(code.get("pk"), int), f"{what} has no pk")
-    nodes = set()
-    for node in data["nodes"]:
-        what = f"node {node.get('uuid')!r}"
-        _check(_is_uuid(node.get("uuid")), f"{what} has no valid UUID")
-        _check(node["uuid"] not in nodes, f"{what} is in the archive twice")
-        nodes.add(node["uuid"])
-        _strings(node, what, "node_type", optional=["process_type", "process_state"])
-        _check(node["node_type"] != "selftest", f"{what} is a self-test record")
-        parse_time(node.get("ctime"), what)
-        parse_time(node.get("mtime"), what)
-        _check(node.get("user") is None or node["user"] in emails, f"{what} has an unknown user")
-        _check(
-            node.get("computer") is None or node["computer"] in computers,
-            f"{what} is on a computer not in the archive",
-        )
-        for key in ("attributes", "extras"):
-            _check(isinstance(node.get(key), dict), f"{what} has no {key}")
-        _check(
-            node.get("exit_status") is None or isinstance(node["exit_status"], int),
-            f"{what}: bad exit status",
-        )
-        if is_process(node["node_type"]):
+
+    def _nodes(self, node: dict[str, Any]) -> None:
+        check_node(node)
+        uuid = node["uuid"]
+        _check(uuid not in self.nodes, f"node {uuid!r} is in the archive twice")
+        # Interned: a link's ends then share the node's UUID, nodes their type.
+        self.nodes[sys.intern(uuid)] = sys.intern(node["node_type"])
+        if node.get("user") is not None:
+            self._users_named.setdefault(node["user"], f"node {uuid!r}")
+        if node.get("computer") is not None:
+            self._computers_named.setdefault(node["computer"], f"node {uuid!r}")
+        if node["files"]:
+            self.files[uuid] = tuple(sha256 for _, sha256, _ in node["files"])
+        for _, sha256, size in node["files"]:
+            _check(size >= 0, f"the file content {sha256} has a negative size")
             _check(
-                node.get("process_state") in TERMINAL_STATES,
-                f"{what} is a process that has not ended ({node.get('process_state')})",
+                self.blobs.setdefault(sha256, size) == size,
+                f"the file content {sha256} is given two sizes",
             )
-        _check(isinstance(node.get("files"), list), f"{what} has no list of files")
-        for entry in node["files"]:
-            _check(
-                isinstance(entry, list) and len(entry) == 3 and isinstance(entry[2], int),
-                f"{what} has a bad file entry",
-            )
-            try:
-                checked_relative(entry[0])
-            except UnsafePathError as exc:
-                raise _Damaged(f"{what}: {exc}") from None
-            _check(_is_sha256(entry[1]), f"{what} has a file without a valid SHA-256")
-    for link in data["links"]:
-        _strings(link, "a link", "label", "link_type")
+
+    def _links(self, link: dict[str, Any]) -> None:
+        _strings(link, "a link", "label", "link_type", "input", "output")
         _check(link["link_type"] in models.LINK_TYPES, f"a link has type {link['link_type']!r}")
-        _check(
-            link.get("input") in nodes and link.get("output") in nodes,
-            "a link names a node not in the archive",
-        )
-    for log in data["logs"]:
-        _check(_is_uuid(log.get("uuid")), "a log message has no valid UUID")
-        _check(log.get("node") in nodes, "a log message is of a node not in the archive")
-        _strings(log, "a log message", "levelname", "message")
-        _check(isinstance(log.get("details", {}), dict), "a log message has bad details")
-        parse_time(log.get("time"), "a log message")
-    for group in data["groups"]:
+        key = (link["input"], link["output"], link["link_type"], link["label"])
+        self.links.append(tuple(map(sys.intern, key)))  # type: ignore[arg-type]
+
+    def _logs(self, log: dict[str, Any]) -> None:
+        check_log(log)
+        self._nodes_named.setdefault(log["node"], "a log message")
+
+    def _groups(self, group: dict[str, Any]) -> None:
         what = f"group {group.get('label')!r}"
         _check(_is_uuid(group.get("uuid")), f"{what} has no valid UUID")
         _strings(group, what, "label")
@@ -184,9 +188,70 @@ def _validate(data: Any) -> None:
         if group.get("time") is not None:
             parse_time(group["time"], what)
         _check(
-            isinstance(group.get("nodes"), list) and set(group["nodes"]) <= nodes,
-            f"{what} holds nodes not in the archive",
+            isinstance(group.get("nodes"), list)
+            and all(isinstance(uuid, str) for uuid in group["nodes"]),
+            f"{what} has no list of nodes",
         )
+        for uuid in group["nodes"]:
+            self._nodes_named.setdefault(uuid, what)
+
+    def finish(self) -> None:
+        """The checks between rows: every user, computer and node named is in the archive."""
+        for email, what in self._users_named.items():
+            _check(email in self.emails, f"{what} has an unknown user")
+        for uuid, what in self._computers_named.items():
+            _check(uuid in self.computers, f"{what} is on a computer not in the archive")
+        for uuid, what in self._nodes_named.items():
+            _check(uuid in self.nodes, f"{what} names a node not in the archive")
+        for source, target, _, _ in self.links:
+            _check(
+                source in self.nodes and target in self.nodes,
+                "a link names a node not in the archive",
+            )
+
+
+def check_node(node: dict[str, Any]) -> None:
+    """A node row has the shape an archive's have, or :class:`_Damaged`."""
+    what = f"node {node.get('uuid')!r}"
+    _check(_is_uuid(node.get("uuid")), f"{what} has no valid UUID")
+    _strings(node, what, "node_type", optional=["process_type", "process_state"])
+    _check(node["node_type"] != "selftest", f"{what} is a self-test record")
+    parse_time(node.get("ctime"), what)
+    parse_time(node.get("mtime"), what)
+    for key in ("user", "computer"):
+        _check(node.get(key) is None or isinstance(node[key], str), f"{what}: bad {key}")
+    for key in ("attributes", "extras"):
+        _check(isinstance(node.get(key), dict), f"{what} has no {key}")
+    _check(
+        node.get("exit_status") is None or isinstance(node["exit_status"], int),
+        f"{what}: bad exit status",
+    )
+    if is_process(node["node_type"]):
+        _check(
+            node.get("process_state") in TERMINAL_STATES,
+            f"{what} is a process that has not ended ({node.get('process_state')})",
+        )
+    _check(isinstance(node.get("files"), list), f"{what} has no list of files")
+    for entry in node["files"]:
+        _check(
+            isinstance(entry, list)
+            and len(entry) == 3
+            and isinstance(entry[2], int)
+            and _is_sha256(entry[1]),
+            f"{what} has a bad file entry",
+        )
+        try:
+            checked_relative(entry[0])
+        except UnsafePathError as exc:
+            raise _Damaged(f"{what}: {exc}") from None
+
+
+def check_log(log: dict[str, Any]) -> None:
+    """A log row has the shape an archive's have, or :class:`_Damaged`."""
+    _check(_is_uuid(log.get("uuid")), "a log message has no valid UUID")
+    _strings(log, "a log message", "node", "levelname", "message")
+    _check(isinstance(log.get("details", {}), dict), "a log message has bad details")
+    parse_time(log.get("time"), "a log message")
 
 
 MIB = 1024 * 1024
@@ -202,9 +267,12 @@ class ArchiveLimits:
     """How much an archive may unpack to; an archive past one is refused before anything is
     written. Sizes in bytes."""
 
-    #: ``data.json`` is parsed whole: it bounds the import's memory (a few times this for
-    #: honest rows; about 25 times for rows made of empty objects, ``[{}, {}, ...]``).
+    #: ``data.json`` is read a row at a time, so its size does not bound the memory an
+    #: import takes; this bounds the time it takes.
     max_data_size: int = 256 * MIB
+    #: One row of ``data.json`` (a node with its attributes, a log message...), as held in
+    #: memory, about; also its longest string. An import holds a few rows at a time.
+    max_row_size: int = 16 * MIB
     #: Everything the archive unpacks to: ``data.json`` and the file contents.
     max_total_size: int = 64 * GIB
     #: Most uncompressed bytes per compressed byte of an entry past 1 MiB. Deflate reaches
@@ -223,13 +291,31 @@ def _size(count: int) -> str:
 
 @dataclass
 class ArchiveContent:
-    """An archive read and checked, its blobs still in the zip file."""
+    """An archive read and checked, its rows and blobs still in the zip file: what the
+    checks between rows need, from :class:`RowChecker`."""
 
     path: Path
     metadata: dict[str, Any]
-    data: dict[str, Any]
-    #: ``{sha256: size}`` of every file content, checked against what the zip file holds.
-    blobs: dict[str, int]
+    checked: RowChecker
+    limits: ArchiveLimits
+
+    @property
+    def blobs(self) -> dict[str, int]:
+        """``{sha256: size}`` of every file content, checked against what the zip file
+        holds."""
+        return self.checked.blobs
+
+    def rows(self, archive: zipfile.ZipFile, *sections: str) -> Iterator[tuple[str, dict]]:
+        """``(section, row)`` of the rows of ``sections`` in ``data.json``, read again from
+        ``archive`` a row at a time; :class:`ArchiveError` when it no longer matches the
+        checksum the checks read (at the end: what was made of its rows must then be
+        undone)."""
+        try:
+            yield from _stream(archive, self.metadata, self.limits, sections)
+        except (*_ZIP_ERRORS, RowTooBig) as exc:
+            raise ArchiveError(
+                f"{self.path} changed while it was imported ({exc}); import it again."
+            ) from None
 
 
 class BoundedReader:
@@ -342,17 +428,22 @@ def _read_metadata(archive: zipfile.ZipFile, path: Path) -> dict[str, Any]:
     return metadata
 
 
-def _blob_sizes(data: dict[str, Any]) -> dict[str, int]:
-    """``{sha256: size}`` the rows give each file content; one size per content."""
-    sizes: dict[str, int] = {}
-    for node in data["nodes"]:
-        for _, sha256, size in node["files"]:
-            _check(size >= 0, f"the file content {sha256} has a negative size")
-            _check(
-                sizes.setdefault(sha256, size) == size,
-                f"the file content {sha256} is given two sizes",
-            )
-    return sizes
+def _stream(
+    archive: zipfile.ZipFile, metadata: dict[str, Any], limits: ArchiveLimits, sections: Any
+) -> Iterator[tuple[str, dict]]:
+    """``(section, row)`` of ``data.json``'s rows in ``sections``; at the end, checks it
+    unpacked to its declared size and to the checksum in ``metadata``."""
+    info = _entry(archive, DATA, DATA)
+    with archive.open(info) as handle:
+        reader = BoundedReader(handle, info.file_size, DATA)
+        for section, _, row in rows(reader, sections, limits.max_row_size):
+            yield section, row
+        while reader.read(_READ):  # the parser may stop before the end of the file
+            pass
+    _check(
+        reader.sha256 == metadata.get("data_sha256"),
+        f"{DATA} does not match the checksum in {METADATA}",
+    )
 
 
 def _read_checked(archive: zipfile.ZipFile, path: Path, limits: ArchiveLimits) -> ArchiveContent:
@@ -361,17 +452,19 @@ def _read_checked(archive: zipfile.ZipFile, path: Path, limits: ArchiveLimits) -
     if info.file_size > limits.max_data_size:
         raise _over(path, DATA, info.file_size, limits.max_data_size, "--max-data-size")
     _refuse_bomb(path, info, limits)
-    with archive.open(info) as handle:
-        reader = BoundedReader(handle, info.file_size, DATA)
-        text = reader.read()
-    _check(
-        reader.sha256 == metadata.get("data_sha256"),
-        f"{DATA} does not match the checksum in {METADATA}",
-    )
-    data = _json(text, DATA)
-    del text
-    _validate(data)
-    blobs = _blob_sizes(data)
+    checked = RowChecker()
+    try:
+        for section, row in _stream(archive, metadata, limits, SECTIONS):
+            checked.check(section, row)
+    except RowTooBig as exc:
+        where = f"row {exc.number} of {exc.section} in {DATA}" if exc.number else DATA
+        raise ArchiveError(
+            f"{path} is refused: {where} holds more than {_size(exc.limit)}, the limit for one "
+            "row (or one text in it); if you trust it, raise it with --max-row-size. Nothing "
+            "was imported."
+        ) from None
+    checked.finish()
+    blobs = checked.blobs
     entries = {
         sha256: _entry(archive, BLOBS + sha256, f"the file content {sha256}") for sha256 in blobs
     }
@@ -390,7 +483,7 @@ def _read_checked(archive: zipfile.ZipFile, path: Path, limits: ArchiveLimits) -
             reader = BoundedReader(handle, blobs[sha256], f"the file content {sha256}", sha256)
             while reader.read(_READ):
                 pass
-    return ArchiveContent(path, metadata, data, blobs)
+    return ArchiveContent(path, metadata, checked, limits)
 
 
 @contextmanager
@@ -399,8 +492,9 @@ def opened_archive(
 ) -> Iterator[tuple[ArchiveContent, zipfile.ZipFile]]:
     """The archive read and checked within ``limits`` (:class:`ArchiveError` saying what is
     wrong), and its zip file still open: the contents copied from it come from the file
-    checked, even if ``path`` is replaced meanwhile. Memory: ``data.json`` parsed, and one
-    chunk of a file content at a time."""
+    checked, even if ``path`` is replaced meanwhile. Memory: a row of ``data.json`` and
+    one chunk of a file content at a time, and what the checks between rows need (a few
+    short strings per node and link)."""
     path = Path(path)
     with _open(path) as archive:
         try:
