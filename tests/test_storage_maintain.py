@@ -77,6 +77,9 @@ def test_maintain_frees_the_files_of_deleted_nodes_and_keeps_the_rest(repository
 
     done = ok(run_cli("-p", "test", "storage", "maintain", "--grace-period", "60"))
     assert "Freed 1 unreferenced blob, 100000 bytes" in done.stdout
+    # The user is told what the grace period kept, and how to free it when no job runs.
+    assert "Kept 1 unreferenced blob stored within the grace period (1m)" in done.stdout
+    assert "--grace-period 1s" in done.stdout
     assert not repository.has(_sha(b"d" * 100_000))
     assert kept.get_content() == b"kept" and shared_kept.get_content() == b"in two nodes"
     assert repository.get_bytes(in_flight) == b"a job's output, its node not yet written"

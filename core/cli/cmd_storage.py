@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 from rich.filesize import decimal
 
-from veglia.cli.output import echo_success, print_table, raw_option
+from veglia.cli.output import echo_info, echo_success, print_table, raw_option
 from veglia.cli.state import CliState, pass_state
 from veglia.config.values import parse_duration
 from veglia.storage.backend import StorageBackend
@@ -71,6 +71,14 @@ class _Duration(click.ParamType):
             self.fail(str(exc), param, ctx)
 
 
+def _shown(seconds: int) -> str:
+    """A duration as the option takes it: ``1d``, ``2h``, ``90s``."""
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds % size == 0:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
 @storage_group.command("maintain")
 @click.option(
     "--grace-period",
@@ -96,6 +104,10 @@ def storage_maintain(state: CliState, grace_period: int, dry_run: bool, raw: boo
     try:
         storage.check_schema()
         freed = storage.repository.maintain(grace_period, storage.referenced_blobs, dry_run)
+        # What the grace period kept: a user who just deleted nodes expects their files gone.
+        gone = {name for name, _ in freed}
+        referenced = storage.referenced_blobs()
+        young = sum(1 for sha in storage.repository if sha not in referenced and sha not in gone)
     finally:
         storage.close()
     total = sum(size for _, size in freed)
@@ -109,6 +121,12 @@ def storage_maintain(state: CliState, grace_period: int, dry_run: bool, raw: boo
         echo_success(f"Would free {summary}; nothing was removed.")
     else:
         echo_success(f"Freed {summary}.")
+    if young:
+        echo_info(
+            f"Kept {young} unreferenced blob{'s' * (young != 1)} stored within the grace "
+            f"period ({_shown(grace_period)}): a running job may be about to refer to them. "
+            "When no job runs (daemon stopped), `--grace-period 1s` frees them now."
+        )
 
 
 COMMANDS = [storage_group]
