@@ -23,6 +23,7 @@ went wrong and what to do about it. :class:`CliExit` lists every exit code of th
     ├── ControlError                a kill, pause or play request could not be carried out
     ├── ProcessActiveError          a process must end first (deleting it, cleaning its work dir)
     ├── ArchiveError                an archive file cannot be written or read (corrupt, unknown)
+    │   └── ArchiveRowTooBig        a row of its data.json is past the size allowed
     ├── InvalidLinkError            a link the provenance rules forbid (its ends' kinds)
     ├── DaemonError                 the daemon could not be started or stopped
     ├── WatchTimeout                `process watch --timeout` ran out
@@ -52,6 +53,7 @@ from enum import IntEnum
 
 __all__ = [
     "ArchiveError",
+    "ArchiveRowTooBig",
     "BrokerError",
     "CliExit",
     "CommandOutputTooLarge",
@@ -235,6 +237,15 @@ class ArchiveError(VegliaError):
     """An archive file cannot be written, or is not a veglia archive, or is damaged."""
 
     exit_code = CliExit.INVALID_INPUT
+
+
+class ArchiveRowTooBig(ArchiveError):
+    """A row of an archive's ``data.json`` (or a text in it) is past the size allowed; the
+    reader says which archive and which option raises the limit."""
+
+    def __init__(self, section: str, number: int, limit: int) -> None:
+        super().__init__(f"row {number} of {section} in data.json is past {limit} bytes")
+        self.section, self.number, self.limit = section, number, limit
 
 
 class InvalidLinkError(VegliaError, ValueError):

@@ -18,7 +18,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from veglia.exceptions import ArchiveError, UnsafePathError
+from veglia.exceptions import ArchiveError, ArchiveRowTooBig, UnsafePathError
 from veglia.orm.archive import (
     ARCHIVE_FORMAT,
     ARCHIVE_VERSION,
@@ -27,7 +27,7 @@ from veglia.orm.archive import (
     METADATA,
     is_process,
 )
-from veglia.orm.archive_stream import SECTIONS, RowTooBig, rows
+from veglia.orm.archive_stream import SECTIONS, rows
 from veglia.orm.process_nodes import TERMINAL_STATES
 from veglia.relative_paths import checked_relative
 from veglia.storage import models
@@ -312,7 +312,7 @@ class ArchiveContent:
         undone)."""
         try:
             yield from _stream(archive, self.metadata, self.limits, sections)
-        except (*_ZIP_ERRORS, RowTooBig) as exc:
+        except (*_ZIP_ERRORS, ArchiveRowTooBig) as exc:
             raise ArchiveError(
                 f"{self.path} changed while it was imported ({exc}); import it again."
             ) from None
@@ -456,7 +456,7 @@ def _read_checked(archive: zipfile.ZipFile, path: Path, limits: ArchiveLimits) -
     try:
         for section, row in _stream(archive, metadata, limits, SECTIONS):
             checked.check(section, row)
-    except RowTooBig as exc:
+    except ArchiveRowTooBig as exc:
         where = f"row {exc.number} of {exc.section} in {DATA}" if exc.number else DATA
         raise ArchiveError(
             f"{path} is refused: {where} holds more than {_size(exc.limit)}, the limit for one "

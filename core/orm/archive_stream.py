@@ -12,7 +12,9 @@ import re
 from collections.abc import Collection, Iterator
 from typing import Any, BinaryIO
 
-__all__ = ["MAX_DEPTH", "SECTIONS", "RowTooBig", "StreamDamaged", "rows"]
+from veglia.exceptions import ArchiveRowTooBig
+
+__all__ = ["MAX_DEPTH", "SECTIONS", "StreamDamaged", "rows"]
 
 #: The lists of rows ``data.json`` holds, each once.
 SECTIONS = ("users", "computers", "codes", "nodes", "links", "logs", "groups")
@@ -28,16 +30,9 @@ _DELIMITERS = [bytes([byte]) for byte in b' \t\n\r[]{},:"']
 _ESCAPED_QUOTE = re.compile(rb'(?<!\\)(?:\\\\)*\\"')
 
 
-class StreamDamaged(ValueError):
-    """``data.json`` is not JSON, or not an object of lists of rows, or nests too deep."""
-
-
-class RowTooBig(ValueError):
-    """A row of ``data.json`` (or a string in it) is past the size allowed."""
-
-    def __init__(self, section: str, number: int, limit: int):
-        super().__init__(f"row {number} of {section} in data.json is past {limit} bytes")
-        self.section, self.number, self.limit = section, number, limit
+#: What the reader raises when ``data.json`` is not JSON, not an object of lists of rows, or
+#: nests too deep: a ValueError saying it, which the archive's reader reports as damage.
+StreamDamaged = ValueError
 
 
 class _TokenGuard:
@@ -78,7 +73,7 @@ class _TokenGuard:
             self._escaped = (len(view) - len(view.rstrip(b"\\"))) % 2 == 1
             self._bare = 0
             if self._offset + len(chunk) - self._start > self._max_token:
-                raise RowTooBig(self.section, self.number, self._max_token)
+                raise ArchiveRowTooBig(self.section, self.number, self._max_token)
             return
         self._escaped = False
         last = max(chunk.rfind(delimiter) for delimiter in _DELIMITERS)
@@ -166,8 +161,8 @@ def rows(
 
     :class:`StreamDamaged` when it is not valid JSON, not an object of the lists
     :data:`SECTIONS` (each once; other keys are read past), or nests past
-    :data:`MAX_DEPTH`; :class:`RowTooBig` for a row past ``max_row`` bytes (as held in
-    memory, about), or a string past it.
+    :data:`MAX_DEPTH`; :class:`~veglia.exceptions.ArchiveRowTooBig` for a row past
+    ``max_row`` bytes (as held in memory, about), or a string past it.
     """
     import ijson  # Lazy: only an import reads an archive's rows (13 ms at the first import)
 
@@ -217,7 +212,7 @@ def _rows(
                 raise StreamDamaged(f"{key} are not all objects")
             row, left = _build(event, value, events, 2, max_row)
             if left < 0:
-                raise RowTooBig(key, number, max_row)
+                raise ArchiveRowTooBig(key, number, max_row)
             yield key, number, row
     missing = [key for key in SECTIONS if key not in seen]
     if missing:
