@@ -17,6 +17,7 @@ from veglia.entry_points import CalculationFactory
 from veglia.exceptions import TransportConnectionError
 from veglia.plugins.transports.ssh import SshTransport
 from veglia_fixtures.profiles import make_profile, wait_for
+from veglia_fixtures.services import ssh_computer
 
 ShellJob = CalculationFactory("core.shell")
 
@@ -192,6 +193,30 @@ def test_kill_and_pause_during_the_transport_back_off_return_at_once(
     assert killed.exit_code == 0, killed.output
     assert took < QUICK and to_kill.refresh().process_state == "killed"
     assert not any("upload attempt 2/5" in log.message for log in to_kill.logs)
+
+
+def test_kill_and_pause_while_a_step_waits_for_a_hung_host_to_answer_return_at_once(
+    broker_profile, ssh_proxy, services_env, daemon, run_cli
+):
+    # The upload's first attempt waits for the connection's opening, which a hung host holds
+    # for the computer's whole timeout (a minute here): nothing is done on the computer yet,
+    # so neither waits for it.
+    params = {**ssh_proxy["params"], "timeout": 60.0}
+    ssh_computer("slow", services_env, params, "core.direct")
+    ssh_proxy["proxy"].set_mode("hang")
+    daemon(1)
+    to_kill, to_pause = _submit_sleeper("slow"), _submit_sleeper("slow")
+    wait_for([to_kill, to_pause], lambda n: n.process_state == "waiting", timeout=60)
+    time.sleep(1)  # into the opening
+    paused, took = _timed(run_cli, "process", "pause", str(to_pause.pk), "-t", "30")
+    assert paused.exit_code == 0, paused.output
+    assert took < QUICK and to_pause.refresh().paused
+    killed, took = _timed(run_cli, "process", "kill", str(to_kill.pk), "-t", "30")
+    assert killed.exit_code == 0, killed.output
+    assert took < QUICK and to_kill.refresh().process_state == "killed"
+    assert to_kill.job_id is None and not to_kill.get_attribute("cancel_pending")
+    assert not any("upload attempt" in log.message for log in to_kill.logs)
+    ssh_proxy["proxy"].close()  # ends the hung openings: the daemon stops without their wait
 
 
 def test_a_worker_killed_while_a_cancel_is_pending_and_the_host_down_leaves_it_to_the_next(

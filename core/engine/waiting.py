@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+import inspect
+from collections.abc import Awaitable
+from typing import Any, TypeVar
 
 import plumpy
 
 __all__ = ["InterruptibleWaiting"]
+
+T = TypeVar("T")
 
 
 @plumpy.persistence.auto_persist("msg", "data")
@@ -36,19 +40,21 @@ class InterruptibleWaiting(plumpy.process_states.Waiting):
         if self._inline is inline and not inline.finish_first:
             inline.cancelled = inline.task.cancel()
 
-    async def sleep_interruptibly(self, delay: float) -> None:
-        """Wait ``delay`` seconds between two calls of the coroutine under way (a transport
-        task's back-off): a kill or pause ends the wait at once, even in a coroutine whose
+    async def before_a_call(self, awaitable: Awaitable[T]) -> T:
+        """Await what comes before a call of the coroutine under way has begun on the
+        computer (a transport task's back-off, its wait for the connection and the
+        connection's opening): a kill or pause ends it at once, even in a coroutine whose
         calls are let finish (``finish_first``): only a call under way may delay it."""
         inline = self._inline
         if inline is None or inline.task is not asyncio.current_task():
-            await asyncio.sleep(delay)
-            return
+            return await awaitable
         if inline.reason is not None:  # it came while the last call ran: no further attempt
+            if inspect.iscoroutine(awaitable):
+                awaitable.close()
             raise inline.reason
         finish_first, inline.finish_first = inline.finish_first, False
         try:
-            await asyncio.sleep(delay)
+            return await awaitable
         finally:
             inline.finish_first = finish_first
 

@@ -19,9 +19,10 @@ import functools
 import shutil
 import tempfile
 import time
-from contextlib import nullcontext
+from collections.abc import Awaitable
+from contextlib import AsyncExitStack, nullcontext
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import plumpy
 from plumpy.process_states import ProcessState
@@ -58,6 +59,8 @@ from veglia.schedulers import JobFailure, JobInfo, JobState, SchedulerError, Sch
 from veglia.workdir_root import private_root
 
 __all__ = ["CalcJob", "TransportTaskFailed"]
+
+T = TypeVar("T")
 
 _ALWAYS_RETRIEVED = ["_scheduler-stdout.txt", "_scheduler-stderr.txt", tasks.EXIT_STATUS_FILE]
 
@@ -239,7 +242,12 @@ class CalcJob(Process):
         delay = runner.retry_interval
         for attempt in range(1, runner.retry_attempts + 1):
             try:
-                async with runner.lease_transport(self.computer) as lease:
+                async with AsyncExitStack() as stack:
+                    # Until the call starts nothing is done on the computer: a kill or pause
+                    # need not wait for the connection (a hung host holds its opening).
+                    lease = await self._before_the_call(
+                        stack.enter_async_context(runner.lease_transport(self.computer))
+                    )
                     result = await lease.run(function, lease.transport, *args)
                 holds.computer_reached(self)
                 return result
@@ -247,17 +255,17 @@ class CalcJob(Process):
                 self.report(f"{name} attempt {attempt}/{runner.retry_attempts} failed: {exc}")
                 if attempt == runner.retry_attempts:
                     raise TransportTaskFailed(str(exc)) from None
-                await self._sleep_between_attempts(delay)
+                await self._before_the_call(asyncio.sleep(delay))
                 delay *= 2
         raise AssertionError("unreachable")
 
-    async def _sleep_between_attempts(self, delay: float) -> None:
-        """The back-off, which a kill or pause cuts short (it would wait for all of it)."""
+    async def _before_the_call(self, awaitable: Awaitable[T]) -> T:
+        """What a transport task awaits before its call (the back-off, the connection),
+        which a kill or pause cuts short: it would otherwise wait for all of it."""
         state = self._state
         if isinstance(state, InterruptibleWaiting):
-            await state.sleep_interruptibly(delay)
-        else:
-            await asyncio.sleep(delay)
+            return await state.before_a_call(awaitable)
+        return await awaitable
 
     def computer_unreachable(self, reason: str) -> None:
         """Paused for an outage, not by a person: the daemon plays it when it is back."""
