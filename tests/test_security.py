@@ -14,6 +14,7 @@ from veglia import engine, orm
 from veglia.entry_points import CalculationFactory
 from veglia.exceptions import UnsafePathError, UnsafeWorkdirError
 from veglia.schedulers import JobTemplate, SchedulerError
+from veglia_fixtures.services import run_on
 
 ShellJob = CalculationFactory("core.shell")
 
@@ -83,27 +84,9 @@ def test_an_input_file_name_cannot_leave_the_work_dir(profile, name):
 
 
 # -- links and special files a job leaves are never followed ---------------------------------
-@pytest.fixture(params=["local", "ssh"])
-def job_computer(request, profile):
-    """The label of a computer to run on: localhost, or the loopback sshd (direct)."""
-    if request.param == "local":
-        return "localhost"
-    from veglia_fixtures.services import ssh_computer
-
-    services_env = request.getfixturevalue("services_env")
-    ssh_computer("sshbox", services_env, request.getfixturevalue("ssh_params"), "core.direct")
-    return "sshbox"
-
-
-def _run_on(computer: str, command: str, **inputs):
-    return engine.run_get_node(
-        ShellJob, command=orm.Str(command), metadata={"computer": computer}, **inputs
-    )
-
-
 def test_a_link_to_dev_zero_as_the_exit_status_file_is_not_read(job_computer):
     # The script's last line writes through the link (into /dev/zero): the status is unknown.
-    _, node = _run_on(job_computer, "ln -sf /dev/zero _veglia_exit_status; echo done")
+    _, node = run_on(job_computer, "ln -sf /dev/zero _veglia_exit_status; echo done")
     assert node.is_terminated
     assert node.get_attribute("job_outcome").get("exit_status") is None
     sizes = [record.size for record in node.outputs.retrieved.list_objects()]
@@ -111,7 +94,7 @@ def test_a_link_to_dev_zero_as_the_exit_status_file_is_not_read(job_computer):
 
 
 def test_links_and_fifos_a_job_leaves_are_not_retrieved(job_computer):
-    _, node = _run_on(
+    _, node = run_on(
         job_computer,
         "ln -s /etc/passwd leak.txt; mkfifo pipe.txt; mkdir d; ln -s /etc d/etc; "
         "echo mine > ok.txt",

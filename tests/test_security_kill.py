@@ -61,10 +61,14 @@ def _submit_sleeper(label: str) -> orm.CalcJobNode:
     return engine.submit(builder)
 
 
-def _timed(run_cli, *args: str):
+def _at_once(run_cli, action: str, node, *more: str):
+    """``veglia process ACTION PK``, which must succeed well within :data:`QUICK`."""
     start = time.monotonic()
-    result = run_cli("-p", "test", *args)
-    return result, time.monotonic() - start
+    result = run_cli("-p", "test", "process", action, str(node.pk), *more)
+    took = time.monotonic() - start
+    assert result.exit_code == 0, result.output
+    assert took < QUICK, (took, result.output)
+    return result
 
 
 def _assert_pending(run_cli, node) -> None:
@@ -115,9 +119,7 @@ def test_kill_of_a_job_paused_on_a_hung_host_returns_at_once_and_cancels_it_when
 
     ssh_proxy["proxy"].set_mode("hang")
     wait_for([node], lambda n: n.paused, timeout=90)  # its polls failed on every attempt
-    killed, took = _timed(run_cli, "process", "kill", str(node.pk))
-    assert killed.exit_code == 0, killed.output
-    assert took < QUICK
+    killed = _at_once(run_cli, "kill", node)
     assert f"scheduler job {node.job_id}" in killed.output and "cancelled by" in killed.output
     _assert_pending(run_cli, node)
     assert node.exit_status is None and "excepted" not in node.process_state
@@ -137,9 +139,7 @@ def test_kill_while_the_host_refuses_connections_without_a_broker(
     wait_for([node], lambda n: n.get_attribute("scheduler_state") == "running", timeout=60)
 
     ssh_proxy["proxy"].set_mode("refuse")
-    killed, took = _timed(run_cli, "process", "kill", str(node.pk))
-    assert killed.exit_code == 0, killed.output
-    assert took < QUICK, killed.output
+    _at_once(run_cli, "kill", node)
     _assert_pending(run_cli, node)
     time.sleep(2)  # attempts fail meanwhile, and say why
     assert node.refresh().get_attribute("cancel_pending").get("attempts", 0) >= 1
@@ -158,9 +158,7 @@ def test_kill_while_no_daemon_runs_is_cancelled_once_a_daemon_starts(
     wait_for([node], lambda n: n.get_attribute("scheduler_state") == "running", timeout=60)
     assert run_cli("-p", "test", "daemon", "stop").exit_code == 0
 
-    killed, took = _timed(run_cli, "process", "kill", str(node.pk))
-    assert killed.exit_code == 0, killed.output
-    assert took < QUICK
+    killed = _at_once(run_cli, "kill", node)
     assert "once it runs (`veglia daemon start`)" in killed.output
     _assert_pending(run_cli, node)
     assert remote(node.job_id)
@@ -186,12 +184,10 @@ def test_kill_and_pause_during_the_transport_back_off_return_at_once(
         return any("upload attempt 1/5 failed" in log.message for log in node.logs)
 
     wait_for([to_kill, to_pause], in_back_off, timeout=60)
-    paused, took = _timed(run_cli, "process", "pause", str(to_pause.pk), "-t", "30")
-    assert paused.exit_code == 0, paused.output
-    assert took < QUICK and to_pause.refresh().paused
-    killed, took = _timed(run_cli, "process", "kill", str(to_kill.pk), "-t", "30")
-    assert killed.exit_code == 0, killed.output
-    assert took < QUICK and to_kill.refresh().process_state == "killed"
+    _at_once(run_cli, "pause", to_pause, "-t", "30")
+    assert to_pause.refresh().paused
+    _at_once(run_cli, "kill", to_kill, "-t", "30")
+    assert to_kill.refresh().process_state == "killed"
     assert not any("upload attempt 2/5" in log.message for log in to_kill.logs)
 
 
@@ -208,12 +204,10 @@ def test_kill_and_pause_while_a_step_waits_for_a_hung_host_to_answer_return_at_o
     to_kill, to_pause = _submit_sleeper("slow"), _submit_sleeper("slow")
     wait_for([to_kill, to_pause], lambda n: n.process_state == "waiting", timeout=60)
     time.sleep(1)  # into the opening
-    paused, took = _timed(run_cli, "process", "pause", str(to_pause.pk), "-t", "30")
-    assert paused.exit_code == 0, paused.output
-    assert took < QUICK and to_pause.refresh().paused
-    killed, took = _timed(run_cli, "process", "kill", str(to_kill.pk), "-t", "30")
-    assert killed.exit_code == 0, killed.output
-    assert took < QUICK and to_kill.refresh().process_state == "killed"
+    _at_once(run_cli, "pause", to_pause, "-t", "30")
+    assert to_pause.refresh().paused
+    _at_once(run_cli, "kill", to_kill, "-t", "30")
+    assert to_kill.refresh().process_state == "killed"
     assert to_kill.job_id is None and not to_kill.get_attribute("cancel_pending")
     assert not any("upload attempt" in log.message for log in to_kill.logs)
     ssh_proxy["proxy"].close()  # ends the hung openings: the daemon stops without their wait
@@ -227,8 +221,7 @@ def test_a_worker_killed_while_a_cancel_is_pending_and_the_host_down_leaves_it_t
     node = _submit_sleeper("flaky")
     wait_for([node], lambda n: n.get_attribute("scheduler_state") == "running", timeout=60)
     ssh_proxy["proxy"].set_mode("refuse")
-    killed, took = _timed(run_cli, "process", "kill", str(node.pk))
-    assert killed.exit_code == 0 and took < QUICK, killed.output
+    _at_once(run_cli, "kill", node)
     _assert_pending(run_cli, node)
 
     (worker,) = _worker_pids(storage_profile)

@@ -23,26 +23,9 @@ from veglia.plugins.transports.local import LocalTransport
 from veglia.plugins.transports.ssh import SshTransport
 from veglia.transports import Transport
 from veglia_fixtures.seqera_platform import TOKEN
+from veglia_fixtures.services import run_on
 
 ShellJob = CalculationFactory("core.shell")
-
-
-@pytest.fixture(params=["local", "ssh"])
-def job_computer(request, profile):
-    """The label of a computer to run on: localhost, or the loopback sshd (direct)."""
-    if request.param == "local":
-        return "localhost"
-    from veglia_fixtures.services import ssh_computer
-
-    services_env = request.getfixturevalue("services_env")
-    ssh_computer("sshbox", services_env, request.getfixturevalue("ssh_params"), "core.direct")
-    return "sshbox"
-
-
-def _run_on(computer: str, command: str, **inputs):
-    return engine.run_get_node(
-        ShellJob, command=orm.Str(command), metadata={"computer": computer}, **inputs
-    )
 
 
 # -- a link anywhere along a retrieved path ---------------------------------------------------
@@ -60,7 +43,7 @@ def outside():
 
 
 def test_a_link_in_a_folder_above_a_retrieved_file_is_refused_and_named(job_computer, outside):
-    _, node = _run_on(
+    _, node = run_on(
         job_computer,
         f"ln -s {outside} d; mkdir f; ln -s {outside} f/g; "
         "mkdir -p e/sub; echo fine > e/sub/good.txt; echo mine > ok.txt",
@@ -194,7 +177,7 @@ UNDO = {
 
 @pytest.mark.parametrize("replaced", ["job", "shard"])
 def test_a_job_folder_replaced_with_a_link_is_not_retrieved_from(job_computer, outside, replaced):
-    _, node = _run_on(
+    _, node = run_on(
         job_computer,
         REPLACE[replaced].format(outside=outside),
         outputs=orm.List(["*.txt"]),

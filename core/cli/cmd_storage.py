@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import click
 from rich.filesize import decimal
 
@@ -103,11 +105,13 @@ def storage_maintain(state: CliState, grace_period: int, dry_run: bool, raw: boo
     storage = StorageBackend.from_profile(profile)
     try:
         storage.check_schema()
-        freed = storage.repository.maintain(grace_period, storage.referenced_blobs, dry_run)
-        # What the grace period kept: a user who just deleted nodes expects their files gone.
+        # Read once: maintain's look-up, then the count of what the grace period kept (a
+        # user who just deleted nodes expects their files gone).
+        referenced = functools.cache(storage.referenced_blobs)
+        freed = storage.repository.maintain(grace_period, referenced, dry_run)
         gone = {name for name, _ in freed}
-        referenced = storage.referenced_blobs()
-        young = sum(1 for sha in storage.repository if sha not in referenced and sha not in gone)
+        kept = referenced()
+        young = sum(1 for sha in storage.repository if sha not in kept and sha not in gone)
     finally:
         storage.close()
     total = sum(size for _, size in freed)

@@ -146,6 +146,29 @@ def slurm_accounting(slurm: dict[str, str]) -> dict[str, str]:
     return slurm
 
 
+@pytest.fixture(params=["local", "ssh"])
+def job_computer(request, profile):
+    """The label of a computer to run on: localhost, or the loopback sshd (direct)."""
+    if request.param == "local":
+        return "localhost"
+    services_env = request.getfixturevalue("services_env")
+    ssh_computer("sshbox", services_env, request.getfixturevalue("ssh_params"), "core.direct")
+    return "sshbox"
+
+
+def run_on(computer: str, command: str, **inputs):
+    """Run a core.shell job of ``command`` on ``computer``; its (results, node)."""
+    from veglia import engine, orm
+    from veglia.entry_points import CalculationFactory
+
+    return engine.run_get_node(
+        CalculationFactory("core.shell"),
+        command=orm.Str(command),
+        metadata={"computer": computer},
+        **inputs,
+    )
+
+
 def ssh_computer(label, services_env, ssh_params, scheduler, **properties):
     """A stored computer reached over the loopback sshd, with fast polling."""
     from veglia import orm
