@@ -130,8 +130,8 @@ _MEASURED_FIELDS = (
 
 
 def _record_of_cached(process: CalcJob, measured: dict[str, Any]) -> dict[str, Any]:
-    """This job's trace record with what the cached run measured (its trace, Fusion's and
-    time's blocks under ``extras``), as Nextflow reports a cached task's metrics."""
+    """This job's trace record with what the cached run measured (the plugins' blocks
+    under ``extras`` too), as Nextflow reports a cached task's metrics."""
     assert process.node is not None
     record = build_record(process.node, process.computer).to_dict()
     record.update({k: measured[k] for k in _MEASURED_FIELDS if k in measured})
