@@ -199,6 +199,17 @@ def test_a_fusion_job_shows_fusions_blocks_where_the_sampler_has_none(
     assert rows["GPU memory"].startswith("avg 900 MiB of 22.5 GiB")
 
 
+def test_a_gpu_block_alone_comes_with_the_memory_time_measured(profile, trace_plugins, run_cli):
+    node = _shell_job()
+    record = node.get_attribute("trace_record")
+    record["extras"] = {}
+    node.set_attributes({"trace_record": record, "gpu_metrics": {"name": "NVIDIA L4", "pct": 3}})
+    rows = _table(run_cli, node.pk)
+    peak_kb = node.usage["peak_memory_kb"]
+    assert re.match(rf"peak RSS {peak_kb / 1024:.1f} MiB\s+time$", rows["memory"]), rows
+    assert re.match(r"NVIDIA L4\s+plugin$", rows["GPU"])  # neither the sampler's nor Fusion's
+
+
 def test_a_running_job_shows_its_live_trace(profile, trace_plugins, run_cli, veglia_home):
     env = {**os.environ, "VEGLIA_HOME": str(veglia_home)}
     engine_process = subprocess.Popen([sys.executable, "-c", ENGINE_SCRIPT], env=env)

@@ -52,13 +52,16 @@ def trace_rows(node: Any) -> list[Row]:
     proc, proc_source = _first_block("proc", trace, fusion)
     cgroup, cgroup_source = _first_block("cgroup", trace, fusion)
     rows = _sampler_row(trace.get("sampler"), live=False)
-    if not proc and record.get("measured_by") and record.get("peak_rss") is not None:
-        # No sampler, no Fusion: what /usr/bin/time (or another plugin) measured.
+    if not proc and _number(record.get("peak_rss")) is not None:
+        # No sampler, no Fusion: what /usr/bin/time (or sacct, or a plugin) measured.
         proc = _proc_of_record(record)
-        proc_source = str(record["measured_by"]).removeprefix("core.")
+        usage = node.get_attribute("usage") or {}
+        measured_by = record.get("measured_by") or usage.get("source") or "time"
+        proc_source = str(measured_by).removeprefix("core.")
     rows += _proc_rows(proc, proc_source, series, live=False)
     rows += _cgroup_rows(cgroup, cgroup_source, series)
-    gpu_source = sources.get("gpu") or ("fusion" if fusion else "trace")
+    # Neither the sampler nor Fusion named it: another plugin's block.
+    gpu_source = sources.get("gpu") or ("fusion" if fusion else "trace" if trace else "plugin")
     rows += _gpu_rows(gpu, gpu_source, series)
     return rows
 
