@@ -17,7 +17,9 @@ that test.
   :class:`CalcInfo`, :class:`CodeInfo`, :class:`ExitCode`, :class:`Parser`;
 - monitors (``veglia.monitors``): :class:`MonitorResult`; :func:`watch_files` with
   :class:`FileWatch` declares the files a monitor reads, handed over as :class:`FileSlice`
-  objects read for many jobs at once;
+  objects read for many jobs at once; a monitor taking ``trace`` gets the job's
+  :class:`LiveTrace` (:class:`TraceSample` points), :func:`watch_trace` lets it read it
+  itself when called directly;
 - the exceptions plugins raise, under :class:`VegliaError`;
 - test doubles (``veglia.testing``): :class:`FakeTransport`, :class:`FakeScheduler`,
   :class:`FakeCluster`, :class:`FakeNode`.
@@ -31,6 +33,7 @@ from veglia.config.options import Option
 from veglia.engine.calcjob import CalcJob
 from veglia.engine.calcjob.calcinfo import CalcInfo, CodeInfo
 from veglia.engine.calcjob.file_watch import FileSlice, FileWatch, watch_files
+from veglia.engine.calcjob.live_trace import LiveTrace, TraceSample, watch_trace
 from veglia.engine.calcjob.monitors import MonitorResult
 from veglia.engine.calcjob.options import CalcJobOption
 from veglia.engine.exit_codes import ExitCode
@@ -82,6 +85,7 @@ __all__ = [
     "JobResources",
     "JobState",
     "JobTemplate",
+    "LiveTrace",
     "MonitorError",
     "MonitorResult",
     "Option",
@@ -90,6 +94,7 @@ __all__ = [
     "Scheduler",
     "SchedulerError",
     "SchedulerSubmitError",
+    "TraceSample",
     "Transport",
     "TransportConnectionError",
     "TransportError",
@@ -97,4 +102,5 @@ __all__ = [
     "VegliaError",
     "hookimpl",
     "watch_files",
+    "watch_trace",
 ]

@@ -50,6 +50,7 @@ PLUGIN_API_ALL = [
     "JobResources",
     "JobState",
     "JobTemplate",
+    "LiveTrace",
     "MonitorError",
     "MonitorResult",
     "Option",
@@ -58,6 +59,7 @@ PLUGIN_API_ALL = [
     "Scheduler",
     "SchedulerError",
     "SchedulerSubmitError",
+    "TraceSample",
     "Transport",
     "TransportConnectionError",
     "TransportError",
@@ -65,6 +67,7 @@ PLUGIN_API_ALL = [
     "VegliaError",
     "hookimpl",
     "watch_files",
+    "watch_trace",
 ]
 
 #: Where each name of the plugin API is defined: it is re-exported, never redefined.
@@ -75,6 +78,7 @@ HOMES = {
     "veglia.engine.exit_codes": ["ExitCode"],
     "veglia.engine.calcjob.monitors": ["MonitorResult"],
     "veglia.engine.calcjob.file_watch": ["FileSlice", "FileWatch", "watch_files"],
+    "veglia.engine.calcjob.live_trace": ["LiveTrace", "TraceSample", "watch_trace"],
     "veglia.engine.calcjob.options": ["CalcJobOption"],
     "veglia.orm.computers": ["ComputerProperty"],
     "veglia.exceptions": [

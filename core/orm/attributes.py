@@ -87,6 +87,11 @@ USAGE = "usage"
 #: The job's trace record, and the GPU block a plugin put on it (Nextflow's field names).
 TRACE_RECORD = "trace_record"
 GPU_METRICS = "gpu_metrics"
+#: [{"name", "live_trace"}, ...]: the job-script wraps applied at submission, outermost first.
+JOB_SCRIPT_WRAPS = "job_script_wraps"
+#: {"latest", "series", "offset", "updated"}: what the live trace's sampler wrote, as of the
+#: last poll of the running job (``veglia.engine.calcjob.live_trace``).
+TRACE_LIVE = "trace_live"
 
 # -- the restart policy (``core.restart``) -----------------------------------------------------
 #: On the workflow: one dict per attempt (pk, job id, queue, requests, exit, decision, reason).
