@@ -3,7 +3,7 @@
 A job-script wrap that declares ``live_trace`` (``core.trace``, or any plugin's) leaves two
 files in the job's work directory while it runs:
 
-- ``_veglia_trace.json``: the Fusion-shaped blocks (``proc``, ``cgroup``, ``gpu``,
+- ``_veglia_trace.json``: the blocks of Nextflow-style traces (``proc``, ``cgroup``, ``gpu``,
   ``sampler``), rewritten whole at every sample;
 - ``_veglia_trace.series``: one line per sample, after the header
   ``#veglia-trace-series 1 t cpu rss mem gpu gpu_mem gpu_bw``, ``-`` for unknown values.
