@@ -18,6 +18,7 @@ import pytest
 from veglia import engine, orm
 from veglia.config import Config
 from veglia.engine.calcjob import live_trace
+from veglia.engine.calcjob.job_script import JobScriptWrap
 from veglia.engine.calcjob.live_trace import (
     MAX_POINTS,
     SERIES_FILE,
@@ -30,10 +31,12 @@ from veglia.engine.calcjob.live_trace import (
 from veglia.engine.calcjob.monitor_runner import MonitorRunner
 from veglia.engine.runner import get_runner
 from veglia.entry_points import CalculationFactory, WorkflowFactory
+from veglia.hookspecs import hookimpl
 from veglia.monitors.gpu import gpu_idle
 from veglia.monitors.memory import memory_ceiling
 from veglia.orm import attributes as attr
 from veglia.orm.nodes import load_node
+from veglia.plugin_manager import get_plugin_manager
 from veglia.testing import FakeNode, FakeTransport
 
 ShellJob = CalculationFactory("core.shell")
@@ -64,18 +67,37 @@ def _sampler(gpu: list[float], rss: list[int], then: str = "sleep 60") -> str:
     return "; ".join([*steps, then])
 
 
-def _run(command: str, monitors: dict, **options) -> orm.ProcessNode:
-    """Run a job whose wraps write a live trace, in this process, until it ends."""
-    runner = get_runner()
-    inputs = {"command": orm.Str(command), "monitors": monitors, "metadata": {"options": options}}
-    process = runner.instantiate(ShellJob, inputs)
-    process.node.set_attribute(attr.JOB_SCRIPT_WRAPS, WRAPS)
-    runner.run_until_terminated(process)
-    return process.node.refresh()
+class _Sampler:
+    """A plugin whose wrap declares a live trace (the job's command writes it here)."""
+
+    @hookimpl
+    def job_script_wrap(self, node, computer):
+        return JobScriptWrap(name="test.sampler", live_trace=True)
 
 
 @pytest.fixture
-def import_paths(profile, veglia_home):
+def sampled(profile):
+    """Every job is wrapped by a plugin that writes a live trace."""
+    manager = get_plugin_manager()
+    plugin = manager.register(_Sampler())
+    yield
+    manager.unregister(name=plugin)
+
+
+def _run(command: str, monitors: dict, **options) -> orm.ProcessNode:
+    """Run a job in this process until it ends."""
+    builder = ShellJob.get_builder()
+    builder.command = orm.Str(command)
+    builder.monitors = monitors
+    for key, value in options.items():
+        setattr(builder.metadata.options, key, value)
+    _, node = engine.run_get_node(builder)
+    assert WRAPS[0] in node.get_attribute(attr.JOB_SCRIPT_WRAPS)
+    return node
+
+
+@pytest.fixture
+def import_paths(sampled, profile, veglia_home):
     """Monitors by import path allowed, with tests/monitor_helpers importable."""
     Config().set_option("test", "monitors.allow_import_path", "yes")
     profile.options["monitors.allow_import_path"] = True
@@ -98,7 +120,7 @@ def test_a_running_job_s_trace_is_on_its_node_and_seen_by_its_monitors(import_pa
     assert stored["updated"] == series[-1][0]
 
 
-def test_gpu_idle_stops_a_job_idle_for_the_last_samples_whatever_its_average(profile):
+def test_gpu_idle_stops_a_job_idle_for_the_last_samples_whatever_its_average(sampled):
     busy_then_idle = [100] * 12 + [0] * 3
     monitors = {"idle": {"entry_point": "core.gpu_idle", "kwargs": {"seconds": 2}}}
     node = _run(_sampler(busy_then_idle, [1000] * 15), monitors)
@@ -111,13 +133,13 @@ def test_gpu_idle_stops_a_job_idle_for_the_last_samples_whatever_its_average(pro
     assert load_node(node.pk).get_attribute(attr.TRACE_LIVE)["latest"]["gpu"]["pct"] == 80
 
 
-def test_gpu_idle_leaves_a_busy_job_alone(profile):
+def test_gpu_idle_leaves_a_busy_job_alone(sampled):
     monitors = {"idle": {"entry_point": "core.gpu_idle", "kwargs": {"seconds": 2}}}
     node = _run(_sampler([100, 0, 0, 90, 0, 0, 100, 0, 0, 80], [1000] * 10, "true"), monitors)
     assert node.is_finished_ok
 
 
-def test_memory_ceiling_stops_a_job_near_its_memory_request_and_says_so(profile):
+def test_memory_ceiling_stops_a_job_near_its_memory_request_and_says_so(sampled):
     monitors = {"memory": {"entry_point": "core.memory_ceiling"}}
     rss = [100_000, 200_000, 300_000, 390_000]  # kB; 390 000 is 97.5 % of 400 000
     node = _run(_sampler([0] * 4, rss), monitors, max_memory_kb=400_000)
@@ -253,11 +275,7 @@ def test_a_worker_restart_mid_job_loses_no_sample_and_repeats_none(profile, tmp_
     assert [s.rss for s in LiveTrace.of(restarted.node).series] == list(range(17))
 
 
-def test_the_restart_policy_gives_a_job_stopped_near_its_memory_limit_more(
-    profile, tmp_path, monkeypatch
-):
-    # Every job samples itself (the job-script wrap that sets it on the node is the core's).
-    monkeypatch.setattr(LiveTrace, "expected", staticmethod(lambda node: True))
+def test_the_restart_policy_gives_a_job_stopped_near_its_memory_limit_more(sampled, tmp_path):
     marker = tmp_path / "marker"
     sampler = _sampler([0] * 3, [100_000, 200_000, 390_000])
     builder = ShellJob.get_builder()

@@ -48,6 +48,7 @@ PLUGIN_API_ALL = [
     "JobFailure",
     "JobInfo",
     "JobResources",
+    "JobScriptWrap",
     "JobState",
     "JobTemplate",
     "LiveTrace",
@@ -80,6 +81,7 @@ HOMES = {
     "veglia.engine.calcjob.file_watch": ["FileSlice", "FileWatch", "watch_files"],
     "veglia.engine.calcjob.live_trace": ["LiveTrace", "TraceSample", "watch_trace"],
     "veglia.engine.calcjob.options": ["CalcJobOption"],
+    "veglia.engine.calcjob.job_script": ["JobScriptWrap"],
     "veglia.orm.computers": ["ComputerProperty"],
     "veglia.exceptions": [
         "CommandOutputTooLarge",

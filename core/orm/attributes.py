@@ -86,9 +86,9 @@ JOB_OUTCOME = "job_outcome"
 USAGE = "usage"
 #: The job's trace record, and the GPU block a plugin put on it (Nextflow's field names).
 TRACE_RECORD = "trace_record"
-GPU_METRICS = "gpu_metrics"
-#: [{"name", "live_trace"}, ...]: the job-script wraps applied at submission, outermost first.
+#: [{"name", "live_trace"}]: the plugins' wraps around the job's commands (job_script_wrap).
 JOB_SCRIPT_WRAPS = "job_script_wraps"
+GPU_METRICS = "gpu_metrics"
 #: {"latest", "series", "offset", "updated"}: what the live trace's sampler wrote, as of the
 #: last poll of the running job (``veglia.engine.calcjob.live_trace``).
 TRACE_LIVE = "trace_live"
