@@ -20,7 +20,6 @@ Monitors that take a ``trace`` parameter get it as a :class:`LiveTrace`.
 from __future__ import annotations
 
 import base64
-import copy
 import functools
 import inspect
 import json
@@ -294,8 +293,10 @@ def _absorb(value: dict[str, Any], answers: list[Any]) -> None:
         cut = data.rfind(b"\n")
         data = data[: cut + 1] if cut >= 0 else b""  # a line being written waits
         samples, dropped = parse_series(data.decode(errors="replace"), at_start=start == 0)
-        known = [TraceSample(*p) for p in value.get("series") or []]
-        value["series"] = [list(s) for s in downsample(known + samples)]
+        series = [*(value.get("series") or []), *(list(s) for s in samples)]
+        if len(series) > MAX_POINTS:  # only then is each point looked at again
+            series = [list(p) for p in downsample([TraceSample(*p) for p in series])]
+        value["series"] = series
         value["offset"] = [start + len(data), inode]
         if dropped:
             value["dropped"] = value.get("dropped", 0) + dropped
@@ -334,8 +335,9 @@ def take(process: CalcJob, answers: list[Any]) -> None:
     assert node is not None
     memo = _memo(process)
     kept = memo.get("value")
-    known = copy.deepcopy(kept) if kept is not None else node.get_attribute(attr.TRACE_LIVE) or {}
-    value = copy.deepcopy(known)
+    known = kept if kept is not None else node.get_attribute(attr.TRACE_LIVE) or {}
+    # A shallow copy: _absorb replaces the series and blocks, it never changes them in place.
+    value = dict(known)
     _absorb(value, answers)
     if value == known:
         return
