@@ -265,7 +265,9 @@ def requests_of(process: CalcJob) -> list[dict[str, Any]]:
     assert node is not None
     if not LiveTrace.expected(node) or not node.remote_workdir:
         return []
-    return _requests(node.remote_workdir, node.get_attribute(attr.TRACE_LIVE) or {})
+    kept = _memo(process).get("value")
+    known = kept if kept is not None else node.get_attribute(attr.TRACE_LIVE) or {}
+    return _requests(node.remote_workdir, known)
 
 
 def _blocks(entry: list[Any]) -> dict[str, dict[str, Any]] | None:
@@ -346,7 +348,8 @@ def take(process: CalcJob, answers: list[Any]) -> None:
         node.set_attribute(attr.TRACE_LIVE, value)
         memo.update(at=time.monotonic(), pending=False)
     else:
-        node.note_attributes({attr.TRACE_LIVE: value})
+        # Not noted on the node too: that deep-copies the series (a millisecond a job at each
+        # poll), and the next write on the node drops it anyway. Monitors read the memo.
         memo["pending"] = True
 
 
