@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 
 import pytest
 
@@ -363,3 +364,30 @@ def test_status_shows_the_last_error_of_a_busy_platform(tower_profile, platform,
     status = run_cli("-p", "test", "tower", "status").stdout
     [last] = [line for line in status.splitlines() if line.startswith("last error:")]
     assert last.endswith("create: HTTP 503") and "paused:" not in status
+
+
+def test_a_job_without_fusion_sends_the_sampler_s_gpu_block(tower_profile, platform, tmp_path):
+    """A GPU job on a computer with no Fusion: the core.trace sampler's gpu block (a recorded
+    Tesla T4's nvidia-smi replayed on the job's PATH) reaches the Platform as for Fusion."""
+    fake = Path(__file__).parent / "data" / "nvidia-smi"
+    computer = orm.load_computer("localhost")
+    computer.properties["trace_interval"] = 0.25
+    computer.properties["prepend_text"] = (
+        f"export PATH={fake}:$PATH VEGLIA_FAKE_NVSMI_SCENARIO={fake / 't4'} "
+        f"VEGLIA_FAKE_NVSMI_STATE={tmp_path / 'calls'}"
+    )
+    computer.save()
+    builder = ShellJob.get_builder()
+    builder.command = orm.Str("sleep 2")
+    node = _run("sampled-gpu", builder)
+    assert node.is_finished_ok, node.exit_message
+    block = node.get_attribute("gpu_metrics")
+    assert block and block["name"] == "Tesla T4", node.get_attribute("trace_record")["extras"]
+    assert node.get_attribute("trace_record")["extras"]["trace"]["sources"]["gpu"] == "trace"
+    _flush(tower_profile)
+    _assert_all_taken(platform)
+    assert platform.tasks()[node.pk]["gpuMetrics"] == block
+    metrics = platform.workflow_named(f"veglia-process-{node.pk}")["metrics"][0]
+    assert metrics["gpuUsage"]["mean"] == block["pct"]
+    assert metrics["gpuMemPeak"]["max"] == block["peak_mem_used"]
+    assert metrics["gpuMemAvg"]["mean"] == block["avg_mem"]

@@ -1,0 +1,143 @@
+"""The ``core.trace`` sampler on real jobs: the direct scheduler here, the real SLURM (each job
+in its own memory cgroup) over SSH; what it measured reaches the node, right-sizing and Tower."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from veglia import engine, orm
+from veglia.engine.calcjob.history import similar_usage
+from veglia.orm.attributes import SIMILARITY_KEY
+from veglia.entry_points import CalculationFactory
+from veglia_fixtures.services import ssh_computer
+
+ShellJob = CalculationFactory("core.shell")
+FAKE_NVSMI = Path(__file__).parent / "data" / "nvidia-smi"
+MIB = 1024 * 1024
+# 300 MiB, every page written (bytearray zero-fills what it allocates), held for 3 s.
+HOLDS_300_MB = "python3 -c 'import time; x = bytearray(300 * 1024**2); time.sleep(3)'"
+# One core busy for 3 s.
+BUSY_3_S = "python3 -c 'import time; t = time.time()\nwhile time.time() - t < 3: pass'"
+
+
+def _trace(node) -> dict:
+    extras = node.get_attribute("trace_record")["extras"]
+    assert "trace" in extras, [log.message for log in node.logs]
+    return extras["trace"]
+
+
+def _within(value: float, target: float, share: float = 0.10) -> bool:
+    return abs(value - target) <= share * target
+
+
+def _run(command: str, computer: str, **options):
+    builder = ShellJob.get_builder()
+    builder.command = orm.Str(command)
+    builder.metadata.computer = computer
+    for name, value in options.items():
+        setattr(builder.metadata.options, name, value)
+    return engine.run_get_node(builder)[1]
+
+
+@pytest.fixture
+def fast_localhost(profile):
+    """The profile's localhost, sampling every half second."""
+    computer = orm.load_computer("localhost")
+    computer.properties["trace_interval"] = 0.5
+    return computer.save()
+
+
+# -- the direct scheduler: the job shares its cgroup with the user's session ----------------
+def test_a_300_mb_job_on_the_direct_scheduler_shows_its_peak_and_a_shared_cgroup(
+    fast_localhost,
+):
+    node = _run(HOLDS_300_MB, "localhost")
+    assert node.is_finished_ok, node.exit_message
+    trace = _trace(node)
+    assert _within(trace["proc"]["peak_rss"] * 1024, 300 * MIB), trace["proc"]
+    assert trace["sampler"]["final"] is True and trace["sampler"]["samples"] >= 3
+    cgroup = trace["cgroup"]
+    # The direct scheduler makes no cgroup: the session's figures are never the job's.
+    assert cgroup["scope"] == "shared", cgroup
+    record = node.get_attribute("trace_record")
+    assert record["measured_by"] == "time"  # /usr/bin/time's exact %M stands first
+    assert trace["sources"]["proc"] == "trace"
+
+
+def test_a_cpu_bound_job_shows_one_busy_core(fast_localhost):
+    node = _run(BUSY_3_S, "localhost")
+    assert node.is_finished_ok, node.exit_message
+    proc = _trace(node)["proc"]
+    assert 800 <= proc["pct_cpu"] <= 1100, proc  # percent of one core, times ten
+    assert 2800 <= proc["realtime"] <= 6000, proc
+
+
+def test_without_usr_bin_time_right_sizing_takes_the_trace_s_peak(fast_localhost):
+    fast_localhost.properties["measure_usage"] = False
+    fast_localhost.save()
+    node = _run(HOLDS_300_MB, "localhost")
+    assert node.is_finished_ok, node.exit_message
+    usage = node.get_attribute("usage")
+    assert usage["source"] == "trace", usage
+    assert _within(usage["peak_memory_kb"] * 1024, 300 * MIB), usage
+    key = node.get_attribute(SIMILARITY_KEY)
+    if key:  # what right-sizing reads for the next similar job
+        assert any(u["source"] == "trace" for u in similar_usage(key))
+
+
+# -- the real SLURM: each job in its own memory cgroup --------------------------------------
+@pytest.fixture
+def slurm_traced(profile, services_env, ssh_params, slurm_cgroup):
+    return ssh_computer("slurm", services_env, ssh_params, "core.slurm", trace_interval=0.5)
+
+
+@pytest.fixture
+def slurm_cgroup(services_env):
+    """SLURM puts each job in a memory cgroup of its own (VEGLIA_SLURM_MEM_ENFORCE=cgroup,
+    what scripts/services sets where the machine allows it)."""
+    if services_env.get("SLURM_MEM_ENFORCE") != "cgroup":
+        message = (
+            "SLURM does not put jobs in cgroups here (SLURM_MEM_ENFORCE="
+            f"{services_env.get('SLURM_MEM_ENFORCE')}): run scripts/services where memory "
+            "cgroups can be made"
+        )
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+
+
+@pytest.mark.services
+def test_a_300_mb_slurm_job_shows_its_peak_rss_and_its_own_cgroup_s_peak(slurm_traced):
+    node = _run(HOLDS_300_MB, "slurm", max_memory_kb=1024 * 1024)
+    assert node.is_finished_ok, node.exit_message
+    trace = _trace(node)
+    assert _within(trace["proc"]["peak_rss"] * 1024, 300 * MIB), trace["proc"]
+    cgroup = trace["cgroup"]
+    assert cgroup["scope"] == "job", cgroup
+    assert cgroup["memory_limit"] == 1024 * MIB, cgroup
+    assert _within(cgroup["memory_peak"], 300 * MIB), cgroup
+    assert cgroup["memory_oom_kills"] == 0
+
+
+@pytest.mark.services
+def test_a_job_slurm_kills_for_memory_keeps_what_was_sampled(slurm_traced):
+    node = _run(HOLDS_300_MB, "slurm", max_memory_kb=100 * 1024)
+    assert not node.is_finished_ok
+    trace = _trace(node)
+    cgroup = trace["cgroup"]
+    assert cgroup["scope"] == "job" and cgroup["memory_oom_kills"] >= 1, cgroup
+    assert cgroup["memory_limit"] == 100 * MIB
+    # The kernel killed the program at the limit: its peak is the limit, not 300 MB.
+    assert _within(cgroup["memory_peak"], 100 * MIB), cgroup
+    assert trace["sampler"]["final"] is True  # the job's shell outlived its program
+
+
+@pytest.mark.services
+def test_a_cpu_bound_slurm_job_shows_one_busy_core(slurm_traced):
+    node = _run(BUSY_3_S, "slurm")
+    assert node.is_finished_ok, node.exit_message
+    proc = _trace(node)["proc"]
+    assert 800 <= proc["pct_cpu"] <= 1100, proc
