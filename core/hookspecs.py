@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
     from veglia.config.options import Option
     from veglia.config.profile import Profile
+    from veglia.engine.calcjob.job_script import JobScriptWrap
     from veglia.engine.calcjob.options import CalcJobOption
     from veglia.orm.computers import ComputerProperty
 
@@ -128,6 +129,27 @@ def daemon_stopping(profile: Profile) -> None:
     Called in the daemon's first worker as it stops. Ask your threads to end and return
     quickly: the process exits soon after, and daemon threads with it. An exception is
     logged.
+    """
+
+
+@hookspec
+def job_script_wrap(node: Any, computer: Any) -> JobScriptWrap | None:
+    """Wrap the commands of a calc job's submit script: start something before them, put a
+    program in front of each, stop and summarise after them whatever their exit.
+
+    Called once per job as its script is written, with its node (``node.options`` holds
+    its options) and its computer (``computer.get_property(...)`` reads your computer
+    properties). Return a :class:`veglia.plugin_api.JobScriptWrap` (``name``, ``before``,
+    ``prefix``, ``after``, ``live_trace``), or None to leave this job alone. The first wrap
+    (in pluggy's order: ``tryfirst`` puts yours there) is the outermost. ``after`` runs once,
+    right after the commands or from a trap when the scheduler signals the job (a cancel, a
+    wall-time or memory kill); ``$veglia_exit`` holds the commands' exit status. The text
+    runs in the job's own shell on the compute node: use what that shell has (bash builtins,
+    coreutils), prefix your functions and variables with your plugin's name, and write your
+    files into the work directory (the current directory), named ``_<plugin>...``. The names
+    of the wraps applied are kept on the node (attribute ``job_script_wraps``). An exception,
+    or a return value of another type, fails the submission with the plugin's name: a job
+    half wrapped would not run as asked.
     """
 
 

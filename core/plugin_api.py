@@ -7,7 +7,8 @@ that test.
 
 - hooks: :data:`hookimpl` marks the functions of a ``veglia.plugins`` module (every hook is
   in ``veglia.hookspecs``), :class:`Option` declares a configuration option
-  (``register_options``);
+  (``register_options``), :class:`JobScriptWrap` what a plugin puts around a job's commands
+  (``job_script_wrap``);
 - transports (``veglia.transports``): :class:`Transport`, :class:`FileStat`,
   :class:`AuthOption`;
 - schedulers (``veglia.schedulers``): :class:`Scheduler`, :class:`JobTemplate`,
@@ -31,6 +32,7 @@ from veglia.config.options import Option
 from veglia.engine.calcjob import CalcJob
 from veglia.engine.calcjob.calcinfo import CalcInfo, CodeInfo
 from veglia.engine.calcjob.file_watch import FileSlice, FileWatch, watch_files
+from veglia.engine.calcjob.job_script import JobScriptWrap
 from veglia.engine.calcjob.monitors import MonitorResult
 from veglia.engine.calcjob.options import CalcJobOption
 from veglia.engine.exit_codes import ExitCode
@@ -80,6 +82,7 @@ __all__ = [
     "JobFailure",
     "JobInfo",
     "JobResources",
+    "JobScriptWrap",
     "JobState",
     "JobTemplate",
     "MonitorError",

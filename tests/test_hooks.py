@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -12,7 +15,8 @@ import pytest
 import veglia.plugin_manager as plugin_manager
 from veglia import hookspecs
 from veglia.config.options import Option, get_options
-from veglia.exceptions import ConfigurationError
+from veglia.engine.calcjob.job_script import JobScriptWrap, wrap_commands
+from veglia.exceptions import ConfigurationError, PluginError
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -407,3 +411,88 @@ def test_every_error_the_core_raises_on_purpose_is_in_the_one_tree():
     for name in exceptions.__all__:
         if issubclass(getattr(exceptions, name), exceptions.VegliaError):
             assert name in documented, f"{name} is missing from the tree in the docstring"
+
+
+class _Wrap:
+    """A job_script_wrap plugin that logs where each of its parts ran."""
+
+    def __init__(self, name, **parts):
+        self.wrap = JobScriptWrap(name=name, **parts)
+
+    @hookspecs.hookimpl
+    def job_script_wrap(self, node, computer):
+        return self.wrap
+
+
+def test_job_script_wrap_puts_before_prefix_and_after_around_the_commands(manager_with, profile):
+    from veglia import engine, orm
+    from veglia.entry_points import CalculationFactory
+
+    outer = _Wrap(
+        "test.outer",
+        before="echo outer-before >> wraps.log",
+        prefix="env OUTER=o",
+        after='echo "outer-after $veglia_exit" >> wraps.log',
+        live_trace=True,
+    )
+    inner = _Wrap(
+        "test.inner",
+        before="echo inner-before >> wraps.log",
+        prefix="env INNER=i",
+        after="echo inner-after >> wraps.log",
+    )
+    # pluggy calls the last registered first: the inner one is registered first.
+    manager_with(inner, outer)
+    builder = CalculationFactory("core.shell").get_builder()
+    builder.command = orm.Str('echo "command $OUTER$INNER" >> wraps.log; exit 3')
+    builder.outputs = orm.List(["wraps.log"])
+    _, node = engine.run_get_node(builder)
+    assert node.exit_status == 400, node.exit_message  # the command's own exit, kept
+    assert node.outputs["files__wraps_log"].get_content().decode().splitlines() == [
+        "outer-before",
+        "inner-before",
+        "command oi",
+        "inner-after",
+        "outer-after 3",
+    ]
+    assert node.get_attribute("job_script_wraps") == [
+        {"name": "test.outer", "live_trace": True},
+        {"name": "test.inner", "live_trace": False},
+    ]
+
+
+def test_job_script_wrap_after_runs_once_when_the_scheduler_terminates_the_job(tmp_path):
+    wraps = [JobScriptWrap("test.sampler", after='echo "after $veglia_exit" >> after.log')]
+    script = "\n".join(["#!/bin/bash", *wrap_commands(["sleep 30"], wraps), "echo append"])
+    (tmp_path / "job.sh").write_text(script + "\n")
+    job = subprocess.Popen(["bash", "job.sh"], cwd=tmp_path, start_new_session=True)
+    deadline = time.monotonic() + 10
+    while (
+        b"sleep"
+        not in subprocess.run(["ps", "-g", str(job.pid), "-o", "comm="], capture_output=True).stdout
+    ):
+        assert time.monotonic() < deadline, "the job's command never started"
+        time.sleep(0.05)
+    os.killpg(job.pid, signal.SIGTERM)  # as a scheduler's cancel: the whole job at once
+    assert job.wait(timeout=10) == 143
+    assert (tmp_path / "after.log").read_text() == "after 143\n"  # once, and no append text
+
+
+def test_job_script_wrap_that_fails_stops_the_submission_with_the_plugins_name(
+    manager_with, profile
+):
+    from veglia import engine, orm
+    from veglia.entry_points import CalculationFactory
+
+    class Broken:
+        @hookspecs.hookimpl
+        def job_script_wrap(self, node, computer):
+            return "echo not a wrap"
+
+    manager_with(Broken())
+    with pytest.raises(PluginError, match="job_script_wrap must return a JobScriptWrap"):
+        engine.run_get_node(CalculationFactory("core.shell"), command=orm.Str("true"))
+    with pytest.raises(PluginError, match="must be a lower-case plugin name"):
+        JobScriptWrap("Bad Name")
+    with pytest.raises(PluginError, match="cannot hold a newline"):
+        JobScriptWrap("test.x", prefix="a\nb")

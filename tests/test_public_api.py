@@ -48,6 +48,7 @@ PLUGIN_API_ALL = [
     "JobFailure",
     "JobInfo",
     "JobResources",
+    "JobScriptWrap",
     "JobState",
     "JobTemplate",
     "MonitorError",
@@ -76,6 +77,7 @@ HOMES = {
     "veglia.engine.calcjob.monitors": ["MonitorResult"],
     "veglia.engine.calcjob.file_watch": ["FileSlice", "FileWatch", "watch_files"],
     "veglia.engine.calcjob.options": ["CalcJobOption"],
+    "veglia.engine.calcjob.job_script": ["JobScriptWrap"],
     "veglia.orm.computers": ["ComputerProperty"],
     "veglia.exceptions": [
         "CommandOutputTooLarge",

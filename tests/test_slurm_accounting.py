@@ -94,7 +94,7 @@ def test_jobs_that_ended_while_the_daemon_was_down_end_from_sacct(
         assert usage["source"] == "sacct", usage
         assert 60 * 1024 <= usage["peak_memory_kb"] < 200 * 1024, usage
         assert 3 <= usage["runtime_seconds"] < 60, usage
-        assert not node.get_attribute("job_outcome").get("usage")  # no /usr/bin/time
+        assert "time" not in node.get_attribute("trace_record")["extras"]  # no /usr/bin/time
 
     stats = run_cli("-p", "test", "code", "stats", code.full_label)
     assert stats.exit_code == 0, stats.output
@@ -115,7 +115,7 @@ def test_slurm_s_measure_wins_over_usr_bin_time_and_covers_memory_kills(
     builder.metadata.computer = "slurm"
     _, node = engine.run_get_node(builder)
     assert node.is_finished_ok, node.exit_message
-    usage, timed = node.get_attribute("usage"), node.get_attribute("job_outcome")["usage"]
+    usage, timed = node.get_attribute("usage"), node.get_attribute("trace_record")["extras"]["time"]
     assert (usage["source"], timed["source"]) == ("sacct", "time")
     # The whole job as SLURM counts it (bash and all) holds at least the command's peak.
     assert usage["peak_memory_kb"] >= timed["peak_memory_kb"] >= 60 * 1024
@@ -128,7 +128,7 @@ def test_slurm_s_measure_wins_over_usr_bin_time_and_covers_memory_kills(
     killed.metadata.options.max_memory_kb = 50 * 1024
     _, node = engine.run_get_node(killed)
     assert node.exit_status == 110, node.exit_message  # killed for memory
-    assert not node.get_attribute("job_outcome").get("usage")  # time was killed with it
+    assert "time" not in node.get_attribute("trace_record")["extras"]  # killed with it
     # sacct has a MaxRSS for a memory-killed step only when the gatherer sampled it before
     # the kill (on a fresh machine it often has none): when it has one, it is what was used.
     usage = node.get_attribute("usage")

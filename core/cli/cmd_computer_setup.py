@@ -164,8 +164,6 @@ SETUP_FIELDS: list[SetupField] = [
     _F("append_text", "--append-text", "Shell lines after each job.", _text),
     _F("queues", "--queues", "Queues with limits, 'short:mem=4G:time=1h; long:time=2d' "
        "(empty: ask the scheduler).", _queues),
-    _F("measure_usage", "--measure-usage",
-       "Record each job's peak memory with /usr/bin/time (yes/no).", parse_yes_no),
 ]  # fmt: skip
 
 

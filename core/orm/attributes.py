@@ -86,6 +86,8 @@ JOB_OUTCOME = "job_outcome"
 USAGE = "usage"
 #: The job's trace record, and the GPU block a plugin put on it (Nextflow's field names).
 TRACE_RECORD = "trace_record"
+#: [{"name", "live_trace"}]: the plugins' wraps around the job's commands (job_script_wrap).
+JOB_SCRIPT_WRAPS = "job_script_wraps"
 GPU_METRICS = "gpu_metrics"
 
 # -- the restart policy (``core.restart``) -----------------------------------------------------

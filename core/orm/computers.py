@@ -43,8 +43,6 @@ COMPUTER_PROPERTIES: dict[str, Any] = {
     # Queues with their limits, as the scheduler.queues option writes them; empty: ask the
     # scheduler (sinfo), which is what the restart policy uses to move jobs.
     "queues": "",
-    # Wrap job commands in /usr/bin/time (when the computer has it) to record peak memory.
-    "measure_usage": True,
 }
 
 

@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 import plumpy
 from plumpy.process_states import ProcessState
 
-from veglia.engine.calcjob import holds, kill, tasks, tracing
+from veglia.engine.calcjob import holds, job_script, kill, tasks, tracing
 from veglia.engine.calcjob.caching import from_cache
 from veglia.engine.calcjob.calcinfo import CalcInfo
 from veglia.engine.calcjob.commands import RETRIEVE, UPLOAD, JobWaiting
@@ -298,7 +298,8 @@ class CalcJob(Process):
         sandbox = Path(tempfile.mkdtemp(prefix="veglia-sandbox-"))
         try:
             calcinfo = self.prepare_for_submission(sandbox)
-            script = tasks.build_template(node, calcinfo, self.code, self.computer)
+            wraps = job_script.wraps_for(node, self.computer)
+            script = tasks.build_template(node, calcinfo, self.code, self.computer, wraps)
             retrieve = [
                 tasks.checked_retrieve_pattern(pattern)
                 for pattern in [
@@ -322,6 +323,7 @@ class CalcJob(Process):
             _remove_in_background(sandbox)
         # Which files came from other nodes: `veglia calcjob inputls` lists them too.
         copied = [list(item) for item in calcinfo.local_copy_list]
+        wrapped = job_script.recorded_wraps(wraps)
         label = self.computer.label
         # What the upload recorded goes in the commit of the state change to SUBMIT.
         with self.closing_writes():
@@ -334,6 +336,7 @@ class CalcJob(Process):
                     attr.REMOTE_WORKDIR: workdir,
                     attr.RETRIEVE_LIST: retrieve,
                     attr.LOCAL_COPY_LIST: copied,
+                    attr.JOB_SCRIPT_WRAPS: wrapped,
                 }
             )
             if remote is not None:
@@ -455,7 +458,7 @@ class CalcJob(Process):
         folder, outcome = await self.with_retries(
             "retrieve", tasks.retrieve, self.computer, node.remote_workdir, patterns, last_info
         )
-        record = await tracing.gather(self, outcome)
+        record = await tracing.gather(self)
         if outcome.get("failure") in (
             JobFailure.OUT_OF_MEMORY.value,
             JobFailure.OUT_OF_WALLTIME.value,
@@ -472,19 +475,11 @@ class CalcJob(Process):
         assert node is not None
         # Everything is worked out first, then written in one patch and the reports.
         values = {attr.JOB_OUTCOME: copy.deepcopy(outcome), **tracing.attributes_of(record)}
-        # A plugin's measurement first (a trace it read, for this very job). Then
-        # what the batch system measured (SLURM's sacct) over /usr/bin/time: the scheduler
-        # counts every process of the job, the prepend and append text too, as it does
-        # against the job's memory request, which right-sizing sets; time's %M is the
-        # largest single process of each command (an MPI run or a pipe counts once), and a
-        # job killed for memory never writes it. time's figure stays in job_outcome, with
-        # the count of the lines dropped from it.
-        usage = (
-            tracing.measured_usage(values[attr.TRACE_RECORD])
-            or (last or {}).get("usage")
-            or outcome.get("usage")
-        )
-        dropped = (outcome.get("usage") or {}).pop("dropped", 0)
+        # The measurement on the trace record: a plugin's exact one (Fusion's), else the batch
+        # system's (SLURM's sacct, which counts every process of the job, as it does against
+        # the memory request right-sizing sets), else a plugin's estimate (/usr/bin/time's
+        # largest single process, the trace sampler's samples): see tracing.measured_usage.
+        usage = tracing.measured_usage(values[attr.TRACE_RECORD]) or (last or {}).get("usage")
         if usage and usage.get("peak_memory_kb") is not None:
             values[attr.USAGE] = usage
         files = sum(1 for p in folder.rglob("*") if p.is_file())
@@ -500,8 +495,6 @@ class CalcJob(Process):
                 "not retrieved, as not regular files (links, FIFOs, devices): "
                 + ", ".join(outcome["skipped"][:20])
             )
-        if dropped:
-            self.report(f"{dropped} line(s) of {tasks.USAGE_FILE} were not sane numbers: dropped")
         self.report(f"retrieved {files} files")
 
     def on_terminal_state_recorded(self) -> None:

@@ -8,13 +8,13 @@ after a crash never uploads over a running job and is never submitted twice.
 from __future__ import annotations
 
 import fnmatch
-import math
 import posixpath
 import shlex
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from veglia.engine.calcjob.job_script import EXIT_STATUS_FILE, JobScriptWrap, wrap_commands
 from veglia.exceptions import TransportError
 from veglia.orm.nodes import load_node
 from veglia.relative_paths import checked_relative, inside, remote_join
@@ -29,13 +29,17 @@ if TYPE_CHECKING:
 __all__ = ["SCRIPT_NAME", "build_template", "retrieve", "submit", "upload"]
 
 SCRIPT_NAME = "_veglia_submit.sh"
-EXIT_STATUS_FILE = "_veglia_exit_status"
-USAGE_FILE = "_veglia_usage"
 _SUBMIT_RC = ".veglia_submit.rc"
 
 
-def build_template(node: CalcJobNode, calcinfo: CalcInfo, code: Any, computer: Computer) -> str:
-    """The submit script of the job."""
+def build_template(
+    node: CalcJobNode,
+    calcinfo: CalcInfo,
+    code: Any,
+    computer: Computer,
+    wraps: list[JobScriptWrap] | None = None,
+) -> str:
+    """The submit script of the job, its commands inside the plugins' ``wraps``."""
     options = node.options
     lines = []
     for info in calcinfo.codes_info:
@@ -56,22 +60,7 @@ def build_template(node: CalcJobNode, calcinfo: CalcInfo, code: Any, computer: C
         if info.stderr_name:
             parts.append(f"2> {shlex.quote(info.stderr_name)}")
         lines.append(" ".join(parts))
-    measure = []
-    if computer.get_property("measure_usage") and lines:
-        # Peak memory (kB), elapsed seconds and %CPU of each command, for right-sizing
-        # requests and the trace record.
-        measure = [
-            f"VEGLIA_TIME=(); [ -x /usr/bin/time ] && VEGLIA_TIME=(/usr/bin/time -a -o "
-            f"{USAGE_FILE} -f '%M %e %P')"
-        ]
-        lines = [f'"${{VEGLIA_TIME[@]}}" {line}' for line in lines]
-    # The job's own exit status, read back by the engine whatever the scheduler reports.
-    commands = [
-        *measure,
-        *lines[:-1],
-        lines[-1] if lines else "true",
-        f"echo $? > {EXIT_STATUS_FILE}",
-    ]
+    commands = wrap_commands(lines, wraps or [])
     prepend = "\n".join(
         t
         for t in (
@@ -210,9 +199,6 @@ def retrieve(
     if status is not None:
         text = status.decode(errors="replace").strip()
         outcome["exit_status"] = int(text) if text.lstrip("-").isdigit() else None
-    usage = _read_small(transport, posixpath.join(workdir, USAGE_FILE), 65536)
-    if usage is not None:
-        outcome["usage"] = parse_usage(usage.decode(errors="replace"))
     stderr = ""
     for name in ("_scheduler-stderr.txt", "_scheduler-stdout.txt"):
         tail = _read_small(transport, posixpath.join(workdir, name), 65536, tail=True)
@@ -237,53 +223,3 @@ def _read_small(transport: Transport, path: str, limit: int, *, tail: bool = Fal
         return None
     offset = max(0, info.size - limit) if tail else 0
     return transport.read_bytes(path, offset=offset, size=limit)
-
-
-#: The largest measurement taken as one: beyond it a float loses whole units.
-MAX_MEASURE = 2**53
-
-
-def measurement(text: str) -> float | None:
-    """A finite, non-negative number below :data:`MAX_MEASURE`, or None (``nan``, ``inf``,
-    ``1e999``, a 400-digit count, a negative time: what a job may write, no machine measured)."""
-    try:
-        value = float(text)
-    except (ValueError, OverflowError):
-        return None
-    return value if math.isfinite(value) and 0 <= value < MAX_MEASURE else None
-
-
-def parse_usage(text: str) -> dict[str, Any] | None:
-    """``/usr/bin/time -f '%M %e %P'`` lines: the largest peak memory, the summed run time,
-    and the CPU use (percent of one core) over the whole run time.
-
-    The job can write this file too: a line that is not three sane numbers is dropped, and
-    counted in ``dropped``."""
-    peaks, seconds, cpu_seconds = [], [], []
-    dropped = 0
-    for line in text.splitlines():
-        parts = line.split()
-        if not parts:
-            continue
-        peak = measurement(parts[0]) if parts[0].isdigit() else None
-        elapsed = measurement(parts[1]) if len(parts) in (2, 3) else None
-        if peak is None or elapsed is None:
-            dropped += 1
-            continue
-        peaks.append(int(peak))
-        seconds.append(elapsed)
-        percent = measurement(parts[2].rstrip("%")) if len(parts) == 3 else None
-        if percent is not None:
-            cpu_seconds.append(elapsed * percent / 100)
-    if not peaks:
-        return {"dropped": dropped} if dropped else None
-    usage: dict[str, Any] = {
-        "peak_memory_kb": max(peaks),
-        "runtime_seconds": round(sum(seconds), 2),
-        "source": "time",
-    }
-    if cpu_seconds and sum(seconds) > 0:
-        usage["cpu_percent"] = round(100 * sum(cpu_seconds) / sum(seconds), 1)
-    if dropped:
-        usage["dropped"] = dropped
-    return usage

@@ -88,11 +88,8 @@ def _ms(value: float | None) -> int | None:
     return None if value is None else int(value * 1000)
 
 
-def build_record(
-    node: Any, computer: Any, status: str = "RUNNING", outcome: dict[str, Any] | None = None
-) -> TraceRecord:
-    """The record of a calc job node as far as it has run (``outcome``: what retrieval
-    found, when it is not on the node yet)."""
+def build_record(node: Any, computer: Any, status: str = "RUNNING") -> TraceRecord:
+    """The record of a calc job node as far as it has run."""
 
     options = node.options or {}
     resources = JobResources(**options.get("resources", {"num_machines": 1}))
@@ -101,10 +98,7 @@ def build_record(
     wallclock = options.get("max_wallclock_seconds")
     submitted = node.submitted_at
     started = node.started_at
-    # The same precedence as the job's recorded usage: the scheduler's measure, then time's.
-    if outcome is None:
-        outcome = node.job_outcome
-    usage = info.get("usage") or outcome.get("usage") or {}
+    usage = info.get("usage") or {}
     realtime = usage.get("runtime_seconds")
     if realtime is None:
         realtime = info.get("wallclock_seconds")
@@ -128,6 +122,8 @@ def build_record(
         memory=None if memory_kb is None else int(memory_kb) * 1024,
         time=None if wallclock is None else int(wallclock) * 1000,
         attempt=node.attempt,
+        # The batch system's measure (sacct) is one: a plugin's estimate does not replace it.
+        measured_by=usage.get("source") if peak_kb is not None else None,
     )
 
 

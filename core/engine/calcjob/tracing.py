@@ -27,9 +27,8 @@ async def collect(process: CalcJob) -> None:
     store(process, await gather(process))
 
 
-async def gather(process: CalcJob, outcome: dict[str, Any] | None = None) -> TraceRecord:
-    """The job's trace record, with what plugins add from its work dir (``outcome``: what
-    retrieval found, before it is stored)."""
+async def gather(process: CalcJob) -> TraceRecord:
+    """The job's trace record, with what plugins add from its work dir."""
     node = process.node
     assert node is not None
     workdir = node.remote_workdir
@@ -38,12 +37,12 @@ async def gather(process: CalcJob, outcome: dict[str, Any] | None = None) -> Tra
 
             def in_workdir(transport: Any) -> TraceRecord:
                 transport.cwd = workdir or "/"
-                return _with_plugins(process, transport, outcome)
+                return _with_plugins(process, transport)
 
             return await lease.run(in_workdir, lease.transport)
     except (TransportError, OSError) as exc:  # the trace must never cost the job
         node.add_log("DEBUG", f"trace collected without the computer: {exc}")
-        return _with_plugins(process, None, outcome)
+        return _with_plugins(process, None)
 
 
 def updated(process: CalcJob, status: str) -> None:
@@ -71,13 +70,11 @@ def ready(process: CalcJob) -> None:
         node.add_log("WARNING", f"plugin {plugin} failed to report the trace: {exc}")
 
 
-def _with_plugins(
-    process: CalcJob, transport: Any, outcome: dict[str, Any] | None = None
-) -> TraceRecord:
+def _with_plugins(process: CalcJob, transport: Any) -> TraceRecord:
     node = process.node
     assert node is not None
     computer = process.computer
-    record = build_record(node, computer, outcome=outcome)
+    record = build_record(node, computer)
     for plugin, exc in call_each(
         "collect_trace", node=node, transport=transport, record=record, computer=computer
     ):
@@ -100,8 +97,11 @@ def attributes_of(record: TraceRecord) -> dict[str, Any]:
 
 
 def measured_usage(record: dict[str, Any] | None) -> dict[str, Any] | None:
-    """Peak memory and run time a plugin measured and put on the trace record (bytes and
-    ms there); None when none did, or its numbers are not ones a machine could make."""
+    """Peak memory, run time and CPU use measured for the job, as the trace record has them
+    (bytes and ms there): the batch system's (``build_record``) or a plugin's
+    (``collect_trace``; Fusion's replaces the batch system's, /usr/bin/time's and the trace
+    sampler's only stand in for it); None when nothing did, or its numbers are not ones a
+    machine could make."""
     record = record or {}
     source, peak, realtime = (record.get(k) for k in ("measured_by", "peak_rss", "realtime"))
 
@@ -114,8 +114,11 @@ def measured_usage(record: dict[str, Any] | None) -> dict[str, Any] | None:
 
     if not source or not sane(peak, 2**63):
         return None
-    return {
+    usage = {
         "peak_memory_kb": int(peak) // 1024,
         "runtime_seconds": realtime / 1000 if sane(realtime, 2**53) else None,
         "source": source,
     }
+    if sane(record.get("pcpu"), 2**53):
+        usage["cpu_percent"] = record["pcpu"]
+    return usage
