@@ -29,7 +29,7 @@ def computer_properties() -> list[ComputerProperty]:
     return [ComputerProperty("fusion", False, "Read the Fusion trace of jobs (yes/no).")]
 
 
-@hookimpl
+@hookimpl(tryfirst=True)
 def collect_trace(node: Any, transport: Any, record: Any, computer: Any) -> None:
     """Put the Fusion trace's ``gpu``, ``proc`` and ``cgroup`` blocks on the record."""
     # Lazy: every process loads this hook module (`veglia --help` too); the trace reader

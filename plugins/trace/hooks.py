@@ -1,0 +1,126 @@
+"""The ``core.trace`` plugin's hook implementations."""
+
+from __future__ import annotations
+
+from importlib.resources import files
+from typing import TYPE_CHECKING, Any
+
+from veglia.hookspecs import hookimpl
+
+if TYPE_CHECKING:
+    # Lazy: every process loads this hook module (`veglia --help` too); the engine when asked.
+    from veglia.engine.calcjob.job_script import JobScriptWrap
+    from veglia.orm.computers import ComputerProperty
+
+__all__ = ["TRACE_FILE", "SERIES_FILE", "parse_interval", "sampler_text"]
+
+#: The live trace in the job's work directory, Fusion's blocks plus the sampler's.
+TRACE_FILE = "_veglia_trace.json"
+#: One line per periodic sample (see docs/trace.md).
+SERIES_FILE = "_veglia_trace.series"
+
+
+def parse_interval(text: str) -> float:
+    """``trace_interval`` as typed: seconds, more than zero."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise ValueError(f"trace_interval must be a number of seconds, not {text!r}") from None
+    if not seconds > 0 or seconds == float("inf"):
+        raise ValueError(f"trace_interval must be more than 0 seconds, not {text!r}")
+    return int(seconds) if seconds.is_integer() else seconds
+
+
+@hookimpl
+def computer_properties() -> list[ComputerProperty]:
+    """``trace`` (yes/no) and ``trace_interval`` (seconds between samples)."""
+    # Lazy: every process loads this hook module; the ORM only when asked.
+    from veglia.orm.computers import ComputerProperty
+
+    return [
+        ComputerProperty("trace", True, "Sample each job's trace beside it (yes/no)."),
+        ComputerProperty(
+            "trace_interval", 10, "Seconds between a job's trace samples.", parse_interval
+        ),
+    ]
+
+
+def sampler_text() -> str:
+    """The sampler's bash functions, without their comment lines (the job script's size)."""
+    text = files("veglia.plugins.trace").joinpath("sampler.sh").read_text()
+    return "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
+
+
+@hookimpl
+def job_script_wrap(node: Any, computer: Any) -> JobScriptWrap | None:
+    """The sampler around the job's commands, unless the computer's ``trace`` is off."""
+    if not computer.get_property("trace"):
+        return None
+    # Lazy: the engine only in a process that writes job scripts.
+    from veglia.engine.calcjob.job_script import JobScriptWrap
+
+    interval = parse_interval(str(computer.get_property("trace_interval")))
+    return JobScriptWrap(
+        name="core.trace",
+        before=f"{sampler_text()}\nveglia_trace_start {interval}",
+        # The job's programs must not hold the sampler's pipe: a daemon the job leaves
+        # behind would keep the sampler from seeing the end.
+        prefix="{veglia_trace_fd}>&-",
+        after="veglia_trace_stop",
+        live_trace=True,
+    )
+
+
+@hookimpl(trylast=True)
+def collect_trace(node: Any, transport: Any, record: Any, computer: Any) -> None:
+    """The sampler's blocks on the record, where Fusion (run first) put none."""
+    if transport is None:
+        return
+    # Lazy: every process loads this hook module (`veglia --help` too); the trace reader
+    # brings the ORM and SQLAlchemy.
+    from veglia.plugins.fusion.hooks import measured_usage
+    from veglia.plugins.fusion.trace_file import TraceUnusable, read_trace
+
+    try:
+        blocks = read_trace(transport, TRACE_FILE)
+    except TraceUnusable as exc:
+        node.add_log("DEBUG", f"trace: no sampled trace: {exc}")
+        return
+    sampler = _sampler_block(transport)
+    sources: dict[str, str] = {}
+    if "gpu" in blocks:
+        if record.gpu_metrics is None:
+            record.gpu_metrics = blocks["gpu"]
+            sources["gpu"] = "trace"
+        else:
+            sources["gpu"] = "fusion"
+    proc = blocks.get("proc")
+    if isinstance(proc, dict):
+        if record.measured_by is None and measured_usage(record, proc):
+            record.measured_by = "trace"
+        sources["proc"] = "fusion" if record.measured_by == "fusion" else "trace"
+    if "cgroup" in blocks:
+        sources["cgroup"] = "trace"
+    record.extras["trace"] = {
+        "proc": proc,
+        "cgroup": blocks.get("cgroup"),
+        "sampler": sampler,
+        "sources": sources,
+    }
+
+
+def _sampler_block(transport: Any) -> dict[str, Any] | None:
+    """The ``sampler`` block (the fusion reader keeps Fusion's three blocks only)."""
+    # Lazy: the reader's module brings the ORM.
+    import json
+
+    from veglia.exceptions import TransportError
+    from veglia.plugins.fusion.trace_file import MAX_TRACE_BYTES
+
+    try:
+        raw = transport.read_bytes(TRACE_FILE, size=MAX_TRACE_BYTES)
+        data = json.loads(raw.decode("utf-8"), parse_constant=lambda _: None)
+    except (TransportError, UnicodeDecodeError, ValueError, RecursionError):
+        return None
+    block = data.get("sampler") if isinstance(data, dict) else None
+    return block if isinstance(block, dict) else None
