@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from veglia.engine.calcjob.job_script import wrap_commands
 from veglia.plugins.trace.hooks import job_script_wrap, parse_interval
 
@@ -46,8 +47,7 @@ def job_env(tmp_path: Path, scenario: str | None = None, **extra: str) -> dict[s
     env = {
         k: v
         for k, v in os.environ.items()
-        if not k.startswith(("SLURM_", "CUDA_", "PBS_", "LSB_", "GPU_DEVICE"))
-        and k != "JOB_ID"
+        if not k.startswith(("SLURM_", "CUDA_", "PBS_", "LSB_", "GPU_DEVICE")) and k != "JOB_ID"
     }
     if scenario:
         env["PATH"] = f"{DATA}:{env['PATH']}"
@@ -67,7 +67,7 @@ def run_job(tmp_path: Path, script: str, env: dict[str, str] | None = None) -> d
 def wait_for_calls(count: int) -> str:
     """A job command that ends once nvidia-smi was called ``count`` times."""
     return (
-        "bash -c 'for i in $(seq 400); do read -r n < \"$VEGLIA_FAKE_NVSMI_STATE\" && "
+        'bash -c \'for i in $(seq 400); do read -r n < "$VEGLIA_FAKE_NVSMI_STATE" && '
         f"((n >= {count})) && exit 0; sleep 0.05; done; exit 1' 2>/dev/null"
     )
 
@@ -197,7 +197,7 @@ def test_no_gpu_block_when_the_job_has_no_gpu(tmp_path: Path) -> None:
 def test_peak_rss_of_a_300_mb_allocation(tmp_path: Path) -> None:
     allocate = (
         "python3 -c 'import time; b = bytearray(300 * 1024 * 1024); "
-        "b[::4096] = b\"x\" * len(b[::4096]); time.sleep(2)'"
+        'b[::4096] = b"x" * len(b[::4096]); time.sleep(2)\''
     )
     proc = run_job(tmp_path, job_script([allocate]))["proc"]
     assert proc["peak_rss"] == pytest.approx(300 * 1024, rel=0.10)
@@ -240,9 +240,10 @@ def start_job(tmp_path: Path, script: str) -> subprocess.Popen[bytes]:
 
 
 def wait_for_samples(tmp_path: Path, count: int) -> None:
-    series = tmp_path / "_veglia_trace.series"
+    trace = tmp_path / "_veglia_trace.json"
     for _ in range(400):
-        if series.exists() and len(series.read_text().splitlines()) > count:
+        # Renamed into place whole: never half written.
+        if trace.exists() and json.loads(trace.read_text())["sampler"]["samples"] >= count:
             return
         subprocess.run(["sleep", "0.05"], check=True)
     raise AssertionError("the sampler wrote no samples")
@@ -329,7 +330,7 @@ def job_memory_cgroup() -> Any:
 def test_cgroup_of_a_job_in_its_own_cgroup(tmp_path: Path, job_memory_cgroup: Path) -> None:
     allocate = (
         "python3 -c 'import time; b = bytearray(200 * 1024 * 1024); "
-        "b[::4096] = b\"x\" * len(b[::4096]); time.sleep(1.5)'"
+        'b[::4096] = b"x" * len(b[::4096]); time.sleep(1.5)\''
     )
     script = job_script([allocate], prepend=f"echo $$ > {job_memory_cgroup}/cgroup.procs")
     trace = run_job(tmp_path, script, job_env(tmp_path, SLURM_JOB_ID="4242"))

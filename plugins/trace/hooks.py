@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from veglia.engine.calcjob.job_script import JobScriptWrap
     from veglia.orm.computers import ComputerProperty
 
-__all__ = ["TRACE_FILE", "SERIES_FILE", "parse_interval", "sampler_text"]
+__all__ = ["SERIES_FILE", "TRACE_FILE", "parse_interval", "sampler_text"]
 
 #: The live trace in the job's work directory, Fusion's blocks plus the sampler's.
 TRACE_FILE = "_veglia_trace.json"
