@@ -9,6 +9,7 @@ from typing import Any
 from veglia import engine, orm
 from veglia.engine.calcjob.trace import TraceRecord
 from veglia.entry_points import CalculationFactory
+from veglia.plugin_manager import _single_callers, get_plugin_manager
 from veglia.plugins.trace.hooks import collect_trace
 from veglia.plugins.transports.local import LocalTransport
 
@@ -84,3 +85,11 @@ def test_a_job_run_by_the_engine_carries_its_sampled_trace(profile: Any) -> None
     trace = node.get_attribute("trace_record")["extras"]["trace"]
     assert trace["sampler"]["final"] is True and trace["sampler"]["version"] == 1
     assert trace["proc"]["realtime"] >= 0 and trace["sources"]["proc"] in ("trace", "time")
+
+
+def test_fusion_reads_first_and_the_sampled_trace_last() -> None:
+    # Fusion's blocks win over /usr/bin/time's figures and the sampler's; the sampler fills
+    # only what nothing before it measured.
+    order = [name for name, _ in _single_callers(get_plugin_manager(), "collect_trace")]
+    assert order.index("core.fusion") < order.index("core.time") < order.index("core.trace")
+    assert order[0] == "core.fusion" and order[-1] == "core.trace"
