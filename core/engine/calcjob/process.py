@@ -475,7 +475,7 @@ class CalcJob(Process):
         assert node is not None
         # Everything is worked out first, then written in one patch and the reports.
         values = {attr.JOB_OUTCOME: copy.deepcopy(outcome), **tracing.attributes_of(record)}
-        # The measurement on the trace record: a plugin's exact one (Fusion's), else the batch
+        # The measurement on the trace record: a plugin's exact one (a tracer's), else the batch
         # system's (SLURM's sacct, which counts every process of the job, as it does against
         # the memory request right-sizing sets), else a plugin's estimate (/usr/bin/time's
         # largest single process, the trace sampler's samples): see tracing.measured_usage.

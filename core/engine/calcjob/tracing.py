@@ -99,8 +99,8 @@ def attributes_of(record: TraceRecord) -> dict[str, Any]:
 def measured_usage(record: dict[str, Any] | None) -> dict[str, Any] | None:
     """Peak memory, run time and CPU use measured for the job, as the trace record has them
     (bytes and ms there): the batch system's (``build_record``) or a plugin's
-    (``collect_trace``; Fusion's replaces the batch system's, /usr/bin/time's and the trace
-    sampler's only stand in for it); None when nothing did, or its numbers are not ones a
+    (``collect_trace``; an exact one replaces the batch system's, an estimate such as
+    /usr/bin/time's only stands in for it); None when nothing did, or its numbers are not ones a
     machine could make."""
     record = record or {}
     source, peak, realtime = (record.get(k) for k in ("measured_by", "peak_rss", "realtime"))
