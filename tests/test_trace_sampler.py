@@ -335,14 +335,15 @@ def test_cgroup_of_a_job_in_its_own_cgroup(tmp_path: Path, job_memory_cgroup: Pa
     script = job_script([allocate], prepend=f"echo $$ > {job_memory_cgroup}/cgroup.procs")
     trace = run_job(tmp_path, script, job_env(tmp_path, SLURM_JOB_ID="4242"))
     cgroup = trace["cgroup"]
-    assert cgroup["version"] == "v1" and cgroup["scope"] == "job"
+    series = (tmp_path / "_veglia_trace.series").read_text()
+    assert cgroup["version"] == "v1" and cgroup["scope"] == "job", series
     assert cgroup["memory_limit"] == 1 << 30  # set on job_4242, the job's own cgroup
     assert cgroup["memory_peak"] >= 200 * 1024 * 1024
-    assert cgroup["memory_peak_rss"] == pytest.approx(200 * 1024 * 1024, rel=0.15)
+    assert cgroup["memory_peak_rss"] == pytest.approx(200 * 1024 * 1024, rel=0.15), series
     # cpuacct is the machine's here ("/"), not the job's: left out.
     assert "cpu_usage_usec" not in cgroup
-    series = (tmp_path / "_veglia_trace.series").read_text().splitlines()[1:]
-    assert max(int(line.split()[3]) for line in series) == cgroup["memory_peak_rss"]
+    lines = series.splitlines()[1:]
+    assert max(int(line.split()[3]) for line in lines) == cgroup["memory_peak_rss"]
 
 
 def test_trace_interval_must_be_positive() -> None:

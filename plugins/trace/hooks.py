@@ -12,12 +12,14 @@ if TYPE_CHECKING:
     from veglia.engine.calcjob.job_script import JobScriptWrap
     from veglia.orm.computers import ComputerProperty
 
-__all__ = ["SERIES_FILE", "TRACE_FILE", "parse_interval", "sampler_text"]
+__all__ = ["BLOCKS", "SERIES_FILE", "TRACE_FILE", "parse_interval", "sampler_text"]
 
 #: The live trace in the job's work directory, Fusion's blocks plus the sampler's.
 TRACE_FILE = "_veglia_trace.json"
 #: One line per periodic sample (see docs/trace.md).
 SERIES_FILE = "_veglia_trace.series"
+#: The blocks of the trace file read back.
+BLOCKS = ("proc", "cgroup", "gpu", "sampler")
 
 
 def parse_interval(text: str) -> float:
@@ -76,17 +78,18 @@ def collect_trace(node: Any, transport: Any, record: Any, computer: Any) -> None
     """The sampler's blocks on the record, where Fusion (run first) put none."""
     if transport is None:
         return
-    # Lazy: every process loads this hook module (`veglia --help` too); the trace reader
-    # brings the ORM and SQLAlchemy.
-    from veglia.plugins.fusion.hooks import measured_usage
-    from veglia.plugins.fusion.trace_file import TraceUnusable, read_trace
+    # Lazy: every process loads this hook module (`veglia --help` too); the engine only for
+    # a process that collects traces.
+    from veglia.engine.calcjob.trace_file import apply_proc_block, read_trace_file
+    from veglia.exceptions import TraceFileUnusable
 
     try:
-        blocks = read_trace(transport, TRACE_FILE)
-    except TraceUnusable as exc:
+        blocks = read_trace_file(
+            transport, TRACE_FILE, BLOCKS, missing=" (the job ran without the sampler)"
+        )
+    except TraceFileUnusable as exc:
         node.add_log("DEBUG", f"trace: no sampled trace: {exc}")
         return
-    sampler = _sampler_block(transport)
     sources: dict[str, str] = {}
     if "gpu" in blocks:
         if record.gpu_metrics is None:
@@ -95,8 +98,8 @@ def collect_trace(node: Any, transport: Any, record: Any, computer: Any) -> None
         else:
             sources["gpu"] = "fusion"
     proc = blocks.get("proc")
-    if isinstance(proc, dict):
-        if record.measured_by is None and measured_usage(record, proc):
+    if proc is not None:
+        if record.measured_by is None and apply_proc_block(record, proc):
             record.measured_by = "trace"
         sources["proc"] = "fusion" if record.measured_by == "fusion" else "trace"
     if "cgroup" in blocks:
@@ -104,23 +107,6 @@ def collect_trace(node: Any, transport: Any, record: Any, computer: Any) -> None
     record.extras["trace"] = {
         "proc": proc,
         "cgroup": blocks.get("cgroup"),
-        "sampler": sampler,
+        "sampler": blocks.get("sampler"),
         "sources": sources,
     }
-
-
-def _sampler_block(transport: Any) -> dict[str, Any] | None:
-    """The ``sampler`` block (the fusion reader keeps Fusion's three blocks only)."""
-    # Lazy: the reader's module brings the ORM.
-    import json
-
-    from veglia.exceptions import TransportError
-    from veglia.plugins.fusion.trace_file import MAX_TRACE_BYTES
-
-    try:
-        raw = transport.read_bytes(TRACE_FILE, size=MAX_TRACE_BYTES)
-        data = json.loads(raw.decode("utf-8"), parse_constant=lambda _: None)
-    except (TransportError, UnicodeDecodeError, ValueError, RecursionError):
-        return None
-    block = data.get("sampler") if isinstance(data, dict) else None
-    return block if isinstance(block, dict) else None
