@@ -355,3 +355,145 @@ def test_trace_interval_must_be_positive() -> None:
 
 def test_no_wrap_when_trace_is_off() -> None:
     assert job_script_wrap(node=None, computer=Computer(trace=False)) is None
+
+
+SAMPLER = Path(__file__).parent.parent / "plugins" / "trace" / "sampler.sh"
+
+
+def cgroup_block(version: str, scope: str, dirs: dict[str, Path]) -> dict[str, Any]:
+    """The sampler's cgroup block read from files laid out as a cgroup's."""
+    assignments = " ".join(f"[{name}]={path}" for name, path in dirs.items())
+    script = f"""
+source {SAMPLER}
+declare -A _veglia_trace_cgdir=({assignments}) _veglia_trace_kvs _veglia_trace_psi
+_veglia_trace_cgv={version} _veglia_trace_cgscope={scope} _veglia_trace_cg_peak_rss=0
+_veglia_trace_cgroup
+echo "{{${{_veglia_trace_buf#,}}}}"
+"""
+    out = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True)
+    return json.loads(out.stdout)
+
+
+def write_files(folder: Path, files: dict[str, str]) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, text in files.items():
+        (folder / name).write_text(text)
+    return folder
+
+
+def test_cgroup_v2_files_in_fusions_fields(tmp_path: Path) -> None:
+    pressure = "some avg10=0.00 avg60=0.00 avg300=0.00 total={}\nfull avg10=0.00 total={}\n"
+    job = write_files(
+        tmp_path,
+        {
+            "memory.current": "1000\n",
+            "memory.peak": "5000\n",
+            "memory.stat": "anon 300\nfile 10\n",
+            "memory.max": "max\n",  # no limit: left out
+            "memory.events": "low 0\noom 1\noom_kill 2\n",
+            "cpu.stat": "usage_usec 900\nuser_usec 600\nsystem_usec 300\nnr_periods 4\n"
+            "nr_throttled 3\nthrottled_usec 77\n",
+            "cpu.max": "50000 100000\n",
+            "io.stat": "8:0 rbytes=10 wbytes=20 rios=1 wios=2 dbytes=0 dios=0\n"
+            "259:0 rbytes=5 wbytes=6 rios=3 wios=4 dbytes=0 dios=0\n",
+            "cpu.pressure": pressure.format(11, 12),
+            "memory.pressure": pressure.format(21, 22),
+            "io.pressure": pressure.format(31, 32),
+        },
+    )
+    assert cgroup_block("v2", "job", {"unified": job}) == {
+        "version": "v2",
+        "scope": "job",
+        "memory_current": 1000,
+        "memory_peak": 5000,
+        "memory_rss": 300,
+        "memory_peak_rss": 300,
+        "cpu_usage_usec": 900,
+        "cpu_user_usec": 600,
+        "cpu_system_usec": 300,
+        "io_read_bytes": 15,
+        "io_write_bytes": 26,
+        "io_read_ops": 4,
+        "io_write_ops": 6,
+        "cpu_quota": 50000,
+        "cpu_period": 100000,
+        "memory_oom_kills": 2,
+        "cpu_nr_throttled": 3,
+        "cpu_throttled_usec": 77,
+        "cpu_psi_some": 11,
+        "cpu_psi_full": 12,
+        "memory_psi_some": 21,
+        "memory_psi_full": 22,
+        "io_psi_some": 31,
+        "io_psi_full": 32,
+    }
+
+
+def test_cgroup_v1_files_in_fusions_fields(tmp_path: Path) -> None:
+    memory = write_files(
+        tmp_path / "memory",
+        {
+            "memory.usage_in_bytes": "4096\n",
+            "memory.max_usage_in_bytes": "8192\n",
+            "memory.stat": "cache 1\nrss 5\ntotal_cache 10\ntotal_rss 2048\n",
+            "memory.limit_in_bytes": "9223372036854771712\n",  # "unlimited": left out
+            "memory.oom_control": "oom_kill_disable 0\nunder_oom 0\noom_kill 1\n",
+        },
+    )
+    cpuacct = write_files(
+        tmp_path / "cpuacct",
+        {"cpuacct.usage": "5000000\n", "cpuacct.stat": "user 300\nsystem 200\n"},
+    )
+    cpu = write_files(
+        tmp_path / "cpu",
+        {
+            "cpu.cfs_quota_us": "-1\n",  # no quota: 0, as Fusion writes it
+            "cpu.cfs_period_us": "100000\n",
+            "cpu.stat": "nr_periods 9\nnr_throttled 2\nthrottled_time 5000\n",
+        },
+    )
+    blkio = write_files(
+        tmp_path / "blkio",
+        {
+            "blkio.throttle.io_service_bytes": "8:0 Read 100\n8:0 Write 50\n8:0 Sync 150\n"
+            "8:0 Async 0\n8:0 Total 150\n8:16 Read 1\n8:16 Write 2\nTotal 153\n",
+            "blkio.throttle.io_serviced": "8:0 Read 7\n8:0 Write 3\n8:0 Total 10\nTotal 10\n",
+        },
+    )
+    dirs = {"memory": memory, "cpuacct": cpuacct, "cpu": cpu, "blkio": blkio}
+    assert cgroup_block("v1", "job", dirs) == {
+        "version": "v1",
+        "scope": "job",
+        "memory_current": 4096,
+        "memory_peak": 8192,
+        "cpu_usage_usec": 5000,  # ns / 1000
+        "cpu_user_usec": 3000000,  # ticks of 10 ms
+        "cpu_system_usec": 2000000,
+        "io_read_bytes": 101,
+        "io_write_bytes": 52,
+        "io_read_ops": 7,
+        "io_write_ops": 3,
+        "memory_rss": 2048,
+        "memory_peak_rss": 2048,
+        "cpu_quota": 0,
+        "cpu_period": 100000,
+        "memory_oom_kills": 1,
+        "cpu_nr_throttled": 2,
+        "cpu_throttled_usec": 5,
+    }
+    # A controller whose cgroup is not the job's is not read at all.
+    assert set(cgroup_block("v1", "job", {"memory": memory})) == {
+        "version", "scope", "memory_current", "memory_peak", "memory_rss",
+        "memory_peak_rss", "memory_oom_kills",
+    }  # fmt: skip
+
+
+def test_a_strict_job_script_keeps_its_exit_status(tmp_path: Path) -> None:
+    # The job's own shell options (set -euo pipefail, -x) are not the sampler's.
+    (tmp_path / "job.sh").write_text(
+        job_script(["sleep 0.6", "sh -c 'exit 3'"], prepend="set -euxo pipefail")
+    )
+    done = subprocess.run(["bash", "job.sh"], cwd=tmp_path, env=job_env(tmp_path), timeout=60)
+    assert done.returncode == 3
+    trace = json.loads((tmp_path / "_veglia_trace.json").read_text())
+    assert trace["sampler"]["final"] is True and trace["sampler"]["samples"] >= 3

@@ -20,10 +20,12 @@ veglia_trace_start() {
 
 veglia_trace_stop() {
     [[ -n ${veglia_trace_pid-} ]] || return 0
+    local status=0
     exec {veglia_trace_fd}>&-
     # bash >= 4.4 waits for a process substitution; an older one says "not a child" (127).
-    wait "$veglia_trace_pid" 2>/dev/null
-    if (($? == 127)); then
+    # `|| status=$?`: a job script under `set -e` must not end here.
+    wait "$veglia_trace_pid" 2>/dev/null || status=$?
+    if ((status == 127)); then
         while [[ -d /proc/$veglia_trace_pid ]]; do sleep 0.05; done
     fi
     veglia_trace_pid=
