@@ -340,8 +340,8 @@ _veglia_trace_tree() {
 # The tree's usage now: _veglia_trace_ticks, _veglia_trace_rss, _veglia_trace_vmem (kB), _veglia_trace_io[6], context switches.
 _veglia_trace_proc() {
     local pid line rest k v key hwm peak rss size vol inv i
-    local -a stat
-    local -A seen
+    local -a stat lines
+    local -A seen fields
     _veglia_trace_tree
     _veglia_trace_ticks=0 _veglia_trace_rss=0 _veglia_trace_vmem=0 vol=0 inv=0
     _veglia_trace_io=(0 0 0 0 0 0)
@@ -352,30 +352,42 @@ _veglia_trace_proc() {
         _veglia_trace_ticks=$((_veglia_trace_ticks + stat[11] + stat[12] + stat[13] + stat[14]))
         key=$pid:${stat[19]}
         hwm=0 peak=0 rss=0 size=0
-        while IFS=$': \t' read -r k v _; do
-            case $k in
-            VmPeak) peak=$v ;;
-            VmSize) size=$v ;;
-            VmHWM) hwm=$v ;;
-            VmRSS) rss=$v ;;
-            voluntary_ctxt_switches) seen[$key]=$v ;;
-            nonvoluntary_ctxt_switches) seen[$key]+=" $v" ;;
-            esac
-        done 2>/dev/null </proc/"$pid"/status
+        # Whole files at once (mapfile), the fields at the lines where this kernel puts
+        # them: a `read` a line is ten times the CPU on a big tree.
+        lines=()
+        mapfile -t lines 2>/dev/null </proc/"$pid"/status
+        if [[ ${lines[_veglia_trace_at[VmPeak]]} == VmPeak:* &&
+            ${lines[_veglia_trace_at[nonvoluntary_ctxt_switches]]} == nonvoluntary_ctxt_switches:* ]]; then
+            for k in VmPeak VmSize VmHWM VmRSS voluntary_ctxt_switches nonvoluntary_ctxt_switches; do
+                v=${lines[_veglia_trace_at[$k]]#*:}
+                fields[$k]=${v%kB}
+            done
+        else
+            # Elsewhere (a zombie has no Vm lines): look for them.
+            fields=()
+            for line in "${lines[@]}"; do
+                k=${line%%:*}
+                v=${line#*:}
+                fields[$k]=${v%kB}
+            done
+        fi
+        peak=$((${fields[VmPeak]:-0})) size=$((${fields[VmSize]:-0}))
+        hwm=$((${fields[VmHWM]:-0})) rss=$((${fields[VmRSS]:-0}))
+        [[ -n ${fields[nonvoluntary_ctxt_switches]-} ]] &&
+            seen[$key]="$((fields[voluntary_ctxt_switches])) $((fields[nonvoluntary_ctxt_switches]))"
         _veglia_trace_rss=$((_veglia_trace_rss + rss)) _veglia_trace_vmem=$((_veglia_trace_vmem + size))
         ((hwm > _veglia_trace_peak_rss)) && _veglia_trace_peak_rss=$hwm
         ((peak > _veglia_trace_peak_vmem)) && _veglia_trace_peak_vmem=$peak
         v=${seen[$key]-0 0}
         vol=$((vol + ${v%% *})) inv=$((inv + ${v#* }))
-        i=0
-        while IFS=$': \t' read -r k v; do
-            case $k in
-            rchar | wchar | syscr | syscw | read_bytes | write_bytes)
-                _veglia_trace_io[i]=$((_veglia_trace_io[i] + v))
-                i=$((i + 1))
-                ;;
-            esac
-        done 2>/dev/null </proc/"$pid"/io
+        lines=()
+        mapfile -t -n 6 lines 2>/dev/null </proc/"$pid"/io
+        if ((${#lines[@]} == 6)); then
+            # rchar, wchar, syscr, syscw, read_bytes, write_bytes, in this order.
+            for i in 0 1 2 3 4 5; do
+                _veglia_trace_io[i]=$((_veglia_trace_io[i] + ${lines[i]#*: }))
+            done
+        fi
     done
     # A process gone since the last sample keeps its last counts of context switches.
     for key in "${!_veglia_trace_ctxt[@]}"; do
@@ -653,6 +665,17 @@ veglia_trace_loop() {
     declare -gA _veglia_trace_g_us=() _veglia_trace_g_uw=() _veglia_trace_g_up=() _veglia_trace_g_act=() _veglia_trace_g_scale=()
     declare -gA _veglia_trace_g_ms=() _veglia_trace_g_mw=() _veglia_trace_g_mp=() _veglia_trace_g_bs=() _veglia_trace_g_bw=() _veglia_trace_g_bp=()
     _veglia_trace_g_order=() _veglia_trace_g_samples=0
+    # Where this kernel puts the fields of /proc/PID/status.
+    declare -gA _veglia_trace_at=([VmPeak]=0 [nonvoluntary_ctxt_switches]=0)
+    mapfile -t stat 2>/dev/null </proc/"$_veglia_trace_root"/status
+    for i in "${!stat[@]}"; do
+        k=${stat[i]%%:*}
+        case $k in
+        VmPeak | VmSize | VmHWM | VmRSS | voluntary_ctxt_switches | nonvoluntary_ctxt_switches)
+            _veglia_trace_at[$k]=$i
+            ;;
+        esac
+    done
     _veglia_trace_children_files=
     [[ -r /proc/$_veglia_trace_root/task/$_veglia_trace_root/children ]] && _veglia_trace_children_files=1
     _veglia_trace_memtotal=0 _veglia_trace_cpu_name=
