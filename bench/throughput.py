@@ -523,7 +523,7 @@ def _submit(n: int, counts: dict[str, int]) -> tuple[list[Any], dict[int, float]
     return nodes, submitted, cost
 
 
-def bench_veglia(n: int, workers: int, profile_workers: bool) -> dict[str, Any]:
+def bench_veglia(n: int, workers: int, profile_workers: bool, trace: bool = True) -> dict[str, Any]:
     home = tempfile.mkdtemp(prefix="veglia-bench-")
     probe_dir = tempfile.mkdtemp(prefix="veglia-probe-")
     os.environ["VEGLIA_HOME"] = home
@@ -531,6 +531,8 @@ def bench_veglia(n: int, workers: int, profile_workers: bool) -> dict[str, Any]:
     probe = load_probe()
     try:
         _veglia("presto", "--profile-name", "bench", "--broker")
+        if not trace:  # the job-script sampler is on by default on every computer
+            _veglia("-p", "bench", "computer", "set", "localhost", "--trace", "no")
         import veglia
         from veglia.engine.daemon import DaemonFiles
 
@@ -882,6 +884,11 @@ def main() -> None:
     parser.add_argument(
         "--submit-only", type=int, metavar="N", help="Time submitting N jobs, no daemon."
     )
+    parser.add_argument(
+        "--no-trace",
+        action="store_true",
+        help="Turn the core.trace sampler off on the computer (to measure what it costs).",
+    )
     parser.add_argument("--aiida", action="store_true", help="Also run it through aiida-core.")
     parser.add_argument("--aiida-python", help="The Python of a venv with aiida-core.")
     args = parser.parse_args()
@@ -909,7 +916,7 @@ def main() -> None:
             + (f" ({theirs['not_ok']} jobs did not finish ok)" if theirs["not_ok"] else ""),
             flush=True,
         )
-    result = bench_veglia(args.jobs, args.workers, args.profile)
+    result = bench_veglia(args.jobs, args.workers, args.profile, trace=not args.no_trace)
     report(args.jobs, args.workers, result)
     if theirs is not None:
         print(f"ratio veglia/aiida: {result['jobs_per_s'] / theirs['jobs_per_s']:.1f}x")

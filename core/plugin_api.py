@@ -18,7 +18,9 @@ that test.
   :class:`CalcInfo`, :class:`CodeInfo`, :class:`ExitCode`, :class:`Parser`;
 - monitors (``veglia.monitors``): :class:`MonitorResult`; :func:`watch_files` with
   :class:`FileWatch` declares the files a monitor reads, handed over as :class:`FileSlice`
-  objects read for many jobs at once;
+  objects read for many jobs at once; a monitor taking ``trace`` gets the job's
+  :class:`LiveTrace` (:class:`TraceSample` points), :func:`watch_trace` lets it read it
+  itself when called directly;
 - the exceptions plugins raise, under :class:`VegliaError`;
 - test doubles (``veglia.testing``): :class:`FakeTransport`, :class:`FakeScheduler`,
   :class:`FakeCluster`, :class:`FakeNode`.
@@ -33,6 +35,7 @@ from veglia.engine.calcjob import CalcJob
 from veglia.engine.calcjob.calcinfo import CalcInfo, CodeInfo
 from veglia.engine.calcjob.file_watch import FileSlice, FileWatch, watch_files
 from veglia.engine.calcjob.job_script import JobScriptWrap
+from veglia.engine.calcjob.live_trace import LiveTrace, TraceSample, watch_trace
 from veglia.engine.calcjob.monitors import MonitorResult
 from veglia.engine.calcjob.options import CalcJobOption
 from veglia.engine.exit_codes import ExitCode
@@ -85,6 +88,7 @@ __all__ = [
     "JobScriptWrap",
     "JobState",
     "JobTemplate",
+    "LiveTrace",
     "MonitorError",
     "MonitorResult",
     "Option",
@@ -93,6 +97,7 @@ __all__ = [
     "Scheduler",
     "SchedulerError",
     "SchedulerSubmitError",
+    "TraceSample",
     "Transport",
     "TransportConnectionError",
     "TransportError",
@@ -100,4 +105,5 @@ __all__ = [
     "VegliaError",
     "hookimpl",
     "watch_files",
+    "watch_trace",
 ]

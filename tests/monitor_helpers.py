@@ -64,3 +64,10 @@ def blocked(node, transport, name: str):
 async def blocking_async(node, transport, seconds: float = 40):
     """An async monitor that blocks instead of awaiting (a sync call inside async def)."""
     RELEASE.wait(seconds)
+
+
+def trace_seen(node, transport, samples: int = 3, trace=None):
+    """Stops the job once its live trace has ``samples`` samples, naming their rss."""
+    if trace is not None and len(trace.series) >= samples:
+        return "saw samples at rss " + ", ".join(str(s.rss) for s in trace.series)
+    return None

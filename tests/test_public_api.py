@@ -51,6 +51,7 @@ PLUGIN_API_ALL = [
     "JobScriptWrap",
     "JobState",
     "JobTemplate",
+    "LiveTrace",
     "MonitorError",
     "MonitorResult",
     "Option",
@@ -59,6 +60,7 @@ PLUGIN_API_ALL = [
     "Scheduler",
     "SchedulerError",
     "SchedulerSubmitError",
+    "TraceSample",
     "Transport",
     "TransportConnectionError",
     "TransportError",
@@ -66,6 +68,7 @@ PLUGIN_API_ALL = [
     "VegliaError",
     "hookimpl",
     "watch_files",
+    "watch_trace",
 ]
 
 #: Where each name of the plugin API is defined: it is re-exported, never redefined.
@@ -76,6 +79,7 @@ HOMES = {
     "veglia.engine.exit_codes": ["ExitCode"],
     "veglia.engine.calcjob.monitors": ["MonitorResult"],
     "veglia.engine.calcjob.file_watch": ["FileSlice", "FileWatch", "watch_files"],
+    "veglia.engine.calcjob.live_trace": ["LiveTrace", "TraceSample", "watch_trace"],
     "veglia.engine.calcjob.options": ["CalcJobOption"],
     "veglia.engine.calcjob.job_script": ["JobScriptWrap"],
     "veglia.orm.computers": ["ComputerProperty"],

@@ -89,6 +89,9 @@ TRACE_RECORD = "trace_record"
 #: [{"name", "live_trace"}]: the plugins' wraps around the job's commands (job_script_wrap).
 JOB_SCRIPT_WRAPS = "job_script_wraps"
 GPU_METRICS = "gpu_metrics"
+#: {"latest", "series", "offset", "updated"}: what the live trace's sampler wrote, as of the
+#: last poll of the running job (``veglia.engine.calcjob.live_trace``).
+TRACE_LIVE = "trace_live"
 
 # -- the restart policy (``core.restart``) -----------------------------------------------------
 #: On the workflow: one dict per attempt (pk, job id, queue, requests, exit, decision, reason).

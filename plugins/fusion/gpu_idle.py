@@ -1,4 +1,5 @@
-"""A monitor that reads Fusion's GPU metrics while the job runs."""
+"""Fusion's view of a job's GPU while it runs: the fallback of ``core.gpu_idle`` for a job
+without a live trace."""
 
 from __future__ import annotations
 
@@ -8,26 +9,15 @@ from typing import Any
 from veglia.engine.calcjob.monitors import MonitorResult
 from veglia.plugins.fusion.trace_file import TraceUnusable, read_trace
 
-__all__ = ["gpu_idle"]
+__all__ = ["idle_by_average"]
 
 
-def gpu_idle(
-    node: Any,
-    transport: Any,
-    threshold: float = 5.0,
-    seconds: float = 600.0,
-    state: dict[str, Any] | None = None,
+def idle_by_average(
+    transport: Any, threshold: float, seconds: float, state: dict[str, Any]
 ) -> MonitorResult | None:
-    """Kill a job whose GPU utilisation stays under ``threshold`` percent for ``seconds``.
-
-    Reads the ``gpu.pct`` that Fusion keeps in ``.fusion/trace.json`` in the work
-    directory. No trace yet, or no GPU block, is not a reason to act.
-
-    :param threshold: utilisation (percent) under which the GPU counts as idle.
-    :param seconds: how long it may stay idle.
-    """
-
-    state = {} if state is None else state
+    """Stop the job once the ``gpu.pct`` that Fusion keeps in ``.fusion/trace.json`` (the
+    average since the task started) has stayed under ``threshold`` for ``seconds``. No
+    trace, or no GPU block, is not a reason to act."""
     try:
         gpu = read_trace(transport).get("gpu") or {}
     except TraceUnusable:

@@ -1,8 +1,9 @@
 """``core.restart``: run one calc job until it succeeds, resubmitting it as its failure
 calls for (the restart policy).
 
-- killed for memory: resubmit with more, ×1.5, or the mean that similar jobs killed the same
-  way finally needed when that is more, while a queue allows it;
+- killed for memory, or stopped near its limit by ``core.memory_ceiling``: resubmit with
+  more, ×1.5, or the mean that similar jobs killed the same way finally needed when that is
+  more, while a queue allows it;
 - killed for wall time: twice the time, in a queue with a longer limit when the current one
   is too short (and no less memory);
 - refused by the queue for its requests, or pending where it can never start: move to a
@@ -33,6 +34,7 @@ from veglia.notifications import notify
 from veglia.orm.attributes import (
     ATTEMPTS,
     MEMORY_AFTER_OOM_KB,
+    MONITORS,
     QUEUES,
     RESTART,
     SIMILARITY_KEY,
@@ -44,6 +46,9 @@ __all__ = ["RestartWorkChain"]
 
 #: The monitor the policy attaches to every attempt to catch jobs that can never start.
 PENDING_MONITOR = "veglia_pending"
+#: The monitor that stops a job near its memory limit: the policy treats it as a kill for
+#: memory that came early.
+MEMORY_MONITOR = "core.memory_ceiling"
 FAILURE_BEHAVIOURS = ("stop", "ignore")
 ASSUMED_MEMORY_KB = 1024 * 1024  # when a job asked for no memory and measured none
 MEMORY_FACTOR = 1.5
@@ -230,7 +235,7 @@ class RestartWorkChain(WorkChain):
         label = labels.get(job.exit_status, "")
         message = job.exit_message or f"exit status {job.exit_status}"
         if label == "ERROR_SCHEDULER_OUT_OF_MEMORY":
-            return self._more_memory(job, options)
+            return self._more_memory(job, options, "was killed by the scheduler for memory")
         if label == "ERROR_SCHEDULER_OUT_OF_WALLTIME":
             return self._more_time(job, options)
         if label == "ERROR_SUBMISSION_REJECTED":
@@ -242,6 +247,8 @@ class RestartWorkChain(WorkChain):
             stop = job.stopped_by_monitor or {}
             if stop.get("name") == PENDING_MONITOR:
                 return self._other_queue(job, options, stop.get("message", "cannot start"))
+            if _entry_point_of(job, stop.get("name")) == MEMORY_MONITOR:
+                return self._more_memory(job, options, "was stopped near its memory limit")
             self.ctx.exit = self.exit_codes.ERROR_JOB_STOPPED.format(message=message)
             return "stop", f"was stopped by monitor {stop.get('name')}", options
         if label in ("ERROR_SCHEDULER_NODE_FAILURE", "ERROR_SCHEDULER_CANCELLED"):
@@ -258,7 +265,7 @@ class RestartWorkChain(WorkChain):
     def _queues(self, job: Any) -> list[QueueInfo]:
         return queues_from_attribute(job.get_attribute(QUEUES))
 
-    def _more_memory(self, job: Any, options: dict[str, Any]) -> tuple[str, str, dict]:
+    def _more_memory(self, job: Any, options: dict[str, Any], why: str) -> tuple[str, str, dict]:
 
         self.ctx.oom = True
         if options.get("max_memory_kb") == 0:  # all of a node's memory (--mem=0) already
@@ -288,8 +295,7 @@ class RestartWorkChain(WorkChain):
         moved = _move(options, queue)
         return (
             "resubmit",
-            f"was killed by the scheduler for memory ({_mb(current)}): resubmitting with "
-            f"{_mb(wanted)} ({how}){moved}",
+            f"{why} ({_mb(current)}): resubmitting with {_mb(wanted)} ({how}){moved}",
             options,
         )
 
@@ -422,3 +428,9 @@ def _describe(options: dict[str, Any]) -> str:
     if options.get("max_wallclock_seconds"):
         parts.append(f"{options['max_wallclock_seconds']} s")
     return ", ".join(parts) or "default requests"
+
+
+def _entry_point_of(job: Any, name: str | None) -> str | None:
+    """The entry point of the job's monitor called ``name``."""
+    specs = job.get_attribute(MONITORS) or []
+    return next((m.get("entry_point") for m in specs if m.get("name") == name), None)

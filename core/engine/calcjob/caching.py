@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
+from veglia.engine.calcjob.trace import build_record
 from veglia.engine.exit_codes import ExitCode
 from veglia.engine.process import flatten_inputs
 from veglia.manage import get_profile, get_storage
@@ -106,15 +107,35 @@ def _from_cache(process: CalcJob) -> ExitCode | None:
         return None
     for label, output in source.outputs.items():
         process.out(label.replace("__", "."), clone(output))
-    # The GPU block travels with the outputs: a cached job still reports it.
+    # What the run measured travels with its outputs: a cached job still reports it.
     copied = {
         k: source.get_attribute(k)
         for k in (attr.GPU_METRICS,)
         if source.get_attribute(k) is not None
     }
+    measured = source.get_attribute(attr.TRACE_RECORD)
+    if measured:
+        copied[attr.TRACE_RECORD] = _record_of_cached(process, measured)
     node.set_attributes({attr.CACHED_FROM: {"pk": source.pk, "uuid": source.uuid}, **copied})
     process.report(f"cached from process {source.pk}: not run again")
     return ExitCode(source.exit_status or 0, source.exit_message)
+
+
+#: What a trace record holds of the run itself, as measured; the rest is this job's own.
+_MEASURED_FIELDS = (
+    "realtime", "pcpu", "pmem", "rss", "vmem", "peak_rss", "peak_vmem", "rchar", "wchar",
+    "syscr", "syscw", "read_bytes", "write_bytes", "vol_ctxt", "inv_ctxt", "measured_by",
+    "extras",
+)  # fmt: skip
+
+
+def _record_of_cached(process: CalcJob, measured: dict[str, Any]) -> dict[str, Any]:
+    """This job's trace record with what the cached run measured (the plugins' blocks
+    under ``extras`` too), as Nextflow reports a cached task's metrics."""
+    assert process.node is not None
+    record = build_record(process.node, process.computer).to_dict()
+    record.update({k: measured[k] for k in _MEASURED_FIELDS if k in measured})
+    return record
 
 
 def _caching_enabled(process: CalcJob) -> bool:

@@ -29,7 +29,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from veglia.engine.calcjob import kill
+from veglia.engine.calcjob import kill, live_trace
 from veglia.engine.calcjob.file_watch import (
     Known,
     links_in,
@@ -178,6 +178,8 @@ class MonitorRunner:
         self._answers: dict[str, Any] | None = {}
         self._bad_watch: dict[str, str] = {}
         self._functions: dict[str, Any] = {}
+        #: The job's live trace as of this cycle's read (None when it has none).
+        self._trace: live_trace.LiveTrace | None = None
 
     def _specs(self) -> list[MonitorSpec]:
         """The job's monitors, read once per process: they are fixed at submission."""
@@ -222,12 +224,15 @@ class MonitorRunner:
             due.append((spec, state))
         return due
 
-    async def _read_watched(self, due: list[Any]) -> dict[str, Any] | None:
+    async def _read_watched(
+        self, due: list[Any], trace_reads: list[dict[str, Any]]
+    ) -> dict[str, Any] | None:
         """The answers to the file reads of the due ``watch_files`` monitors, by monitor
-        name, read with the other jobs' in one call; None when the read failed."""
+        name, read with the other jobs' in one call; None when the read failed. The live
+        trace's reads (``trace_reads``) go in the same call, and their answers on the node."""
         workdir = self.node.remote_workdir or "/"
         counts: list[tuple[str, int]] = []
-        requests: list[dict[str, Any]] = []
+        requests: list[dict[str, Any]] = list(trace_reads)
         for spec, state in due:
             try:
                 function = self._load(spec)
@@ -248,10 +253,12 @@ class MonitorRunner:
         try:
             answers = await get_runner().file_batcher(self.process.computer).read(requests)
         except Exception as exc:  # the computer's fault: the poller's backoff handles it
-            names = ", ".join(name for name, _ in counts)
+            names = ", ".join(name for name, _ in counts) or "live trace"
             self.node.add_log("WARNING", f"monitor {names}: reading the files failed: {exc}")
             return None
-        by_name, start = {}, 0
+        if trace_reads:
+            live_trace.take(self.process, answers[: len(trace_reads)])
+        by_name, start = {}, len(trace_reads)
         for name, count in counts:
             by_name[name] = answers[start : start + count]
             start += count
@@ -270,8 +277,11 @@ class MonitorRunner:
                     "is a link, and veglia follows no link in a job's folder",
                 )
 
-    async def run_cycle(self, lease: TransportLease) -> tuple[str, MonitorResult] | None:
-        """Call the monitors that are due; return (name, result) of the one that stops the job."""
+    async def run_cycle(
+        self, lease: TransportLease, trace_reads: list[dict[str, Any]] | None = None
+    ) -> tuple[str, MonitorResult] | None:
+        """Call the monitors that are due; return (name, result) of the one that stops the
+        job. ``trace_reads``: the job's live trace to read first, in the same call."""
         specs = self._specs()
         states: dict[str, dict[str, Any]] = self.node.get_attribute(MONITOR_STATE, {})
         for spec in specs:
@@ -281,7 +291,8 @@ class MonitorRunner:
         # One poll interval from now: the longest this cycle waits for its monitors.
         until = time.monotonic() + get_runner().poller(self.process.computer).interval
         due = self._due(specs, states)
-        self._answers = await self._read_watched(due)
+        self._answers = await self._read_watched(due, trace_reads or [])
+        self._trace = live_trace.current(self.process)
         started = []
         for spec, state in due:
             if self._answers is None and spec.name in self._watched:
@@ -328,6 +339,8 @@ class MonitorRunner:
             kwargs = dict(spec.kwargs)
             if _takes_state(function):
                 kwargs["state"] = data
+            if live_trace.takes_trace(function):
+                kwargs["trace"] = self._trace
             workdir = self.node.remote_workdir or "/"
             if spec.name in self._bad_watch:
                 raise MonitorError(self._bad_watch[spec.name])
@@ -494,13 +507,13 @@ class MonitorRunner:
             self.process.out(f"monitor_outputs.{name}_{key}", value)
 
 
-async def run_monitors(process: CalcJob) -> bool:
-    """After a poll: the job's monitors; True when one of them stopped the job, which is
-    then cancelled and gone from the scheduler."""
+async def run_monitors(process: CalcJob, trace_reads: list[dict[str, Any]] | None = None) -> bool:
+    """After a poll: the job's monitors (its live trace read first, ``trace_reads``); True
+    when one of them stopped the job, which is then cancelled and gone from the scheduler."""
     runner = get_runner()
     monitors = MonitorRunner(process)
     async with runner.lease_transport(process.computer) as lease:
-        outcome = await monitors.run_cycle(lease)
+        outcome = await monitors.run_cycle(lease, trace_reads)
     runner.poller(process.computer).monitors_done_at = time.monotonic()
     if outcome is None:
         return False

@@ -165,6 +165,7 @@ def check_arguments(spec: MonitorSpec, function: Callable[..., Any]) -> None:
     accepts_any = any(p.kind is p.VAR_KEYWORD for p in parameters)
     named = {p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
     named.discard("state")
+    named.discard("trace")  # the engine's to give (veglia.engine.calcjob.live_trace)
     if watches_of(function) is not None:
         named.discard("files")  # the engine's to give (veglia.engine.calcjob.file_watch)
     unknown = set(spec.kwargs) - named
@@ -179,7 +180,7 @@ def check_arguments(spec: MonitorSpec, function: Callable[..., Any]) -> None:
         if p.default is p.empty
         and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
         and p.name not in spec.kwargs
-        and p.name not in ("state", "files")
+        and p.name not in ("state", "files", "trace")
     ]
     if missing:
         raise MonitorError(

@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 import plumpy
 from plumpy.process_states import ProcessState
 
-from veglia.engine.calcjob import holds, job_script, kill, tasks, tracing
+from veglia.engine.calcjob import holds, job_script, kill, live_trace, tasks, tracing
 from veglia.engine.calcjob.caching import from_cache
 from veglia.engine.calcjob.calcinfo import CalcInfo
 from veglia.engine.calcjob.commands import RETRIEVE, UPLOAD, JobWaiting
@@ -425,9 +425,18 @@ class CalcJob(Process):
             written = write_poll(node, changes, self.__dict__.setdefault("_clock_written", {}))
         if written and attr.STARTED_AT in changes:
             tracing.updated(self, "RUNNING")
-        if not done and node.get_attribute(attr.MONITORS) and await run_monitors(self):
-            await self._record_queues()  # for a restart policy that moves the job
-            return True
+        running = info is not None and info.state == JobState.RUNNING
+        # Read before the monitors, with every other job's reads and theirs: one call.
+        trace_reads = live_trace.requests_of(self) if running else []
+        if not done and node.get_attribute(attr.MONITORS):
+            if await run_monitors(self, trace_reads):
+                live_trace.flush(self)
+                await self._record_queues()  # for a restart policy that moves the job
+                return True
+        elif trace_reads:
+            await live_trace.refresh(self, trace_reads)
+        if not running:
+            live_trace.flush(self)
         return done
 
     def monitor_exit_code(self) -> ExitCode:
