@@ -351,7 +351,7 @@ def test_cgroup_of_a_job_in_its_own_cgroup(tmp_path: Path, job_memory_cgroup: Pa
 def test_trace_interval_must_be_positive() -> None:
     assert parse_interval("10") == 10 and parse_interval("0.5") == 0.5
     for bad in ("0", "-1", "soon", "nan"):
-        with pytest.raises(ValueError, match="trace_interval"):
+        with pytest.raises(ValueError, match="is not a number of seconds"):
             parse_interval(bad)
 
 

@@ -27,9 +27,9 @@ def parse_interval(text: str) -> float:
     try:
         seconds = float(text)
     except ValueError:
-        raise ValueError(f"trace_interval must be a number of seconds, not {text!r}") from None
+        raise ValueError(f"{text!r} is not a number of seconds") from None
     if not seconds > 0 or seconds == float("inf"):
-        raise ValueError(f"trace_interval must be more than 0 seconds, not {text!r}")
+        raise ValueError(f"{text!r} is not a number of seconds more than 0")
     return int(seconds) if seconds.is_integer() else seconds
 
 
