@@ -30,6 +30,7 @@ went wrong and what to do about it. :class:`CliExit` lists every exit code of th
     ├── SchedulerError              a scheduler command failed or printed garbage
     │   └── SchedulerSubmitError    the batch system refused a submission
     ├── TransportTaskFailed         a job's transport task failed on every attempt
+    ├── TraceFileUnusable           a job's trace file is missing, a link, too big or malformed
     ├── PluginError                 entry points and plugins
     │   ├── MissingEntryPointError  no plugin of that name in a group
     │   ├── EntryPointLoadError     the plugin is registered but fails to import
@@ -82,6 +83,7 @@ __all__ = [
     "StepAbandoned",
     "StorageError",
     "StorageUnavailable",
+    "TraceFileUnusable",
     "TransportConnectionError",
     "TransportError",
     "TransportTaskFailed",
@@ -305,6 +307,11 @@ class BrokerError(VegliaError):
     """The message broker cannot be reached or refused the connection."""
 
     exit_code = CliExit.BROKER
+
+
+class TraceFileUnusable(VegliaError):
+    """A job's trace file (a plugin's, the sampler's) is missing or cannot be used: a link, over
+    the size cap, not JSON; the message says which. Readers log it and go on."""
 
 
 class TransportError(VegliaError):

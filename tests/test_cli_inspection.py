@@ -388,18 +388,23 @@ def test_computer_setup_asks_again_after_invalid_answers(run_cli, local, tmp_pat
         "module load x",  # prepend_text
         "",  # append_text
         "short:time=1h; long",  # queues
+        "",  # trace (the plugins' properties are asked after the built-in ones)
+        "0",  # trace_interval: not more than 0
+        "30",
         "",  # measure_usage
-        "perhaps",  # fusion: the plugins' properties are asked after the built-in ones
+        "perhaps",  # fusion
         "yes",
     ]
     result = ok(run_cli("computer", "setup", input="\n".join(answers) + "\n"))
     assert "'ssh' is not an installed transport" in result.stderr
     assert "must be an absolute path" in result.stderr and "is not yes or no" in result.stderr
-    assert result.stdout.count("Please answer again") == 4
+    assert result.stdout.count("Please answer again") == 5
+    assert "'0' is not a number of seconds more than 0" in result.stderr
     shown = ok(run_cli("computer", "show", "asked")).stdout
     assert re.search(r"minimum_poll_interval\s+2.0 ", shown)
     assert re.search(r"prepend_text\s+module load x", shown) and re.search(r"fusion\s+yes", shown)
     assert re.search(r"queues\s+short:time=3600s; long", shown)
+    assert re.search(r"trace_interval\s+30 ", shown)
 
 
 def test_ssh_computer_configure_and_test(run_cli, local, services_env, ssh_params):

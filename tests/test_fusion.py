@@ -176,7 +176,7 @@ def test_oversized_trace_is_not_read(tmp_path):
     assert record.gpu_metrics is None and "byte cap" in node.logs[-1]
 
 
-def test_gpu_idle_monitor_stops_an_idle_gpu_job(profile):
+def test_gpu_idle_monitor_stops_an_idle_gpu_job(no_trace_sampler):
     idle = json.loads(json.dumps(EXAMPLE))
     idle["gpu"]["pct"] = 0
     builder = _job_writing(json.dumps(idle).encode())

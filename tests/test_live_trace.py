@@ -76,7 +76,7 @@ class _Sampler:
 
 
 @pytest.fixture
-def sampled(profile):
+def sampled(no_trace_sampler):
     """Every job is wrapped by a plugin that writes a live trace."""
     manager = get_plugin_manager()
     plugin = manager.register(_Sampler())

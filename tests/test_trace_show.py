@@ -87,7 +87,7 @@ engine.run_get_node(builder)
 
 
 @pytest.fixture
-def trace_plugins(tmp_path, monkeypatch):
+def trace_plugins(tmp_path, monkeypatch, no_trace_sampler):
     """The table's plugin and a recorded trace's, installed for this test and its CLI."""
     from veglia.plugin_manager import reset_plugin_manager
 
@@ -152,7 +152,7 @@ def test_a_finished_job_shows_its_trace_in_human_units(profile, trace_plugins, r
     assert spark and spark.group()[0] == "▁" and spark.group()[-1] == "█"
 
 
-def test_a_job_without_a_trace_adds_no_table(profile, run_cli, monkeypatch, tmp_path):
+def test_a_job_without_a_trace_adds_no_table(no_trace_sampler, run_cli, monkeypatch, tmp_path):
     from veglia.plugin_manager import reset_plugin_manager
 
     info = tmp_path / "only-show" / "veglia_test_trace_show-1.0.dist-info"

@@ -29,7 +29,7 @@ def computer_properties() -> list[ComputerProperty]:
     return [ComputerProperty("fusion", False, "Read the Fusion trace of jobs (yes/no).")]
 
 
-@hookimpl
+@hookimpl(tryfirst=True)
 def collect_trace(node: Any, transport: Any, record: Any, computer: Any) -> None:
     """Put the Fusion trace's ``gpu``, ``proc`` and ``cgroup`` blocks on the record."""
     # Lazy: every process loads this hook module (`veglia --help` too); the trace reader
@@ -53,42 +53,13 @@ def collect_trace(node: Any, transport: Any, record: Any, computer: Any) -> None
         node.add_log("DEBUG", "fusion: the trace has no gpu block (a CPU-only task)")
 
 
-#: The ``proc`` block in the units of Nextflow's ``.command.trace``: percentages times ten,
-#: memory in kB. Name on the record, name in the block, factor to the record's unit.
-_PROC_FIELDS = (
-    ("pcpu", "pct_cpu", 0.1),
-    ("pmem", "pct_mem", 0.1),
-    ("rss", "rss", 1024),
-    ("vmem", "vmem", 1024),
-    ("peak_rss", "peak_rss", 1024),
-    ("peak_vmem", "peak_vmem", 1024),
-    ("rchar", "rchar", 1),
-    ("wchar", "wchar", 1),
-    ("syscr", "syscr", 1),
-    ("syscw", "syscw", 1),
-    ("read_bytes", "read_bytes", 1),
-    ("write_bytes", "write_bytes", 1),
-    ("vol_ctxt", "vol_ctxt", 1),
-    ("inv_ctxt", "inv_ctxt", 1),
-    ("realtime", "realtime", 1),
-)
-
-
 def measured_usage(record: Any, proc: dict[str, Any]) -> set[str]:
     """What Fusion measured replaces what the engine guessed; junk values are skipped.
     Returns the names of the record's fields it set."""
-    taken = set()
-    for ours, theirs, factor in _PROC_FIELDS:
-        value = proc.get(theirs)
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            continue
-        try:
-            scaled = value * factor
-            setattr(record, ours, round(scaled, 1) if isinstance(factor, float) else int(scaled))
-        except (OverflowError, ValueError):  # inf, nan: no measurement
-            continue
-        taken.add(ours)
-    return taken
+    # Lazy: every process loads this hook module; the engine only for a trace.
+    from veglia.engine.calcjob.trace_file import apply_proc_block
+
+    return apply_proc_block(record, proc)
 
 
 #: The GPU block's known fields in ``veglia process show``, in order, with their labels.

@@ -187,6 +187,18 @@ def profile(veglia_home: Path):
 
 
 @pytest.fixture
+def no_trace_sampler(profile):
+    """The `localhost` computer with the core.trace sampler off (its `trace` property): for
+    tests whose jobs write a trace of their own, as a test's stand-in sampler."""
+    from veglia.orm.computers import load_computer
+
+    computer = load_computer("localhost")
+    computer.properties["trace"] = False
+    computer.save()
+    return profile
+
+
+@pytest.fixture
 def broker_profile(veglia_home: Path, rabbitmq_url: str):
     """A loaded profile using the local RabbitMQ."""
     from veglia.engine.runner import set_runner

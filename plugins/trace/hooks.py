@@ -1,0 +1,112 @@
+"""The ``core.trace`` plugin's hook implementations."""
+
+from __future__ import annotations
+
+from importlib.resources import files
+from typing import TYPE_CHECKING, Any
+
+from veglia.hookspecs import hookimpl
+
+if TYPE_CHECKING:
+    # Lazy: every process loads this hook module (`veglia --help` too); the engine when asked.
+    from veglia.engine.calcjob.job_script import JobScriptWrap
+    from veglia.orm.computers import ComputerProperty
+
+__all__ = ["BLOCKS", "SERIES_FILE", "TRACE_FILE", "parse_interval", "sampler_text"]
+
+#: The live trace in the job's work directory, Fusion's blocks plus the sampler's.
+TRACE_FILE = "_veglia_trace.json"
+#: One line per periodic sample (see docs/trace.md).
+SERIES_FILE = "_veglia_trace.series"
+#: The blocks of the trace file read back.
+BLOCKS = ("proc", "cgroup", "gpu", "sampler")
+
+
+def parse_interval(text: str) -> float:
+    """``trace_interval`` as typed: seconds, more than zero."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is not a number of seconds") from None
+    if not seconds > 0 or seconds == float("inf"):
+        raise ValueError(f"{text!r} is not a number of seconds more than 0")
+    return int(seconds) if seconds.is_integer() else seconds
+
+
+@hookimpl
+def computer_properties() -> list[ComputerProperty]:
+    """``trace`` (yes/no) and ``trace_interval`` (seconds between samples)."""
+    # Lazy: every process loads this hook module; the ORM only when asked.
+    from veglia.orm.computers import ComputerProperty
+
+    return [
+        ComputerProperty("trace", True, "Sample each job's trace beside it (yes/no)."),
+        ComputerProperty(
+            "trace_interval", 10, "Seconds between a job's trace samples.", parse_interval
+        ),
+    ]
+
+
+def sampler_text() -> str:
+    """The sampler's bash functions, without their comment lines (the job script's size)."""
+    text = files("veglia.plugins.trace").joinpath("sampler.sh").read_text()
+    return "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
+
+
+@hookimpl
+def job_script_wrap(node: Any, computer: Any) -> JobScriptWrap | None:
+    """The sampler around the job's commands, unless the computer's ``trace`` is off."""
+    if not computer.get_property("trace"):
+        return None
+    # Lazy: the engine only in a process that writes job scripts.
+    from veglia.engine.calcjob.job_script import JobScriptWrap
+
+    interval = parse_interval(str(computer.get_property("trace_interval")))
+    return JobScriptWrap(
+        name="core.trace",
+        before=f"{sampler_text()}\nveglia_trace_start {interval}",
+        # The job's programs must not hold the sampler's pipe: a daemon the job leaves
+        # behind would keep the sampler from seeing the end.
+        prefix="{veglia_trace_fd}>&-",
+        after="veglia_trace_stop",
+        live_trace=True,
+    )
+
+
+@hookimpl(trylast=True)
+def collect_trace(node: Any, transport: Any, record: Any, computer: Any) -> None:
+    """The sampler's blocks on the record, where Fusion (run first) put none."""
+    if transport is None:
+        return
+    # Lazy: every process loads this hook module (`veglia --help` too); the engine only for
+    # a process that collects traces.
+    from veglia.engine.calcjob.trace_file import apply_proc_block, read_trace_file
+    from veglia.exceptions import TraceFileUnusable
+
+    try:
+        blocks = read_trace_file(
+            transport, TRACE_FILE, BLOCKS, missing=" (the job ran without the sampler)"
+        )
+    except TraceFileUnusable as exc:
+        node.add_log("DEBUG", f"trace: no sampled trace: {exc}")
+        return
+    sources: dict[str, str] = {}
+    if "gpu" in blocks:
+        if record.gpu_metrics is None:
+            record.gpu_metrics = blocks["gpu"]
+            sources["gpu"] = "trace"
+        else:
+            sources["gpu"] = "fusion"
+    proc = blocks.get("proc")
+    if proc is not None:
+        if record.measured_by is None and apply_proc_block(record, proc):
+            record.measured_by = "trace"
+        sources["proc"] = "fusion" if record.measured_by == "fusion" else "trace"
+    if "cgroup" in blocks:
+        sources["cgroup"] = "trace"
+    record.extras["trace"] = {
+        "proc": proc,
+        "cgroup": blocks.get("cgroup"),
+        "sampler": blocks.get("sampler"),
+        "sources": sources,
+    }
