@@ -10,8 +10,8 @@ import pytest
 
 from veglia import engine, orm
 from veglia.engine.calcjob.history import similar_usage
-from veglia.orm.attributes import SIMILARITY_KEY
 from veglia.entry_points import CalculationFactory
+from veglia.orm.attributes import SIMILARITY_KEY
 from veglia_fixtures.services import ssh_computer
 
 ShellJob = CalculationFactory("core.shell")

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from veglia.engine.calcjob.job_script import wrap_commands
-from veglia.plugins.trace.hooks import job_script_wrap, parse_interval
+from veglia.plugins.trace.hooks import SAMPLER_FILE, job_script_wrap, parse_interval, sampler_text
 
 DATA = Path(__file__).parent / "data" / "nvidia-smi"
 #: The weights of the first samples at a 0.5 s interval: 0.25, 0.25 s, then 0.5 s each.
@@ -43,6 +43,12 @@ def job_script(commands: list[str], prepend: str = "", **properties: Any) -> str
     return "\n".join(["#!/bin/bash", prepend, *wrap_commands(commands, [wrap]), ""])
 
 
+def write_job(folder: Path, script: str) -> None:
+    """The job script and, beside it, the sampler it sources (as the upload puts it)."""
+    (folder / "job.sh").write_text(script)
+    (folder / SAMPLER_FILE).write_text(sampler_text())
+
+
 def job_env(tmp_path: Path, scenario: str | None = None, **extra: str) -> dict[str, str]:
     env = {
         k: v
@@ -57,7 +63,7 @@ def job_env(tmp_path: Path, scenario: str | None = None, **extra: str) -> dict[s
 
 
 def run_job(tmp_path: Path, script: str, env: dict[str, str] | None = None) -> dict[str, Any]:
-    (tmp_path / "job.sh").write_text(script)
+    write_job(tmp_path, script)
     subprocess.run(
         ["bash", "job.sh"], cwd=tmp_path, env=env or job_env(tmp_path), check=True, timeout=60
     )
@@ -233,7 +239,7 @@ def test_series_lines_parse(tmp_path: Path) -> None:
 
 
 def start_job(tmp_path: Path, script: str) -> subprocess.Popen[bytes]:
-    (tmp_path / "job.sh").write_text(script)
+    write_job(tmp_path, script)
     return subprocess.Popen(
         ["bash", "job.sh"], cwd=tmp_path, env=job_env(tmp_path), start_new_session=True
     )
@@ -272,7 +278,7 @@ def test_term_makes_a_final_write(tmp_path: Path) -> None:
 def test_a_short_job_starts_no_program_for_its_trace(tmp_path: Path) -> None:
     if shutil.which("strace") is None:
         pytest.skip("no strace")
-    (tmp_path / "job.sh").write_text(job_script(["/bin/true"]))
+    write_job(tmp_path, job_script(["/bin/true"]))
     subprocess.run(
         ["strace", "-f", "-qq", "-e", "trace=execve", "-o", "execs", "bash", "job.sh"],
         cwd=tmp_path,
@@ -492,16 +498,10 @@ def test_cgroup_v1_files_in_fusions_fields(tmp_path: Path) -> None:
 
 def test_a_strict_job_script_keeps_its_exit_status(tmp_path: Path) -> None:
     # The job's own shell options (set -euo pipefail, -x) are not the sampler's.
-    (tmp_path / "job.sh").write_text(
-        job_script(["sleep 0.6", "sh -c 'exit 3'"], prepend="set -euxo pipefail")
-    )
+    write_job(tmp_path, job_script(["sleep 0.6", "sh -c 'exit 3'"], prepend="set -euxo pipefail"))
     done = subprocess.run(["bash", "job.sh"], cwd=tmp_path, env=job_env(tmp_path), timeout=60)
     assert done.returncode == 3
-    # `set -e` ends the script at the failing command, before the wraps' `after` (no EXIT
-    # trap): the sampler sees its pipe close as the shell exits and writes the end then.
-    for _ in range(100):
-        trace = json.loads((tmp_path / "_veglia_trace.json").read_text())
-        if trace["sampler"]["final"]:
-            break
-        subprocess.run(["sleep", "0.05"], check=True)
+    # `set -e` ends the script at the failing command: the wraps' `after` runs from the EXIT
+    # trap, so the sampler has written its end when the script has.
+    trace = json.loads((tmp_path / "_veglia_trace.json").read_text())
     assert trace["sampler"]["final"] is True and trace["sampler"]["samples"] >= 2

@@ -2,22 +2,33 @@
 
 from __future__ import annotations
 
+import functools
 from importlib.resources import files
 from typing import TYPE_CHECKING, Any
 
 from veglia.hookspecs import hookimpl
+from veglia.plugins.trace.show import process_show_tables
 
 if TYPE_CHECKING:
     # Lazy: every process loads this hook module (`veglia --help` too); the engine when asked.
     from veglia.engine.calcjob.job_script import JobScriptWrap
     from veglia.orm.computers import ComputerProperty
 
-__all__ = ["BLOCKS", "SERIES_FILE", "TRACE_FILE", "parse_interval", "sampler_text"]
+__all__ = [
+    "BLOCKS",
+    "SERIES_FILE",
+    "TRACE_FILE",
+    "parse_interval",
+    "process_show_tables",
+    "sampler_text",
+]
 
 #: The live trace in the job's work directory, Fusion's blocks plus the sampler's.
 TRACE_FILE = "_veglia_trace.json"
 #: One line per periodic sample (see docs/trace.md).
 SERIES_FILE = "_veglia_trace.series"
+#: The sampler's functions, uploaded beside the job script, which sources them.
+SAMPLER_FILE = "_veglia_trace.sh"
 #: The blocks of the trace file read back.
 BLOCKS = ("proc", "cgroup", "gpu", "sampler")
 
@@ -47,6 +58,7 @@ def computer_properties() -> list[ComputerProperty]:
     ]
 
 
+@functools.cache
 def sampler_text() -> str:
     """The sampler's bash functions, without their comment lines (the job script's size)."""
     text = files("veglia.plugins.trace").joinpath("sampler.sh").read_text()
@@ -64,11 +76,17 @@ def job_script_wrap(node: Any, computer: Any) -> JobScriptWrap | None:
     interval = parse_interval(str(computer.get_property("trace_interval")))
     return JobScriptWrap(
         name="core.trace",
-        before=f"{sampler_text()}\nveglia_trace_start {interval}",
+        # A file beside the script, the same for every job: stored once in the repository.
+        # The placeholder fd keeps the prefix's close valid should the sampler not start.
+        before=(
+            "exec {veglia_trace_fd}</dev/null\n"
+            f". ./{SAMPLER_FILE} && veglia_trace_start {interval}"
+        ),
+        files={SAMPLER_FILE: sampler_text()},
         # The job's programs must not hold the sampler's pipe: a daemon the job leaves
         # behind would keep the sampler from seeing the end.
         prefix="{veglia_trace_fd}>&-",
-        after="veglia_trace_stop",
+        after="veglia_trace_stop 2>/dev/null || :",
         live_trace=True,
     )
 

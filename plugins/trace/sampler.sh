@@ -195,8 +195,16 @@ _veglia_trace_cgroup_v1() {
         _veglia_trace_first "$d/memory.limit_in_bytes"
         # The "unlimited" value is near 2^63 (its exact value depends on the page size).
         [[ -n $_veglia_trace_v ]] && ((_veglia_trace_v < 4611686018427387904)) && _veglia_trace_cg_limit=$_veglia_trace_v
-        _veglia_trace_read_pairs "$d/memory.oom_control"
-        _veglia_trace_cg_oom=${_veglia_trace_kvs[oom_kill]-}
+        # v1 counts an OOM kill in the cgroup of the process killed (a step's, a task's),
+        # not in its parents: the job's count is the sum over the cgroups below it.
+        local f
+        for f in "$d"/memory.oom_control "$d"/*/memory.oom_control "$d"/*/*/memory.oom_control \
+            "$d"/*/*/*/memory.oom_control; do
+            [[ -e $f ]] || continue
+            _veglia_trace_read_pairs "$f"
+            [[ -n ${_veglia_trace_kvs[oom_kill]-} ]] || continue
+            _veglia_trace_cg_oom=$((${_veglia_trace_cg_oom:-0} + _veglia_trace_kvs[oom_kill]))
+        done
     fi
     if [[ -n ${_veglia_trace_cgdir[cpuacct]-} ]]; then
         d=${_veglia_trace_cgdir[cpuacct]}

@@ -14,18 +14,27 @@ commands' exit status there (143 after a TERM).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from veglia.exceptions import PluginError
 from veglia.plugin_manager import results_of_each
 
-__all__ = ["EXIT_STATUS_FILE", "JobScriptWrap", "recorded_wraps", "wrap_commands", "wraps_for"]
+__all__ = [
+    "EXIT_STATUS_FILE",
+    "JobScriptWrap",
+    "put_files",
+    "recorded_wraps",
+    "wrap_commands",
+    "wraps_for",
+]
 
 #: The file the job's own exit status is written to, read back whatever the scheduler says.
 EXIT_STATUS_FILE = "_veglia_exit_status"
 
 _NAME = re.compile(r"[a-z][a-z0-9_.-]*")
+_FILE_NAME = re.compile(r"_[A-Za-z0-9_.-]+")
 
 
 @dataclass(frozen=True)
@@ -40,6 +49,10 @@ class JobScriptWrap:
         is signalled (TERM, INT, HUP); ``$veglia_exit`` is the commands' exit status.
     :param live_trace: this wrap writes the live trace files (``_veglia_trace.json`` and
         ``_veglia_trace.series``, see docs/trace.md): the engine reads them at each poll.
+    :param files: files to put in the job's work directory beside the script, name -> text
+        (say a script ``before`` sources with ``. ./_myplugin.sh``). Names start with ``_``
+        and hold no folder. The same text for every job is stored once in the repository,
+        where text inside the job script would be stored again with each job.
     """
 
     name: str
@@ -47,6 +60,7 @@ class JobScriptWrap:
     prefix: str = ""
     after: str = ""
     live_trace: bool = False
+    files: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _NAME.fullmatch(self.name):
@@ -57,6 +71,14 @@ class JobScriptWrap:
         for part in ("before", "prefix", "after"):
             if not isinstance(getattr(self, part), str):
                 raise PluginError(f"JobScriptWrap {self.name}: {part} must be shell text (a str)")
+        for file_name, text in self.files.items():
+            if not isinstance(file_name, str) or not _FILE_NAME.fullmatch(file_name):
+                raise PluginError(
+                    f"JobScriptWrap {self.name}: file name {file_name!r} must start with _ and "
+                    "hold letters, digits, '.', '-' or '_' only (no folder)"
+                )
+            if not isinstance(text, str):
+                raise PluginError(f"JobScriptWrap {self.name}: file {file_name} must be text")
         if "\n" in self.prefix:
             raise PluginError(
                 f"JobScriptWrap {self.name}: prefix goes in front of each command line and "
@@ -105,6 +127,8 @@ def wrap_commands(lines: list[str], wraps: list[JobScriptWrap]) -> list[str]:
             "}",
             "trap 'veglia_exit=${veglia_exit:-143}; veglia_wraps_after; exit $veglia_exit' "
             "TERM INT HUP",
+            # A script that ends early (`set -e` in the prepend text) still runs them.
+            "trap 'veglia_exit=${veglia_exit:-$?}; veglia_wraps_after' EXIT",
         ]
     for wrap in wraps:
         if wrap.before:
@@ -115,8 +139,21 @@ def wrap_commands(lines: list[str], wraps: list[JobScriptWrap]) -> list[str]:
         f"veglia_exit=$?; echo $veglia_exit > {EXIT_STATUS_FILE}",
     ]
     if afters:
-        script += ["veglia_wraps_after", "trap - TERM INT HUP"]
+        script += ["veglia_wraps_after", "trap - TERM INT HUP EXIT"]
     return script
+
+
+def put_files(wraps: list[JobScriptWrap], folder: Path) -> None:
+    """The wraps' files into the folder uploaded as the job's work directory."""
+    for wrap in wraps:
+        for file_name, text in wrap.files.items():
+            path = folder / file_name
+            if path.exists():
+                raise PluginError(
+                    f"plugin {wrap.name}: its file {file_name} would replace one of the job's "
+                    "own; rename one of them"
+                )
+            path.write_text(text)
 
 
 def recorded_wraps(wraps: list[JobScriptWrap]) -> list[dict[str, Any]]:

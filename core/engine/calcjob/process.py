@@ -299,6 +299,7 @@ class CalcJob(Process):
         try:
             calcinfo = self.prepare_for_submission(sandbox)
             wraps = job_script.wraps_for(node, self.computer)
+            job_script.put_files(wraps, sandbox)
             script = tasks.build_template(node, calcinfo, self.code, self.computer, wraps)
             retrieve = [
                 tasks.checked_retrieve_pattern(pattern)
