@@ -164,6 +164,7 @@ def test_round_trip_of_finished_jobs(
     )
     assert ok(run_cli("-p", "target", "calcjob", "inputls", str(shell_here.pk))).stdout.split() == [
         "_veglia_submit.sh",
+        "_veglia_trace.sh",
         "input.txt",
     ]
     assert (

@@ -234,7 +234,10 @@ def test_calcjob_files_results_and_workdir(run_cli, jobs, local):
     script = ok(run_cli("calcjob", "inputcat", pk, "_veglia_submit.sh")).stdout
     assert script.startswith("#!/bin/bash") and "echo hello; echo oops" in script
     assert ok(run_cli("calcjob", "inputcat", pk)).stdout == script
-    assert ok(run_cli("calcjob", "inputls", pk)).stdout.split() == ["_veglia_submit.sh"]
+    assert ok(run_cli("calcjob", "inputls", pk)).stdout.split() == [
+        "_veglia_submit.sh",
+        "_veglia_trace.sh",
+    ]
     listed = ok(run_cli("calcjob", "outputls", pk)).stdout.split()
     assert {"stdout", "stderr", "result.txt", "_scheduler-stdout.txt"} <= set(listed)
     long = ok(run_cli("calcjob", "outputls", "-l", pk)).stdout

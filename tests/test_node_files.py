@@ -69,6 +69,7 @@ def test_calcjob_inputls_lists_files_given_with_shell_f(run_cli, profile, tmp_pa
     pk = str(job.pk)
     assert ok(run_cli("calcjob", "inputls", pk)).stdout.split() == [
         "_veglia_submit.sh",
+        "_veglia_trace.sh",  # the trace sampler the script sources (core.trace)
         "input.txt",
     ]
     (source,) = [node for _, node in job.inputs.items() if isinstance(node, orm.SinglefileData)]
@@ -77,9 +78,12 @@ def test_calcjob_inputls_lists_files_given_with_shell_f(run_cli, profile, tmp_pa
     assert ok(run_cli("calcjob", "inputcat", pk, "input.txt")).stdout == "from the user\n"
     assert ok(run_cli("calcjob", "inputcat", pk)).stdout.startswith("#!/bin/bash")
     message = one_line_error(run_cli("calcjob", "inputcat", pk, "other.txt"), 4)
-    assert "files: _veglia_submit.sh, input.txt" in message
+    assert "files: _veglia_submit.sh, _veglia_trace.sh, input.txt" in message
     # The job's own repository holds only what the job itself wrote.
-    assert ok(run_cli("node", "repo", "ls", pk)).stdout.split() == ["_veglia_submit.sh"]
+    assert ok(run_cli("node", "repo", "ls", pk)).stdout.split() == [
+        "_veglia_submit.sh",
+        "_veglia_trace.sh",
+    ]
     retrieved = str(job.outputs.retrieved.pk)
     assert ok(run_cli("node", "repo", "cat", retrieved, "copy.txt")).stdout == "from the user\n"
 

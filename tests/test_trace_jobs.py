@@ -59,6 +59,10 @@ def test_a_300_mb_job_on_the_direct_scheduler_shows_its_peak_and_a_shared_cgroup
     trace = _trace(node)
     assert _within(trace["proc"]["peak_rss"] * 1024, 300 * MIB), trace["proc"]
     assert trace["sampler"]["final"] is True and trace["sampler"]["samples"] >= 3
+    # The run's series, for plots: the 300 MB held shows in it.
+    series = trace["series"]
+    assert 3 <= len(series) <= 240 and series == sorted(series)
+    assert _within(max(point[2] for point in series) * 1024, 300 * MIB), series
     cgroup = trace["cgroup"]
     # The direct scheduler makes no cgroup: the session's figures are never the job's.
     assert cgroup["scope"] == "shared", cgroup

@@ -127,4 +127,34 @@ def collect_trace(node: Any, transport: Any, record: Any, computer: Any) -> None
         "cgroup": blocks.get("cgroup"),
         "sampler": blocks.get("sampler"),
         "sources": sources,
+        "series": _final_series(node, transport),
     }
+
+
+#: The most of a finished job's series read back: its last ~150,000 samples (17 days at
+#: the default interval), enough for a plot of MAX_POINTS.
+MAX_SERIES_BYTES = 8 * 1024 * 1024
+
+
+def _final_series(node: Any, transport: Any) -> list[list[Any]]:
+    """The whole run's series, evenly cut down to a plot's points (the live one keeps the
+    recent samples finer, for monitors)."""
+    # Lazy: the engine only for a process that collects traces.
+    from veglia.engine.calcjob.live_trace import evenly, parse_series
+    from veglia.exceptions import TransportError
+
+    try:
+        info = transport.lstat(SERIES_FILE)
+        if not info.is_file:
+            return []
+        offset = max(0, info.size - MAX_SERIES_BYTES)
+        raw = transport.read_bytes(SERIES_FILE, offset=offset, size=MAX_SERIES_BYTES)
+    except TransportError:
+        return []
+    text = raw.decode(errors="replace")
+    if offset:
+        text = text.partition("\n")[2]  # a line cut by the offset
+    samples, dropped = parse_series(text, at_start=offset == 0)
+    if dropped:
+        node.add_log("DEBUG", f"trace: {dropped} line(s) of {SERIES_FILE} were not samples")
+    return [list(point) for point in evenly(samples)]

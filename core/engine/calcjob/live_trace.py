@@ -146,6 +146,36 @@ def downsample(points: list[TraceSample], limit: int = MAX_POINTS) -> list[Trace
     return points
 
 
+def evenly(points: list[TraceSample], limit: int = MAX_POINTS) -> list[TraceSample]:
+    """At most ``limit`` points spread evenly over the whole run (a finished job's plot):
+    each of consecutive points merged into one, rates averaged, sizes their max."""
+    size = -(-len(points) // limit) if points else 1
+    if size <= 1:
+        return list(points)
+    merged = []
+    for start in range(0, len(points), size):
+        chunk = points[start : start + size]
+        point = chunk[0]
+        for count, other in enumerate(chunk[1:], start=1):
+            point = _fold(point, other, count)
+        merged.append(point)
+    return merged
+
+
+def _fold(mean: TraceSample, sample: TraceSample, count: int) -> TraceSample:
+    """``mean`` of ``count`` samples with one more: rates a running mean, sizes the max."""
+    values: list[Any] = [mean.t]
+    for name in TraceSample._fields[1:]:
+        x, y = getattr(mean, name), getattr(sample, name)
+        if x is None or y is None:
+            values.append(y if x is None else x)
+        elif name in _AVERAGED:
+            values.append(x + (y - x) / (count + 1))
+        else:
+            values.append(max(x, y))
+    return TraceSample(*values)
+
+
 @dataclass(frozen=True)
 class LiveTrace:
     """A running job's trace as of the last poll."""
