@@ -9,14 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
 from veglia import engine, orm
-from veglia.config import Config
 from veglia.engine.calcjob import live_trace
 from veglia.engine.calcjob.job_script import JobScriptWrap
 from veglia.engine.calcjob.live_trace import (
@@ -97,13 +94,8 @@ def _run(command: str, monitors: dict, **options) -> orm.ProcessNode:
 
 
 @pytest.fixture
-def import_paths(sampled, profile, veglia_home):
+def import_paths(sampled, monitor_import_paths):
     """Monitors by import path allowed, with tests/monitor_helpers importable."""
-    Config().set_option("test", "monitors.allow_import_path", "yes")
-    profile.options["monitors.allow_import_path"] = True
-    sys.path.insert(0, str(Path(__file__).parent))
-    yield
-    sys.path.remove(str(Path(__file__).parent))
 
 
 def test_a_running_job_s_trace_is_on_its_node_and_seen_by_its_monitors(import_paths):

@@ -5,14 +5,11 @@ from __future__ import annotations
 import asyncio
 import re
 import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 
 from veglia import engine, orm
-from veglia.config import Config
 from veglia.engine import InputValidationError
 from veglia.engine.persistence import load_process
 from veglia.engine.runner import Runner, set_runner
@@ -25,13 +22,8 @@ DIVERGE = "for i in 1 2 3; do echo step $i >> out.log; sleep 0.3; done; echo DIV
 
 
 @pytest.fixture
-def import_paths(profile, veglia_home):
+def import_paths(monitor_import_paths):
     """Monitors by import path allowed, with tests/monitor_helpers importable."""
-    Config().set_option("test", "monitors.allow_import_path", "yes")
-    profile.options["monitors.allow_import_path"] = True
-    sys.path.insert(0, str(Path(__file__).parent))
-    yield
-    sys.path.remove(str(Path(__file__).parent))
 
 
 def test_file_pattern_kills_the_job_and_its_process(profile):

@@ -145,3 +145,38 @@ def test_a_cpu_bound_slurm_job_shows_one_busy_core(slurm_traced):
     assert node.is_finished_ok, node.exit_message
     proc = _trace(node)["proc"]
     assert 800 <= proc["pct_cpu"] <= 1100, proc
+
+
+# -- a live monitor on the real sampler --------------------------------------------------
+def _t4_calls(folder: Path, utilisations: list[int]) -> Path:
+    """A recorded T4 (tests/data/nvidia-smi/t4) whose utilisation goes as given, call by call."""
+    line = (FAKE_NVSMI / "t4" / "2.csv").read_text().strip().split(", ")
+    folder.mkdir()
+    for call, pct in enumerate(utilisations, start=1):
+        (folder / f"{call}.csv").write_text(", ".join([*line[:5], str(pct), *line[6:]]) + "\n")
+    return folder
+
+
+def test_gpu_idle_stops_a_job_whose_gpu_went_idle_though_its_average_is_high(
+    fast_localhost, tmp_path
+):
+    # Busy at 90 % for the first eight samples, then idle: the monitor wants 3 idle samples
+    # (1.5 s at 0.5 s), when the average since the start is still far above its 5 %.
+    scenario = _t4_calls(tmp_path / "busy-then-idle", [90] * 8 + [0])
+    fast_localhost.properties["prepend_text"] = (
+        f"export PATH={FAKE_NVSMI}:$PATH VEGLIA_FAKE_NVSMI_SCENARIO={scenario} "
+        f"VEGLIA_FAKE_NVSMI_STATE={tmp_path / 'calls'}"
+    )
+    fast_localhost.save()
+    builder = ShellJob.get_builder()
+    builder.command = orm.Str("sleep 60")
+    builder.monitors = {
+        "idle": {"entry_point": "core.gpu_idle", "kwargs": {"threshold": 5, "seconds": 1.5}}
+    }
+    node = engine.run_get_node(builder)[1]
+    stop = node.stopped_by_monitor
+    assert stop and stop["name"] == "idle", node.exit_message
+    assert "Tesla T4" in stop["message"], stop
+    gpu = node.get_attribute("gpu_metrics")
+    assert gpu["pct"] > 30, gpu  # the average since the start: still high when stopped
+    assert stop["time"] - node.started_at < 40  # well before the job's own end

@@ -253,3 +253,17 @@ def pid_alive(pid: str) -> bool:
     """Running, not a zombie waiting for a parent that does not reap (PID 1 in a container)."""
     stat = subprocess.run(["ps", "-o", "stat=", "-p", pid], capture_output=True, text=True)
     return stat.returncode == 0 and not stat.stdout.strip().startswith("Z")
+
+
+@pytest.fixture
+def monitor_import_paths(profile, veglia_home: Path) -> Iterator[None]:
+    """Monitors by import path allowed (profile ``test``), with tests/monitor_helpers
+    importable."""
+    from veglia.config import Config
+
+    Config().set_option("test", "monitors.allow_import_path", "yes")
+    profile.options["monitors.allow_import_path"] = True
+    tests = str(Path(__file__).resolve().parent.parent)
+    sys.path.insert(0, tests)
+    yield
+    sys.path.remove(tests)
