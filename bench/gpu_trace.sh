@@ -22,7 +22,8 @@ for candidate in "${CUDA_SAMPLE:-}" /usr/local/cuda/extras/demo_suite/bandwidthT
 done
 cat >job.sh <<JOB
 #!/bin/bash
-source "$here/plugins/trace/sampler.sh"
+source "$here/plugins/trace/start.sh"
+veglia_trace_sampler="$here/plugins/trace/sampler.sh"
 veglia_trace_start $interval
 end=\$((SECONDS + $seconds))
 while ((SECONDS < end)); do

@@ -45,18 +45,25 @@ class _Computer:
         return self.properties[name]
 
 
-def script(command: str, interval: float | None) -> str:
+def script(command: str, interval: float | None) -> tuple[str, dict[str, str]]:
+    """The job script and the files the upload puts beside it."""
     wraps: list[JobScriptWrap] = []
     if interval is not None:
         wrap = job_script_wrap(node=None, computer=_Computer(interval))
         assert wrap is not None
         wraps.append(wrap)
-    return "\n".join(["#!/bin/bash", *wrap_commands([command], wraps)]) + "\n"
+    files = {name: text for wrap in wraps for name, text in wrap.files.items()}
+    return "\n".join(["#!/bin/bash", *wrap_commands([command], wraps)]) + "\n", files
 
 
-def run(folder: Path, text: str, strace: bool = False) -> tuple[float, float, int]:
+def run(
+    folder: Path, job: tuple[str, dict[str, str]], strace: bool = False
+) -> tuple[float, float, int]:
     """Wall seconds, CPU seconds of the script and all it started, programs started."""
+    text, files = job
     (folder / "job.sh").write_text(text)
+    for name, content in files.items():
+        (folder / name).write_text(content)
     argv = ["bash", "job.sh"]
     if strace:
         argv = ["strace", "-f", "-qq", "-e", "trace=execve", "-o", "execs.txt", *argv]

@@ -133,7 +133,7 @@ def test_without_fusion_and_tower_a_job_runs_end_to_end(profile, run_cli, tmp_pa
     shown = ok(run_cli("-p", "test", "computer", "show", "gpu", env=WITHOUT)).stdout
     assert re.search(r"fusion\s+yes \(of a plugin not loaded\)", shown)
     process = ok(run_cli("-p", "test", "process", "show", str(seen["pk"]), env=WITHOUT)).stdout
-    assert "Finished [0]" in process and "GPU" not in process
+    assert "Finished [0]" in process and "GPU (Fusion)" not in process
     assert run_cli("-p", "test", "tower", "status", env=WITHOUT).exit_code == 2
 
     # And with them back, all of it is there again.

@@ -304,11 +304,15 @@ def test_the_jobs_commands_do_not_hold_the_samplers_pipe(tmp_path: Path) -> None
 
 
 def test_cgroup_of_a_plain_job_is_shared(tmp_path: Path) -> None:
-    trace = run_job(tmp_path, job_script(["true"]))
+    # Past its first sample (0.25 s): a job that ends before it reads no shared cgroup.
+    trace = run_job(tmp_path, job_script(["sleep 0.6"]))
     if "cgroup" not in trace:
         pytest.skip("no cgroup readable here")
     assert trace["cgroup"]["scope"] == "shared"
     assert trace["cgroup"]["version"] in ("v1", "v2")
+    short = tmp_path / "short"
+    short.mkdir()
+    assert "cgroup" not in run_job(short, job_script(["true"]))  # the session's, not the job's
 
 
 @pytest.fixture

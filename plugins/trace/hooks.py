@@ -21,6 +21,7 @@ __all__ = [
     "parse_interval",
     "process_show_tables",
     "sampler_text",
+    "start_text",
 ]
 
 #: The live trace in the job's work directory, Fusion's blocks plus the sampler's.
@@ -60,8 +61,18 @@ def computer_properties() -> list[ComputerProperty]:
 
 @functools.cache
 def sampler_text() -> str:
-    """The sampler's bash functions, without their comment lines (the job script's size)."""
-    text = files("veglia.plugins.trace").joinpath("sampler.sh").read_text()
+    """The sampler's bash functions (``_veglia_trace.sh``), without their comment lines."""
+    return _without_comments("sampler.sh")
+
+
+@functools.cache
+def start_text() -> str:
+    """What the job script's own shell holds: ``veglia_trace_start`` and ``_stop``."""
+    return _without_comments("start.sh")
+
+
+def _without_comments(name: str) -> str:
+    text = files("veglia.plugins.trace").joinpath(name).read_text()
     return "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
 
 
@@ -79,8 +90,7 @@ def job_script_wrap(node: Any, computer: Any) -> JobScriptWrap | None:
         # A file beside the script, the same for every job: stored once in the repository.
         # The placeholder fd keeps the prefix's close valid should the sampler not start.
         before=(
-            "exec {veglia_trace_fd}</dev/null\n"
-            f". ./{SAMPLER_FILE} && veglia_trace_start {interval}"
+            f"exec {{veglia_trace_fd}}</dev/null\n{start_text()}\nveglia_trace_start {interval}"
         ),
         files={SAMPLER_FILE: sampler_text()},
         # The job's programs must not hold the sampler's pipe: a daemon the job leaves

@@ -1,9 +1,7 @@
 # veglia core.trace: a job's trace, sampled beside it by the job script's own shell.
 #
-# Defined in the job script (bash >= 4.4), then:
-#     veglia_trace_start INTERVAL      # before the job's commands
-#     {veglia_trace_fd}>&- COMMAND     # each command line: the job must not hold the pipe
-#     veglia_trace_stop                # after them, whatever their exit
+# Uploaded beside the job script as _veglia_trace.sh and read by the sampler's own shell
+# (start.sh, in the job script, starts it): the job's shell never holds these functions.
 # The sampler is a process substitution reading a pipe from the main shell: its `read -t`
 # is its sleep, and the end of the pipe (the main shell closed it, or died) wakes it at once
 # for the final sample. It writes _veglia_trace.json (Fusion's blocks: proc, cgroup, gpu,
@@ -11,25 +9,6 @@
 # The sampling path uses bash builtins only: a periodic sample may start `mv` (an atomic
 # rename) and, where it is on PATH, one `nvidia-smi`; the final sample starts nothing when no
 # periodic sample ran, so a short job pays no process at all.
-
-veglia_trace_start() {
-    veglia_trace_dir=$PWD
-    exec {veglia_trace_fd}> >(veglia_trace_loop "$1" "$$" >/dev/null 2>&1)
-    veglia_trace_pid=$!
-}
-
-veglia_trace_stop() {
-    [[ -n ${veglia_trace_pid-} ]] || return 0
-    local status=0
-    exec {veglia_trace_fd}>&-
-    # bash >= 4.4 waits for a process substitution; an older one says "not a child" (127).
-    # `|| status=$?`: a job script under `set -e` must not end here.
-    wait "$veglia_trace_pid" 2>/dev/null || status=$?
-    if ((status == 127)); then
-        while [[ -d /proc/$veglia_trace_pid ]]; do sleep 0.05; done
-    fi
-    veglia_trace_pid=
-}
 
 # Epoch milliseconds in _veglia_trace_ms.
 _veglia_trace_now() {
@@ -112,27 +91,38 @@ _veglia_trace_cgroup_init() {
     local v2mnt= v2root= v2path=
     _veglia_trace_cgv= _veglia_trace_cgscope=shared
     _veglia_trace_cgdir=()
-    while IFS= read -r line; do
+    local -a fields
+    # Word splitting, not here-strings (each one a pipe or a file): no globbing meanwhile.
+    set -f
+    # mapfile, not `while read`: read takes a /proc file a byte at a time (a millisecond).
+    local -a lines
+    mapfile -t lines 2>/dev/null </proc/self/mountinfo
+    for line in "${lines[@]}"; do
+        [[ $line == *" - cgroup"* ]] || continue
         pre=${line%% - *} post=${line#* - }
-        read -r fstype source opts <<<"$post"
-        read -r _ _ _ root mnt _ <<<"$pre"
+        fields=($post)
+        fstype=${fields[0]} opts=${fields[2]-}
+        fields=($pre)
+        root=${fields[3]-} mnt=${fields[4]-}
         if [[ $fstype == cgroup2 ]]; then
             v2mnt=$mnt v2root=$root
         elif [[ $fstype == cgroup ]]; then
-            IFS=, read -ra ctrls <<<"$opts"
-            for opt in "${ctrls[@]}"; do
+            for opt in ${opts//,/ }; do
                 case $opt in memory | cpuacct | cpu | blkio) mnt_of[$opt]=$mnt root_of[$opt]=$root ;; esac
             done
         fi
-    done 2>/dev/null </proc/self/mountinfo
-    while IFS=: read -r id ctrls path; do
+    done
+    set +f
+    mapfile -t lines 2>/dev/null </proc/"$_veglia_trace_root"/cgroup
+    for line in "${lines[@]}"; do
+        id=${line%%:*} line=${line#*:}
+        ctrls=${line%%:*} path=${line#*:}
         if [[ $id == 0 && -z $ctrls ]]; then
             v2path=$path
         else
-            IFS=, read -ra c <<<"$ctrls"
-            for opt in "${c[@]}"; do path_of[$opt]=$path; done
+            for opt in ${ctrls//,/ }; do path_of[$opt]=$path; done
         fi
-    done 2>/dev/null </proc/"$_veglia_trace_root"/cgroup
+    done
     if [[ -n ${mnt_of[memory]-} && -n ${path_of[memory]-} ]]; then
         _veglia_trace_cgv=v1
         _veglia_trace_job_ancestor "${path_of[memory]}" && _veglia_trace_cgscope=job
@@ -165,22 +155,28 @@ _veglia_trace_cgroup_init() {
 
 # key value lines (memory.stat, cpu.stat, cpuacct.stat, ...) into the associative _veglia_trace_kvs.
 _veglia_trace_read_pairs() {
-    local k v
+    local line k
+    local -a lines
     _veglia_trace_kvs=()
-    while read -r k v _; do
-        [[ -n $k ]] && _veglia_trace_kvs[$k]=$v
-    done 2>/dev/null <"$1"
+    mapfile -t lines 2>/dev/null <"$1"
+    for line in "${lines[@]}"; do
+        k=${line%% *} line=${line#* }
+        [[ -n $k ]] && _veglia_trace_kvs[$k]=${line%% *}
+    done
 }
 
 # "some ... total=N" / "full ... total=N" of a PSI file into _veglia_trace_psi_some, _veglia_trace_psi_full.
 _veglia_trace_read_psi() {
     local kind rest
+    local -a lines
     _veglia_trace_psi_some= _veglia_trace_psi_full=
-    while read -r kind rest; do
+    mapfile -t lines 2>/dev/null <"$1"
+    for rest in "${lines[@]}"; do
+        kind=${rest%% *}
         [[ $rest == *total=* ]] || continue
         rest=${rest##*total=}
         case $kind in some) _veglia_trace_psi_some=${rest%% *} ;; full) _veglia_trace_psi_full=${rest%% *} ;; esac
-    done 2>/dev/null <"$1"
+    done
 }
 
 _veglia_trace_cgroup_v1() {
@@ -198,8 +194,10 @@ _veglia_trace_cgroup_v1() {
         # v1 counts an OOM kill in the cgroup of the process killed (a step's, a task's),
         # not in its parents: the job's count is the sum over the cgroups below it.
         local f
-        for f in "$d"/memory.oom_control "$d"/*/memory.oom_control "$d"/*/*/memory.oom_control \
-            "$d"/*/*/*/memory.oom_control; do
+        local -a below=()
+        [[ $_veglia_trace_cgscope == job ]] &&
+            below=("$d"/*/memory.oom_control "$d"/*/*/memory.oom_control "$d"/*/*/*/memory.oom_control)
+        for f in "$d"/memory.oom_control "${below[@]}"; do
             [[ -e $f ]] || continue
             _veglia_trace_read_pairs "$f"
             [[ -n ${_veglia_trace_kvs[oom_kill]-} ]] || continue
@@ -216,12 +214,19 @@ _veglia_trace_cgroup_v1() {
     fi
     if [[ -n ${_veglia_trace_cgdir[blkio]-} ]]; then
         d=${_veglia_trace_cgdir[blkio]}
-        while read -r dev op n; do
+        local line
+        local -a lines
+        # "MAJ:MIN Read N" lines; mapfile, as `while read` takes them a byte at a time.
+        mapfile -t lines 2>/dev/null <"$d/blkio.throttle.io_service_bytes"
+        for line in "${lines[@]}"; do
+            n=${line##* } op=${line% *} op=${op##* }
             case $op in Read) rd=$((${rd:-0} + n)) ;; Write) wr=$((${wr:-0} + n)) ;; esac
-        done 2>/dev/null <"$d/blkio.throttle.io_service_bytes"
-        while read -r dev op n; do
+        done
+        mapfile -t lines 2>/dev/null <"$d/blkio.throttle.io_serviced"
+        for line in "${lines[@]}"; do
+            n=${line##* } op=${line% *} op=${op##* }
             case $op in Read) ops_r=$((${ops_r:-0} + n)) ;; Write) ops_w=$((${ops_w:-0} + n)) ;; esac
-        done 2>/dev/null <"$d/blkio.throttle.io_serviced"
+        done
         [[ -r $d/blkio.throttle.io_service_bytes ]] && rd=${rd:-0} wr=${wr:-0}
         [[ -r $d/blkio.throttle.io_serviced ]] && ops_r=${ops_r:-0} ops_w=${ops_w:-0}
         _veglia_trace_kv io_read_bytes "$rd"
@@ -259,7 +264,11 @@ _veglia_trace_cgroup_v2() {
     _veglia_trace_cg_thr_us=${_veglia_trace_kvs[throttled_usec]-}
     if [[ -r $d/io.stat ]]; then
         rd=0 wr=0 ops_r=0 ops_w=0
-        while read -r dev f; do
+        local line
+        local -a lines
+        mapfile -t lines 2>/dev/null <"$d/io.stat"
+        for line in "${lines[@]}"; do
+            f=${line#* }
             for k in $f; do
                 case $k in
                 rbytes=*) rd=$((rd + ${k#*=})) ;;
@@ -268,7 +277,7 @@ _veglia_trace_cgroup_v2() {
                 wios=*) ops_w=$((ops_w + ${k#*=})) ;;
                 esac
             done
-        done 2>/dev/null <"$d/io.stat"
+        done
     fi
     _veglia_trace_kv io_read_bytes "$rd"
     _veglia_trace_kv io_write_bytes "$wr"
@@ -587,6 +596,7 @@ _veglia_trace_gpu_block() {
 # Take a sample and write the files; $1: "periodic" or "final".
 _veglia_trace_sample() {
     local kind=$1 cpu=- rss mem=- tmp
+    [[ -n $_veglia_trace_late ]] || _veglia_trace_late_init "$kind"
     _veglia_trace_now
     _veglia_trace_proc
     # The final sample sees the job over: what it used is the last reading while it ran.
@@ -634,6 +644,38 @@ _veglia_trace_sample() {
     [[ $kind == periodic ]] && _veglia_trace_periodic=$((_veglia_trace_periodic + 1))
 }
 
+# What only a sample needs, done at the first one: a job that ends before it costs less.
+# A final sample with no periodic one before reads the cgroup only where it may be the
+# job's own (a batch system's job id is set): the direct scheduler's is the session's.
+_veglia_trace_late_init() {
+    _veglia_trace_late=1
+    if [[ $1 == periodic || -n ${SLURM_JOB_ID-}${PBS_JOBID-}${LSB_JOBID-}${JOB_ID-} ]]; then
+        _veglia_trace_cgroup_init
+    fi
+    [[ $1 == periodic ]] || return 0
+    # The job's GPUs: those the scheduler gave it, else every one the node shows.
+    _veglia_trace_nvsmi= _veglia_trace_gpu_ids= _veglia_trace_gpu_scope=job
+    local v IFS=:
+    local -a path_dirs
+    set -f
+    path_dirs=($PATH)
+    set +f
+    IFS=$' \t\n'
+    for v in "${path_dirs[@]}"; do
+        [[ -x $v/nvidia-smi ]] && _veglia_trace_nvsmi=$v/nvidia-smi && break
+    done
+    if [[ -n ${CUDA_VISIBLE_DEVICES+set} ]]; then
+        case $CUDA_VISIBLE_DEVICES in "" | -1 | NoDevFiles) _veglia_trace_nvsmi= ;; esac
+        _veglia_trace_gpu_ids=$CUDA_VISIBLE_DEVICES
+    elif [[ -n ${SLURM_JOB_GPUS-} || -n ${SLURM_STEP_GPUS-} ]]; then
+        _veglia_trace_gpu_ids=${SLURM_JOB_GPUS:-$SLURM_STEP_GPUS}
+    elif [[ -n ${GPU_DEVICE_ORDINAL-} ]]; then
+        _veglia_trace_gpu_ids=$GPU_DEVICE_ORDINAL
+    else
+        _veglia_trace_gpu_scope=node
+    fi
+}
+
 # The sampler: $1 the interval (seconds), $2 the job script's shell.
 veglia_trace_loop() {
     # The job's shell options are not the sampler's: no -e, -u, -x; globbing on, for
@@ -658,13 +700,16 @@ veglia_trace_loop() {
     _veglia_trace_ticks0=$((stat[11] + stat[12] + stat[13] + stat[14]))
     _veglia_trace_io0=(0 0 0 0 0 0)
     i=0
-    while IFS=$': \t' read -r k v; do
+    local -a lines
+    mapfile -t lines 2>/dev/null </proc/"$_veglia_trace_root"/io
+    for line in "${lines[@]}"; do
+        k=${line%%:*} v=${line##* }
         case $k in rchar | wchar | syscr | syscw | read_bytes | write_bytes)
             _veglia_trace_io0[i]=$v
             i=$((i + 1))
             ;;
         esac
-    done 2>/dev/null </proc/"$_veglia_trace_root"/io
+    done
     _veglia_trace_ticks_max=0 _veglia_trace_peak_rss=0 _veglia_trace_peak_vmem=0 _veglia_trace_gone_vol=0 _veglia_trace_gone_inv=0
     _veglia_trace_cg_peak_rss=0 _veglia_trace_samples=0 _veglia_trace_periodic=0 _veglia_trace_prev_ms=$_veglia_trace_t0 _veglia_trace_prev_ticks=0
     _veglia_trace_last_rss= _veglia_trace_last_vmem=
@@ -687,39 +732,26 @@ veglia_trace_loop() {
     _veglia_trace_children_files=
     [[ -r /proc/$_veglia_trace_root/task/$_veglia_trace_root/children ]] && _veglia_trace_children_files=1
     _veglia_trace_memtotal=0 _veglia_trace_cpu_name=
-    while IFS=$': \t' read -r k v _; do
-        [[ $k == MemTotal ]] && _veglia_trace_memtotal=$v && break
-    done 2>/dev/null </proc/meminfo
-    while IFS=: read -r k v; do
-        if [[ $k == "model name"* ]]; then
-            _veglia_trace_trim "$v"
+    mapfile -t -n 1 lines 2>/dev/null </proc/meminfo
+    if [[ ${lines[0]-} == MemTotal:* ]]; then
+        v=${lines[0]#MemTotal:} v=${v% kB}
+        _veglia_trace_memtotal=$((10#${v// /}))
+    fi
+    # The first processor's lines come first: no need for the hundreds after them.
+    mapfile -t -n 40 lines 2>/dev/null </proc/cpuinfo
+    for line in "${lines[@]}"; do
+        if [[ $line == "model name"* ]]; then
+            _veglia_trace_trim "${line#*:}"
             _veglia_trace_cpu_name=$_veglia_trace_s
             break
         fi
-    done 2>/dev/null </proc/cpuinfo
+    done
     case ${HOSTTYPE:-} in
     x86_64) _veglia_trace_arch=linux/amd64 ;;
     aarch64) _veglia_trace_arch=linux/arm64 ;;
     *) _veglia_trace_arch=linux/${HOSTTYPE:-unknown} ;;
     esac
-    _veglia_trace_cgroup_init
-    # The job's GPUs: those the scheduler gave it, else every one the node shows.
-    _veglia_trace_nvsmi= _veglia_trace_gpu_ids= _veglia_trace_gpu_scope=job
-    local -a path_dirs
-    IFS=: read -ra path_dirs <<<"$PATH"
-    for v in "${path_dirs[@]}"; do
-        [[ -x $v/nvidia-smi ]] && _veglia_trace_nvsmi=$v/nvidia-smi && break
-    done
-    if [[ -n ${CUDA_VISIBLE_DEVICES+set} ]]; then
-        case $CUDA_VISIBLE_DEVICES in "" | -1 | NoDevFiles) _veglia_trace_nvsmi= ;; esac
-        _veglia_trace_gpu_ids=$CUDA_VISIBLE_DEVICES
-    elif [[ -n ${SLURM_JOB_GPUS-} || -n ${SLURM_STEP_GPUS-} ]]; then
-        _veglia_trace_gpu_ids=${SLURM_JOB_GPUS:-$SLURM_STEP_GPUS}
-    elif [[ -n ${GPU_DEVICE_ORDINAL-} ]]; then
-        _veglia_trace_gpu_ids=$GPU_DEVICE_ORDINAL
-    else
-        _veglia_trace_gpu_scope=node
-    fi
+    _veglia_trace_cgv= _veglia_trace_cgscope=shared _veglia_trace_nvsmi= _veglia_trace_late=
     _veglia_trace_stop=
     trap '_veglia_trace_stop=1' TERM HUP
     # The first samples come quickly (a short job gets some), then one an interval.

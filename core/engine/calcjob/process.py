@@ -435,7 +435,9 @@ class CalcJob(Process):
                 await self._record_queues()  # for a restart policy that moves the job
                 return True
         elif trace_reads:
-            await live_trace.refresh(self, trace_reads)
+            # Only a read, of what a later poll reads again: a kill or pause cuts it short
+            # (a computer that stopped answering would otherwise hold the kill).
+            await self._before_the_call(live_trace.refresh(self, trace_reads))
         if not running:
             live_trace.flush(self)
         return done
