@@ -19,8 +19,8 @@ FAKE_NVSMI = Path(__file__).parent / "data" / "nvidia-smi"
 MIB = 1024 * 1024
 # 300 MiB, every page written (bytearray zero-fills what it allocates), held for 3 s.
 HOLDS_300_MB = "python3 -c 'import time; x = bytearray(300 * 1024**2); time.sleep(3)'"
-# One core busy for 3 s.
-BUSY_3_S = "python3 -c 'import time; t = time.time()\nwhile time.time() - t < 3: pass'"
+# Two seconds of one core's CPU time, however long a loaded machine takes to give them.
+BUSY_2_S = "python3 -c 'import time\nwhile time.process_time() < 2: pass'"
 
 
 def _trace(node) -> dict:
@@ -71,12 +71,17 @@ def test_a_300_mb_job_on_the_direct_scheduler_shows_its_peak_and_a_shared_cgroup
     assert trace["sources"]["proc"] == "trace"
 
 
+def _one_busy_core(proc: dict) -> None:
+    """pct_cpu (percent of one core x10 over the run) times the run: the job's 2 s of CPU,
+    near 1000 on an idle machine, less on a loaded one, never more than one core."""
+    assert proc["pct_cpu"] <= 1100, proc
+    assert _within(proc["pct_cpu"] * proc["realtime"] / 1000, 2000, 0.15), proc
+
+
 def test_a_cpu_bound_job_shows_one_busy_core(fast_localhost):
-    node = _run(BUSY_3_S, "localhost")
+    node = _run(BUSY_2_S, "localhost")
     assert node.is_finished_ok, node.exit_message
-    proc = _trace(node)["proc"]
-    assert 800 <= proc["pct_cpu"] <= 1100, proc  # percent of one core, times ten
-    assert 2800 <= proc["realtime"] <= 6000, proc
+    _one_busy_core(_trace(node)["proc"])
 
 
 def test_without_usr_bin_time_right_sizing_takes_the_trace_s_peak(fast_localhost):
@@ -141,10 +146,9 @@ def test_a_job_slurm_kills_for_memory_keeps_what_was_sampled(slurm_traced):
 
 @pytest.mark.services
 def test_a_cpu_bound_slurm_job_shows_one_busy_core(slurm_traced):
-    node = _run(BUSY_3_S, "slurm")
+    node = _run(BUSY_2_S, "slurm")
     assert node.is_finished_ok, node.exit_message
-    proc = _trace(node)["proc"]
-    assert 800 <= proc["pct_cpu"] <= 1100, proc
+    _one_busy_core(_trace(node)["proc"])
 
 
 # -- a live monitor on the real sampler --------------------------------------------------
