@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import time
-from pathlib import Path
 
 import pytest
 
@@ -14,6 +13,7 @@ from veglia.config import Config
 from veglia.entry_points import CalculationFactory, WorkflowFactory
 from veglia.plugins.tower import outbox
 from veglia.plugins.tower.sender import TowerSender
+from veglia_fixtures.fake_gpu import FAKE_NVSMI, replay_gpu
 from veglia_fixtures.profiles import make_profile, wait_for
 from veglia_fixtures.seqera_platform import TOKEN
 
@@ -369,14 +369,9 @@ def test_status_shows_the_last_error_of_a_busy_platform(tower_profile, platform,
 def test_a_job_without_fusion_sends_the_sampler_s_gpu_block(tower_profile, platform, tmp_path):
     """A GPU job on a computer with no Fusion: the core.trace sampler's gpu block (a recorded
     Tesla T4's nvidia-smi replayed on the job's PATH) reaches the Platform as for Fusion."""
-    fake = Path(__file__).parent / "data" / "nvidia-smi"
-    computer = orm.load_computer("localhost")
-    computer.properties["trace_interval"] = 0.25
-    computer.properties["prepend_text"] = (
-        f"export PATH={fake}:$PATH VEGLIA_FAKE_NVSMI_SCENARIO={fake / 't4'} "
-        f"VEGLIA_FAKE_NVSMI_STATE={tmp_path / 'calls'}"
+    replay_gpu(
+        orm.load_computer("localhost"), FAKE_NVSMI / "t4", tmp_path / "calls", trace_interval=0.25
     )
-    computer.save()
     builder = ShellJob.get_builder()
     builder.command = orm.Str("sleep 2")
     node = _run("sampled-gpu", builder)

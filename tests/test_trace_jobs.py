@@ -12,10 +12,10 @@ from veglia import engine, orm
 from veglia.engine.calcjob.history import similar_usage
 from veglia.entry_points import CalculationFactory
 from veglia.orm.attributes import SIMILARITY_KEY
+from veglia_fixtures.fake_gpu import FAKE_NVSMI, replay_gpu
 from veglia_fixtures.services import ssh_computer
 
 ShellJob = CalculationFactory("core.shell")
-FAKE_NVSMI = Path(__file__).parent / "data" / "nvidia-smi"
 MIB = 1024 * 1024
 # 300 MiB, every page written (bytearray zero-fills what it allocates), held for 3 s.
 HOLDS_300_MB = "python3 -c 'import time; x = bytearray(300 * 1024**2); time.sleep(3)'"
@@ -167,11 +167,7 @@ def test_gpu_idle_stops_a_job_whose_gpu_went_idle_though_its_average_is_high(
     # Busy at 90 % for the first eight samples, then idle: the monitor wants 3 idle samples
     # (1.5 s at 0.5 s), when the average since the start is still far above its 5 %.
     scenario = _t4_calls(tmp_path / "busy-then-idle", [90] * 8 + [0])
-    fast_localhost.properties["prepend_text"] = (
-        f"export PATH={FAKE_NVSMI}:$PATH VEGLIA_FAKE_NVSMI_SCENARIO={scenario} "
-        f"VEGLIA_FAKE_NVSMI_STATE={tmp_path / 'calls'}"
-    )
-    fast_localhost.save()
+    replay_gpu(fast_localhost, scenario, tmp_path / "calls")
     builder = ShellJob.get_builder()
     builder.command = orm.Str("sleep 60")
     builder.monitors = {
