@@ -15,10 +15,9 @@ from veglia.cli.cmd_node_delete import node_delete
 from veglia.cli.cmd_node_repo import print_content, print_listing, repo_group
 from veglia.cli.completion import complete_calcjob_pks, complete_node_pks
 from veglia.cli.graph_image import render_image
-from veglia.cli.monitor_notes import stopped_by
 from veglia.cli.node_args import load_calcjob
 from veglia.cli.output import console, echo_success, echo_warning, print_table
-from veglia.cli.process_format import format_state, format_time, relative_time
+from veglia.cli.process_format import format_time, relative_time
 from veglia.cli.state import CliState, pass_state
 from veglia.exceptions import NotExistent
 from veglia.orm import Bool, Dict, Float, Int, Str
@@ -30,6 +29,7 @@ from veglia.orm.nodes import Node, load_node
 from veglia.orm.process_nodes import CalcJobNode, ProcessNode
 from veglia.orm.queries import links_of, node_mtime, provenance_around
 from veglia.orm.workdirs import cleaned_message
+from veglia.views.rows import format_state, stopped_by
 
 __all__ = ["graph_dot", "type_name"]
 

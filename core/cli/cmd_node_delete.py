@@ -6,10 +6,10 @@ from __future__ import annotations
 import click
 
 from veglia.cli.output import console, echo_success, print_table
-from veglia.cli.process_format import format_state
 from veglia.cli.state import CliState, pass_state
 from veglia.orm.deletion import DeletionPlan, delete_nodes, plan_deletion
 from veglia.orm.nodes import load_node
+from veglia.views.rows import format_state
 
 
 def _plural(number: int, what: str) -> str:
