@@ -41,6 +41,7 @@ __all__ = [
     "count_by_state",
     "created_or_returned",
     "creating_calcjobs",
+    "file_sizes",
     "has_attribute",
     "label_condition",
     "links_of",
@@ -134,6 +135,7 @@ def list_processes(
     past_days: int | None = None,
     limit: int | None = None,
     process_type: str | None = None,
+    process_type_pattern: str | None = None,
     label: str | None = None,
     label_pattern: str | None = None,
     exit_status: int | None = None,
@@ -148,8 +150,9 @@ def list_processes(
     """Processes in one query, by ``order_by`` (one of :data:`ORDER_BY`), ascending unless
     ``descending``; with a ``limit``, the ``limit`` greatest by that key (the most recent by
     default). Only those in ``states``, finished with a non-zero exit status (``failed``),
-    created in the last ``past_days`` days, of a ``process_type``, with a ``label``, a label
-    matching ``label_pattern`` (see :func:`label_condition`), an ``exit_status``, among
+    created in the last ``past_days`` days, of a ``process_type`` (or one that matches
+    ``process_type_pattern``), with a ``label``, a label matching ``label_pattern`` (see
+    :func:`label_condition`), an ``exit_status``, among
     ``pks``, in the ``group`` (label, pk or UUID), changed after ``modified_after``, with
     any of the attributes ``with_any_attribute``, as asked. Every filter applies before
     the ``limit``: it counts the processes that pass them. Each row's ``attributes`` holds
@@ -182,6 +185,8 @@ def list_processes(
         query = query.where(nodes.c.ctime >= datetime.now(timezone.utc) - timedelta(days=past_days))
     if process_type is not None:
         query = query.where(nodes.c.process_type == process_type)
+    if process_type_pattern is not None:
+        query = query.where(label_condition(process_type_pattern, nodes.c.process_type))
     if label is not None:
         query = query.where(nodes.c.label == label)
     if label_pattern is not None:
@@ -228,15 +233,16 @@ def count_by_state() -> dict[str, int]:
         return {state or "unknown": count for state, count in connection.execute(query)}
 
 
-def label_condition(pattern: str) -> Any:
-    """A condition on ``nodes``: the label holds ``pattern``, or matches it when it is a glob
-    (``*`` any text, ``?`` one character); case-insensitive on every database."""
+def label_condition(pattern: str, column: Any = None) -> Any:
+    """A condition on ``nodes``: the label (or ``column``) holds ``pattern``, or matches it
+    when it is a glob (``*`` any text, ``?`` one character); case-insensitive on every
+    database."""
     escaped = pattern.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
     if "*" in pattern or "?" in pattern:
         like = escaped.replace("*", "%").replace("?", "_")
     else:
         like = f"%{escaped}%"
-    return nodes.c.label.ilike(like, escape="\\")
+    return (nodes.c.label if column is None else column).ilike(like, escape="\\")
 
 
 #: What a node is, in a line: pk, node type, label, process type, state, exit status.
@@ -388,6 +394,18 @@ def creating_calcjobs(node_pks: Iterable[int]) -> dict[int, list[int]]:
     for producer, made in rows:
         producers.setdefault(producer, []).append(made)
     return producers
+
+
+def file_sizes(node_pks: Iterable[int]) -> dict[int, int]:
+    """The total size in bytes of each node's stored files (nodes without files left out)."""
+    with get_storage().connection() as connection:
+        return dict(
+            connection.execute(
+                sa.select(stored_files.c.node_id, sa.func.sum(stored_files.c.size))
+                .where(stored_files.c.node_id.in_(set(node_pks)))
+                .group_by(stored_files.c.node_id)
+            ).all()
+        )
 
 
 def repository_files(node_pks: Iterable[int]) -> list[tuple[int, str, str]]:

@@ -13,7 +13,7 @@ from typing import Any
 __all__ = [
     "job_view",
     "node_view",
-    "overview",
+    "overview_view",
     "process_row",
     "process_rows",
     "processes_view",
@@ -23,7 +23,7 @@ __all__ = [
 _HOMES = {
     "job_view": "veglia.views.job",
     "node_view": "veglia.views.node",
-    "overview": "veglia.views.overview",
+    "overview_view": "veglia.views.overview",
     "process_row": "veglia.views.rows",
     "process_rows": "veglia.views.rows",
     "processes_view": "veglia.views.processes",

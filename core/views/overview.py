@@ -34,7 +34,7 @@ from veglia.orm.queries import (
 from veglia.views.panels import plugin_panels
 from veglia.views.rows import ROW_ATTRIBUTES, process_row, select_processes, url_of
 
-__all__ = ["ACTIVE_LIMIT", "RECENT_LIMIT", "overview"]
+__all__ = ["ACTIVE_LIMIT", "RECENT_LIMIT", "overview_view"]
 
 #: At most this many active processes, the newest (the counts have them all).
 ACTIVE_LIMIT = 200
@@ -46,7 +46,7 @@ _QUEUED = {"queued", "queued_held"}
 _ENDED = ("finished", "excepted", "killed")
 
 
-def overview() -> dict[str, Any]:
+def overview_view() -> dict[str, Any]:
     """The overview's dict (``counts``, ``active``, ``recent``, ``computers``, ``workers``,
     ``attention``, ``panels``)."""
     now = datetime.now(timezone.utc)
