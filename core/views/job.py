@@ -10,6 +10,7 @@ from veglia.engine.calcjob.tasks import SCRIPT_NAME
 from veglia.exceptions import NotExistent
 from veglia.orm.attributes import (
     CODE,
+    COMPUTER,
     MONITOR_STATE,
     MONITORS,
     STARTED_AT,
@@ -54,7 +55,7 @@ def _value(node: Node) -> str | None:
 def _location(node: Node) -> str | None:
     attributes = node.attributes
     if "remote_path" in attributes:
-        return f"{attributes.get('computer') or '?'}:{attributes['remote_path']}"
+        return f"{attributes.get(COMPUTER) or '?'}:{attributes['remote_path']}"
     if "filename" in attributes:
         return str(attributes["filename"])
     return None

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Any
 
 from veglia.engine.progress import format_seconds
@@ -16,7 +17,7 @@ from veglia.views.overview import overview_view
 from veglia.views.processes import processes_view
 from veglia.views.workflow import workflow_view
 
-__all__ = ["PAGES", "TEMPLATE_GLOBALS", "Page", "human_bytes", "human_seconds"]
+__all__ = ["PAGES", "TEMPLATE_GLOBALS", "Page", "human_bytes", "human_seconds", "when"]
 
 
 @dataclass(frozen=True)
@@ -87,10 +88,23 @@ def human_seconds(value: float | None) -> str:
     return "" if value is None else format_seconds(value)
 
 
+def when(value: str | None) -> str:
+    """An ISO time of a view as ``2026-01-31 14:05:09 UTC`` (a page's script may show it in
+    the reader's zone from the ``<time datetime>`` around it); empty for None."""
+    if not value:
+        return ""
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        return value
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
 #: Functions the templates call (the server adds them to its Jinja2 environment).
 TEMPLATE_GLOBALS: dict[str, Callable[..., Any]] = {
     "timeline_svg": charts.timeline_svg,
     "usage_svg": charts.usage_svg,
     "human_bytes": human_bytes,
     "human_seconds": human_seconds,
+    "when": when,
 }
