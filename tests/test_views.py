@@ -201,9 +201,11 @@ def test_the_overview_counts_lists_and_asks_for_attention(ran):
         "gone",
         **{CANCEL_PENDING: {"job_id": "42", "computer": "localhost", "since": now}},
     )
+    played = _process(orm.CalcJobNode, "waiting", "played", **{PAUSED: False, PAUSED_REASON: ""})
     view = overview_view()
-    assert view["counts"]["finished"] == 5 and view["counts"]["waiting"] == 2
-    assert {row["pk"] for row in view["active"]} == {blocked.pk, outage.pk}
+    assert view["counts"]["finished"] == 5 and view["counts"]["waiting"] == 3
+    assert {row["pk"] for row in view["active"]} == {blocked.pk, outage.pk, played.pk}
+    assert played.pk not in {item["pk"] for item in view["attention"]}
     recent = [row["pk"] for row in view["recent"]]
     assert {flow.pk, failed.pk, stopped.pk, cancel.pk} <= set(recent)
     problems = {item["pk"]: item for item in view["attention"]}

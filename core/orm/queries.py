@@ -146,15 +146,16 @@ def list_processes(
     attribute_keys: Iterable[str] | None = None,
     modified_after: datetime | None = None,
     with_any_attribute: Iterable[str] | None = None,
+    paused: bool | None = None,
 ) -> list[ProcessRow]:
     """Processes in one query, by ``order_by`` (one of :data:`ORDER_BY`), ascending unless
     ``descending``; with a ``limit``, the ``limit`` greatest by that key (the most recent by
     default). Only those in ``states``, finished with a non-zero exit status (``failed``),
     created in the last ``past_days`` days, of a ``process_type`` (or one that matches
     ``process_type_pattern``), with a ``label``, a label matching ``label_pattern`` (see
-    :func:`label_condition`), an ``exit_status``, among
-    ``pks``, in the ``group`` (label, pk or UUID), changed after ``modified_after``, with
-    any of the attributes ``with_any_attribute``, as asked. Every filter applies before
+    :func:`label_condition`), an ``exit_status``, among ``pks``, in the ``group`` (label,
+    pk or UUID), changed after ``modified_after``, with any of the attributes
+    ``with_any_attribute``, paused (or not), as asked. Every filter applies before
     the ``limit``: it counts the processes that pass them. Each row's ``attributes`` holds
     only ``attribute_keys`` when given (those the node has): a finished job's other
     attributes (its trace record, its last job info, ...) are most of its row, and reading
@@ -199,6 +200,9 @@ def list_processes(
         query = query.where(nodes.c.mtime > modified_after)
     if with_any_attribute is not None:
         query = query.where(sa.or_(*(has_attribute(key) for key in with_any_attribute)))
+    if paused is not None:
+        is_paused = nodes.c.attributes[PAUSED].as_boolean().is_(True)
+        query = query.where(is_paused if paused else sa.not_(is_paused))
     if group is not None:
         # Lazy: the ORM, only when a group is asked for.
         from veglia.orm.groups import load_group

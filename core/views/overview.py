@@ -32,12 +32,14 @@ from veglia.orm.queries import (
     list_processes,
 )
 from veglia.views.panels import plugin_panels
-from veglia.views.rows import ROW_ATTRIBUTES, process_row, select_processes, url_of
+from veglia.views.rows import ROW_ATTRIBUTES, kind_of, process_row, url_of
 
 __all__ = ["ACTIVE_LIMIT", "RECENT_LIMIT", "overview_view"]
 
 #: At most this many active processes, the newest (the counts have them all).
 ACTIVE_LIMIT = 200
+#: At most this many of each kind of trouble (blocked or paused, cancels still to do).
+ATTENTION_LIMIT = 200
 #: At most this many processes ended in the last day, the latest first.
 RECENT_LIMIT = 50
 #: A worker whose status file is older than this is taken for dead (it writes it each second).
@@ -51,9 +53,8 @@ def overview_view() -> dict[str, Any]:
     ``attention``, ``panels``)."""
     now = datetime.now(timezone.utc)
     day_ago = now - timedelta(days=1)
-    keys = (*ROW_ATTRIBUTES, BLOCKED, UNREACHABLE)
-    active = select_processes(
-        ACTIVE_STATES, attribute_keys=keys, limit=ACTIVE_LIMIT, descending=True
+    active = list_processes(
+        ACTIVE_STATES, attribute_keys=ROW_ATTRIBUTES, limit=ACTIVE_LIMIT, descending=True
     )
     recent = list_processes(
         _ENDED,
@@ -72,18 +73,23 @@ def overview_view() -> dict[str, Any]:
         descending=True,
         limit=RECENT_LIMIT,
     )
-    troubled = list_processes(
-        ACTIVE_STATES,
-        attribute_keys=(BLOCKED, PAUSED, PAUSED_REASON, UNREACHABLE),
-        with_any_attribute=(BLOCKED, PAUSED, UNREACHABLE),
+    keys = (BLOCKED, PAUSED, PAUSED_REASON, UNREACHABLE)
+    blocked = list_processes(
+        ACTIVE_STATES, attribute_keys=keys, with_any_attribute=(BLOCKED,), limit=ATTENTION_LIMIT
     )
+    paused = list_processes(ACTIVE_STATES, attribute_keys=keys, paused=True, limit=ATTENTION_LIMIT)
+    seen = {row.pk for row in blocked}
+    troubled = [*blocked, *(row for row in paused if row.pk not in seen)]
     pending = list_processes(
-        _ENDED, attribute_keys=(CANCEL_PENDING,), with_any_attribute=(CANCEL_PENDING,)
+        _ENDED,
+        attribute_keys=(CANCEL_PENDING,),
+        with_any_attribute=(CANCEL_PENDING,),
+        limit=ATTENTION_LIMIT,
     )
     return {
         "now": now.isoformat(),
         "counts": count_by_state(),
-        "active": [process_row(row) for row in active if row.process_state in ACTIVE_STATES],
+        "active": [process_row(row) for row in active],
         "recent": [process_row(row) for row in recent],
         "computers": computers(troubled),
         "workers": workers(),
@@ -170,11 +176,10 @@ def workers() -> list[dict[str, Any]]:
 
 
 def _problem(row: ProcessRow, problem: str, what_to_do: str) -> dict[str, Any]:
-    kind = "calcjob" if row.node_type == "process.calcjob" else row.node_type.rsplit(".", 1)[-1]
     return {
         "pk": row.pk,
         "label": row.label,
-        "url": url_of(row.pk, kind),
+        "url": url_of(row.pk, kind_of(row.node_type)),
         "problem": problem,
         "what_to_do": what_to_do,
     }
