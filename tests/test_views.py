@@ -16,6 +16,7 @@ from veglia.orm.attributes import (
     CANCEL_PENDING,
     PAUSED,
     PAUSED_REASON,
+    SCHEDULER_STATE,
     STOPPED_BY_MONITOR,
     UNREACHABLE,
 )
@@ -273,3 +274,39 @@ def test_overview_panels_of_tower_report_its_outbox(veglia_home):
 
 def test_overview_panels_leave_tower_out_when_it_is_off_and_idle(profile):
     assert not [p for p in overview_view()["panels"] if "Tower" in p["title"]]
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def any_profile(request, veglia_home):
+    from veglia.engine.runner import set_runner
+
+    options = {}
+    if request.param == "postgresql":
+        options["storage.url"] = request.getfixturevalue("postgres_database")
+    yield make_profile(**options)
+    set_runner(None)
+
+
+def test_the_overview_and_search_queries_on_each_database(any_profile):
+    now = time.time()
+    flow = _process(orm.WorkflowNode, "waiting", "flow")
+    queued = _process(
+        orm.CalcJobNode, "waiting", "queued", caller=flow, **{SCHEDULER_STATE: "queued"}
+    )
+    paused = _process(orm.CalcJobNode, "waiting", "paused", **{PAUSED: True, PAUSED_REASON: "me"})
+    _process(orm.CalcJobNode, "waiting", "played", **{PAUSED: False})
+    gone = _process(
+        orm.CalcJobNode,
+        "killed",
+        "gone",
+        **{CANCEL_PENDING: {"job_id": "7", "computer": "localhost", "since": now}},
+    )
+    view = overview_view()
+    assert view["counts"] == {"waiting": 4, "killed": 1}
+    assert {item["pk"] for item in view["attention"]} == {paused.pk, gone.pk}
+    assert [row["pk"] for row in view["recent"]] == [gone.pk]
+    rows = process_rows()  # the active ones, and the one whose cancel is still to do
+    assert [(row["pk"], row["depth"]) for row in rows][:2] == [(flow.pk, 0), (queued.pk, 1)]
+    assert rows[1]["status"] == "scheduler: queued"
+    assert gone.pk in {row["pk"] for row in rows}
+    assert processes_view({"type": "demo", "state": "all"})["rows"][0]["pk"] == flow.pk
