@@ -4,6 +4,7 @@ for real jobs and a real workflow, and the CLI saying the same as the view."""
 from __future__ import annotations
 
 import time
+from itertools import pairwise
 
 import pytest
 
@@ -118,6 +119,18 @@ def test_the_job_view_has_its_history_scheduler_files_and_log(ran):
     failed_view = job_view(failed.pk)
     assert failed_view["process"]["state_text"] == f"⨯ Finished [{failed.exit_status}]"
     assert failed_view["process"]["exit_message"] == failed.exit_message
+
+
+def test_the_job_view_has_the_trace_of_what_it_used(profile):
+    command = "python3 -c 'x = bytearray(50_000_000); import time; time.sleep(2.5)'"
+    _, job = engine.run_get_node(ShellJob, command=orm.Str(command))
+    view = job_view(job.pk)
+    assert view["trace"]["measured_by"] == "trace"
+    points = view["trace"]["points"]
+    assert len(points) >= 2 and all(a["t"] < b["t"] for a, b in pairwise(points))
+    assert max(point["rss"] for point in points) > 50_000_000  # bytes
+    memory = next(r for r in view["resources"] if r["name"] == "memory")
+    assert memory["used"] > 50_000_000 and memory["unit"] == "bytes"
 
 
 def test_a_missing_or_wrong_pk_is_not_existent(ran):

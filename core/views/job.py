@@ -175,11 +175,11 @@ def _trace(node: CalcJobNode) -> dict[str, Any] | None:
         }
     record = node.get_attribute(TRACE_RECORD) or {}
     trace = (record.get("extras") or {}).get("trace") or {}
+    # The series is the core.trace sampler's; a job it missed keeps the last live read.
     series = trace.get("series") or (live or {}).get("series") or []
     if not series:
         return None
-    measured_by = record.get("measured_by") or "trace"
-    return {"measured_by": str(measured_by), "points": [_point(p) for p in series]}
+    return {"measured_by": "trace", "points": [_point(p) for p in series]}
 
 
 def job_view(pk: int) -> dict[str, Any]:
