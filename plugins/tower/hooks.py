@@ -99,7 +99,8 @@ def overview_panels() -> list[Any]:
     from veglia.plugin_api import Panel
     from veglia.plugins.tower import outbox
 
-    enabled = settings_of(get_profile()).enabled
+    settings = settings_of(get_profile())
+    enabled = settings.enabled
     counts = outbox.status_counts()
     runs = counts["runs"]
     if not enabled and not (counts["pending"] or counts["sent"] or counts["held"] or runs):
@@ -112,7 +113,11 @@ def overview_panels() -> list[Any]:
         ("runs", ", ".join(f"{runs.get(state, 0)} {state}" for state in _RUN_STATES)),
     ]
     if counts["last_error"]:
-        rows.append(("last error", counts["last_error"]))
+        error = str(counts["last_error"])
+        # Whoever reads the overview may not see the token, were a server to echo it.
+        rows.append(
+            ("last error", error.replace(settings.token, "***") if settings.token else error)
+        )
     if runs.get("refused"):
         rows.append(("what to do", "veglia tower status, then veglia tower retry"))
     return [Panel("Seqera Platform (Tower) reports", rows)]
