@@ -110,6 +110,7 @@ def test_the_job_view_has_its_history_scheduler_files_and_log(ran):
     ] == ["created", "submitted", "running", "finished"]
     assert view["scheduler"]["computer"] == "localhost" and view["scheduler"]["job_id"]
     assert view["script"] and "echo hi" in view["script"]
+    assert view["command_line"] == "bash -c 'echo hi; echo run 1' > stdout 2> stderr"
     command = next(link for link in view["inputs"] if link["link_label"] == "command")
     assert command["value"] == "echo hi; echo run 1" and command["url"] == f"/node/{command['pk']}"
     stdout = next(link for link in view["outputs"] if link["link_label"] == "stdout")

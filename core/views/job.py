@@ -9,7 +9,7 @@ from typing import Any
 from veglia.engine.calcjob.tasks import SCRIPT_NAME
 from veglia.exceptions import NotExistent
 from veglia.orm.attributes import (
-    CODE,
+    COMMAND_LINES,
     COMPUTER,
     MONITOR_STATE,
     MONITORS,
@@ -188,7 +188,6 @@ def job_view(pk: int) -> dict[str, Any]:
     assert isinstance(node, CalcJobNode)
     row = process_row(list_processes(None, pks=[pk], attribute_keys=ROW_ATTRIBUTES)[0])
     options = node.options or {}
-    code = node.get_attribute(CODE) or {}
     logs = node.logs[-LOG_LIMIT:]
     return {
         "process": row,
@@ -200,7 +199,7 @@ def job_view(pk: int) -> dict[str, Any]:
             "computer": node.computer_label,
         },
         "resources": _resources(node),
-        "command_line": code.get("executable"),
+        "command_line": "\n".join(node.get_attribute(COMMAND_LINES) or []) or None,
         "script": _script(node),
         "inputs": link_rows(list(node.inputs.items())),
         "outputs": link_rows(list(node.outputs.items())),
