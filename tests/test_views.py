@@ -324,3 +324,45 @@ def test_the_overview_and_search_queries_on_each_database(any_profile):
     assert rows[1]["status"] == "scheduler: queued"
     assert gone.pk in {row["pk"] for row in rows}
     assert processes_view({"type": "demo", "state": "all"})["rows"][0]["pk"] == flow.pk
+
+
+def _statements(build) -> int:
+    """How many SQL statements ``build()`` sends."""
+    import sqlalchemy as sa
+
+    from veglia.manage import get_storage
+
+    engine_ = get_storage().engine
+    sent = []
+
+    def count(*args):
+        sent.append(args)
+
+    sa.event.listen(engine_, "before_cursor_execute", count)
+    try:
+        build()
+    finally:
+        sa.event.remove(engine_, "before_cursor_execute", count)
+    return len(sent)
+
+
+def test_lists_cost_the_same_queries_for_few_processes_or_many(profile):
+    """No query per row: ten times the processes, the same statements."""
+    flow = _process(orm.WorkflowNode, "waiting", "flow")
+
+    def add(count: int) -> None:
+        for index in range(count):
+            _process(orm.CalcJobNode, "waiting", f"step {index}", caller=flow)
+            _process(orm.CalcJobNode, "finished", f"done {index}", 0)
+            _process(orm.CalcJobNode, "waiting", f"held {index}", **{PAUSED: True})
+
+    builds = {
+        "overview": overview_view,
+        "processes": lambda: processes_view({"state": "all"}),
+        "workflow": lambda: workflow_view(flow.pk),
+    }
+    add(3)
+    few = {name: _statements(build) for name, build in builds.items()}
+    add(27)
+    many = {name: _statements(build) for name, build in builds.items()}
+    assert all(few.values()) and many == few
