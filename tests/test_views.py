@@ -164,16 +164,21 @@ def test_process_list_says_what_the_view_rows_say(ran, run_cli):
     listed = run_cli("-p", "test", "process", "list", "-a", "-P", "pk,state,status", "--raw")
     cli_rows = {}
     for line in listed.stdout.splitlines():
-        pk = (line.split() or [""])[0]
+        pk, state, status = [*line.split("\t"), "", ""][:3]
         if pk.isdigit():
-            cli_rows[int(pk)] = line
+            cli_rows[int(pk)] = (state, status)
     rows = {row["pk"]: row for row in process_rows(None)}
     assert set(rows) == set(cli_rows) >= {flow.pk, failed.pk, paused.pk}
     for pk, row in rows.items():
-        assert row["state_text"] in cli_rows[pk] and row["status"] in cli_rows[pk]
+        assert cli_rows[pk] == (row["state_text"], row["status"])
     assert rows[paused.pk]["status"] == "by me" and rows[paused.pk]["state_text"] == "⏸ Paused"
     shown = run_cli("-p", "test", "process", "show", str(paused.pk)).stdout
     assert "by me" in shown and "⏸ Paused" in shown
+    for pk, view in ((failed.pk, job_view(failed.pk)), (flow.pk, workflow_view(flow.pk))):
+        shown = run_cli("-p", "test", "process", "show", str(pk)).stdout
+        for name, value in view["facts"]:
+            if name not in ("created", "modified") and len(str(value)) < 30:  # not wrapped
+                assert name in shown and str(value) in shown, (name, value)
 
 
 def test_processes_view_filters_as_process_list(ran):
@@ -366,3 +371,15 @@ def test_lists_cost_the_same_queries_for_few_processes_or_many(profile):
     add(27)
     many = {name: _statements(build) for name, build in builds.items()}
     assert all(few.values()) and many == few
+
+
+def test_the_overview_shows_the_daemon_workers(profile, daemon):
+    daemon(1)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        workers = overview_view()["workers"]
+        if workers and workers[0]["alive"]:
+            break
+        time.sleep(0.2)
+    (worker,) = workers
+    assert worker["alive"] and worker["pid"] > 0 and worker["started"]
