@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from veglia.engine.calcjob.job_script import JobScriptWrap
     from veglia.engine.calcjob.options import CalcJobOption
     from veglia.orm.computers import ComputerProperty
+    from veglia.views.panels import Panel
 
 hookspec = pluggy.HookspecMarker("veglia")
 hookimpl = pluggy.HookimplMarker("veglia")
@@ -86,6 +87,19 @@ def process_show_tables(node: Any) -> list[tuple[tuple[str, ...], list[tuple[Any
     registered; return nothing, or a table without rows, to add none. Keep it to what is
     already stored: no connection to the computer. An exception is shown as a warning and
     does not stop the rest of the output.
+    """
+
+
+@hookspec
+def overview_panels() -> list[Panel]:
+    """Add panels to the overview (the front page of ``veglia web`` and its ``/api/``).
+
+    Called each time the overview is read (at most once a second, however many people
+    watch it). Return a list of :class:`veglia.plugin_api.Panel` (``title``, ``rows`` of
+    ``(name, value)`` pairs: plain text or numbers, shown escaped), or nothing. Keep it
+    to what is stored, read in a query or two: no connection to a computer or a service.
+    Never put a secret in a panel: whoever may read the overview sees it. An exception
+    shows as a panel naming your plugin, and the other panels still show.
     """
 
 

@@ -8,7 +8,8 @@ that test.
 - hooks: :data:`hookimpl` marks the functions of a ``veglia.plugins`` module (every hook is
   in ``veglia.hookspecs``), :class:`Option` declares a configuration option
   (``register_options``), :class:`JobScriptWrap` what a plugin puts around a job's commands
-  (``job_script_wrap``);
+  (``job_script_wrap``), :class:`Panel` a table it adds to the overview page
+  (``overview_panels``);
 - transports (``veglia.transports``): :class:`Transport`, :class:`FileStat`,
   :class:`AuthOption`;
 - schedulers (``veglia.schedulers``): :class:`Scheduler`, :class:`JobTemplate`,
@@ -64,6 +65,7 @@ from veglia.schedulers import (
 )
 from veglia.testing import FakeCluster, FakeNode, FakeScheduler, FakeTransport
 from veglia.transports import AuthOption, FileStat, Transport
+from veglia.views.panels import Panel
 
 __all__ = [
     "AuthOption",
@@ -92,6 +94,7 @@ __all__ = [
     "MonitorError",
     "MonitorResult",
     "Option",
+    "Panel",
     "Parser",
     "QueueInfo",
     "Scheduler",

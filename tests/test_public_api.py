@@ -55,6 +55,7 @@ PLUGIN_API_ALL = [
     "MonitorError",
     "MonitorResult",
     "Option",
+    "Panel",
     "Parser",
     "QueueInfo",
     "Scheduler",
@@ -107,6 +108,7 @@ HOMES = {
     ],
     "veglia.testing": ["FakeCluster", "FakeNode", "FakeScheduler", "FakeTransport"],
     "veglia.transports": ["AuthOption", "FileStat", "Transport"],
+    "veglia.views.panels": ["Panel"],
 }
 
 TESTING_ALL = ["Call", "FakeCluster", "FakeNode", "FakeScheduler", "FakeTransport"]

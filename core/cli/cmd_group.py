@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import click
 
-from veglia.cli.cmd_node import type_name
 from veglia.cli.output import console, echo_success, print_table, raw_option
-from veglia.cli.process_format import format_state, format_time, relative_time
+from veglia.cli.process_format import format_time, relative_time
 from veglia.cli.state import CliState, pass_state
 from veglia.exceptions import InvalidOptionError, StorageError
 from veglia.orm.groups import Group, group_sizes, load_group
 from veglia.orm.nodes import Node, load_node
 from veglia.orm.process_nodes import ProcessNode
+from veglia.views.node import type_name
+from veglia.views.rows import format_state
 
 
 @click.group("group")

@@ -15,34 +15,23 @@ from veglia.cli.cmd_node_delete import node_delete
 from veglia.cli.cmd_node_repo import print_content, print_listing, repo_group
 from veglia.cli.completion import complete_calcjob_pks, complete_node_pks
 from veglia.cli.graph_image import render_image
-from veglia.cli.monitor_notes import stopped_by
 from veglia.cli.node_args import load_calcjob
 from veglia.cli.output import console, echo_success, echo_warning, print_table
-from veglia.cli.process_format import format_state, format_time, relative_time
+from veglia.cli.process_format import format_time, relative_time
 from veglia.cli.state import CliState, pass_state
 from veglia.exceptions import NotExistent
 from veglia.orm import Bool, Dict, Float, Int, Str
-from veglia.orm.attributes import COMPUTER
 from veglia.orm.computers import load_computer
 from veglia.orm.data import FolderData
 from veglia.orm.files import calcjob_input_files
 from veglia.orm.nodes import Node, load_node
 from veglia.orm.process_nodes import CalcJobNode, ProcessNode
-from veglia.orm.queries import links_of, node_mtime, provenance_around
+from veglia.orm.queries import links_of, node_mtime
 from veglia.orm.workdirs import cleaned_message
+from veglia.views.node import graph_dot, type_name
+from veglia.views.rows import format_state, stopped_by
 
-__all__ = ["graph_dot", "type_name"]
-
-
-def type_name(node_type: str) -> str:
-    """``data.str`` -> ``Str``: the ORM class name of a node type."""
-    import veglia.orm
-
-    for name in veglia.orm.__all__:
-        cls = getattr(veglia.orm, name)
-        if getattr(cls, "node_type", None) == node_type and isinstance(cls, type):
-            return name
-    return node_type
+__all__ = ["calcjob_group", "node_group"]
 
 
 def _json(value: Any) -> str:
@@ -99,66 +88,6 @@ def node_show(state: CliState, identifiers: tuple[str, ...]) -> None:
 
 
 # -- graph -----------------------------------------------------------------------------------------
-def _dot_string(*lines: str) -> str:
-    escaped = [line.replace("\\", "\\\\").replace('"', '\\"') for line in lines]
-    return '"' + "\\n".join(escaped) + '"'
-
-
-def _node_style(row: Any) -> dict[str, str]:
-    name = f"{type_name(row.node_type)} ({row.id})"
-    attributes = row.attributes or {}
-    if row.node_type.startswith("process"):
-        ok = row.process_state == "finished" and row.exit_status == 0
-        failed = row.process_state in ("excepted", "killed") or (
-            row.process_state == "finished" and row.exit_status != 0
-        )
-        state = format_state(row.process_state, row.exit_status)[2:]
-        return {
-            "label": _dot_string(
-                *filter(None, (f"{row.process_type} ({row.id})", row.label, state))
-            ),
-            "shape": "box",
-            "style": '"filled,rounded"',
-            "fillcolor": '"#f08080"' if failed else ('"#90ee90"' if ok else '"#e0e0e0"'),
-        }
-    detail = ""
-    if "value" in attributes:
-        detail = repr(attributes["value"])
-    elif "filename" in attributes:
-        detail = str(attributes["filename"])
-    elif "remote_path" in attributes:
-        detail = f"@{attributes.get(COMPUTER, '')}"
-    if len(detail) > 40:
-        detail = detail[:37] + "..."
-    lines = [line for line in (name, row.label, detail) if line]
-    return {
-        "label": _dot_string(*lines),
-        "shape": "ellipse",
-        "style": "filled",
-        "fillcolor": '"#add8e6"',
-    }
-
-
-_EDGE_STYLE = {"input": "solid", "create": "bold", "output": "dashed", "call": "dotted"}
-
-
-def graph_dot(pk: int, depth: int) -> str:
-    """Graphviz dot of the nodes within ``depth`` links of node ``pk``, one query a level."""
-    nodes, edges = provenance_around(pk, depth)
-    lines = [f"digraph provenance_{pk} {{", "  rankdir=TB;", '  node [fontname="Helvetica"];']
-    for row in nodes:
-        style = _node_style(row)
-        if row.id == pk:
-            style["penwidth"] = "3"
-        options = ", ".join(f"{key}={value}" for key, value in style.items())
-        lines.append(f"  N{row.id} [{options}];")
-    for source, target, label, kind in edges:
-        text = _dot_string(label, kind)
-        lines.append(f"  N{source} -> N{target} [label={text}, style={_EDGE_STYLE[kind]}];")
-    lines.append("}")
-    return "\n".join(lines) + "\n"
-
-
 @node_group.command("graph")
 @click.argument("identifier", metavar="PK", shell_complete=complete_node_pks)
 @click.option(

@@ -6,10 +6,11 @@ from __future__ import annotations
 import click
 
 from veglia.cli.output import console, echo_success, print_table
-from veglia.cli.process_format import format_state
 from veglia.cli.state import CliState, pass_state
 from veglia.orm.deletion import DeletionPlan, delete_nodes, plan_deletion
 from veglia.orm.nodes import load_node
+from veglia.views.node import type_name
+from veglia.views.rows import format_state
 
 
 def _plural(number: int, what: str) -> str:
@@ -19,9 +20,6 @@ def _plural(number: int, what: str) -> str:
 def show_plan(plan: DeletionPlan, asked_for: str = "asked for", why: str = "asked") -> None:
     """The plan as a sentence and a table; ``asked_for`` and ``why`` say how the first
     nodes were chosen ("that ran on it", "ran on it": a computer's)."""
-    # Lazy: cmd_node imports this module to add `node delete` to its group (a cycle).
-    from veglia.cli.cmd_node import type_name
-
     counts = ", ".join(
         f"{count} {kind}" if kind == "data" else _plural(count, kind)
         for kind, count in plan.counts().items()

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -12,38 +11,21 @@ import click
 from veglia.cli.completion import complete_process_pks
 from veglia.cli.daemon_hint import warn_if_no_daemon, warn_if_waiting_for_no_daemon
 from veglia.cli.lazy_group import LazyCommands, LazyGroup
-from veglia.cli.monitor_notes import stopped_by
 from veglia.cli.node_args import load_process
 from veglia.cli.output import console, print_table, raw_option
-from veglia.cli.process_format import (
-    format_state,
-    format_time,
-    print_logs,
-    process_status,
-    relative_time,
-)
+from veglia.cli.process_format import format_time, print_logs, relative_time
 from veglia.cli.state import CliState, pass_state
 from veglia.exceptions import CliExit, InvalidOptionError, WatchTimeout
-from veglia.orm.attributes import (
-    CANCEL_PENDING,
-    GPU_METRICS,
-    JOB_ID,
-    PAUSED,
-    PAUSED_REASON,
-    SCHEDULER_STATE,
-    STOPPED_BY_MONITOR,
-    WAITING_FOR,
+from veglia.orm.queries import ACTIVE_STATES, ORDER_BY, ProcessRow, logs_after, node_mtime
+from veglia.views.rows import (
+    DEFAULT_LIST_PROJECTION,
+    PROCESS_LIST_COLUMNS,
+    as_tree,
+    format_state,
+    process_status,
+    select_processes,
+    stopped_by,
 )
-from veglia.orm.queries import (
-    ACTIVE_STATES,
-    ORDER_BY,
-    ProcessRow,
-    cancel_pending_pks,
-    list_processes,
-    logs_after,
-    node_mtime,
-)
-from veglia.storage.times import as_utc as aware
 
 if TYPE_CHECKING:
     from veglia.orm.process_nodes import ProcessNode
@@ -54,91 +36,17 @@ STATUS_WIDTH = 40
 
 
 # -- list ------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class ListColumn:
-    """A column of ``veglia process list``: its header, its cell, its ``--raw`` cell, and the
-    attributes its cells read (``None``: it may read any, so every row brings them all)."""
-
-    header: str
-    value: Callable[[ProcessRow], Any]
-    raw: Callable[[ProcessRow], Any] | None = None
-    reads: tuple[str, ...] | None = None
-
-
-_GPU = (GPU_METRICS,)
-
-
-def _gpu(row: Any, key: str) -> Any:
-    return (row.attributes.get(GPU_METRICS) or {}).get(key)
-
-
-#: Columns ``-P/--project`` can choose from; add yours (``PROCESS_LIST_COLUMNS["gpu"] = ...``),
-#: naming in ``reads`` the attributes it reads, so that a long list reads only those.
-PROCESS_LIST_COLUMNS: dict[str, ListColumn] = {
-    "pk": ListColumn("PK", lambda r: r.pk, reads=()),
-    "uuid": ListColumn("UUID", lambda r: r.uuid, reads=()),
-    "ctime": ListColumn(
-        "Created", lambda r: relative_time(r.ctime), lambda r: aware(r.ctime).isoformat(), ()
-    ),
-    "mtime": ListColumn(
-        "Modified", lambda r: relative_time(r.mtime), lambda r: aware(r.mtime).isoformat(), ()
-    ),
-    "label": ListColumn("Label", lambda r: r.label, reads=()),
-    "process_type": ListColumn("Process type", lambda r: r.process_type, reads=()),
-    "node_type": ListColumn("Node type", lambda r: r.node_type, reads=()),
-    "state": ListColumn(
-        "State",
-        lambda r: format_state(
-            r.process_state,
-            r.exit_status,
-            bool(r.attributes.get(PAUSED)),
-            stopped_by(r.attributes),
-        ),
-        reads=(PAUSED, STOPPED_BY_MONITOR),
-    ),
-    "process_state": ListColumn("Process state", lambda r: r.process_state, reads=()),
-    "status": ListColumn(
-        "Status",
-        lambda r: shorten(process_status(r.process_state, r.attributes)),
-        lambda r: process_status(r.process_state, r.attributes),
-        reads=(CANCEL_PENDING, PAUSED, PAUSED_REASON, SCHEDULER_STATE, WAITING_FOR),
-    ),
-    "exit_status": ListColumn("Exit", lambda r: r.exit_status, reads=()),
-    "exit_message": ListColumn("Exit message", lambda r: r.exit_message, reads=()),
-    "computer": ListColumn("Computer", lambda r: r.computer, reads=()),
-    "job_id": ListColumn("Job id", lambda r: r.attributes.get(JOB_ID), reads=(JOB_ID,)),
-    "scheduler_state": ListColumn(
-        "Scheduler state", lambda r: r.attributes.get(SCHEDULER_STATE), reads=(SCHEDULER_STATE,)
-    ),
-    "paused": ListColumn("Paused", lambda r: bool(r.attributes.get(PAUSED)), reads=(PAUSED,)),
-    # The trace record's GPU block (``gpu_metrics``), in the Nextflow/Platform field names.
-    "gpu_name": ListColumn("GPU", lambda r: _gpu(r, "name"), reads=_GPU),
-    "gpu_pct": ListColumn("GPU %", lambda r: _gpu(r, "pct"), reads=_GPU),
-    "gpu_peak": ListColumn("GPU peak %", lambda r: _gpu(r, "peak"), reads=_GPU),
-    "gpu_mem": ListColumn("GPU memory (MiB)", lambda r: _gpu(r, "mem"), reads=_GPU),
-    "gpu_pct_mem": ListColumn("GPU mem %", lambda r: _gpu(r, "pct_mem"), reads=_GPU),
-    "gpu_peak_mem": ListColumn("GPU peak mem %", lambda r: _gpu(r, "peak_mem"), reads=_GPU),
-    "gpu_active_time": ListColumn("GPU active (ms)", lambda r: _gpu(r, "active_time"), reads=_GPU),
+#: Cells the terminal shows shorter than the fact (``--raw`` gives the fact): times as
+#: "2m ago", a long status cut.
+TERMINAL_CELLS: dict[str, Callable[[ProcessRow], Any]] = {
+    "ctime": lambda r: relative_time(r.ctime),
+    "mtime": lambda r: relative_time(r.mtime),
+    "status": lambda r: shorten(process_status(r.process_state, r.attributes)),
 }
-DEFAULT_LIST_PROJECTION = ("pk", "ctime", "label", "process_type", "state", "status", "exit_status")
 
 
-def as_tree(rows: list[ProcessRow]) -> Iterator[tuple[ProcessRow, int]]:
-    """Rows with their depth, each called process right under its caller."""
-    pks = {row.pk for row in rows}
-    children: dict[int, list[ProcessRow]] = {}
-    for row in rows:
-        if row.caller_pk in pks:
-            children.setdefault(row.caller_pk, []).append(row)
-
-    def walk(row: ProcessRow, depth: int) -> Iterator[tuple[ProcessRow, int]]:
-        yield row, depth
-        for child in children.get(row.pk, []):
-            yield from walk(child, depth + 1)
-
-    for row in rows:
-        if row.caller_pk not in pks:
-            yield from walk(row, 0)
+def _cell(name: str) -> Callable[[ProcessRow], Any]:
+    return TERMINAL_CELLS.get(name) or PROCESS_LIST_COLUMNS[name].value
 
 
 def shorten(text: str, width: int = STATUS_WIDTH) -> str:
@@ -296,13 +204,7 @@ def process_list(
         "descending": order_direction == "desc",
         "attribute_keys": None if None in reads else {k for keys in reads for k in keys or ()},
     }
-    rows = list_processes(chosen, **filters)
-    if chosen == ACTIVE_STATES:
-        # An ended process whose scheduler job is not cancelled yet: that job still runs.
-        pending = cancel_pending_pks()
-        if pending:
-            rows += list_processes(None, pks=pending, **filters)
-            rows.sort(key=lambda row: getattr(row, order_by), reverse=filters["descending"])
+    rows = select_processes(chosen, **filters)
     if not rows and not raw:
         filtered = bool(label or group or past_days is not None)
         console.print(nothing_listed(chosen, filtered=filtered))
@@ -310,8 +212,7 @@ def process_list(
     tree_column = names.index("process_type") if "process_type" in names else 0
     table = []
     for row, depth in as_tree(rows):
-        columns = [PROCESS_LIST_COLUMNS[name] for name in names]
-        cells = [(c.raw or c.value)(row) if raw else c.value(row) for c in columns]
+        cells = [(PROCESS_LIST_COLUMNS[name].value if raw else _cell(name))(row) for name in names]
         if depth and not raw:
             cells[tree_column] = f"{'   ' * (depth - 1)}└─ {cells[tree_column]}"
         table.append(cells)

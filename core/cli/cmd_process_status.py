@@ -9,10 +9,10 @@ from rich.tree import Tree
 from veglia.cli.completion import complete_process_pks
 from veglia.cli.node_args import load_process
 from veglia.cli.output import console
-from veglia.cli.process_format import format_state, process_status
 from veglia.cli.state import CliState, pass_state
 from veglia.orm.attributes import PAUSED
 from veglia.orm.queries import ProcessRow, list_processes, process_tree
+from veglia.views.rows import format_state, process_status
 
 __all__ = ["call_tree", "process_status_command"]
 

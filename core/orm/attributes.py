@@ -48,6 +48,8 @@ CACHED_FROM = "cached_from"
 RIGHT_SIZED = "right_sized"
 
 # -- calc jobs: how they ran -------------------------------------------------------------------
+#: The job's command lines as its script runs them, without the plugins' wraps (a list).
+COMMAND_LINES = "command_lines"
 #: The work dir on the computer, and the file patterns brought back from it.
 REMOTE_WORKDIR = "remote_workdir"
 RETRIEVE_LIST = "retrieve_list"

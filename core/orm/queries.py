@@ -33,11 +33,15 @@ __all__ = [
     "ACTIVE_STATES",
     "ORDER_BY",
     "ProcessRow",
+    "active_jobs_by_computer",
     "active_process_pks",
     "cancel_pending_pks",
+    "computer_summaries",
     "configured_computer_pks",
+    "count_by_state",
     "created_or_returned",
     "creating_calcjobs",
+    "file_sizes",
     "has_attribute",
     "label_condition",
     "links_of",
@@ -131,6 +135,7 @@ def list_processes(
     past_days: int | None = None,
     limit: int | None = None,
     process_type: str | None = None,
+    process_type_pattern: str | None = None,
     label: str | None = None,
     label_pattern: str | None = None,
     exit_status: int | None = None,
@@ -139,13 +144,18 @@ def list_processes(
     order_by: str = "ctime",
     descending: bool = False,
     attribute_keys: Iterable[str] | None = None,
+    modified_after: datetime | None = None,
+    with_any_attribute: Iterable[str] | None = None,
+    paused: bool | None = None,
 ) -> list[ProcessRow]:
     """Processes in one query, by ``order_by`` (one of :data:`ORDER_BY`), ascending unless
     ``descending``; with a ``limit``, the ``limit`` greatest by that key (the most recent by
     default). Only those in ``states``, finished with a non-zero exit status (``failed``),
-    created in the last ``past_days`` days, of a ``process_type``, with a ``label``, a label
-    matching ``label_pattern`` (see :func:`label_condition`), an ``exit_status``, among
-    ``pks``, in the ``group`` (label, pk or UUID), as asked. Every filter applies before
+    created in the last ``past_days`` days, of a ``process_type`` (or one that matches
+    ``process_type_pattern``), with a ``label``, a label matching ``label_pattern`` (see
+    :func:`label_condition`), an ``exit_status``, among ``pks``, in the ``group`` (label,
+    pk or UUID), changed after ``modified_after``, with any of the attributes
+    ``with_any_attribute``, paused (or not), as asked. Every filter applies before
     the ``limit``: it counts the processes that pass them. Each row's ``attributes`` holds
     only ``attribute_keys`` when given (those the node has): a finished job's other
     attributes (its trace record, its last job info, ...) are most of its row, and reading
@@ -176,6 +186,8 @@ def list_processes(
         query = query.where(nodes.c.ctime >= datetime.now(timezone.utc) - timedelta(days=past_days))
     if process_type is not None:
         query = query.where(nodes.c.process_type == process_type)
+    if process_type_pattern is not None:
+        query = query.where(label_condition(process_type_pattern, nodes.c.process_type))
     if label is not None:
         query = query.where(nodes.c.label == label)
     if label_pattern is not None:
@@ -184,6 +196,13 @@ def list_processes(
         query = query.where(nodes.c.exit_status == exit_status)
     if pks is not None:
         query = query.where(nodes.c.id.in_(set(pks)))
+    if modified_after is not None:
+        query = query.where(nodes.c.mtime > modified_after)
+    if with_any_attribute is not None:
+        query = query.where(sa.or_(*(has_attribute(key) for key in with_any_attribute)))
+    if paused is not None:
+        is_paused = nodes.c.attributes[PAUSED].as_boolean().is_(True)
+        query = query.where(is_paused if paused else sa.not_(is_paused))
     if group is not None:
         # Lazy: the ORM, only when a group is asked for.
         from veglia.orm.groups import load_group
@@ -207,15 +226,27 @@ def list_processes(
     return list(seen.values())
 
 
-def label_condition(pattern: str) -> Any:
-    """A condition on ``nodes``: the label holds ``pattern``, or matches it when it is a glob
-    (``*`` any text, ``?`` one character); case-insensitive on every database."""
+def count_by_state() -> dict[str, int]:
+    """How many processes are in each state (``created``, ``finished``, ...), in one query."""
+    query = (
+        sa.select(nodes.c.process_state, sa.func.count())
+        .where(sa.or_(nodes.c.node_type == "process", nodes.c.node_type.like("process.%")))
+        .group_by(nodes.c.process_state)
+    )
+    with get_storage().connection() as connection:
+        return {state or "unknown": count for state, count in connection.execute(query)}
+
+
+def label_condition(pattern: str, column: Any = None) -> Any:
+    """A condition on ``nodes``: the label (or ``column``) holds ``pattern``, or matches it
+    when it is a glob (``*`` any text, ``?`` one character); case-insensitive on every
+    database."""
     escaped = pattern.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
     if "*" in pattern or "?" in pattern:
         like = escaped.replace("*", "%").replace("?", "_")
     else:
         like = f"%{escaped}%"
-    return nodes.c.label.ilike(like, escape="\\")
+    return (nodes.c.label if column is None else column).ilike(like, escape="\\")
 
 
 #: What a node is, in a line: pk, node type, label, process type, state, exit status.
@@ -369,6 +400,18 @@ def creating_calcjobs(node_pks: Iterable[int]) -> dict[int, list[int]]:
     return producers
 
 
+def file_sizes(node_pks: Iterable[int]) -> dict[int, int]:
+    """The total size in bytes of each node's stored files (nodes without files left out)."""
+    with get_storage().connection() as connection:
+        return dict(
+            connection.execute(
+                sa.select(stored_files.c.node_id, sa.func.sum(stored_files.c.size))
+                .where(stored_files.c.node_id.in_(set(node_pks)))
+                .group_by(stored_files.c.node_id)
+            ).all()
+        )
+
+
 def repository_files(node_pks: Iterable[int]) -> list[tuple[int, str, str]]:
     """(node pk, path, SHA-256) of every stored file of these nodes, by node and path."""
     with get_storage().connection() as connection:
@@ -392,6 +435,32 @@ def configured_computer_pks() -> set[int]:
     query = sa.select(authinfos.c.computer_id).where(authinfos.c.user_id == user_pk)
     with get_storage().connection() as connection:
         return set(connection.scalars(query))
+
+
+def computer_summaries() -> list[tuple[str, str, str, str]]:
+    """(label, hostname, transport type, scheduler type) of every computer, by label."""
+    query = sa.select(
+        computers.c.label,
+        computers.c.hostname,
+        computers.c.transport_type,
+        computers.c.scheduler_type,
+    ).order_by(computers.c.label)
+    with get_storage().connection() as connection:
+        return [tuple(row) for row in connection.execute(query)]  # type: ignore[misc]
+
+
+def active_jobs_by_computer(state_key: str) -> dict[tuple[str, str | None], int]:
+    """How many unfinished processes each computer has, by the value of their attribute
+    ``state_key`` (the scheduler state): ``{(computer label, value): count}``, one query."""
+    value = nodes.c.attributes[state_key].as_string()
+    query = (
+        sa.select(computers.c.label, value, sa.func.count())
+        .join(computers, computers.c.id == nodes.c.computer_id)
+        .where(nodes.c.process_state.in_(ACTIVE_STATES))
+        .group_by(computers.c.label, value)
+    )
+    with get_storage().connection() as connection:
+        return {(label, state): count for label, state, count in connection.execute(query)}
 
 
 def processes_on_computer(computer_pk: int, *, active: bool = True) -> list[tuple[int, str, str]]:

@@ -18,6 +18,7 @@ __all__ = [
     "calcjob_options",
     "daemon_started",
     "daemon_stopping",
+    "overview_panels",
     "register_commands",
     "register_options",
     "trace_ready",
@@ -87,6 +88,39 @@ def trace_updated(node: Any, record: Any) -> None:
 def trace_ready(node: Any, record: Any) -> None:
     """Queue the record durably; the daemon (or `veglia tower flush`) sends it."""
     _queue(node, record, "task")
+
+
+@hookimpl
+def overview_panels() -> list[Any]:
+    """The outbox's health on the overview: pending, sent and refused reports; none when
+    Tower is off and nothing was ever queued."""
+    # Lazy: every process loads this hook module; Tower's code only when used.
+    from veglia.manage import get_profile
+    from veglia.plugin_api import Panel
+    from veglia.plugins.tower import outbox
+
+    settings = settings_of(get_profile())
+    enabled = settings.enabled
+    counts = outbox.status_counts()
+    runs = counts["runs"]
+    if not enabled and not (counts["pending"] or counts["sent"] or counts["held"] or runs):
+        return []
+    rows: list[tuple[str, Any]] = [
+        ("enabled", "yes" if enabled else "no"),
+        ("pending", counts["pending"]),
+        ("sent", counts["sent"]),
+        ("refused", counts["held"]),
+        ("runs", ", ".join(f"{runs.get(state, 0)} {state}" for state in _RUN_STATES)),
+    ]
+    if counts["last_error"]:
+        error = str(counts["last_error"])
+        # Whoever reads the overview may not see the token, were a server to echo it.
+        rows.append(
+            ("last error", error.replace(settings.token, "***") if settings.token else error)
+        )
+    if runs.get("refused"):
+        rows.append(("what to do", "veglia tower status, then veglia tower retry"))
+    return [Panel("Seqera Platform (Tower) reports", rows)]
 
 
 @hookimpl

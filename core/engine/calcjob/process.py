@@ -301,6 +301,7 @@ class CalcJob(Process):
             wraps = job_script.wraps_for(node, self.computer)
             job_script.put_files(wraps, sandbox)
             script = tasks.build_template(node, calcinfo, self.code, self.computer, wraps)
+            commands = tasks.command_lines(node, calcinfo, self.code, self.computer)
             retrieve = [
                 tasks.checked_retrieve_pattern(pattern)
                 for pattern in [
@@ -338,6 +339,7 @@ class CalcJob(Process):
                     attr.RETRIEVE_LIST: retrieve,
                     attr.LOCAL_COPY_LIST: copied,
                     attr.JOB_SCRIPT_WRAPS: wrapped,
+                    attr.COMMAND_LINES: commands,
                 }
             )
             if remote is not None:

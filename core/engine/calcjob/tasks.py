@@ -32,14 +32,10 @@ SCRIPT_NAME = "_veglia_submit.sh"
 _SUBMIT_RC = ".veglia_submit.rc"
 
 
-def build_template(
-    node: CalcJobNode,
-    calcinfo: CalcInfo,
-    code: Any,
-    computer: Computer,
-    wraps: list[JobScriptWrap] | None = None,
-) -> str:
-    """The submit script of the job, its commands inside the plugins' ``wraps``."""
+def command_lines(
+    node: CalcJobNode, calcinfo: CalcInfo, code: Any, computer: Computer
+) -> list[str]:
+    """The job's command lines as its script runs them, without the plugins' wraps."""
     options = node.options
     lines = []
     for info in calcinfo.codes_info:
@@ -60,6 +56,19 @@ def build_template(
         if info.stderr_name:
             parts.append(f"2> {shlex.quote(info.stderr_name)}")
         lines.append(" ".join(parts))
+    return lines
+
+
+def build_template(
+    node: CalcJobNode,
+    calcinfo: CalcInfo,
+    code: Any,
+    computer: Computer,
+    wraps: list[JobScriptWrap] | None = None,
+) -> str:
+    """The submit script of the job, its commands inside the plugins' ``wraps``."""
+    options = node.options
+    lines = command_lines(node, calcinfo, code, computer)
     commands = wrap_commands(lines, wraps or [])
     prepend = "\n".join(
         t

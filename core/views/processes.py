@@ -1,0 +1,72 @@
+"""The process search: ``process list``'s filters from a web form or ``/api`` query, and
+the rows that pass them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from veglia.orm.queries import ACTIVE_STATES
+from veglia.views.rows import process_rows
+
+__all__ = ["DEFAULT_LIMIT", "MAX_LIMIT", "PROCESS_STATES", "processes_view"]
+
+PROCESS_STATES = ("created", "running", "waiting", "finished", "excepted", "killed")
+#: Rows shown unless the form asks for another number, and the most it may ask for.
+DEFAULT_LIMIT = 100
+MAX_LIMIT = 2000
+
+
+def _count(params: dict[str, Any], name: str, errors: list[str]) -> int | None:
+    text = str(params.get(name) or "").strip()
+    if not text:
+        return None
+    if not text.isdigit():
+        errors.append(f"{name.replace('_', ' ')} must be a whole number, not {text!r}")
+        return None
+    return int(text)
+
+
+def processes_view(params: dict[str, Any]) -> dict[str, Any]:
+    """The processes that pass the filters in ``params`` (strings, as a query string gives
+    them): ``state`` (one of :data:`PROCESS_STATES`, ``active`` (the default) or ``all``),
+    ``label`` and ``type`` (text they hold, or a glob), ``past_days``, ``limit``. A bad
+    filter is left out and said in ``errors``."""
+    errors: list[str] = []
+    state = str(params.get("state") or "active").strip()
+    if state == "active":
+        states: tuple[str, ...] | None = ACTIVE_STATES
+    elif state == "all":
+        states = None
+    elif state in PROCESS_STATES:
+        states = (state,)
+    else:
+        errors.append(f"state must be active, all or one of {', '.join(PROCESS_STATES)}")
+        state, states = "active", ACTIVE_STATES
+    past_days = _count(params, "past_days", errors)
+    limit = _count(params, "limit", errors)
+    if limit is not None and not 1 <= limit <= MAX_LIMIT:
+        errors.append(f"limit must be between 1 and {MAX_LIMIT}")
+        limit = None
+    label = str(params.get("label") or "").strip() or None
+    kind = str(params.get("type") or "").strip() or None
+    filters = {
+        "state": state,
+        "label": label or "",
+        "type": kind or "",
+        "past_days": "" if past_days is None else str(past_days),
+        "limit": str(limit or DEFAULT_LIMIT),
+    }
+    rows = process_rows(
+        states,
+        label_pattern=label,
+        process_type_pattern=kind,
+        past_days=past_days,
+        limit=limit or DEFAULT_LIMIT,
+        descending=True,
+    )
+    return {
+        "filters": filters,
+        "states": ["active", "all", *PROCESS_STATES],
+        "rows": rows,
+        "errors": errors,
+    }

@@ -1,0 +1,123 @@
+"""A workflow: its row, times and estimated end, its steps (the call tree) with their
+health and problems, and a timeline of its jobs (queued, then running)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from veglia.engine.progress import workflow_progress
+from veglia.exceptions import NotExistent
+from veglia.orm.attributes import BLOCKED, STARTED_AT, SUBMITTED_AT
+from veglia.orm.nodes import load_node
+from veglia.orm.process_nodes import ProcessNode
+from veglia.orm.queries import ACTIVE_STATES, ProcessRow, list_processes, process_tree
+from veglia.views.detail import process_facts
+from veglia.views.rows import ROW_ATTRIBUTES, as_tree, iso_time, process_row
+
+__all__ = ["load_process_node", "problem_of", "workflow_view"]
+
+
+def load_process_node(pk: int, node_type: str | None = None) -> ProcessNode:
+    """Process ``pk`` (of ``node_type`` when given); :class:`NotExistent` when there is none."""
+    node = load_node(pk)
+    if not isinstance(node, ProcessNode) or (node_type and node.node_type != node_type):
+        what = {"process.workflow": "workflow", "process.calcjob": "calc job"}.get(
+            node_type or "", "process"
+        )
+        raise NotExistent(f"Node {pk} is no {what}; look it up with `veglia node show {pk}`.")
+    return node
+
+
+def _epoch_iso(seconds: float | None) -> str | None:
+    return datetime.fromtimestamp(seconds, timezone.utc).isoformat() if seconds else None
+
+
+def problem_of(row: dict[str, Any], attributes: dict[str, Any]) -> dict[str, Any] | None:
+    """What is wrong with a step, and what to do about it; None when nothing is."""
+    pk, state = row["pk"], row["state"]
+    blocked = attributes.get(BLOCKED)
+    if state in ACTIVE_STATES and isinstance(blocked, dict):
+        problem = f"blocked: {blocked.get('reason') or 'submission refused'}"
+        todo = f"fix the cause, then veglia process unblock {pk}"
+    elif state in ACTIVE_STATES and row["paused"]:
+        problem = f"paused: {row['status'] or 'by hand'}"
+        todo = f"veglia process play {pk}"
+    elif state == "finished" and row["exit_status"] not in (0, None):
+        problem = f"failed [{row['exit_status']}]: {row['exit_message'] or 'no message'}"
+        todo = f"veglia process report {pk}"
+    elif state == "excepted":
+        problem = f"excepted: {row['exit_message'] or 'see its log'}"
+        todo = f"veglia process report {pk}"
+    elif state == "killed":
+        problem = f"killed: {row['exit_message'] or 'by request'}"
+        todo = f"veglia process show {pk}"
+    else:
+        return None
+    return {"pk": pk, "label": row["label"], "url": row["url"], "problem": problem,
+            "what_to_do": todo}  # fmt: skip
+
+
+def _health(rows: list[dict[str, Any]]) -> dict[str, int]:
+    health = {"succeeded": 0, "failed": 0, "running": 0, "waiting": 0}
+    for row in rows:
+        state = row["state"]
+        if state == "finished" and row["exit_status"] == 0:
+            health["succeeded"] += 1
+        elif state in ACTIVE_STATES:
+            running = state == "running" or row["scheduler_state"] == "running"
+            health["running" if running else "waiting"] += 1
+        else:
+            health["failed"] += 1
+    return health
+
+
+def _span(step: ProcessRow, row: dict[str, Any]) -> dict[str, Any]:
+    attrs = step.attributes
+    ended = row["mtime"] if row["state"] not in ACTIVE_STATES else None
+    return {
+        "pk": row["pk"],
+        "label": row["label"] or row["process_type"],
+        "url": row["url"],
+        "state": row["state"],
+        "submitted": _epoch_iso(attrs.get(SUBMITTED_AT)),
+        "started": _epoch_iso(attrs.get(STARTED_AT)),
+        "ended": ended,
+    }
+
+
+def workflow_view(pk: int) -> dict[str, Any]:
+    """The workflow page's dict; :class:`NotExistent` when ``pk`` is no workflow."""
+    node = load_process_node(pk, "process.workflow")
+    now = datetime.now(timezone.utc)
+    keys = (*ROW_ATTRIBUTES, BLOCKED, SUBMITTED_AT, STARTED_AT)
+    # One query for the whole tree, however many steps, rows read only for these keys.
+    found = list_processes(None, pks=process_tree([pk]), attribute_keys=keys)
+    root = next(row for row in found if row.pk == pk)
+    steps, problems, timeline = [], [], []
+    for step, depth in as_tree([row for row in found if row.pk != pk]):
+        row = process_row(step)
+        steps.append({"row": row, "depth": depth})
+        problem = problem_of(row, step.attributes)
+        if problem:
+            problems.append(problem)
+        if step.node_type == "process.calcjob":
+            timeline.append(_span(step, row))
+    progress = workflow_progress(node)
+    terminated = node.is_terminated
+    estimated_end = None
+    if not terminated and progress.remaining is not None:
+        estimated_end = (now + timedelta(seconds=progress.remaining)).isoformat()
+    return {
+        "process": process_row(root),
+        "started": iso_time(node.ctime),
+        "ended": iso_time(root.mtime) if terminated else None,
+        "estimated_end": estimated_end,
+        "estimate_basis": progress.basis or None,
+        "health": _health([step["row"] for step in steps]),
+        "problems": problems,
+        "steps": steps,
+        "timeline": timeline,
+        "facts": [[name, value] for name, value in process_facts(node, progress=progress)],
+        "now": now.isoformat(),
+    }

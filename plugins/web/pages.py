@@ -1,0 +1,110 @@
+"""The pages of ``veglia web``: each a view of :mod:`veglia.views` at a stable URL, drawn by
+its template; the server serves the same view as JSON at ``/api<path>`` and live at
+``/live<path>``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from veglia.engine.progress import format_seconds
+from veglia.plugins.web import charts
+from veglia.views.job import job_view
+from veglia.views.node import node_view
+from veglia.views.overview import overview_view
+from veglia.views.processes import processes_view
+from veglia.views.workflow import workflow_view
+
+__all__ = ["PAGES", "TEMPLATE_GLOBALS", "Page", "human_bytes", "human_seconds", "when"]
+
+
+@dataclass(frozen=True)
+class Page:
+    """A page: its ``name``, Starlette ``path``, ``template`` (extends base.html, fills
+    ``content``), ``load`` (path and query params -> the view's JSON-able dict; raises
+    :class:`veglia.exceptions.NotExistent` for a missing pk) and ``title`` (view -> the
+    ``<title>``)."""
+
+    name: str
+    path: str
+    template: str
+    load: Callable[[dict[str, Any]], dict[str, Any]]
+    title: Callable[[dict[str, Any]], str] = lambda view: "veglia"
+
+
+def _named(row: dict[str, Any]) -> str:
+    return f"{row['label'] or row['process_type']} ({row['pk']})"
+
+
+PAGES: list[Page] = [
+    Page("overview", "/", "overview.html", lambda params: overview_view(), lambda view: "Overview"),
+    Page(
+        "workflow",
+        "/workflow/{pk:int}",
+        "workflow.html",
+        lambda params: workflow_view(int(params["pk"])),
+        lambda view: f"Workflow {_named(view['process'])}",
+    ),
+    Page(
+        "job",
+        "/job/{pk:int}",
+        "job.html",
+        lambda params: job_view(int(params["pk"])),
+        lambda view: f"Job {_named(view['process'])}",
+    ),
+    Page(
+        "node",
+        "/node/{pk:int}",
+        "node.html",
+        lambda params: node_view(int(params["pk"]), params.get("depth", 1)),
+        lambda view: f"Node {view['node']['pk']} provenance",
+    ),
+    Page(
+        "processes",
+        "/processes",
+        "processes.html",
+        processes_view,
+        lambda view: "Processes",
+    ),
+]
+
+
+def human_bytes(value: float | None) -> str:
+    """``1.5 GiB``; empty for None."""
+    if value is None:
+        return ""
+    size = float(value)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if size < 1024 or unit == "TiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return ""
+
+
+def human_seconds(value: float | None) -> str:
+    """``45s``, ``12m 5s``, ``3h 20m`` (as ``process show``); empty for None."""
+    return "" if value is None else format_seconds(value)
+
+
+def when(value: str | None) -> str:
+    """An ISO time of a view as ``2026-01-31 14:05:09 UTC`` (a page's script may show it in
+    the reader's zone from the ``<time datetime>`` around it); empty for None."""
+    if not value:
+        return ""
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        return value
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+#: Functions the templates call (the server adds them to its Jinja2 environment).
+TEMPLATE_GLOBALS: dict[str, Callable[..., Any]] = {
+    "timeline_svg": charts.timeline_svg,
+    "usage_svg": charts.usage_svg,
+    "human_bytes": human_bytes,
+    "human_seconds": human_seconds,
+    "when": when,
+}
