@@ -7,7 +7,14 @@ that it draws and that nothing in it reaches out.
 
 from __future__ import annotations
 
+import os
+import re
+import shutil
+import struct
+import zlib
 from datetime import datetime, timedelta, timezone
+from html.parser import HTMLParser
+from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree
 
@@ -15,6 +22,7 @@ import jinja2
 import pytest
 
 from veglia.plugins.web.charts import MAX_POINTS, TEMPLATE_GLOBALS, timeline_svg, usage_svg
+from veglia.plugins.web.report import render_report
 
 START = datetime(2026, 12, 6, 4, 0, tzinfo=timezone.utc)
 EVIL = "<script>alert('x')</script>"
@@ -228,3 +236,244 @@ def test_charts_in_an_autoescaping_template() -> None:
     assert [svg.get("class") for svg in root.iter("svg")] == ["veglia-chart", "veglia-chart"]
     assert EVIL in texts(root)
     assert "no samples" in texts(root)
+
+
+# --- report -----------------------------------------------------------------------------
+
+
+def row(pk: int, label: str, kind: str, state: str, **extra: Any) -> dict:
+    base = {
+        "pk": pk,
+        "uuid": f"uuid-{pk}",
+        "label": label,
+        "kind": kind,
+        "process_type": f"veglia.test.{label}",
+        "state": state,
+        "status": state,
+        "exit_status": None,
+        "exit_message": None,
+        "paused": False,
+        "ctime": at(0),
+        "mtime": at(300),
+        "computer": "hpc" if kind == "calcjob" else None,
+        "job_id": None,
+        "scheduler_state": None,
+        "parent_pk": 1 if pk != 1 else None,
+        "stopped_by": None,
+        "monitor_notes": None,
+        "url": f"/{'job' if kind == 'calcjob' else 'workflow'}/{pk}",
+    }
+    return {**base, **extra}
+
+
+def workflow_view() -> dict:
+    steps = [
+        {"row": row(1, "variant-calling", "workflow", "running"), "depth": 0},
+        {"row": row(2, "align", "calcjob", "finished", exit_status=0, job_id="101"), "depth": 1},
+        {
+            "row": row(
+                3, EVIL, "calcjob", "finished", exit_status=137, exit_message="out of memory"
+            ),
+            "depth": 1,
+        },
+        {"row": row(4, "call-variants", "calcjob", "running", job_id="103"), "depth": 1},
+    ]
+    return {
+        "process": steps[0]["row"],
+        "started": at(0),
+        "ended": None,
+        "estimated_end": at(900),
+        "health": {"succeeded": 1, "failed": 1, "running": 1, "waiting": 0},
+        "problems": [
+            {
+                "pk": 3,
+                "label": EVIL,
+                "url": "/job/3",
+                "problem": "exited 137: killed for memory",
+                "what_to_do": "ask for more memory and re-run the step",
+            }
+        ],
+        "steps": steps,
+        "timeline": [
+            entry(2, "align", "finished", 0, 20, 140),
+            entry(3, EVIL, "finished", 10, 30, 90),
+            entry(4, "call-variants", "running", 140, 160, None),
+        ],
+        "now": at(400),
+    }
+
+
+def job_view(pk: int, *, gpu: bool = False) -> dict:
+    trace_points = [
+        {
+            "t": at(20 + i * 5),
+            "cpu": 95.0 + i % 7,
+            "rss": (200 + i) * 2**20,
+            "mem": None,
+            "gpu": (60.0 + i % 30) if gpu else None,
+            "gpu_mem": 3 * 2**30 if gpu else None,
+        }
+        for i in range(24)
+    ]
+    return {
+        "process": workflow_view()["steps"][pk - 1]["row"],
+        "history": [{"state": "created", "at": at(0)}],
+        "scheduler": {"job_id": str(100 + pk), "queue": "normal", "state": "R", "computer": "hpc"},
+        "resources": [
+            {"name": "memory", "asked": 4 * 2**30, "used": 2 * 2**30, "unit": "bytes"},
+            {"name": "walltime", "asked": 3600, "used": 120, "unit": "seconds"},
+            {"name": "cpus", "asked": 4, "used": 1, "unit": None},
+        ],
+        "command_line": "bwa mem ref.fa reads.fq",
+        "script": "#!/bin/bash\nbwa mem ref.fa reads.fq\n",
+        "inputs": [],
+        "outputs": [],
+        "log": [],
+        "monitors": [],
+        "trace": {"measured_by": "core.trace", "points": trace_points},
+        "stopped_by": None,
+        "monitor_notes": None,
+    }
+
+
+def report_html() -> str:
+    jobs = {2: job_view(2), 3: job_view(3), 4: job_view(4, gpu=True)}
+    return render_report(workflow_view(), jobs)
+
+
+class Structure(HTMLParser):
+    """Every tag opened is closed, in order (void elements aside); links and sources."""
+
+    VOID = frozenset({"meta", "link", "br", "img", "input", "hr", "col", "source"})
+    # SVG elements written self-closed (<rect/>).
+    SELF_CLOSED = frozenset({"rect", "line", "circle", "path", "polyline"})
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stack: list[str] = []
+        self.urls: list[str] = []
+        self.tags: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append(tag)
+        self.urls += [v or "" for k, v in attrs if k in ("href", "src", "xlink:href", "action")]
+        if tag not in self.VOID:
+            self.stack.append(tag)
+
+    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append(tag)
+        self.urls += [v or "" for k, v in attrs if k in ("href", "src", "xlink:href", "action")]
+
+    def handle_endtag(self, tag: str) -> None:
+        assert self.stack and self.stack[-1] == tag, f"</{tag}> closes {self.stack[-1:]}"
+        self.stack.pop()
+
+
+def test_report_is_well_formed_html_that_reaches_nowhere() -> None:
+    html = report_html()
+    parser = Structure()
+    parser.feed(html)
+    parser.close()
+    assert parser.stack == []
+    assert html.startswith("<!DOCTYPE html>")
+    for forbidden in ("http://", "https://", "<script", "url("):
+        assert forbidden not in html.lower()
+    assert not re.search(r"""(src|href)\s*=\s*["']?//""", html)
+    # Every link is to a section of the report itself.
+    assert parser.urls
+    assert all(url.startswith("#") for url in parser.urls), parser.urls
+    assert {"script", "img", "link", "iframe"}.isdisjoint(parser.tags)
+
+
+def test_report_shows_the_summary_steps_and_problems() -> None:
+    html = report_html()
+    for step in ("variant-calling", "align", "call-variants", "&lt;script&gt;alert("):
+        assert step in html
+    assert "exited 137: killed for memory" in html
+    assert "ask for more memory and re-run the step" in html
+    assert "137: out of memory" in html
+    assert "6m 40s so far" in html  # the workflow, running for 400 s
+    assert "2m" in html  # align ran 20..140
+    assert "4.0 GiB" in html and "2.0 GiB" in html  # asked and used memory
+    assert "1h" in html  # asked walltime
+    # One section per job, which the steps and the timeline link to.
+    for pk in (2, 3, 4):
+        assert f'id="job-{pk}"' in html
+        assert f'href="#job-{pk}"' in html
+
+
+def test_report_charts_gpu_only_when_measured() -> None:
+    html = report_html()
+    sections = re.split(r'<article class="job" id="job-\d+">', html)[1:]
+    assert len(sections) == 3
+    assert all('aria-label="CPU: peak' in section for section in sections)
+    assert all('aria-label="Memory (RSS): peak' in section for section in sections)
+    assert ['aria-label="GPU: peak' in section for section in sections] == [False, False, True]
+
+
+def test_report_without_jobs_or_trace() -> None:
+    workflow = workflow_view()
+    bare = job_view(2)
+    bare["trace"] = None
+    html = render_report(workflow, {2: bare})
+    assert "No resource trace for this job." in html
+    empty = {**workflow, "steps": [], "timeline": [], "problems": []}
+    html = render_report(empty, {})
+    assert "No steps." in html and "no jobs yet" in html
+
+
+# --- the report in a real browser ---------------------------------------------------------
+
+CHROMIUM = Path("/usr/bin/chromium")
+
+
+def browser_missing(reason: str) -> None:
+    """Skip, or fail under CI=true: CI has Debian's chromium and playwright."""
+    message = f"{reason} (apt-get install chromium; pip install -e '.[dev]')"
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"CI needs a browser: {message}", pytrace=False)
+    pytest.skip(message)
+
+
+def png_pixels(png: bytes) -> bytes:
+    """The raw scanlines of a PNG (filter bytes included): enough to tell blank from not."""
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    data, offset = b"", 8
+    while offset < len(png):
+        (length,) = struct.unpack(">I", png[offset : offset + 4])
+        kind = png[offset + 4 : offset + 8]
+        if kind == b"IDAT":
+            data += png[offset + 8 : offset + 8 + length]
+        offset += 12 + length
+    return zlib.decompress(data)
+
+
+def test_report_draws_in_chromium_without_any_request(tmp_path: Path) -> None:
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        browser_missing("playwright is not installed")
+    if not CHROMIUM.exists() and not shutil.which("chromium"):
+        browser_missing(f"{CHROMIUM} is not installed")
+    report = tmp_path / "report.html"
+    report.write_text(report_html(), encoding="utf-8")
+    requests: list[str] = []
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
+        try:
+            page = browser.new_page(viewport={"width": 1200, "height": 900})
+            page.on("request", lambda request: requests.append(request.url))
+            page.goto(report.as_uri())
+            page.wait_for_load_state("networkidle")
+            charts = page.locator("svg.veglia-chart")
+            assert charts.count() == 1 + 3 * 2 + 2  # the timeline, cpu+memory each, GPU x2
+            timeline = charts.first.bounding_box()
+            assert timeline and timeline["width"] > 600 and timeline["height"] > 80
+            assert page.locator("#job-4").is_visible()
+            shot = page.screenshot(full_page=True)
+        finally:
+            browser.close()
+    (tmp_path / "report.png").write_bytes(shot)
+    assert requests == [report.as_uri()]
+    pixels = png_pixels(shot)
+    assert len(set(pixels)) > 64, "the screenshot is blank"
