@@ -186,6 +186,13 @@ def test_usage_leaves_gaps_where_nothing_was_measured() -> None:
     assert [len(xs) for xs in polyline_xs(root)] == [2, 2]
 
 
+def test_usage_skips_points_without_a_time() -> None:
+    series = [*points([1, 2, 3]), {"t": None, "cpu": 99}, {"t": "not a time", "cpu": 99}, {}]
+    root = parse(usage_svg(series, "cpu", "CPU", "%"))
+    assert [len(xs) for xs in polyline_xs(root)] == [3]
+    assert "peak 3%" in texts(root)
+
+
 def test_usage_without_samples() -> None:
     for series in ([], points([None, None])):
         root = parse(usage_svg(series, "gpu", "GPU", "%"))
@@ -469,11 +476,14 @@ def test_report_draws_in_chromium_without_any_request(tmp_path: Path) -> None:
             assert charts.count() == 1 + 3 * 2 + 2  # the timeline, cpu+memory each, GPU x2
             timeline = charts.first.bounding_box()
             assert timeline and timeline["width"] > 600 and timeline["height"] > 80
-            assert page.locator("#job-4").is_visible()
             shot = page.screenshot(full_page=True)
+            # A timeline row leads to the job's section of the same file.
+            page.locator('svg.veglia-chart a[href="#job-3"]').click()
+            page.wait_for_url(report.as_uri() + "#job-3")
+            assert page.locator("#job-3").is_visible()
         finally:
             browser.close()
     (tmp_path / "report.png").write_bytes(shot)
-    assert requests == [report.as_uri()]
+    assert requests == [report.as_uri()], "the report loaded something besides itself"
     pixels = png_pixels(shot)
     assert len(set(pixels)) > 64, "the screenshot is blank"

@@ -103,12 +103,6 @@ def timeline_svg(
     parts = [_svg_open(_TL_WIDTH, height, f"Timeline of {len(rows)} job(s)")]
     parts.append(Markup("<title>{}</title>").format(f"Timeline of {len(rows)} job(s)"))
     plot_bottom = _TL_AXIS + len(rows) * _TL_ROW
-    for index in range(1, len(rows), 2):
-        parts.append(
-            Markup('<rect x="0" y="{}" width="{}" height="{}" fill="#f6f8fa"/>').format(
-                _TL_AXIS + index * _TL_ROW, _TL_WIDTH, _TL_ROW
-            )
-        )
     for tick in _time_ticks(span):
         x = left + tick * scale
         parts.append(_vline(x, _TL_AXIS - 6, plot_bottom, _GRID))
@@ -118,7 +112,7 @@ def timeline_svg(
     states: list[str] = []
     for index, row in enumerate(rows):
         y = _TL_AXIS + index * _TL_ROW
-        parts.append(row.render(y, x_of, link or _default_link))
+        parts.append(row.render(y, x_of, link or _default_link, striped=index % 2 == 1))
         if row.state not in states:
             states.append(row.state)
     if now_at and any(row.open for row in rows):
@@ -163,9 +157,19 @@ class _TimelineRow:
         y: float,
         x_of: Callable[[datetime], float],
         link: Callable[[dict[str, Any]], str | None],
+        *,
+        striped: bool,
     ) -> Markup:
         label = str(self.entry.get("label") or f"pk {self.entry.get('pk', '?')}")
         parts = [Markup("<title>{}</title>").format(self._tooltip(label))]
+        # The row's background is part of its link, so a click anywhere on the row follows
+        # it; translucent, so the grid drawn beneath shows through.
+        parts.append(
+            Markup(
+                '<rect class="row-background" x="0" y="{}" width="{}" height="{}" '
+                'fill="{}" fill-opacity="{}"/>'
+            ).format(y, _TL_WIDTH, _TL_ROW, _MUTED, "0.07" if striped else "0")
+        )
         parts.append(_text(_TL_LABEL, y + _TL_ROW / 2 + 4, _clip(label), anchor="end"))
         bar_y = y + (_TL_ROW - _TL_BAR) / 2
         text_x: float | None = None
@@ -455,10 +459,12 @@ def _text(
 
 
 def _vline(x: float, y0: float, y1: float, colour: str, *, dashed: bool = False) -> Markup:
+    # Lines are drawn over rows (the "now" line); a click goes through them to the row.
     dash = Markup(' stroke-dasharray="4 3"') if dashed else Markup("")
-    return Markup('<line x1="{x:.1f}" y1="{:.1f}" x2="{x:.1f}" y2="{:.1f}" stroke="{}"{}/>').format(
-        y0, y1, colour, dash, x=x
-    )
+    return Markup(
+        '<line x1="{x:.1f}" y1="{:.1f}" x2="{x:.1f}" y2="{:.1f}" stroke="{}" '
+        'pointer-events="none"{}/>'
+    ).format(y0, y1, colour, dash, x=x)
 
 
 def _hline(x0: float, x1: float, y: float, colour: str) -> Markup:
