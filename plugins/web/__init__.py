@@ -1,1 +1,1 @@
-"""``veglia web``: a live view of the profile's workflows and jobs in a browser."""
+"""``veglia web``: a live view of the profile's workflows and jobs, and ``veglia report``."""
