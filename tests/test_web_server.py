@@ -1,0 +1,237 @@
+"""`veglia web` (issue #31, the server): who may see and do what, escaping, live updates,
+and a kill from the browser on a real daemon; with a real uvicorn server and chromium."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import struct
+import threading
+import zlib
+from collections.abc import Iterator
+
+import httpx
+
+from veglia import engine, orm
+from veglia.entry_points import CalculationFactory
+from veglia_fixtures.profiles import wait_for
+
+ShellJob = CalculationFactory("core.shell")
+PASSWORD = "correct horse battery staple 7"
+
+
+@contextlib.contextmanager
+def _logged_in(web_server) -> Iterator[httpx.Client]:
+    """An HTTP client whose session the token logged in."""
+    with httpx.Client(base_url=web_server.base_url, follow_redirects=True, timeout=30) as client:
+        assert client.get("/", params={"token": web_server.token}).status_code == 200
+        yield client
+
+
+def _add_user(run_cli, name: str, role: str) -> None:
+    result = run_cli(
+        "-p", "test", "web", "user", "add", name, "--role", role, "--password-stdin",
+        input=PASSWORD + "\n",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+
+
+def _log_in_as(page, web_server, name: str) -> None:
+    page.goto(web_server.base_url)
+    assert "/login" in page.url
+    page.fill("input[name=username]", name)
+    page.fill("input[name=password]", PASSWORD)
+    page.click("button[type=submit]")
+    page.wait_for_url(web_server.base_url)
+
+
+def _waiting_job(label: str = "waits") -> orm.CalcJobNode:
+    """A job submitted with no daemon running: it stays `created`, an active process."""
+    builder = ShellJob.get_builder()
+    builder.command = orm.Str("sleep 600")
+    builder.metadata.label = label
+    return engine.submit(builder)
+
+
+def _distinct_colours(png: bytes) -> int:
+    """How many colours an 8-bit RGB(A) PNG (as chromium writes them) has."""
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    pos, chunks, header = 8, [], None
+    while pos < len(png):
+        length, kind = struct.unpack(">I4s", png[pos : pos + 8])
+        data = png[pos + 8 : pos + 8 + length]
+        if kind == b"IHDR":
+            header = struct.unpack(">IIBBBBB", data)
+        elif kind == b"IDAT":
+            chunks.append(data)
+        pos += 12 + length
+    assert header is not None
+    width, height, depth, colour_type = header[:4]
+    assert depth == 8 and colour_type in (2, 6), header
+    size = 3 if colour_type == 2 else 4
+    raw, stride, rows, previous = zlib.decompress(b"".join(chunks)), width * size, [], None
+    for y in range(height):
+        kind, line = (
+            raw[y * (stride + 1)],
+            bytearray(raw[y * (stride + 1) + 1 : (y + 1) * (stride + 1)]),
+        )
+        prior = previous or bytearray(stride)
+        for x in range(stride):
+            left = line[x - size] if x >= size else 0
+            up, corner = prior[x], prior[x - size] if x >= size else 0
+            if kind == 1:
+                line[x] = (line[x] + left) & 0xFF
+            elif kind == 2:
+                line[x] = (line[x] + up) & 0xFF
+            elif kind == 3:
+                line[x] = (line[x] + (left + up) // 2) & 0xFF
+            elif kind == 4:
+                guess = left + up - corner
+                pa, pb, pc = abs(guess - left), abs(guess - up), abs(guess - corner)
+                best = left if pa <= pb and pa <= pc else up if pb <= pc else corner
+                line[x] = (line[x] + best) & 0xFF
+        rows.append(line)
+        previous = line
+    return len({bytes(row[x : x + 3]) for row in rows for x in range(0, stride, size * 7)})
+
+
+def test_the_printed_token_logs_the_browser_in_and_leaves_the_address(web_server, browser_page):
+    page = browser_page
+    page.goto(web_server.url)
+    assert page.url == web_server.base_url  # the token is in no history nor Referer
+    assert page.locator("h1").inner_text() == "Overview"
+    assert page.locator("header .who").inner_text() == "token (operate)"
+    page.wait_for_selector("#live-badge[data-state=live]")
+
+
+def test_a_wrong_token_or_none_is_refused(web_server):
+    with httpx.Client(base_url=web_server.base_url, timeout=30) as client:
+        wrong = client.get("/", params={"token": web_server.token + "x"})
+        assert wrong.status_code == 401 and "That token is not valid" in wrong.text
+        page = client.get("/")
+        assert page.status_code == 303 and page.headers["location"] == "/login?next=%2F"
+        assert client.get("/api").status_code == 401
+        assert client.get("/live").status_code == 401
+        assert client.get("/action/kill/1").status_code == 303
+        assert client.post("/action/kill/1").status_code == 303
+
+
+def test_a_read_only_user_sees_no_action_and_a_forged_kill_is_refused(
+    web_server, browser_page, run_cli
+):
+    node = _waiting_job()
+    _add_user(run_cli, "viewer", "read")
+    page = browser_page
+    _log_in_as(page, web_server, "viewer")
+    assert page.locator("header .who").inner_text() == "viewer (read)"
+    assert page.locator("td.label", has_text="waits").count() == 1
+    assert page.locator("a.action").count() == 0
+    # The user's own session and CSRF token, on a POST the page never offered.
+    csrf = page.locator("header input[name=csrf_token]").get_attribute("value")
+    answer = page.request.post(
+        f"{web_server.base_url}action/kill/{node.pk}", form={"csrf_token": csrf}
+    )
+    assert answer.status == 403 and "may look but not act" in answer.text()
+    assert page.request.get(f"{web_server.base_url}action/kill/{node.pk}").status == 403
+    assert node.refresh().process_state == "created"
+
+
+def test_an_operator_sees_the_action_and_a_post_without_the_csrf_token_is_refused(web_server):
+    node = _waiting_job()
+    with _logged_in(web_server) as client:
+        assert f'href="/action/kill/{node.pk}"' in client.get("/").text
+        confirm = client.get(f"/action/kill/{node.pk}")
+        assert confirm.status_code == 200 and "Kill process" in confirm.text
+        assert client.post(f"/action/kill/{node.pk}").status_code == 403
+        wrong = client.post(f"/action/kill/{node.pk}", data={"csrf_token": "forged"})
+        assert wrong.status_code == 403
+    assert node.refresh().process_state == "created"
+
+
+def test_a_bind_beyond_this_machine_needs_tls_or_a_proxy(run_cli, profile):
+    result = run_cli("-p", "test", "web", "--host", "0.0.0.0", "--port", "0")
+    assert result.exit_code == 3, result.output
+    assert result.stderr.strip().count("\n") == 0
+    assert "Refusing to serve on 0.0.0.0 without TLS" in result.output
+    assert "--behind-proxy" in result.output
+
+
+def test_a_label_with_markup_is_shown_as_text(web_server, browser_page):
+    label = '<script>window.hacked = 1</script><img src=x onerror="window.hacked = 2">'
+    _waiting_job(label)
+    page = browser_page
+    page.goto(web_server.url)
+    assert page.locator("td.label").inner_text() == label
+    assert page.evaluate("window.hacked") is None
+    with _logged_in(web_server) as client:
+        html = client.get("/").text
+        assert (
+            "&lt;script&gt;window.hacked = 1&lt;/script&gt;" in html
+            and "<script>window" not in html
+        )
+        headers = client.get("/").headers
+        assert "script-src 'self'" in headers["content-security-policy"]
+        assert headers["x-frame-options"] == "DENY"
+        assert client.get("/api").json()["processes"][0]["label"] == label
+
+
+def test_the_overview_follows_a_job_that_ends_without_a_reload(web_server, browser_page):
+    page = browser_page
+    page.goto(web_server.url)
+    page.wait_for_selector("#live-badge[data-state=live]")
+    page.evaluate("window.notReloaded = true")
+    assert page.locator(".count.state-finished").count() == 0
+
+    done = threading.Event()
+    # Its own thread: Playwright's sync API keeps an event loop on this one.
+    threading.Thread(
+        target=lambda: (engine.run(ShellJob, command=orm.Str("echo done")), done.set()),
+        daemon=True,
+    ).start()
+    assert done.wait(120)
+    page.locator(".count.state-finished").wait_for(timeout=5000)
+    assert page.locator(".count.state-finished").inner_text() == "1 finished"
+    assert page.evaluate("window.notReloaded") is True
+
+
+def test_a_running_job_is_killed_from_the_page(profile, daemon, web_server, browser_page):
+    daemon(1)
+    node = engine.submit(ShellJob, command=orm.Str("sleep 600"), metadata={"label": "sleeper"})
+    wait_for([node], lambda n: n.get_attribute("scheduler_state") == "running", timeout=60)
+    page = browser_page
+    page.goto(web_server.url)
+    page.click(f'a.action[href="/action/kill/{node.pk}"]')
+    assert page.locator("h1").inner_text() == f"Kill process {node.pk}?"
+    page.click("button.danger")
+    page.locator(".flash").wait_for()
+    wait_for([node], lambda n: n.is_terminated, timeout=60)
+    assert node.is_killed
+    page.locator("td.state-killed").wait_for(timeout=5000)
+    assert _distinct_colours(page.screenshot()) > 5
+
+
+def test_no_answer_holds_a_secret(web_server, run_cli, veglia_home):
+    _add_user(run_cli, "operator", "operate")
+    run_cli("-p", "test", "config", "set", "storage.password", "db-secret-4711")
+    node = _waiting_job()
+    secrets_file = (veglia_home / "secrets.json").read_text()
+    hashes = re.findall(r"scrypt\$[^\"]+", secrets_file)
+    assert hashes
+    answers = []
+    with httpx.Client(base_url=web_server.base_url, timeout=30) as client:
+        answers.append(client.get("/login").text)
+        token = re.search(r'name="csrf_token" value="([^"]+)"', answers[-1]).group(1)
+        answers.append(client.post(
+            "/login", data={"username": "operator", "password": PASSWORD, "csrf_token": token}
+        ).text)  # fmt: skip
+        for path in ("/", "/api", f"/action/kill/{node.pk}", "/nowhere", "/api/nowhere"):
+            answers.append(client.get(path, follow_redirects=True).text)
+        with client.stream("GET", "/live") as stream:
+            for line in stream.iter_lines():
+                answers.append(line)
+                if line.startswith("data:"):
+                    break
+    assert len(answers) > 7
+    for answer in answers:
+        for secret in (PASSWORD, "db-secret-4711", *hashes, web_server.token):
+            assert secret not in answer
