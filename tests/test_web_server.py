@@ -7,10 +7,12 @@ import contextlib
 import re
 import struct
 import threading
+import time
 import zlib
 from collections.abc import Iterator
 
 import httpx
+import pytest
 
 from veglia import engine, orm
 from veglia.entry_points import CalculationFactory
@@ -235,3 +237,28 @@ def test_no_answer_holds_a_secret(web_server, run_cli, veglia_home):
     for answer in answers:
         for secret in (PASSWORD, "db-secret-4711", *hashes, web_server.token):
             assert secret not in answer
+
+
+def test_daemon_start_options_and_daemon_status_lines_serve_the_web_view_with_the_daemon(
+    profile, run_cli
+):
+    refused = run_cli("-p", "test", "daemon", "start", "--web", "0.0.0.0:8765")
+    assert refused.exit_code == 2 and "Refusing to serve on 0.0.0.0 without TLS" in refused.output
+    started = run_cli("-p", "test", "daemon", "start", "--web", "127.0.0.1:0")
+    assert started.exit_code == 0, started.output
+    try:
+        deadline = time.monotonic() + 60
+        while not (found := re.search(r"Web view: (\S+)", run_cli("daemon", "status").stdout)):
+            assert time.monotonic() < deadline, run_cli("daemon", "logs").stdout
+            time.sleep(0.2)
+        url = found.group(1)
+        assert url.startswith("http://127.0.0.1:") and "?token=" in url
+        assert url in run_cli("daemon", "logs").stdout
+        with httpx.Client(follow_redirects=True, timeout=30) as client:
+            overview = client.get(url)
+            assert overview.status_code == 200 and "<h1>Overview</h1>" in overview.text
+    finally:
+        assert run_cli("-p", "test", "daemon", "stop").exit_code == 0
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(url, timeout=5)
+    assert "Web view" not in run_cli("daemon", "status").stdout
