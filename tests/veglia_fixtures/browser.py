@@ -13,6 +13,13 @@ import pytest
 
 from veglia_fixtures.services import service_missing
 
+try:
+    from playwright.sync_api import expect
+except ImportError:  # the browser fixtures skip (or fail under CI), saying why
+    expect = None  # type: ignore[assignment]
+
+__all__ = ["RunningWeb", "browser_page", "expect", "web_server"]
+
 CHROMIUM = os.environ.get("VEGLIA_TEST_CHROMIUM", "/usr/bin/chromium")
 
 
