@@ -139,13 +139,15 @@ def daemon_started(profile: Profile, start_options: dict[str, Any]) -> None:
 
 
 @hookspec
-def daemon_status_lines(profile: Profile) -> list[str]:
+def daemon_status_lines(profile: Profile, start_options: dict[str, Any]) -> list[str]:
     """Add lines to ``veglia daemon status`` (not to its ``--raw`` table).
 
-    Called in the CLI when the daemon runs, after its workers are listed. Return lines of
-    text (what your plugin serves beside the daemon, and where), or nothing. Read what the
-    daemon's worker wrote down for you (``profile.daemon_folder`` is private to the user):
-    do not connect anywhere. An exception is shown as a warning.
+    Called in the CLI when the daemon runs, after its workers are listed, with the
+    ``start_options`` the daemon was started with (as ``daemon_started`` gets them). Return
+    lines of text (what your plugin serves beside the daemon, and where, or that it is
+    still starting), or nothing. Read what the daemon's worker wrote down for you
+    (``profile.daemon_folder`` is private to the user): do not connect anywhere. An
+    exception is shown as a warning.
     """
 
 

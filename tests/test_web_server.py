@@ -253,7 +253,7 @@ def test_daemon_start_options_and_daemon_status_lines_serve_the_web_view_with_th
     assert started.exit_code == 0, started.output
     try:
         deadline = time.monotonic() + 60
-        while not (found := re.search(r"Web view: (\S+)", run_cli("daemon", "status").stdout)):
+        while not (found := re.search(r"Web view: (http\S+)", run_cli("daemon", "status").stdout)):
             assert time.monotonic() < deadline, run_cli("daemon", "logs").stdout
             time.sleep(0.2)
         url = found.group(1)

@@ -155,13 +155,15 @@ def daemon_status(state: CliState, raw: bool) -> int:
     if not raw and repaired is not None:
         click.echo(f"Stranded processes queued again: {repaired}")
     if not raw:
-        _plugin_status_lines(state)
+        _plugin_status_lines(state, files)
     return 0
 
 
-def _plugin_status_lines(state: CliState) -> None:
+def _plugin_status_lines(state: CliState, files: DaemonFiles) -> None:
     """What plugins serve beside the daemon (the ``daemon_status_lines`` hook)."""
-    results, errors = results_of_each("daemon_status_lines", profile=state.profile)
+    results, errors = results_of_each(
+        "daemon_status_lines", profile=state.profile, start_options=files.read_start_options()
+    )
     for _, lines in results:
         for line in lines:  # type: ignore[attr-defined]
             click.echo(line)

@@ -86,9 +86,12 @@ def stop_beside_daemon(profile: Any) -> None:
         _url_file(profile).unlink(missing_ok=True)
 
 
-def status_lines(profile: Any) -> list[str]:
+def status_lines(profile: Any, bind: str | None) -> list[str]:
+    """Where the daemon serves the web view, or that it is about to."""
+    if not bind:
+        return []
     try:
         url = _url_file(profile).read_text().strip()
     except OSError:
-        return []
+        return [f"Web view: starting on {bind} (or failed: see `veglia daemon logs`)"]
     return [f"Web view: {url}"]

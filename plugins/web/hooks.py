@@ -52,5 +52,5 @@ def daemon_stopping(profile: Any) -> None:
 
 
 @hookimpl
-def daemon_status_lines(profile: Any) -> list[str]:
-    return daemon.status_lines(profile)
+def daemon_status_lines(profile: Any, start_options: dict[str, Any]) -> list[str]:
+    return daemon.status_lines(profile, start_options.get("web"))

@@ -47,8 +47,11 @@ def web_server(profile) -> Iterator[RunningWeb]:
     server.stop()
 
 
-@pytest.fixture(scope="session")
-def _chromium() -> Iterator[object]:
+@pytest.fixture
+def browser_page() -> Iterator[object]:
+    """A page of a new chromium (a Playwright ``Page``). Started for each test, not once a
+    session: while Playwright's sync API is open, an event loop counts as running on this
+    thread, and the tests after it that run one of their own (`engine.run`) would fail."""
     if shutil.which(CHROMIUM) is None:
         service_missing(f"no chromium at {CHROMIUM} (Debian package `chromium`)")
     try:
@@ -58,14 +61,7 @@ def _chromium() -> Iterator[object]:
     args = ["--no-sandbox"] if os.geteuid() == 0 else []
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=args)
-        yield browser
+        context = browser.new_context(viewport={"width": 1200, "height": 800})
+        yield context.new_page()
+        context.close()
         browser.close()
-
-
-@pytest.fixture
-def browser_page(_chromium) -> Iterator[object]:
-    """A fresh page (its own cookies) in the shared chromium; a Playwright ``Page``."""
-    context = _chromium.new_context(viewport={"width": 1200, "height": 800})  # type: ignore[attr-defined]
-    page = context.new_page()
-    yield page
-    context.close()
