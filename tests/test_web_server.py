@@ -7,8 +7,11 @@ import asyncio
 import contextlib
 import itertools
 import json
+import os
 import re
+import signal
 import struct
+import subprocess
 import threading
 import time
 import zlib
@@ -20,7 +23,7 @@ import pytest
 from veglia import engine, orm
 from veglia.entry_points import CalculationFactory
 from veglia_fixtures.browser import expect
-from veglia_fixtures.profiles import wait_for
+from veglia_fixtures.profiles import VEGLIA, wait_for
 
 ShellJob = CalculationFactory("core.shell")
 PASSWORD = "correct horse battery staple 7"
@@ -362,3 +365,23 @@ def test_watchers_of_one_view_share_one_load_per_interval_and_loading_stops_with
     assert len(loads) <= 7
     gaps = [later - earlier for earlier, later in itertools.pairwise(loads)]
     assert all(gap >= interval * 0.95 for gap in gaps), gaps
+
+
+def test_veglia_web_prints_an_address_that_logs_in_and_serves_until_stopped(profile, veglia_home):
+    command = [VEGLIA, "-p", "test", "web", "--port", "0"]
+    env = {**os.environ, "VEGLIA_HOME": str(veglia_home)}
+    server = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert server.stdout is not None
+        lines = [server.stdout.readline() for _ in range(2)]
+        assert lines[0] == "veglia web for profile 'test'; open in a browser:\n", lines
+        url = lines[1].strip()
+        assert re.fullmatch(r"http://127\.0\.0\.1:\d+/\?token=[\w-]{32}", url), url
+        with httpx.Client(follow_redirects=True, timeout=30) as client:
+            page = client.get(url)
+            assert page.status_code == 200 and "<h1>Overview</h1>" in page.text
+            assert "?token=" not in str(page.url)
+            assert client.get(url.replace("?token=", "?token=x")).status_code == 401
+    finally:
+        server.send_signal(signal.SIGINT)
+        assert server.wait(timeout=30) == 0

@@ -100,9 +100,6 @@ class Site:
             autoescape=True,
         )
         self.templates.globals.update(getattr(pages, "TEMPLATE_GLOBALS", {}))
-        self.templates.globals["nav"] = [
-            (page.name, page.path) for page in pages.PAGES if "{" not in page.path
-        ]
         self.page_paths = {page.name: page.path for page in pages.PAGES}
 
     # -- who asks ------------------------------------------------------------------------
@@ -248,14 +245,11 @@ def _page_routes(site: Site, page: pages.Page) -> list[BaseRoute]:
             _events(site, page, context, updates, seen), media_type="text/event-stream"
         )
 
+    under = "" if page.path == "/" else page.path  # the overview's API is /api, not /api/
     return [
         Route(page.path, html, name=page.name),
-        Route("/api" + page.path.rstrip("/"), api, name=f"api-{page.name}")
-        if page.path != "/"
-        else Route("/api", api, name=f"api-{page.name}"),
-        Route("/live" + page.path.rstrip("/"), live, name=f"live-{page.name}")
-        if page.path != "/"
-        else Route("/live", live, name=f"live-{page.name}"),
+        Route(f"/api{under}", api, name=f"api-{page.name}"),
+        Route(f"/live{under}", live, name=f"live-{page.name}"),
     ]
 
 
@@ -300,7 +294,7 @@ def _event(name: str, data: str, event_id: str | None) -> str:
 def _login_routes(site: Site) -> list[BaseRoute]:
     async def login(request: Request) -> Response:
         target = request.query_params.get("next", "/")
-        if not target.startswith("/") or target.startswith("//"):
+        if not target.startswith("/") or target.startswith(("//", "/\\")):
             target = "/"  # never a redirect to another site
         if request.method == "GET":
             return site.render(request, "login.html", {"title": "Log in", "next": target})

@@ -60,7 +60,11 @@ def web(
     click.echo(f"    {server.url}")
     click.echo("Stop it with Ctrl-C.")
     sys.stdout.flush()
-    server.run()
+    try:
+        server.run()
+    except KeyboardInterrupt:  # uvicorn stops cleanly, then passes the Ctrl-C on
+        pass
+    click.echo("Stopped.")
 
 
 @web.group("user")
