@@ -36,6 +36,7 @@ from veglia.plugins.web.live import LiveHub, view_key
 __all__ = ["WebSettings", "create_app"]
 
 HERE = Path(__file__).parent
+_UNKNOWN = object()
 #: Seconds between two heartbeat comments of an idle stream, so proxies keep it open.
 HEARTBEAT = 15.0
 
@@ -104,7 +105,14 @@ class Site:
 
     # -- who asks ------------------------------------------------------------------------
     def user(self, request: Request) -> User | None:
-        """The logged-in user of the request's session; a removed user is logged out."""
+        """The logged-in user of the request's session; a removed user is logged out. Looked
+        up once per request (a named user's role in the secrets file)."""
+        known = getattr(request.state, "user", _UNKNOWN)
+        if known is _UNKNOWN:
+            known = request.state.user = self._session_user(request)
+        return known  # type: ignore[return-value]
+
+    def _session_user(self, request: Request) -> User | None:
         name = request.session.get("user")
         if name is None:
             return None
@@ -125,6 +133,7 @@ class Site:
         # A new session: a CSRF token seen before the login is not kept.
         request.session.clear()
         request.session.update({"user": user.name, "via": via, "csrf": new_csrf_token()})
+        request.state.user = user
 
     def flash(self, request: Request, message: str) -> None:
         request.session["flash"] = message

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from typing import Any
 
@@ -60,10 +61,9 @@ def web(
     click.echo(f"    {server.url}")
     click.echo("Stop it with Ctrl-C.")
     sys.stdout.flush()
-    try:
+    # uvicorn stops cleanly on Ctrl-C, then passes it on.
+    with contextlib.suppress(KeyboardInterrupt):
         server.run()
-    except KeyboardInterrupt:  # uvicorn stops cleanly, then passes the Ctrl-C on
-        pass
     click.echo("Stopped.")
 
 
