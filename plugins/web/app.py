@@ -249,7 +249,7 @@ def _page_routes(site: Site, page: pages.Page) -> list[BaseRoute]:
         params = _params(request)
         context = site.context(request, {"page_name": page.name}, take_flash=False)
         seen = request.headers.get("last-event-id")
-        updates = site.hub.watch(view_key(page.name, params), load_of(params))
+        updates = site.hub.watch(view_key(page.name, params), load_of(params), HEARTBEAT)
         return StreamingResponse(
             _events(site, page, context, updates, seen), media_type="text/event-stream"
         )
@@ -267,19 +267,13 @@ async def _events(site: Site, page: pages.Page, context: dict[str, Any], updates
     it changed (its digest as the event id), ``problem`` when the view cannot be loaded, and
     a comment now and then while nothing changes."""
     yield "retry: 2000\n\n"
-    next_update = asyncio.ensure_future(updates.__anext__())
-    try:
-        while True:
-            done, _ = await asyncio.wait({next_update}, timeout=HEARTBEAT)
-            if not done:
-                yield ": still here\n\n"
-                continue
-            item = next_update.result()
-            next_update = asyncio.ensure_future(updates.__anext__())
-            if isinstance(item, BaseException):
-                message = str(item) if isinstance(item, NotExistent) else "could not load"
-                yield _event("problem", message, None)
-                continue
+    async for item in updates:
+        if item is None:
+            yield ": still here\n\n"
+        elif isinstance(item, BaseException):
+            message = str(item) if isinstance(item, NotExistent) else "could not load"
+            yield _event("problem", message, None)
+        else:
             html = site.render_content(
                 page.template, {**context, "view": item, "title": page.title(item)}
             )
@@ -287,9 +281,6 @@ async def _events(site: Site, page: pages.Page, context: dict[str, Any], updates
             if html_digest != seen:
                 seen = html_digest
                 yield _event("update", html, html_digest)
-    finally:
-        next_update.cancel()
-        await updates.aclose()
 
 
 def _event(name: str, data: str, event_id: str | None) -> str:

@@ -9,6 +9,7 @@ server-sent-events stream; a key nobody watches is no longer loaded.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from collections.abc import AsyncIterator, Callable
@@ -33,7 +34,7 @@ class _Channel:
     view: dict[str, Any] | None = None
     error: BaseException | None = None
     loaded_at: float = float("-inf")
-    #: Bumped when a load gives a view different from the one before.
+    #: Bumped when a load gives a view different from the one before (0: never loaded).
     version: int = 0
     pending: asyncio.Future[None] | None = None
     watchers: int = 0
@@ -68,31 +69,32 @@ class LiveHub:
             self._evict_idle()
 
     async def watch(
-        self, key: ViewKey, load: Callable[[], dict[str, Any]]
-    ) -> AsyncIterator[dict[str, Any] | BaseException]:
-        """The view now, then each time it changes (or the error its load raised); for as
-        long as the caller iterates."""
+        self, key: ViewKey, load: Callable[[], dict[str, Any]], heartbeat: float | None = None
+    ) -> AsyncIterator[dict[str, Any] | BaseException | None]:
+        """The view now, then each time it changes (or the error its load raised), and None
+        after ``heartbeat`` seconds without a change; for as long as the caller iterates."""
         channel = self._channel(key, load)
         channel.watchers += 1
         if channel.poller is None:
             channel.poller = asyncio.create_task(self._poll(channel))
         try:
-            seen = -1
+            seen = 0  # the first load makes it 1
             while True:
                 async with channel.changed:
-                    await channel.changed.wait_for(
-                        lambda seen=seen: (
-                            channel.version != seen  # type: ignore[misc]
-                            and channel.loaded_at > float("-inf")
-                        )
-                    )
+                    with contextlib.suppress(asyncio.TimeoutError):
+                        await asyncio.wait_for(_new_version(channel, seen), heartbeat)
+                    changed = channel.version != seen
                     seen = channel.version
-                yield channel.error if channel.error is not None else channel.view  # type: ignore[misc]
+                if not changed:
+                    yield None
+                elif channel.error is not None:
+                    yield channel.error
+                else:
+                    yield channel.view
         finally:
+            # The poller ends by itself once nobody watches: cancelled, it could leave a
+            # load half done for a request that waits on it.
             channel.watchers -= 1
-            if channel.watchers == 0 and channel.poller is not None:
-                channel.poller.cancel()
-                channel.poller = None
             self._evict_idle()
 
     def _evict_idle(self) -> None:
@@ -104,11 +106,16 @@ class LiveHub:
                 del self._channels[key]
 
     async def _poll(self, channel: _Channel) -> None:
-        while True:
-            wait = channel.loaded_at + self.interval - time.monotonic()
-            if wait > 0:
-                await asyncio.sleep(wait)
-            await self._refresh(channel)
+        try:
+            while channel.watchers > 0:
+                wait = channel.loaded_at + self.interval - time.monotonic()
+                if wait > 0:
+                    await asyncio.sleep(wait)
+                if channel.watchers == 0:
+                    break
+                await self._refresh(channel)
+        finally:
+            channel.poller = None
 
     async def _refresh(self, channel: _Channel) -> None:
         """Load the view once, in a worker thread; concurrent callers share that load."""
@@ -131,6 +138,12 @@ class LiveHub:
         finally:
             channel.pending.set_result(None)
             channel.pending = None
+
+
+async def _new_version(channel: _Channel, seen: int) -> None:
+    """Until the channel's version is not ``seen``; called holding its condition's lock."""
+    while channel.version == seen:
+        await channel.changed.wait()
 
 
 def _fingerprint(view: dict[str, Any] | None, error: BaseException | None) -> str:
