@@ -37,6 +37,8 @@ __all__ = ["WebSettings", "create_app"]
 
 HERE = Path(__file__).parent
 _UNKNOWN = object()
+#: Around the content block in base.html.
+CONTENT_START, CONTENT_END = "<!-- veglia:content -->", "<!-- /veglia:content -->"
 #: Seconds between two heartbeat comments of an idle stream, so proxies keep it open.
 HEARTBEAT = 15.0
 
@@ -185,10 +187,14 @@ class Site:
         html = self.templates.get_template(template).render(self.context(request, extra))
         return HTMLResponse(html, status_code=status_code)
 
-    def render_content(self, template: str, context: dict[str, Any]) -> str:
-        """The ``content`` block of a page alone: what a live update swaps in."""
-        compiled = self.templates.get_template(template)
-        return "".join(compiled.blocks["content"](compiled.new_context(context)))
+    def render_page(self, template: str, context: dict[str, Any]) -> tuple[str, str]:
+        """The whole page, and its ``content`` block alone (what a live update swaps in):
+        cut from the page between base.html's markers, so that what the template imports
+        or sets at its top level is there too. Escaping keeps a value from faking one."""
+        html = self.templates.get_template(template).render(context)
+        _, _, rest = html.partition(CONTENT_START)
+        content, _, _ = rest.rpartition(CONTENT_END)
+        return html, content
 
     def not_found(self, request: Request, message: str) -> Response:
         if request.url.path.startswith("/api"):
@@ -227,9 +233,9 @@ def _page_routes(site: Site, page: pages.Page) -> list[BaseRoute]:
         context = site.context(
             request, {"view": view, "title": page.title(view), "page_name": page.name}
         )
-        content = site.render_content(page.template, context)
+        _, content = site.render_page(page.template, context)
         context["content_digest"] = digest(content)
-        return HTMLResponse(site.templates.get_template(page.template).render(context))
+        return HTMLResponse(site.render_page(page.template, context)[0])
 
     async def api(request: Request) -> Response:
         refusal = site.login_or_refusal(request)
@@ -274,7 +280,7 @@ async def _events(site: Site, page: pages.Page, context: dict[str, Any], updates
             message = str(item) if isinstance(item, NotExistent) else "could not load"
             yield _event("problem", message, None)
         else:
-            html = site.render_content(
+            _, html = site.render_page(
                 page.template, {**context, "view": item, "title": page.title(item)}
             )
             html_digest = digest(html)
