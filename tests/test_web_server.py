@@ -134,6 +134,8 @@ def test_a_read_only_user_sees_no_action_and_a_forged_kill_is_refused(
     _log_in_as(page, web_server, "viewer")
     assert page.locator("header .who").inner_text() == "viewer (read)"
     assert page.get_by_text("waits", exact=True).count() >= 1
+    page.goto(f"{web_server.base_url}job/{node.pk}")
+    assert page.get_by_text("waits", exact=True).count() >= 1
     assert page.locator('a[href^="/action/"]').count() == 0
     # The user's own session and CSRF token, on a POST the page never offered.
     csrf = page.locator("header input[name=csrf_token]").get_attribute("value")
@@ -148,7 +150,7 @@ def test_a_read_only_user_sees_no_action_and_a_forged_kill_is_refused(
 def test_an_operator_sees_the_action_and_a_post_without_the_csrf_token_is_refused(web_server):
     node = _waiting_job()
     with _logged_in(web_server) as client:
-        assert f'href="/action/kill/{node.pk}"' in client.get("/").text
+        assert f'href="/action/kill/{node.pk}"' in client.get(f"/job/{node.pk}").text
         confirm = client.get(f"/action/kill/{node.pk}")
         assert confirm.status_code == 200 and "Kill process" in confirm.text
         assert client.post(f"/action/kill/{node.pk}").status_code == 403
@@ -209,6 +211,7 @@ def test_a_running_job_is_killed_from_the_page(profile, daemon, web_server, brow
     wait_for([node], lambda n: n.get_attribute("scheduler_state") == "running", timeout=60)
     page = browser_page
     page.goto(web_server.url)
+    page.goto(f"{web_server.base_url}job/{node.pk}")
     page.click(f'a[href="/action/kill/{node.pk}"]')
     assert page.locator("h1").inner_text() == f"Kill process {node.pk}?"
     page.click("button.danger")
@@ -234,7 +237,10 @@ def test_no_answer_holds_a_secret(web_server, run_cli, veglia_home):
         answers.append(client.post(
             "/login", data={"username": "operator", "password": PASSWORD, "csrf_token": token}
         ).text)  # fmt: skip
-        for path in ("/", "/api", f"/action/kill/{node.pk}", "/nowhere", "/api/nowhere"):
+        for path in (
+            "/", "/api", f"/job/{node.pk}", f"/api/job/{node.pk}", f"/action/kill/{node.pk}",
+            "/nowhere", "/api/nowhere",
+        ):  # fmt: skip
             answers.append(client.get(path, follow_redirects=True).text)
         with client.stream("GET", "/live") as stream:
             for line in stream.iter_lines():
@@ -327,6 +333,9 @@ def test_pause_and_play_from_the_web_view(web_server):
         assert f"Process {node.pk} is not blocked." in unblock.text
         assert client.get("/action/explode/1").status_code == 404
         assert client.get("/action/kill/999999").status_code == 404
+        missing = client.get("/job/999999")
+        assert missing.status_code == 404 and "999999" in missing.text
+        assert client.get("/api/job/999999").json() == {"error": "No process with PK 999999."}
 
 
 def test_watchers_of_one_view_share_one_load_per_interval_and_loading_stops_with_them():

@@ -1,7 +1,7 @@
 """The pages of ``veglia web``: what each one loads and which template shows it.
 
-A placeholder with the overview alone, for the server's own tests; the views (veglia.views)
-bring the real pages. The server turns each :class:`Page` into ``GET <path>`` (HTML),
+A placeholder with an overview and a bare job page, for the server's own tests; the views
+(veglia.views) bring the real pages. The server turns each :class:`Page` into ``GET <path>`` (HTML),
 ``GET /api<path>`` (the view as JSON) and ``GET /live<path>`` (server-sent events).
 """
 
@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from veglia.exceptions import NotExistent
 from veglia.orm.queries import list_processes
 
 __all__ = ["PAGES", "Page"]
@@ -49,6 +50,15 @@ def _overview(params: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _job(params: dict[str, Any]) -> dict[str, Any]:
+    rows = list_processes(pks=[params["pk"]], attribute_keys=())
+    if not rows:
+        raise NotExistent(f"No process with PK {params['pk']}.")
+    row = rows[0]
+    return {"process": {"pk": row.pk, "label": row.label, "state": row.process_state}}
+
+
 PAGES: list[Page] = [
     Page("overview", "/", "overview.html", _overview, lambda view: "veglia: overview"),
+    Page("job", "/job/{pk:int}", "job.html", _job, lambda view: "veglia: job"),
 ]
