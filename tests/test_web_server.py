@@ -9,6 +9,7 @@ import itertools
 import json
 import os
 import re
+import shutil
 import signal
 import struct
 import subprocess
@@ -24,6 +25,7 @@ from veglia import engine, orm
 from veglia.entry_points import CalculationFactory
 from veglia_fixtures.browser import expect
 from veglia_fixtures.profiles import VEGLIA, wait_for
+from veglia_fixtures.services import service_missing
 
 ShellJob = CalculationFactory("core.shell")
 PASSWORD = "correct horse battery staple 7"
@@ -392,6 +394,38 @@ def test_veglia_web_prints_an_address_that_logs_in_and_serves_until_stopped(prof
             assert page.status_code == 200 and "<h1>Overview</h1>" in page.text
             assert "?token=" not in str(page.url)
             assert client.get(url.replace("?token=", "?token=x")).status_code == 401
+    finally:
+        server.send_signal(signal.SIGINT)
+        assert server.wait(timeout=30) == 0
+
+
+def test_with_tls_it_serves_beyond_this_machine_and_its_cookie_is_secure(
+    profile, veglia_home, tmp_path
+):
+    if shutil.which("openssl") is None:
+        service_missing("no openssl to make a test certificate")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+         "-subj", "/CN=127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    command = [
+        VEGLIA, "-p", "test", "web", "--host", "0.0.0.0", "--port", "0",
+        "--certfile", str(cert), "--keyfile", str(key),
+    ]  # fmt: skip
+    env = {**os.environ, "VEGLIA_HOME": str(veglia_home)}
+    server = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert server.stdout is not None
+        server.stdout.readline()
+        url = server.stdout.readline().strip()
+        assert url.startswith("https://0.0.0.0:"), url
+        with httpx.Client(verify=False, timeout=30) as client:
+            login = client.get(url.replace("0.0.0.0", "127.0.0.1"))
+            assert login.status_code == 303
+            assert "secure" in login.headers["set-cookie"].lower()
+            assert "httponly" in login.headers["set-cookie"].lower()
     finally:
         server.send_signal(signal.SIGINT)
         assert server.wait(timeout=30) == 0
