@@ -125,14 +125,43 @@ def profile_loaded(profile: Profile) -> None:
 
 
 @hookspec
-def daemon_started(profile: Profile) -> None:
+def daemon_start_options() -> list[click.Option]:
+    """Add options to ``veglia daemon start``, for what a plugin runs beside the daemon.
+
+    Called when ``daemon start`` reads its command line or shows its help. Return a list of
+    ``click.Option``, each named after your plugin (``--myplugin-port``) so that no two
+    clash. What the user gave (by parameter name; the option's default when not given)
+    is kept in the daemon's folder as JSON (so use values JSON can hold), kept by ``daemon
+    restart``, and handed to ``daemon_started`` as ``start_options``. Check a value in the
+    option's click callback: a wrong one then stops ``daemon start`` with a usage error.
+    """
+
+
+@hookspec
+def daemon_started(profile: Profile, start_options: dict[str, Any]) -> None:
     """Start what a plugin runs beside the daemon's workers, once per daemon.
 
     Called in the daemon's first worker as it starts (the supervisor stays lean and loads
     no plugin code beyond hook modules), and again in the worker that replaces it if it
-    dies. Start a background thread here (a sender of queued reports, say), as a daemon
-    thread; ``daemon_stopping`` is called when the daemon stops. Return at once: the worker
-    runs jobs in the same process. An exception is logged and does not stop the daemon.
+    dies. ``start_options`` holds the values of the ``daemon_start_options`` the daemon was
+    started with (every plugin's, by parameter name; empty for a daemon started before they
+    were kept). Start a background thread here (a sender of queued reports, say), as a
+    daemon thread; ``daemon_stopping`` is called when the daemon stops. Return at once: the
+    worker runs jobs in the same process. An exception is logged and does not stop the
+    daemon.
+    """
+
+
+@hookspec
+def daemon_status_lines(profile: Profile, start_options: dict[str, Any]) -> list[str]:
+    """Add lines to ``veglia daemon status`` (not to its ``--raw`` table).
+
+    Called in the CLI when the daemon runs, after its workers are listed, with the
+    ``start_options`` the daemon was started with (as ``daemon_started`` gets them). Return
+    lines of text (what your plugin serves beside the daemon, and where, or that it is
+    still starting), or nothing. Read what the daemon's worker wrote down for you
+    (``profile.daemon_folder`` is private to the user): do not connect anywhere. An
+    exception is shown as a warning.
     """
 
 

@@ -3,4 +3,5 @@ pytest_plugins = [
     "veglia_fixtures.profiles",
     "veglia_fixtures.mail",
     "veglia_fixtures.seqera_platform",
+    "veglia_fixtures.browser",
 ]

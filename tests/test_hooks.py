@@ -378,7 +378,7 @@ def test_daemon_started_and_daemon_stopping_reach_every_plugin_even_past_a_broke
 
     broken, working = _DaemonPlugin(fail=True), _DaemonPlugin()
     manager_with(broken, working)
-    _call_daemon_hook("daemon_started", profile)
+    _call_daemon_hook("daemon_started", profile, start_options={})
     _call_daemon_hook("daemon_stopping", profile)
     assert working.calls == ["started test", "stopping test"]
     assert broken.calls == ["started test", "stopping test"]

@@ -15,7 +15,9 @@ from veglia.cli.output import echo_success, echo_warning, print_table, raw_optio
 from veglia.cli.state import CliState, pass_state
 from veglia.config.private_paths import private_file, private_folder
 from veglia.engine.daemon import DaemonFiles
+from veglia.engine.daemon.files import write_json
 from veglia.exceptions import DaemonError
+from veglia.plugin_manager import get_plugin_manager, results_of_each
 
 
 def _files(state: CliState):
@@ -28,7 +30,24 @@ def daemon_group() -> None:
     """Start, stop and inspect the daemon that runs submitted processes."""
 
 
-def start_daemon(state: CliState, workers: int) -> None:
+class _StartCommand(click.Command):
+    """``daemon start`` with the options plugins add (the ``daemon_start_options`` hook),
+    asked for once the command line is read: ``veglia --help`` does not need them."""
+
+    _plugin_options: list[click.Parameter] | None = None
+
+    def get_params(self, ctx: click.Context) -> list[click.Parameter]:
+        if self._plugin_options is None:
+            hook = get_plugin_manager().hook.daemon_start_options
+            self._plugin_options = [option for found in hook() for option in found or []]
+        return [*super().get_params(ctx), *self._plugin_options]
+
+
+def start_daemon(
+    state: CliState, workers: int, start_options: dict[str, object] | None = None
+) -> None:
+    """Start the daemon; with ``start_options`` (the plugins' options), kept for its
+    workers, else with those it was last started with (a restart)."""
     files = _files(state)
     if files.supervisor_pid():
         raise DaemonError(
@@ -38,6 +57,8 @@ def start_daemon(state: CliState, workers: int) -> None:
         echo_warning("Without a broker the daemon runs one worker; set broker.url for more.")
         workers = 1
     private_folder(files.folder)
+    if start_options is not None:
+        write_json(files.start_options, start_options)
     with open(private_file(files.log), "ab") as log:
         subprocess.Popen(
             [sys.executable, "-m", "veglia.engine.daemon", "supervise", str(workers)],
@@ -74,12 +95,12 @@ def stop_daemon(state: CliState, timeout: float = 60.0) -> bool:
     raise DaemonError(f"The daemon (pid {pid}) did not stop within {timeout:.0f} s.")
 
 
-@daemon_group.command("start")
+@daemon_group.command("start", cls=_StartCommand)
 @click.argument("workers", type=click.IntRange(min=1), default=1)
 @pass_state
-def daemon_start(state: CliState, workers: int) -> None:
+def daemon_start(state: CliState, workers: int, **start_options: object) -> None:
     """Start the daemon with WORKERS worker processes (default 1)."""
-    start_daemon(state, workers)
+    start_daemon(state, workers, start_options)
 
 
 @daemon_group.command("stop")
@@ -133,7 +154,21 @@ def daemon_status(state: CliState, raw: bool) -> int:
     print_table(("Worker PID", "Started", "Restarts", "Active processes"), rows, raw=raw)
     if not raw and repaired is not None:
         click.echo(f"Stranded processes queued again: {repaired}")
+    if not raw:
+        _plugin_status_lines(state, files)
     return 0
+
+
+def _plugin_status_lines(state: CliState, files: DaemonFiles) -> None:
+    """What plugins serve beside the daemon (the ``daemon_status_lines`` hook)."""
+    results, errors = results_of_each(
+        "daemon_status_lines", profile=state.profile, start_options=files.read_start_options()
+    )
+    for _, lines in results:
+        for line in lines:  # type: ignore[attr-defined]
+            click.echo(line)
+    for plugin, exc in errors:
+        echo_warning(f"plugin {plugin} failed in daemon_status_lines: {exc}")
 
 
 @daemon_group.command("logs")

@@ -21,6 +21,8 @@ class DaemonFiles:
         self.pid = self.folder / "supervisor.pid"
         self.status = self.folder / "status.json"
         self.log = self.folder / "daemon.log"
+        #: The values of the plugins' `daemon start` options (the daemon_start_options hook).
+        self.start_options = self.folder / "start-options.json"
 
     def worker_status(self, pid: int) -> Path:
         return self.folder / f"worker-{pid}.json"
@@ -50,6 +52,12 @@ class DaemonFiles:
                 for entry in environment["PYTHONPATH"].split(os.pathsep)
             )
         return {"cwd": self.folder, "env": environment}
+
+    def read_start_options(self) -> dict[str, Any]:
+        try:
+            return json.loads(self.start_options.read_text())
+        except (OSError, json.JSONDecodeError):
+            return {}
 
     def read_status(self) -> dict[str, Any]:
         try:

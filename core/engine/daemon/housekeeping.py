@@ -15,6 +15,7 @@ import threading
 from collections.abc import Callable
 
 from veglia.config.profile import Profile
+from veglia.engine.daemon.files import DaemonFiles
 from veglia.engine.daemon.reconcile import Reconciler
 from veglia.engine.daemon.supervisor import PRIMARY_ENV
 from veglia.plugin_manager import call_each
@@ -36,10 +37,10 @@ def log_failure(what: str, exc: Exception) -> None:
         LOGGER.error("%s", what, exc_info=exc)
 
 
-def call_daemon_hook(name: str, profile: Profile) -> None:
+def call_daemon_hook(name: str, profile: Profile, **more: object) -> None:
     """A daemon hook, each implementation on its own: a failing plugin never keeps the
     daemon from running jobs, nor the other plugins from starting."""
-    for plugin, exc in call_each(name, profile=profile):
+    for plugin, exc in call_each(name, profile=profile, **more):
         LOGGER.error("plugin %s failed in %s: %s", plugin, name, exc)
 
 
@@ -66,7 +67,8 @@ class Housekeeper:
         return None if self.reconciler is None else self.reconciler.repaired
 
     def start(self) -> None:
-        call_daemon_hook("daemon_started", self.profile)
+        start_options = DaemonFiles(self.profile).read_start_options()
+        call_daemon_hook("daemon_started", self.profile, start_options=start_options)
         if self.reconciler is not None:
             # A thread of its own: a look waits on the database and the broker, which the
             # worker's event loop must not.
