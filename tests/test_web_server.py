@@ -127,6 +127,13 @@ def test_a_wrong_token_or_none_is_refused(web_server):
         assert client.post("/action/kill/1").status_code == 303
 
 
+def test_every_answer_tells_the_server_time_it_took(web_server):
+    with _logged_in(web_server) as client:
+        for path in ("/", "/api", "/processes?state=all", "/api/job/999999999", "/login"):
+            timing = client.get(path).headers["server-timing"]
+            assert re.fullmatch(r"app;dur=\d+\.\d", timing), (path, timing)
+
+
 def test_a_read_only_user_sees_no_action_and_a_forged_kill_is_refused(
     web_server, browser_page, run_cli
 ):

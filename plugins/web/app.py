@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -90,6 +91,29 @@ class SecurityHeaders:
             await send(message)
 
         await self.app(scope, receive, send_with_headers)
+
+
+class ServerTiming:
+    """Adds ``Server-Timing: app;dur=<ms>`` to every answer: the time from the request to
+    its first byte (a page's load and rendering), which browsers' developer tools show and
+    ``bench/web.py`` reads."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        start = time.perf_counter()
+
+        async def send_with_timing(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                elapsed = (time.perf_counter() - start) * 1000
+                MutableHeaders(scope=message)["server-timing"] = f"app;dur={elapsed:.1f}"
+            await send(message)
+
+        await self.app(scope, receive, send_with_timing)
 
 
 class Site:
@@ -357,6 +381,7 @@ def create_app(settings: WebSettings) -> Starlette:
     return Starlette(
         routes=routes,
         middleware=[
+            Middleware(ServerTiming),
             Middleware(SecurityHeaders),
             Middleware(
                 SessionMiddleware,
