@@ -11,7 +11,11 @@ from veglia.engine.calcjob.history import Distribution, similar_durations
 from veglia.orm.process_nodes import ProcessNode
 from veglia.storage.times import as_utc
 
-__all__ = ["Progress", "Step", "format_seconds", "step_of", "workflow_progress"]
+__all__ = ["ESTIMATE_SAMPLES", "Progress", "Step", "format_seconds", "step_of", "workflow_progress"]
+
+#: The latest similar runs an estimate averages: enough for a mean, and a running step's
+#: history is read for each kind of step at each look (a live web page: every second).
+ESTIMATE_SAMPLES = 100
 
 
 def format_seconds(seconds: float | int) -> str:
@@ -99,7 +103,7 @@ def workflow_progress(node: ProcessNode, steps: Sequence[Step] | None = None) ->
         return Progress(done, running, failed, elapsed)
     estimates: list[tuple[float, str]] = []
     past: list[int] = []
-    history = similar_durations(node.process_type, node.similarity_key)
+    history = similar_durations(node.process_type, node.similarity_key, ESTIMATE_SAMPLES)
     if history is not None:
         estimates.append(
             (max(0.0, history.mean - elapsed), f"{history.count} similar finished runs")
@@ -111,7 +115,7 @@ def workflow_progress(node: ProcessNode, steps: Sequence[Step] | None = None) ->
             continue
         kind = (child.process_type, child.similarity_key)
         if kind not in history_of:
-            history_of[kind] = similar_durations(*kind)
+            history_of[kind] = similar_durations(*kind, ESTIMATE_SAMPLES)
         steps = history_of[kind]
         if steps is None:
             continue
