@@ -422,13 +422,13 @@ def creating_calcjobs(node_pks: Iterable[int]) -> dict[int, list[int]]:
 def file_sizes(node_pks: Iterable[int]) -> dict[int, int]:
     """The total size in bytes of each node's stored files (nodes without files left out)."""
     with get_storage().connection() as connection:
-        return dict(
-            connection.execute(
-                sa.select(stored_files.c.node_id, sa.func.sum(stored_files.c.size))
-                .where(stored_files.c.node_id.in_(set(node_pks)))
-                .group_by(stored_files.c.node_id)
-            ).all()
-        )
+        rows = connection.execute(
+            sa.select(stored_files.c.node_id, sa.func.sum(stored_files.c.size))
+            .where(stored_files.c.node_id.in_(set(node_pks)))
+            .group_by(stored_files.c.node_id)
+        ).all()
+    # PostgreSQL sums a bigint as numeric (a Decimal), which no JSON answer takes.
+    return {pk: int(size) for pk, size in rows}
 
 
 def repository_files(node_pks: Iterable[int]) -> list[tuple[int, str, str]]:
