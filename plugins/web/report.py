@@ -5,12 +5,8 @@ out: no script, no font, no image, no link outside itself, so it can be mailed, 
 a ticket or opened years later offline. Its rows link to sections of the same file.
 
 ``render_report`` takes the views the web pages and ``/api`` serve (veglia.views' workflow
-view and one job view per job), so the command is a view per pk and a file write::
-
-    workflow = workflow_view(pk).as_dict()
-    jobs = {step["row"]["pk"]: job_view(step["row"]["pk"]).as_dict()
-            for step in workflow["steps"] if step["row"]["kind"] == "calcjob"}
-    path.write_text(render_report(workflow, jobs), encoding="utf-8")
+view and one job view per job); ``report_of(pk)`` builds them for a workflow, or for one
+calc job as a run of one step, and the command (plugins/web/cli.py) writes the result.
 """
 
 from __future__ import annotations
