@@ -64,7 +64,13 @@ def test_a_team_leader_follows_a_workflow_from_the_overview_to_a_job_and_a_node(
     page = browser_page
     page.goto(web_server.url)
     page.wait_for_selector("#live-badge[data-state=live]")
-    page.locator("section.active").get_by_role("link", name="nightly assembly").click()
+    active = page.locator("section.active")
+    expect(active.locator("tr", has_text="step 1")).to_contain_text(
+        "scheduler: running", timeout=60000
+    )
+    _doc_screenshot(page, "web-overview.png")
+    page.set_viewport_size({"width": 1200, "height": 800})
+    active.get_by_role("link", name="nightly assembly").click()
     page.wait_for_url(f"{web_server.base_url}workflow/{flow.pk}")
     assert page.locator("h1").inner_text() == f"Workflow nightly assembly ({flow.pk})"
     health = page.locator("ul.health")
@@ -156,7 +162,6 @@ def test_a_team_leader_follows_a_workflow_from_the_overview_to_a_job_and_a_node(
     expect(page.locator("ul.state-counts li.count-finished strong")).to_have_text(
         str(len(jobs) + 1)
     )
-    _doc_screenshot(page, "web-overview.png")
 
 
 def _node_pks(page) -> list[int]:
