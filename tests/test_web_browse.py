@@ -232,7 +232,7 @@ def test_a_workflow_of_200_steps_a_long_label_and_a_phone(profile, web_server, b
     for width in (390, 1400):
         _fits_the_width(page, width)
 
-    for path in ("", "processes?state=all"):
+    for path in ("", "processes?state=all", f"node/{flow.pk}"):
         page.goto(f"{web_server.base_url}{path}")
         for width in (390, 1400):
             _fits_the_width(page, width)
