@@ -57,7 +57,7 @@ def test_a_team_leader_follows_a_workflow_from_the_overview_to_a_job_and_a_node(
     guard = {"guard": {"entry_point": "core.walltime_guard", "kwargs": {"fraction": 0.95}}}
     flow = engine.submit(
         workflows.NamedSteps,
-        commands=orm.List([BUSY.format(s=6), BUSY.format(s=3), "echo last"]),
+        commands=orm.List([BUSY.format(s=8), BUSY.format(s=3), "echo last"]),
         monitors=orm.Dict(guard),
         metadata={"label": "nightly assembly"},
     )
