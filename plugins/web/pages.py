@@ -17,7 +17,21 @@ from veglia.views.overview import overview_view
 from veglia.views.processes import processes_view
 from veglia.views.workflow import workflow_view
 
-__all__ = ["PAGES", "TEMPLATE_GLOBALS", "Page", "human_bytes", "human_seconds", "when"]
+__all__ = [
+    "PAGES",
+    "TEMPLATE_GLOBALS",
+    "TIMELINE_ROWS",
+    "Page",
+    "fact_text",
+    "human_bytes",
+    "human_seconds",
+    "state_words",
+    "when",
+]
+
+#: A workflow page draws the timeline of at most this many steps (the latest); the steps
+#: table and the processes search list them all.
+TIMELINE_ROWS = 40
 
 
 @dataclass(frozen=True)
@@ -100,11 +114,32 @@ def when(value: str | None) -> str:
     return moment.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-#: Functions the templates call (the server adds them to its Jinja2 environment).
-TEMPLATE_GLOBALS: dict[str, Callable[..., Any]] = {
+def fact_text(value: Any) -> str:
+    """A property's value as a page shows it: a time as :func:`when` writes it, anything
+    else as text."""
+    if isinstance(value, str) and len(value) >= 19 and value[10:11] == "T":
+        shown = when(value)
+        if shown != value:
+            return shown
+    return "" if value is None else str(value)
+
+
+def state_words(text: str) -> str:
+    """A state's text without the symbol the terminal shows before it (``✔ Finished [0]`` ->
+    ``Finished [0]``): on a page the badge's colour says it, and not every font has the
+    symbols."""
+    first, _, rest = text.partition(" ")
+    return rest if rest and not any(ch.isalnum() for ch in first) else text
+
+
+#: Functions and constants the templates use (the server adds them to its Jinja2 environment).
+TEMPLATE_GLOBALS: dict[str, Any] = {
     "timeline_svg": charts.timeline_svg,
     "usage_svg": charts.usage_svg,
     "human_bytes": human_bytes,
     "human_seconds": human_seconds,
     "when": when,
+    "fact_text": fact_text,
+    "state_words": state_words,
+    "TIMELINE_ROWS": TIMELINE_ROWS,
 }
