@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from typing import Any
 
 from veglia.engine.progress import format_seconds
 from veglia.plugins.web import charts
+from veglia.plugins.web.formatting import parse_time, size_text, time_text
 from veglia.views.job import job_view
 from veglia.views.node import node_view
 from veglia.views.overview import overview_view
@@ -87,14 +87,7 @@ PAGES: list[Page] = [
 
 def human_bytes(value: float | None) -> str:
     """``1.5 GiB``; empty for None."""
-    if value is None:
-        return ""
-    size = float(value)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if size < 1024 or unit == "TiB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return ""
+    return "" if value is None else size_text(value)
 
 
 def human_seconds(value: float | None) -> str:
@@ -104,14 +97,11 @@ def human_seconds(value: float | None) -> str:
 
 def when(value: str | None) -> str:
     """An ISO time of a view as ``2026-01-31 14:05:09 UTC`` (a page's script may show it in
-    the reader's zone from the ``<time datetime>`` around it); empty for None."""
+    the reader's zone from the ``<time datetime>`` around it); empty for None, and a text
+    that is no time as it is."""
     if not value:
         return ""
-    try:
-        moment = datetime.fromisoformat(value)
-    except ValueError:
-        return value
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return time_text(value) if parse_time(value) else value
 
 
 def fact_text(value: Any) -> str:
