@@ -83,6 +83,20 @@ def test_a_wrong_token_or_none_is_refused(web_server):
         assert client.post("/action/kill/1").status_code == 303
 
 
+def test_a_script_reads_the_api_with_the_token_in_a_header_but_cannot_act(web_server):
+    node = _waiting_job("scripted")
+    with httpx.Client(base_url=web_server.base_url, timeout=30) as client:
+        header = {"Authorization": f"token {web_server.token}"}
+        job = client.get(f"/api/job/{node.pk}", headers=header)
+        assert job.status_code == 200 and job.json()["process"]["label"] == "scripted"
+        assert "veglia_session" not in job.cookies  # no session: nothing to forge a form with
+        wrong = client.get("/api", headers={"Authorization": f"token {web_server.token}x"})
+        assert wrong.status_code == 401 and wrong.json() == {"error": "That token is not valid."}
+        kill = client.post(f"/action/kill/{node.pk}", headers=header, data={"csrf_token": ""})
+        assert kill.status_code == 403
+    assert node.refresh().process_state == "created"
+
+
 def test_a_read_only_user_sees_no_action_and_a_forged_kill_is_refused(
     web_server, browser_page, run_cli
 ):

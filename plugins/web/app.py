@@ -144,6 +144,14 @@ class Site:
         """None when the request may go on; else the answer to give: the login page for a
         browser, 401 for the API and streams. A ``?token=`` logs in (then redirects to the
         same address without it, so it stays in no history)."""
+        scheme, _, credential = request.headers.get("authorization", "").partition(" ")
+        if scheme.lower() == "token" and credential.strip():
+            # A script's request (as Jupyter's `Authorization: token ...`): no session, so
+            # no CSRF token either, and a form it posts is refused.
+            if not tokens_match(credential.strip(), self.settings.token):
+                return JSONResponse({"error": "That token is not valid."}, status_code=401)
+            request.state.user = User(TOKEN_USER, "operate")
+            return None
         given = request.query_params.get("token")
         if given is not None:
             if tokens_match(given, self.settings.token):
