@@ -241,9 +241,10 @@ def _page_routes(site: Site, page: pages.Page) -> list[BaseRoute]:
         context = site.context(
             request, {"view": view, "title": page.title(view), "page_name": page.name}
         )
-        _, content = site.render_page(page.template, context)
-        context["content_digest"] = digest(content)
-        return HTMLResponse(site.render_page(page.template, context)[0])
+        html, content = site.render_page(page.template, context)
+        # The digest is of the content below the marker, so it is set after one rendering.
+        marked = f'data-digest="{digest(content)}"'
+        return HTMLResponse(html.replace('data-digest=""', marked, 1))
 
     async def api(request: Request) -> Response:
         refusal = site.login_or_refusal(request)
