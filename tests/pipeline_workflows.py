@@ -118,3 +118,33 @@ class ThreeSteps(WorkChain):
             return self.exit_codes.ERROR_STEP_FAILED.format(step=3)
         self.out("result", self.ctx.steps[-1].outputs.stdout)
         return None
+
+
+class NamedSteps(WorkChain):
+    """One shell job per command, one after another, each labelled ``step N`` and watched by
+    the ``monitors`` given (the same for every step)."""
+
+    @classmethod
+    def define(cls, spec: Any) -> None:
+        super().define(spec)
+        spec.input("commands", valid_type=orm.List)
+        spec.input("monitors", valid_type=orm.Dict, required=False)
+        spec.outline(while_(cls.more)(cls.launch), cls.results)
+        spec.exit_code(401, "ERROR_CHILD_FAILED", "A step failed.")
+
+    def more(self) -> bool:
+        return len(self.ctx.get("jobs", [])) < len(self.inputs["commands"].get_list())
+
+    def launch(self) -> ToContext:
+        done = len(self.ctx.get("jobs", []))
+        builder = ShellJob.get_builder()
+        builder.command = orm.Str(self.inputs["commands"].get_list()[done])
+        builder.metadata.label = f"step {done + 1}"
+        if "monitors" in self.inputs:
+            builder.monitors = self.inputs["monitors"].get_dict()
+        return ToContext(jobs=append_(self.submit(builder)))
+
+    def results(self) -> Any:
+        if not all(job.is_finished_ok for job in self.ctx.jobs):
+            return self.exit_codes.ERROR_CHILD_FAILED
+        return None

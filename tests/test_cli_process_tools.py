@@ -16,7 +16,7 @@ from veglia.cli.main import cli
 from veglia.entry_points import CalculationFactory
 from veglia.orm import queries
 from veglia.orm.attributes import CALL_KEY, PAUSED, PAUSED_REASON
-from veglia_fixtures.profiles import make_profile
+from veglia_fixtures.profiles import make_profile, stored_process
 
 LONG_REASON = "upload failed on every attempt: the computer refused the connection " * 2
 
@@ -32,28 +32,16 @@ def any_profile(request, veglia_home):
     set_runner(None)
 
 
-def _process(node_class, state, label="", exit_status=None, caller=None, **attributes):
-    node = node_class(process_type="core.shell" if node_class is orm.CalcJobNode else "demo.wf")
-    node.label = label
-    node.process_state = state
-    node.store([(caller, "call", "CALL")] if caller is not None else [])
-    if attributes:
-        node.set_attributes(attributes)
-    if exit_status is not None:
-        node.set_exit(exit_status, f"exit {exit_status}")
-    return node
-
-
 @pytest.fixture
 def made(any_profile):
     """A finished workflow ``relax_si`` that called ``scf 1`` (ok) and ``scf 2`` (410), which
     called ``inner``; a failed ``relax_ge`` (410); a paused ``Bands`` with a long reason."""
-    workflow = _process(orm.WorkflowNode, "finished", "relax_si", 0)
-    scf1 = _process(orm.CalcJobNode, "finished", "scf 1", 0, workflow, **{CALL_KEY: "0.0"})
-    scf2 = _process(orm.WorkflowNode, "finished", "scf 2", 410, workflow, **{CALL_KEY: "1.0"})
-    inner = _process(orm.CalcJobNode, "finished", "inner", 410, scf2)
-    failed = _process(orm.CalcJobNode, "finished", "relax_ge", 410)
-    paused = _process(
+    workflow = stored_process(orm.WorkflowNode, "finished", "relax_si", 0)
+    scf1 = stored_process(orm.CalcJobNode, "finished", "scf 1", 0, workflow, **{CALL_KEY: "0.0"})
+    scf2 = stored_process(orm.WorkflowNode, "finished", "scf 2", 410, workflow, **{CALL_KEY: "1.0"})
+    inner = stored_process(orm.CalcJobNode, "finished", "inner", 410, scf2)
+    failed = stored_process(orm.CalcJobNode, "finished", "relax_ge", 410)
+    paused = stored_process(
         orm.CalcJobNode, "waiting", "Bands", **{PAUSED: True, PAUSED_REASON: LONG_REASON}
     )
     return workflow, scf1, scf2, inner, failed, paused

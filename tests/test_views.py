@@ -32,23 +32,10 @@ from veglia.views import (
 )
 from veglia.views import node as node_module
 from veglia.views.rows import format_state
-from veglia_fixtures.profiles import make_profile
+from veglia_fixtures.profiles import make_profile, stored_process
 
 ShellJob = CalculationFactory("core.shell")
 EVIL = "<script>alert(1)</script>"
-
-
-def _process(node_class, state, label="", exit_status=None, caller=None, **attributes):
-    """A stored process in a state no quick real run reaches (paused, blocked, ...)."""
-    node = node_class(process_type="core.shell" if node_class is orm.CalcJobNode else "demo.wf")
-    node.label = label
-    node.process_state = state
-    node.store([(caller, "call", "CALL")] if caller is not None else [])
-    if attributes:
-        node.set_attributes(attributes)
-    if exit_status is not None:
-        node.set_exit(exit_status, f"exit {exit_status}")
-    return node
 
 
 @pytest.fixture
@@ -174,7 +161,9 @@ def test_the_node_view_gives_the_dot_text_of_a_graph_too_big_to_draw(ran, monkey
 
 def test_process_list_says_what_the_view_rows_say(ran, run_cli):
     flow, failed = ran
-    paused = _process(orm.CalcJobNode, "waiting", "held", **{PAUSED: True, PAUSED_REASON: "by me"})
+    paused = stored_process(
+        orm.CalcJobNode, "waiting", "held", **{PAUSED: True, PAUSED_REASON: "by me"}
+    )
     listed = run_cli("-p", "test", "process", "list", "-a", "-P", "pk,state,status", "--raw")
     cli_rows = {}
     for line in listed.stdout.splitlines():
@@ -211,8 +200,10 @@ def test_processes_view_filters_as_process_list(ran):
 def test_the_overview_counts_lists_and_asks_for_attention(ran):
     flow, failed = ran
     now = time.time()
-    blocked = _process(orm.CalcJobNode, "waiting", "stuck", **{BLOCKED: {"reason": "no queue"}})
-    outage = _process(
+    blocked = stored_process(
+        orm.CalcJobNode, "waiting", "stuck", **{BLOCKED: {"reason": "no queue"}}
+    )
+    outage = stored_process(
         orm.CalcJobNode,
         "waiting",
         "away",
@@ -222,20 +213,22 @@ def test_the_overview_counts_lists_and_asks_for_attention(ran):
             UNREACHABLE: {"computer": "localhost", "since": now},
         },
     )
-    stopped = _process(
+    stopped = stored_process(
         orm.CalcJobNode,
         "finished",
         "watched",
         0,
         **{STOPPED_BY_MONITOR: {"name": "guard", "message": "too slow", "time": now}},
     )
-    cancel = _process(
+    cancel = stored_process(
         orm.CalcJobNode,
         "killed",
         "gone",
         **{CANCEL_PENDING: {"job_id": "42", "computer": "localhost", "since": now}},
     )
-    played = _process(orm.CalcJobNode, "waiting", "played", **{PAUSED: False, PAUSED_REASON: ""})
+    played = stored_process(
+        orm.CalcJobNode, "waiting", "played", **{PAUSED: False, PAUSED_REASON: ""}
+    )
     view = overview_view()
     assert view["counts"]["finished"] == 5 and view["counts"]["waiting"] == 3
     assert {row["pk"] for row in view["active"]} == {blocked.pk, outage.pk, played.pk}
@@ -322,13 +315,15 @@ def any_profile(request, veglia_home):
 
 def test_the_overview_and_search_queries_on_each_database(any_profile):
     now = time.time()
-    flow = _process(orm.WorkflowNode, "waiting", "flow")
-    queued = _process(
+    flow = stored_process(orm.WorkflowNode, "waiting", "flow")
+    queued = stored_process(
         orm.CalcJobNode, "waiting", "queued", caller=flow, **{SCHEDULER_STATE: "queued"}
     )
-    paused = _process(orm.CalcJobNode, "waiting", "paused", **{PAUSED: True, PAUSED_REASON: "me"})
-    _process(orm.CalcJobNode, "waiting", "played", **{PAUSED: False})
-    gone = _process(
+    paused = stored_process(
+        orm.CalcJobNode, "waiting", "paused", **{PAUSED: True, PAUSED_REASON: "me"}
+    )
+    stored_process(orm.CalcJobNode, "waiting", "played", **{PAUSED: False})
+    gone = stored_process(
         orm.CalcJobNode,
         "killed",
         "gone",
@@ -367,13 +362,13 @@ def _statements(build) -> int:
 
 def test_lists_cost_the_same_queries_for_few_processes_or_many(profile):
     """No query per row: ten times the processes, the same statements."""
-    flow = _process(orm.WorkflowNode, "waiting", "flow")
+    flow = stored_process(orm.WorkflowNode, "waiting", "flow")
 
     def add(count: int) -> None:
         for index in range(count):
-            _process(orm.CalcJobNode, "waiting", f"step {index}", caller=flow)
-            _process(orm.CalcJobNode, "finished", f"done {index}", 0)
-            _process(orm.CalcJobNode, "waiting", f"held {index}", **{PAUSED: True})
+            stored_process(orm.CalcJobNode, "waiting", f"step {index}", caller=flow)
+            stored_process(orm.CalcJobNode, "finished", f"done {index}", 0)
+            stored_process(orm.CalcJobNode, "waiting", f"held {index}", **{PAUSED: True})
 
     builds = {
         "overview": overview_view,

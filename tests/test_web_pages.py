@@ -87,7 +87,7 @@ def test_the_workflow_page_shows_steps_health_and_timeline(jinja, ran):
     flow, _ = ran
     html = render(jinja, "workflow", {"pk": flow.pk})
     assert EVIL not in html and ESCAPED in html
-    assert "2 succeeded" in html and "0 failed" in html
+    assert "<strong>2</strong> succeeded" in html and "<strong>0</strong> failed" in html
     for child in flow.called:
         assert f'href="/job/{child.pk}"' in html
     assert '<svg class="timeline"' in html or "<svg" in html

@@ -11,11 +11,9 @@ import os
 import re
 import shutil
 import signal
-import struct
 import subprocess
 import threading
 import time
-import zlib
 from collections.abc import Iterator
 
 import httpx
@@ -23,7 +21,7 @@ import pytest
 
 from veglia import engine, orm
 from veglia.entry_points import CalculationFactory
-from veglia_fixtures.browser import expect
+from veglia_fixtures.browser import distinct_colours, expect
 from veglia_fixtures.profiles import VEGLIA, wait_for
 from veglia_fixtures.services import service_missing
 
@@ -64,48 +62,6 @@ def _waiting_job(label: str = "waits") -> orm.CalcJobNode:
     return engine.submit(builder)
 
 
-def _distinct_colours(png: bytes) -> int:
-    """How many colours an 8-bit RGB(A) PNG (as chromium writes them) has."""
-    assert png[:8] == b"\x89PNG\r\n\x1a\n"
-    pos, chunks, header = 8, [], None
-    while pos < len(png):
-        length, kind = struct.unpack(">I4s", png[pos : pos + 8])
-        data = png[pos + 8 : pos + 8 + length]
-        if kind == b"IHDR":
-            header = struct.unpack(">IIBBBBB", data)
-        elif kind == b"IDAT":
-            chunks.append(data)
-        pos += 12 + length
-    assert header is not None
-    width, height, depth, colour_type = header[:4]
-    assert depth == 8 and colour_type in (2, 6), header
-    size = 3 if colour_type == 2 else 4
-    raw, stride, rows, previous = zlib.decompress(b"".join(chunks)), width * size, [], None
-    for y in range(height):
-        kind, line = (
-            raw[y * (stride + 1)],
-            bytearray(raw[y * (stride + 1) + 1 : (y + 1) * (stride + 1)]),
-        )
-        prior = previous or bytearray(stride)
-        for x in range(stride):
-            left = line[x - size] if x >= size else 0
-            up, corner = prior[x], prior[x - size] if x >= size else 0
-            if kind == 1:
-                line[x] = (line[x] + left) & 0xFF
-            elif kind == 2:
-                line[x] = (line[x] + up) & 0xFF
-            elif kind == 3:
-                line[x] = (line[x] + (left + up) // 2) & 0xFF
-            elif kind == 4:
-                guess = left + up - corner
-                pa, pb, pc = abs(guess - left), abs(guess - up), abs(guess - corner)
-                best = left if pa <= pb and pa <= pc else up if pb <= pc else corner
-                line[x] = (line[x] + best) & 0xFF
-        rows.append(line)
-        previous = line
-    return len({bytes(row[x : x + 3]) for row in rows for x in range(0, stride, size * 7)})
-
-
 def test_the_printed_token_logs_the_browser_in_and_leaves_the_address(web_server, browser_page):
     page = browser_page
     page.goto(web_server.url)
@@ -132,6 +88,20 @@ def test_every_answer_tells_the_server_time_it_took(web_server):
         for path in ("/", "/api", "/processes?state=all", "/api/job/999999999", "/login"):
             timing = client.get(path).headers["server-timing"]
             assert re.fullmatch(r"app;dur=\d+\.\d", timing), (path, timing)
+
+
+def test_a_script_reads_the_api_with_the_token_in_a_header_but_cannot_act(web_server):
+    node = _waiting_job("scripted")
+    with httpx.Client(base_url=web_server.base_url, timeout=30) as client:
+        header = {"Authorization": f"token {web_server.token}"}
+        job = client.get(f"/api/job/{node.pk}", headers=header)
+        assert job.status_code == 200 and job.json()["process"]["label"] == "scripted"
+        assert "veglia_session" not in job.cookies  # no session: nothing to forge a form with
+        wrong = client.get("/api", headers={"Authorization": f"token {web_server.token}x"})
+        assert wrong.status_code == 401 and wrong.json() == {"error": "That token is not valid."}
+        kill = client.post(f"/action/kill/{node.pk}", headers=header, data={"csrf_token": ""})
+        assert kill.status_code == 403
+    assert node.refresh().process_state == "created"
 
 
 def test_a_read_only_user_sees_no_action_and_a_forged_kill_is_refused(
@@ -229,7 +199,7 @@ def test_a_running_job_is_killed_from_the_page(profile, daemon, web_server, brow
     assert node.is_killed
     # On the process's page (or the overview): the page follows, without a reload.
     expect(page.locator("main")).to_contain_text(re.compile("killed", re.IGNORECASE))
-    assert _distinct_colours(page.screenshot()) > 5
+    assert distinct_colours(page.screenshot()) > 5
 
 
 def test_no_answer_holds_a_secret(web_server, run_cli, veglia_home):

@@ -1,4 +1,5 @@
-"""``/action/<verb>/<pk>``: kill, pause, play and unblock a process from the browser.
+"""``/action/<verb>/<pk>``: kill, pause, play and unblock a process from the browser (verify
+and re-run, veglia.plugins.web.verify, take the same path).
 
 GET shows what will happen and a form to confirm; POST, with the session's CSRF token and
 from a user of role ``operate``, does what ``veglia process <verb>`` does and redirects to
@@ -16,6 +17,7 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from veglia.exceptions import NotExistent, VegliaError
+from veglia.plugins.web import verify
 from veglia.plugins.web.auth import tokens_match
 
 if TYPE_CHECKING:
@@ -120,7 +122,8 @@ def routes(site: Site) -> list[BaseRoute]:
         site.flash(request, outcome)
         return RedirectResponse(page_of(node), status_code=303)
 
-    return [Route("/action/{verb}/{pk:int}", action, methods=["GET", "POST"])]
+    # verify and rerun first: their paths fit the general one too.
+    return [*verify.routes(site), Route("/action/{verb}/{pk:int}", action, methods=["GET", "POST"])]
 
 
 def _forbidden(site: Site, request: Request, message: str) -> Response:

@@ -176,6 +176,14 @@ class Site:
         """None when the request may go on; else the answer to give: the login page for a
         browser, 401 for the API and streams. A ``?token=`` logs in (then redirects to the
         same address without it, so it stays in no history)."""
+        scheme, _, credential = request.headers.get("authorization", "").partition(" ")
+        if scheme.lower() == "token" and credential.strip():
+            # A script's request (as Jupyter's `Authorization: token ...`): no session, so
+            # no CSRF token either, and a form it posts is refused.
+            if not tokens_match(credential.strip(), self.settings.token):
+                return JSONResponse({"error": "That token is not valid."}, status_code=401)
+            request.state.user = User(TOKEN_USER, "operate")
+            return None
         given = request.query_params.get("token")
         if given is not None:
             if tokens_match(given, self.settings.token):
@@ -279,17 +287,12 @@ def _page_routes(site: Site, page: pages.Page) -> list[BaseRoute]:
         except NotExistent as exc:
             return site.not_found(request, str(exc))
         context = site.context(
-            request,
-            {
-                "view": view,
-                "title": page.title(view),
-                "page_name": page.name,
-                "content_digest": site.placeholder,
-            },
+            request, {"view": view, "title": page.title(view), "page_name": page.name}
         )
-        # One render: the digest of the content goes in where the placeholder stands.
         html, content = site.render_page(page.template, context)
-        return HTMLResponse(html.replace(site.placeholder, digest(content)))
+        # The digest is of the content below the marker, so it is set after one rendering.
+        marked = f'data-digest="{digest(content)}"'
+        return HTMLResponse(html.replace('data-digest=""', marked, 1))
 
     async def api(request: Request) -> Response:
         refusal = site.login_or_refusal(request)

@@ -55,6 +55,7 @@ _TIME_STEPS = (
 _TL_WIDTH = 960
 _TL_LABEL = 230  # the label column
 _TL_TEXT_ROOM = 120  # right of the last bar, for its duration
+_TL_CHAR_WIDTH = 6.5  # a character of the 12 px text, about
 _TL_AXIS = 30
 _TL_ROW = 20
 _TL_BAR = 12
@@ -189,7 +190,14 @@ class _TimelineRow:
             parts.append(_text(_TL_LABEL + 10, y + _TL_ROW / 2 + 4, "not submitted", fill=_MUTED))
         else:
             summary = self._summary()
-            parts.append(_text(text_x + 5, y + _TL_ROW / 2 + 4, summary, fill=_MUTED))
+            if text_x + 5 + len(summary) * _TL_CHAR_WIDTH > _TL_WIDTH:
+                # No room right of the bars (the last row): written left of them instead.
+                first = x_of(self.submitted or self.started)  # type: ignore[arg-type]
+                parts.append(
+                    _text(first - 5, y + _TL_ROW / 2 + 4, summary, anchor="end", fill=_MUTED)
+                )
+            else:
+                parts.append(_text(text_x + 5, y + _TL_ROW / 2 + 4, summary, fill=_MUTED))
         body = Markup("").join(parts)
         pk = escape(self.entry.get("pk", ""))
         href = link(self.entry)
@@ -206,7 +214,12 @@ class _TimelineRow:
             ran = duration_text(self._seconds(self.started, self.until))
             return f"{ran} so far" if self.open else ran
         waited = duration_text(self._seconds(self.submitted, self.until))
-        return f"queued {waited}" if self.open else f"queued {waited}, did not run"
+        if self.open:
+            return f"queued {waited}"
+        if self.state == "finished":
+            # It ran between two polls: none saw it running, so only its end is known.
+            return f"done in {waited}"
+        return f"queued {waited}, did not run"
 
     def _tooltip(self, label: str) -> str:
         lines = [f"{label} (pk {self.entry.get('pk', '?')}): {self.state}"]

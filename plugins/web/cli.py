@@ -1,16 +1,19 @@
-"""``veglia web``: serve the live view; ``veglia web user add/list/remove``: its users."""
+"""``veglia web``: serve the live view; ``veglia web user add/list/remove``: its users;
+``veglia report PK -o FILE``: a workflow as one self-contained HTML file."""
 
 from __future__ import annotations
 
 import contextlib
 import sys
+from pathlib import Path
 from typing import Any
 
 import click
 
+from veglia.exceptions import InvalidOptionError
 from veglia.plugins.web.auth import ROLES
 
-__all__ = ["web"]
+__all__ = ["report", "web"]
 
 
 def profile_of_command() -> Any:
@@ -111,3 +114,35 @@ def user_remove(name: str) -> None:
 
     remove_user(profile_of_command().name, name)
     click.echo(f"✔ Removed web user {name}.")
+
+
+@click.command("report")
+@click.argument("pk", type=int)
+@click.option(
+    "-o",
+    "--output",
+    "output",
+    help="The HTML file to write (default veglia-report-PK.html); `-` writes to standard output.",
+)
+@click.option("-f", "--force", is_flag=True, help="Overwrite the file if it exists.")
+def report(pk: int, output: str | None, force: bool) -> None:
+    """Write workflow PK as one self-contained HTML file: summary, steps, timeline, and each
+    job's resources and charts. It loads nothing from elsewhere: mail it, open it offline.
+    A calc job's PK gives the report of that job alone."""
+    target = None if output == "-" else Path(output or f"veglia-report-{pk}.html")
+    if target is not None and target.is_dir():
+        raise InvalidOptionError(f"{target} is a folder; give a file name with -o.")
+    if target is not None and target.exists() and not force:
+        raise InvalidOptionError(
+            f"{target} exists; choose another file with -o, or replace it with --force."
+        )
+    profile_of_command()
+    # Lazy: the views and the templates only once a report is asked for.
+    from veglia.plugins.web.report import report_of
+
+    html = report_of(pk)
+    if target is None:
+        click.echo(html, nl=False)
+        return
+    target.write_text(html, encoding="utf-8")
+    click.echo(f"✔ Wrote the report of process {pk} to {target}")

@@ -9,7 +9,7 @@ import click
 from veglia.hookspecs import hookimpl
 from veglia.plugins.web import daemon
 from veglia.plugins.web.auth import USERS_OPTION
-from veglia.plugins.web.cli import web
+from veglia.plugins.web.cli import report, web
 
 __all__ = [
     "daemon_start_options",
@@ -29,6 +29,7 @@ def register_options() -> list[Any]:
 @hookimpl
 def register_commands(cli: click.Group) -> None:
     cli.add_command(web)
+    cli.add_command(report)
 
 
 @hookimpl

@@ -6,18 +6,32 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from typing import Any
 
 from veglia.engine.progress import format_seconds
 from veglia.plugins.web import charts
+from veglia.plugins.web.formatting import parse_time, size_text, time_text
 from veglia.views.job import job_view
 from veglia.views.node import node_view
 from veglia.views.overview import overview_view
 from veglia.views.processes import processes_view
 from veglia.views.workflow import workflow_view
 
-__all__ = ["PAGES", "TEMPLATE_GLOBALS", "Page", "human_bytes", "human_seconds", "when"]
+__all__ = [
+    "PAGES",
+    "TEMPLATE_GLOBALS",
+    "TIMELINE_ROWS",
+    "Page",
+    "fact_text",
+    "human_bytes",
+    "human_seconds",
+    "state_words",
+    "when",
+]
+
+#: A workflow page draws the timeline of at most this many steps (the latest); the steps
+#: table and the processes search list them all.
+TIMELINE_ROWS = 40
 
 
 @dataclass(frozen=True)
@@ -73,14 +87,7 @@ PAGES: list[Page] = [
 
 def human_bytes(value: float | None) -> str:
     """``1.5 GiB``; empty for None."""
-    if value is None:
-        return ""
-    size = float(value)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if size < 1024 or unit == "TiB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return ""
+    return "" if value is None else size_text(value)
 
 
 def human_seconds(value: float | None) -> str:
@@ -90,21 +97,39 @@ def human_seconds(value: float | None) -> str:
 
 def when(value: str | None) -> str:
     """An ISO time of a view as ``2026-01-31 14:05:09 UTC`` (a page's script may show it in
-    the reader's zone from the ``<time datetime>`` around it); empty for None."""
+    the reader's zone from the ``<time datetime>`` around it); empty for None, and a text
+    that is no time as it is."""
     if not value:
         return ""
-    try:
-        moment = datetime.fromisoformat(value)
-    except ValueError:
-        return value
-    return moment.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return time_text(value) if parse_time(value) else value
 
 
-#: Functions the templates call (the server adds them to its Jinja2 environment).
-TEMPLATE_GLOBALS: dict[str, Callable[..., Any]] = {
+def fact_text(value: Any) -> str:
+    """A property's value as a page shows it: a time as :func:`when` writes it, anything
+    else as text."""
+    if isinstance(value, str) and len(value) >= 19 and value[10:11] == "T":
+        shown = when(value)
+        if shown != value:
+            return shown
+    return "" if value is None else str(value)
+
+
+def state_words(text: str) -> str:
+    """A state's text without the symbol the terminal shows before it (``✔ Finished [0]`` ->
+    ``Finished [0]``): on a page the badge's colour says it, and not every font has the
+    symbols."""
+    first, _, rest = text.partition(" ")
+    return rest if rest and not any(ch.isalnum() for ch in first) else text
+
+
+#: Functions and constants the templates use (the server adds them to its Jinja2 environment).
+TEMPLATE_GLOBALS: dict[str, Any] = {
     "timeline_svg": charts.timeline_svg,
     "usage_svg": charts.usage_svg,
     "human_bytes": human_bytes,
     "human_seconds": human_seconds,
     "when": when,
+    "fact_text": fact_text,
+    "state_words": state_words,
+    "TIMELINE_ROWS": TIMELINE_ROWS,
 }

@@ -5,29 +5,26 @@ out: no script, no font, no image, no link outside itself, so it can be mailed, 
 a ticket or opened years later offline. Its rows link to sections of the same file.
 
 ``render_report`` takes the views the web pages and ``/api`` serve (veglia.views' workflow
-view and one job view per job), so the command is a view per pk and a file write::
-
-    workflow = workflow_view(pk).as_dict()
-    jobs = {step["row"]["pk"]: job_view(step["row"]["pk"]).as_dict()
-            for step in workflow["steps"] if step["row"]["kind"] == "calcjob"}
-    path.write_text(render_report(workflow, jobs), encoding="utf-8")
+view and one job view per job); ``report_of(pk)`` builds them for a workflow, or for one
+calc job as a run of one step, and the command (plugins/web/cli.py) writes the result.
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import jinja2
 from markupsafe import Markup
 
+from veglia.exceptions import WrongNodeTypeError
 from veglia.plugins.web.charts import TEMPLATE_GLOBALS, timeline_svg, usage_svg
 from veglia.plugins.web.formatting import duration_text, number, parse_time, size_text, time_text
 
-__all__ = ["render_report"]
+__all__ = ["render_report", "report_of"]
 
 TEMPLATES = Path(__file__).parent / "templates"
 _TERMINAL = frozenset({"finished", "excepted", "killed"})
@@ -35,6 +32,71 @@ _TERMINAL = frozenset({"finished", "excepted", "killed"})
 _CPU_CHART = ("cpu", "CPU", "%")
 _MEMORY_CHARTS = (("rss", "Memory (RSS)", "bytes"), ("mem", "Memory (cgroup)", "bytes"))
 _GPU_CHARTS = (("gpu", "GPU", "%"), ("gpu_mem", "GPU memory", "bytes"))
+
+
+def report_of(pk: int) -> str:
+    """The report of workflow ``pk`` (its steps' job views with it), or of calc job ``pk``
+    alone, as a one-step run; :class:`NotExistent` for anything else."""
+    # Lazy: the views load the ORM; rendering a report from dicts needs none of it.
+    from veglia.orm.attributes import BLOCKED
+    from veglia.views import job_view, workflow_view
+    from veglia.views.workflow import load_process_node, problem_of
+
+    node_type = load_process_node(pk).node_type
+    if node_type == "process.calcjob":
+        job = job_view(pk)
+        run = _one_job_run(job)
+        blocked = {BLOCKED: {"reason": job["blocked"]}} if job.get("blocked") else {}
+        run["problems"] = [p for p in [problem_of(job["process"], blocked)] if p]
+        return render_report(run, {pk: job})
+    if node_type != "process.workflow":
+        raise WrongNodeTypeError(
+            f"Process {pk} is neither a workflow nor a calc job; a report covers one of those."
+        )
+    workflow = workflow_view(pk)
+    jobs = {
+        step["row"]["pk"]: job_view(step["row"]["pk"])
+        for step in workflow["steps"]
+        if step["row"]["kind"] == "calcjob"
+    }
+    return render_report(workflow, jobs)
+
+
+def _one_job_run(job: Mapping[str, Any]) -> dict[str, Any]:
+    """A calc job run on its own, in the shape of a workflow view: one step, its span."""
+    row = job["process"]
+    at = {entry["state"]: entry["at"] for entry in job.get("history") or []}
+    ended = row["mtime"] if row["state"] in _TERMINAL else None
+    failed = row["state"] in _TERMINAL and not (
+        row["state"] == "finished" and row["exit_status"] == 0
+    )
+    running = row["state"] == "running" or row.get("scheduler_state") == "running"
+    return {
+        "process": row,
+        "started": row["ctime"],
+        "ended": ended,
+        "estimated_end": None,
+        "health": {
+            "succeeded": int(ended is not None and not failed),
+            "failed": int(failed),
+            "running": int(ended is None and running),
+            "waiting": int(ended is None and not running),
+        },
+        "problems": [],
+        "steps": [{"row": row, "depth": 0}],
+        "timeline": [
+            {
+                "pk": row["pk"],
+                "label": row["label"] or row["process_type"],
+                "url": row["url"],
+                "state": row["state"],
+                "submitted": at.get("submitted"),
+                "started": at.get("running"),
+                "ended": ended,
+            }
+        ],
+        "now": datetime.now(timezone.utc).isoformat(),
+    }
 
 
 def render_report(workflow: Mapping[str, Any], jobs: Mapping[int, Mapping[str, Any]]) -> str:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import struct
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -18,7 +20,7 @@ try:
 except ImportError:  # the browser fixtures skip (or fail under CI), saying why
     expect = None  # type: ignore[assignment]
 
-__all__ = ["RunningWeb", "browser_page", "expect", "web_server"]
+__all__ = ["RunningWeb", "browser_page", "distinct_colours", "expect", "web_server"]
 
 CHROMIUM = os.environ.get("VEGLIA_TEST_CHROMIUM", "/usr/bin/chromium")
 
@@ -65,3 +67,45 @@ def browser_page() -> Iterator[object]:
         yield context.new_page()
         context.close()
         browser.close()
+
+
+def distinct_colours(png: bytes) -> int:
+    """How many colours an 8-bit RGB(A) PNG (as chromium writes them) has."""
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    pos, chunks, header = 8, [], None
+    while pos < len(png):
+        length, kind = struct.unpack(">I4s", png[pos : pos + 8])
+        data = png[pos + 8 : pos + 8 + length]
+        if kind == b"IHDR":
+            header = struct.unpack(">IIBBBBB", data)
+        elif kind == b"IDAT":
+            chunks.append(data)
+        pos += 12 + length
+    assert header is not None
+    width, height, depth, colour_type = header[:4]
+    assert depth == 8 and colour_type in (2, 6), header
+    size = 3 if colour_type == 2 else 4
+    raw, stride, rows, previous = zlib.decompress(b"".join(chunks)), width * size, [], None
+    for y in range(height):
+        kind, line = (
+            raw[y * (stride + 1)],
+            bytearray(raw[y * (stride + 1) + 1 : (y + 1) * (stride + 1)]),
+        )
+        prior = previous or bytearray(stride)
+        for x in range(stride):
+            left = line[x - size] if x >= size else 0
+            up, corner = prior[x], prior[x - size] if x >= size else 0
+            if kind == 1:
+                line[x] = (line[x] + left) & 0xFF
+            elif kind == 2:
+                line[x] = (line[x] + up) & 0xFF
+            elif kind == 3:
+                line[x] = (line[x] + (left + up) // 2) & 0xFF
+            elif kind == 4:
+                guess = left + up - corner
+                pa, pb, pc = abs(guess - left), abs(guess - up), abs(guess - corner)
+                best = left if pa <= pb and pa <= pc else up if pb <= pc else corner
+                line[x] = (line[x] + best) & 0xFF
+        rows.append(line)
+        previous = line
+    return len({bytes(row[x : x + 3]) for row in rows for x in range(0, stride, size * 7)})

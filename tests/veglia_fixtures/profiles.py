@@ -249,6 +249,22 @@ def wait_for(nodes, condition, timeout: float = 120.0) -> None:
     raise AssertionError(f"timed out after {timeout:.0f} s: {states}")
 
 
+def stored_process(node_class, state, label="", exit_status=None, caller=None, **attributes):
+    """A stored process in a state no quick real run reaches (paused, blocked, stopped by a
+    monitor...), called by ``caller`` when given, with ``attributes`` set."""
+    from veglia import orm
+
+    node = node_class(process_type="core.shell" if node_class is orm.CalcJobNode else "demo.wf")
+    node.label = label
+    node.process_state = state
+    node.store([(caller, "call", "CALL")] if caller is not None else [])
+    if attributes:
+        node.set_attributes(attributes)
+    if exit_status is not None:
+        node.set_exit(exit_status, f"exit {exit_status}")
+    return node
+
+
 def pid_alive(pid: str) -> bool:
     """Running, not a zombie waiting for a parent that does not reap (PID 1 in a container)."""
     stat = subprocess.run(["ps", "-o", "stat=", "-p", pid], capture_output=True, text=True)

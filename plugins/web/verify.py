@@ -1,0 +1,225 @@
+"""``/action/verify/<pk>`` and ``/action/rerun/<pk>``: the integrity of an ended workflow's
+files, from the browser.
+
+Verify recomputes the SHA-256 of every file the process and the processes it called stored
+(what ``veglia verify PK`` checks, veglia.integrity) and shows which changed, or that all are
+intact. When some are damaged, re-run hands the calc jobs that made them to the daemon, with
+the inputs they had (what ``veglia verify --rerun`` does, but submitted rather than run in
+the server). Both go through a confirmation and need a user of role ``operate`` and the
+session's CSRF token, as the other actions do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from veglia.exceptions import NotExistent, VegliaError
+from veglia.plugins.web.auth import tokens_match
+
+if TYPE_CHECKING:
+    from veglia.integrity import FileCheck
+    from veglia.orm.process_nodes import ProcessNode
+    from veglia.plugins.web.app import Site
+
+__all__ = ["Damage", "rerun_damaged", "routes", "verify_process"]
+
+_ACTIVE = frozenset({"created", "waiting", "running"})
+
+
+@dataclass(frozen=True)
+class Damage:
+    """A process's file check as the pages show it."""
+
+    pk: int
+    label: str
+    files: int
+    nodes: int
+    #: [{node_pk, node_url, path, expected, found}]
+    damaged: list[dict[str, Any]]
+    #: The calc jobs that made the damaged files: [{pk, label, url, nodes}]
+    producers: list[dict[str, Any]]
+
+
+def _ended_process(pk: int) -> ProcessNode:
+    # Lazy: the ORM, once an integrity action is asked for.
+    from veglia.orm.nodes import load_node
+    from veglia.orm.process_nodes import ProcessNode
+
+    node = load_node(pk)
+    if not isinstance(node, ProcessNode):
+        raise NotExistent(f"Node {pk} is not a process.")
+    return node
+
+
+def _damage(node: ProcessNode, check: FileCheck) -> Damage:
+    # Lazy: the ORM, once an integrity action is asked for.
+    from veglia.orm.nodes import load_node
+
+    producers = []
+    for pk, made in sorted(check.producers().items()):
+        job = load_node(pk)
+        producers.append(
+            {"pk": pk, "label": job.label or job.process_type, "url": f"/job/{pk}", "nodes": made}
+        )
+    damaged = [
+        {
+            "node_pk": file.node_pk,
+            "node_url": f"/node/{file.node_pk}",
+            "path": file.path,
+            "expected": file.expected,
+            "found": file.found,
+        }
+        for file in check.damaged
+    ]
+    return Damage(node.pk, node.label, check.files, check.nodes, damaged, producers)
+
+
+def verify_process(pk: int) -> Damage:
+    """Check the files of process ``pk`` and what it called, as ``veglia verify PK``."""
+    # Lazy: the integrity check loads the storage, once asked for.
+    from veglia.integrity import check_files, nodes_to_check
+
+    node = _ended_process(pk)
+    return _damage(node, check_files(nodes_to_check([pk])))
+
+
+def rerun_damaged(pk: int) -> tuple[Damage, list[tuple[int, int]]]:
+    """Check again, then set the damaged blobs aside and hand each calc job that made them
+    to the daemon; the check, and (old pk, new pk) for each job sent."""
+    # Lazy: the engine, once a re-run is asked for.
+    from veglia.engine.rerun import set_aside, submit_again
+    from veglia.integrity import check_files, nodes_to_check
+
+    node = _ended_process(pk)
+    check = check_files(nodes_to_check([pk]))
+    damage = _damage(node, check)
+    if not damage.producers:
+        return damage, []
+    set_aside(check.damaged_blobs)
+    return damage, [(job["pk"], submit_again(job["pk"]).pk) for job in damage.producers]
+
+
+def _rerun_outcome(damage: Damage, sent: list[tuple[int, int]]) -> str:
+    # Lazy: the daemon's presence, once a re-run was sent.
+    from veglia.engine.daemon.presence import daemon_running
+
+    if not damage.damaged:
+        return f"All {damage.files} files are intact again: nothing to re-run."
+    if not sent:
+        return "No calc job made the damaged files: there is nothing to re-run."
+    text = "; ".join(f"process {old} runs again as process {new}" for old, new in sent)
+    text = text[0].upper() + text[1:] + "."
+    if not daemon_running():
+        text += " No daemon runs: start one with `veglia daemon start`."
+    return text
+
+
+def routes(site: Site) -> list[BaseRoute]:
+    def page_of(node: ProcessNode) -> str:
+        name = "job" if node.node_type.endswith("calcjob") else "workflow"
+        return site.page_url(name, node.pk)
+
+    async def checked(request: Request) -> tuple[ProcessNode | None, Response | None]:
+        """The ended process asked for, or the answer instead (login, 404, 409, 403)."""
+        refusal = site.login_or_refusal(request)
+        if refusal is not None:
+            return None, refusal
+        pk = request.path_params["pk"]
+        try:
+            node = await asyncio.to_thread(_ended_process, pk)
+        except NotExistent as exc:
+            return None, site.not_found(request, str(exc))
+        if node.process_state in _ACTIVE:
+            return None, _refuse(
+                site, request, "Not ended yet",
+                f"Process {pk} is {node.process_state}: verify its files once it has ended.",
+                409,
+            )  # fmt: skip
+        if request.method == "POST":
+            form = await request.form()
+            user = site.user(request)
+            assert user is not None
+            if not user.can_operate:
+                message = f"{user.name} may look but not act (role read)."
+                return None, _refuse(site, request, "Not allowed", message, 403)
+            if not tokens_match(str(form.get("csrf_token", "")), request.session.get("csrf")):
+                message = "The form's CSRF token is missing or wrong."
+                return None, _refuse(site, request, "Not allowed", message, 403)
+        return node, None
+
+    def status(request: Request) -> int:
+        user = site.user(request)
+        return 200 if user is not None and user.can_operate else 403
+
+    async def verify(request: Request) -> Response:
+        node, refusal = await checked(request)
+        if refusal is not None:
+            return refusal
+        assert node is not None
+        if request.method == "GET":
+            return site.render(
+                request,
+                "verify_confirm.html",
+                {
+                    "title": f"Verify the files of process {node.pk}?",
+                    "process": _summary(node),
+                    "back": page_of(node),
+                },
+                status_code=status(request),
+            )
+        try:
+            damage = await asyncio.to_thread(verify_process, node.pk)
+        except VegliaError as exc:
+            return _refuse(site, request, "Verify failed", str(exc), 500)
+        return site.render(
+            request,
+            "verify.html",
+            {"title": f"Files of process {node.pk}", "damage": damage, "back": page_of(node)},
+        )
+
+    async def rerun(request: Request) -> Response:
+        node, refusal = await checked(request)
+        if refusal is not None:
+            return refusal
+        assert node is not None
+        if request.method == "GET":
+            damage = await asyncio.to_thread(verify_process, node.pk)
+            return site.render(
+                request,
+                "rerun_confirm.html",
+                {
+                    "title": f"Re-run the steps of process {node.pk}?",
+                    "damage": damage,
+                    "back": page_of(node),
+                },
+                status_code=status(request),
+            )
+        try:
+            damage, sent = await asyncio.to_thread(rerun_damaged, node.pk)
+            outcome = _rerun_outcome(damage, sent)
+        except VegliaError as exc:
+            sent, outcome = [], str(exc)
+        site.flash(request, outcome)
+        target = site.page_url("job", sent[0][1]) if len(sent) == 1 else page_of(node)
+        return RedirectResponse(target, status_code=303)
+
+    return [
+        Route("/action/verify/{pk:int}", verify, methods=["GET", "POST"]),
+        Route("/action/rerun/{pk:int}", rerun, methods=["GET", "POST"]),
+    ]
+
+
+def _summary(node: ProcessNode) -> dict[str, Any]:
+    return {"pk": node.pk, "label": node.label, "state": node.process_state}
+
+
+def _refuse(site: Site, request: Request, title: str, message: str, code: int) -> Response:
+    return site.render(
+        request, "error.html", {"title": title, "message": message}, status_code=code
+    )
