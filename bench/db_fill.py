@@ -191,6 +191,24 @@ class Filler:
         self.counts["fill seconds"] = round(time.perf_counter() - t0, 1)
         return self.counts
 
+    def workflow(self, steps: int, active_share: float = 0.1) -> int:
+        """One running workflow that called ``steps`` calc jobs over the last day, the last
+        ``active_share`` of them still active; its pk."""
+        start = datetime.now(timezone.utc) - timedelta(days=1)
+        step = timedelta(days=1) / max(1, steps)
+        workflow = self._node(
+            "process.workflow", start, process_type="core.restart", label="big-workflow",
+            process_state="waiting", attributes={attr.DAEMON: True},
+        )  # fmt: skip
+        active_from = int(steps * (1 - active_share))
+        for index in range(steps):
+            self._job(start + step * index, workflow, active=index >= active_from)
+            if len(self.rows.get("nodes", ())) >= CHUNK:
+                self._flush()
+        self._flush()
+        self._leases()
+        return workflow
+
     def _flush(self) -> None:
         tables = {"nodes": Node, "links": Link, "logs": Log, "repository_files": RepositoryFile}
         with self.engine.begin() as connection:

@@ -231,9 +231,9 @@ def test_a_workflow_s_progress_asks_the_history_once_per_kind_of_step(any_profil
     asked = []
     real = progress.similar_durations
 
-    def counted(process_type, key=None):
+    def counted(process_type, key=None, limit=500):
         asked.append((process_type, key))
-        return real(process_type, key)
+        return real(process_type, key, limit)
 
     monkeypatch.setattr(progress, "similar_durations", counted)
     workflow = _process(orm.WorkflowNode, "waiting")
@@ -244,3 +244,13 @@ def test_a_workflow_s_progress_asks_the_history_once_per_kind_of_step(any_profil
     assert (shown.done, shown.running) == (1, 4)
     steps = [kind for kind in asked if kind[0] == "core.shell"]
     assert sorted(steps) == [("core.shell", "big"), ("core.shell", "small")]
+
+
+def test_file_sizes_are_whole_numbers_on_every_database(any_profile):
+    """A job page's /api answer holds its files' sizes: PostgreSQL sums them as numeric."""
+    import json
+
+    stored = [orm.SinglefileData(b"x" * size, "f.txt").store() for size in (3, 5)]
+    sizes = queries.file_sizes([node.pk for node in stored])
+    assert sizes == {stored[0].pk: 3, stored[1].pk: 5}
+    assert json.dumps(sizes)

@@ -30,6 +30,7 @@ from veglia.views import (
     processes_view,
     workflow_view,
 )
+from veglia.views import node as node_module
 from veglia.views.rows import format_state
 from veglia_fixtures.profiles import make_profile, stored_process
 
@@ -143,6 +144,19 @@ def test_the_node_view_draws_the_provenance(ran):
     if view["svg"] is not None:  # Graphviz installed
         assert view["svg"].startswith("<svg") and "<script>" not in view["svg"]
         assert f'href="/workflow/{flow.pk}"' in view["svg"]
+
+
+def test_the_node_view_gives_the_dot_text_of_a_graph_too_big_to_draw(ran, monkeypatch):
+    flow, _ = ran
+    drawn = node_view(flow.pk)
+    monkeypatch.setattr(node_module, "DRAWN_NODES", len(drawn["nodes"]) - 1)
+    view = node_view(flow.pk)
+    assert view["svg"] is None and view["dot"] == drawn["dot"]
+    assert (
+        view["svg_note"] == f"{len(drawn['nodes'])} nodes are too many to draw (at most "
+        f"{len(drawn['nodes']) - 1})"
+    )
+    assert drawn["svg_note"] is None
 
 
 def test_process_list_says_what_the_view_rows_say(ran, run_cli):

@@ -83,6 +83,13 @@ def test_a_wrong_token_or_none_is_refused(web_server):
         assert client.post("/action/kill/1").status_code == 303
 
 
+def test_every_answer_tells_the_server_time_it_took(web_server):
+    with _logged_in(web_server) as client:
+        for path in ("/", "/api", "/processes?state=all", "/api/job/999999999", "/login"):
+            timing = client.get(path).headers["server-timing"]
+            assert re.fullmatch(r"app;dur=\d+\.\d", timing), (path, timing)
+
+
 def test_a_script_reads_the_api_with_the_token_in_a_header_but_cannot_act(web_server):
     node = _waiting_job("scripted")
     with httpx.Client(base_url=web_server.base_url, timeout=30) as client:

@@ -3,6 +3,7 @@ from the durations of similar finished processes."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
@@ -10,7 +11,11 @@ from veglia.engine.calcjob.history import Distribution, similar_durations
 from veglia.orm.process_nodes import ProcessNode
 from veglia.storage.times import as_utc
 
-__all__ = ["Progress", "format_seconds", "workflow_progress"]
+__all__ = ["ESTIMATE_SAMPLES", "Progress", "Step", "format_seconds", "step_of", "workflow_progress"]
+
+#: The latest similar runs an estimate averages: enough for a mean, and a running step's
+#: history is read for each kind of step at each look (a live web page: every second).
+ESTIMATE_SAMPLES = 100
 
 
 def format_seconds(seconds: float | int) -> str:
@@ -45,14 +50,41 @@ class Progress:
         return format_seconds(self.elapsed)
 
 
-def _elapsed(node: ProcessNode, now: datetime) -> float:
+@dataclass(frozen=True)
+class Step:
+    """What the estimate needs of a step; a list query gives it for a whole workflow
+    without loading each step as a node (see :func:`step_of`)."""
+
+    pk: int
+    process_type: str | None
+    similarity_key: str | None
+    is_terminated: bool
+    is_finished_ok: bool
+    ctime: datetime | None
+    mtime: datetime | None
+
+
+def step_of(node: ProcessNode) -> Step:
+    return Step(
+        node.pk,
+        node.process_type,
+        node.similarity_key,
+        node.is_terminated,
+        node.is_finished_ok,
+        node.ctime,
+        node.mtime,
+    )
+
+
+def _elapsed(node: ProcessNode | Step, now: datetime) -> float:
     start = as_utc(node.ctime) if node.ctime else now
     end = as_utc(node.mtime) if node.is_terminated and node.mtime else now
     return max(0.0, (end - start).total_seconds())
 
 
-def workflow_progress(node: ProcessNode) -> Progress:
-    """Steps (the processes the workflow called) and the time left.
+def workflow_progress(node: ProcessNode, steps: Sequence[Step] | None = None) -> Progress:
+    """Steps (the processes the workflow called, or ``steps`` when the caller read them
+    already) and the time left.
 
     The estimate is the longer of: the mean duration of similar finished workflows minus
     the time this one has run (0 once it has run longer: overdue), and, for each running
@@ -62,7 +94,7 @@ def workflow_progress(node: ProcessNode) -> Progress:
     """
 
     now = datetime.now(timezone.utc)
-    children = node.called
+    children = [step_of(child) for child in node.called] if steps is None else steps
     done = sum(1 for c in children if c.is_finished_ok)
     running = sum(1 for c in children if not c.is_terminated)
     failed = len(children) - done - running
@@ -71,7 +103,7 @@ def workflow_progress(node: ProcessNode) -> Progress:
         return Progress(done, running, failed, elapsed)
     estimates: list[tuple[float, str]] = []
     past: list[int] = []
-    history = similar_durations(node.process_type, node.similarity_key)
+    history = similar_durations(node.process_type, node.similarity_key, ESTIMATE_SAMPLES)
     if history is not None:
         estimates.append(
             (max(0.0, history.mean - elapsed), f"{history.count} similar finished runs")
@@ -83,7 +115,7 @@ def workflow_progress(node: ProcessNode) -> Progress:
             continue
         kind = (child.process_type, child.similarity_key)
         if kind not in history_of:
-            history_of[kind] = similar_durations(*kind)
+            history_of[kind] = similar_durations(*kind, ESTIMATE_SAMPLES)
         steps = history_of[kind]
         if steps is None:
             continue

@@ -18,6 +18,7 @@ import sqlalchemy as sa
 from veglia.manage import get_storage
 from veglia.orm.attributes import BLOCKED, CANCEL_PENDING, DAEMON, PAUSED
 from veglia.storage.tables import (
+    JsonType,
     authinfos,
     computers,
     group_nodes,
@@ -165,7 +166,7 @@ def list_processes(
     key = nodes.c[ORDER_BY[order_by]]
     call = links.alias()
     keys = None if attribute_keys is None else sorted(set(attribute_keys))
-    attributes = [nodes.c.attributes] if keys is None else [nodes.c.attributes[k] for k in keys]
+    attributes = [nodes.c.attributes] if keys is None else _attributes_of(keys)
     query = (
         sa.select(
             *(nodes.c[name] for name in _ROW_COLUMNS),
@@ -220,10 +221,28 @@ def list_processes(
             continue
         if keys is None:
             found = row[12] or {}
-        else:  # a missing key reads as null
+        elif len(attributes) == 1:  # one object of the keys; a missing key reads as null
+            found = {k: v for k, v in (row[12] or {}).items() if v is not None}
+        else:
             found = {k: v for k, v in zip(keys, row[12:], strict=True) if v is not None}
         seen[row[0]] = ProcessRow(*row[:10], found, row[10], row[11])
     return list(seen.values())
+
+
+#: The most keys :func:`_attributes_of` puts in one object (SQLite's functions take at most
+#: 127 arguments, PostgreSQL's 100).
+_MAX_OBJECT_KEYS = 40
+
+
+def _attributes_of(keys: list[str]) -> list[Any]:
+    """Columns of the attributes ``keys`` of each row: one JSON object of them all, so a
+    row is decoded once rather than once a key (most of a long list's time on SQLite)."""
+    if len(keys) > _MAX_OBJECT_KEYS:
+        return [nodes.c.attributes[k] for k in keys]
+    pairs = [part for k in keys for part in (sa.literal(k, sa.String), nodes.c.attributes[k])]
+    if get_storage().engine.dialect.name == "postgresql":
+        return [sa.func.jsonb_build_object(*pairs, type_=JsonType())]
+    return [sa.func.json_object(*pairs, type_=JsonType())]
 
 
 def count_by_state() -> dict[str, int]:
@@ -403,13 +422,13 @@ def creating_calcjobs(node_pks: Iterable[int]) -> dict[int, list[int]]:
 def file_sizes(node_pks: Iterable[int]) -> dict[int, int]:
     """The total size in bytes of each node's stored files (nodes without files left out)."""
     with get_storage().connection() as connection:
-        return dict(
-            connection.execute(
-                sa.select(stored_files.c.node_id, sa.func.sum(stored_files.c.size))
-                .where(stored_files.c.node_id.in_(set(node_pks)))
-                .group_by(stored_files.c.node_id)
-            ).all()
-        )
+        rows = connection.execute(
+            sa.select(stored_files.c.node_id, sa.func.sum(stored_files.c.size))
+            .where(stored_files.c.node_id.in_(set(node_pks)))
+            .group_by(stored_files.c.node_id)
+        ).all()
+    # PostgreSQL sums a bigint as numeric (a Decimal), which no JSON answer takes.
+    return {pk: int(size) for pk, size in rows}
 
 
 def repository_files(node_pks: Iterable[int]) -> list[tuple[int, str, str]]:

@@ -22,6 +22,9 @@ DEFAULT_DEPTH = 1
 MAX_DEPTH = 4
 #: Seconds Graphviz may take to draw a page's graph.
 DOT_TIMEOUT = 20
+#: The most nodes the page draws: Graphviz takes seconds on thousands (a workflow's calls),
+#: and such a picture is unreadable; the page shows the dot text then.
+DRAWN_NODES = 300
 
 
 def type_name(node_type: str) -> str:
@@ -81,10 +84,13 @@ def _url(row: Any) -> str:
     return url_of(row.id, kind)
 
 
-def graph_dot(pk: int, depth: int, *, links: bool = False) -> str:
-    """Graphviz dot of the nodes within ``depth`` links of node ``pk``, one query a level;
-    with ``links``, each node links to its web page."""
-    nodes, edges = provenance_around(pk, depth)
+def graph_dot(
+    pk: int, depth: int, *, links: bool = False, around: tuple[list[Any], list[Any]] | None = None
+) -> str:
+    """Graphviz dot of the nodes within ``depth`` links of node ``pk``, one query a level
+    (none when ``around`` holds what :func:`provenance_around` gave already); with
+    ``links``, each node links to its web page."""
+    nodes, edges = around or provenance_around(pk, depth)
     lines = [f"digraph provenance_{pk} {{", "  rankdir=TB;", '  node [fontname="Helvetica"];']
     for row in nodes:
         style = _node_style(row)
@@ -133,7 +139,8 @@ def node_view(pk: int, depth: int | str = DEFAULT_DEPTH) -> dict[str, Any]:
         hops = DEFAULT_DEPTH
     node = load_node(pk)
     rows, edges = provenance_around(node.pk, hops)
-    dot = graph_dot(node.pk, hops, links=True)
+    dot = graph_dot(node.pk, hops, links=True, around=(rows, edges))
+    drawn = len(rows) <= DRAWN_NODES
     return {
         "node": {
             "pk": node.pk,
@@ -163,7 +170,10 @@ def node_view(pk: int, depth: int | str = DEFAULT_DEPTH) -> dict[str, Any]:
             for source, target, label, kind in edges
         ],
         "dot": dot,
-        "svg": graph_svg(dot),
+        "svg": graph_svg(dot) if drawn else None,
+        "svg_note": None
+        if drawn
+        else f"{len(rows):,} nodes are too many to draw (at most {DRAWN_NODES:,})",
     }
 
 

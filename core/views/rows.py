@@ -8,7 +8,7 @@ reading only the attributes the columns name); no ORM object, no per-row query.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -152,7 +152,9 @@ class ProcessRowView:
     url: str
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        # Every field is a plain value: a shallow copy, not asdict's deep one (a tenth of
+        # the time, which a list of thousands of rows feels).
+        return dict(self.__dict__)
 
 
 def process_row(row: ProcessRow) -> dict[str, Any]:

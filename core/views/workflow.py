@@ -6,11 +6,11 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from veglia.engine.progress import workflow_progress
+from veglia.engine.progress import Step, workflow_progress
 from veglia.exceptions import NotExistent
-from veglia.orm.attributes import BLOCKED, STARTED_AT, SUBMITTED_AT
+from veglia.orm.attributes import BLOCKED, SIMILARITY_KEY, STARTED_AT, SUBMITTED_AT
 from veglia.orm.nodes import load_node
-from veglia.orm.process_nodes import ProcessNode
+from veglia.orm.process_nodes import TERMINAL_STATES, ProcessNode
 from veglia.orm.queries import ACTIVE_STATES, ProcessRow, list_processes, process_tree
 from veglia.views.detail import process_facts
 from veglia.views.rows import ROW_ATTRIBUTES, as_tree, iso_time, process_row
@@ -86,11 +86,23 @@ def _span(step: ProcessRow, row: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _step(row: ProcessRow) -> Step:
+    return Step(
+        row.pk,
+        row.process_type,
+        row.attributes.get(SIMILARITY_KEY),
+        row.process_state in TERMINAL_STATES,
+        row.process_state == "finished" and row.exit_status == 0,
+        row.ctime,
+        row.mtime,
+    )
+
+
 def workflow_view(pk: int) -> dict[str, Any]:
     """The workflow page's dict; :class:`NotExistent` when ``pk`` is no workflow."""
     node = load_process_node(pk, "process.workflow")
     now = datetime.now(timezone.utc)
-    keys = (*ROW_ATTRIBUTES, BLOCKED, SUBMITTED_AT, STARTED_AT)
+    keys = (*ROW_ATTRIBUTES, BLOCKED, SIMILARITY_KEY, SUBMITTED_AT, STARTED_AT)
     # One query for the whole tree, however many steps, rows read only for these keys.
     found = list_processes(None, pks=process_tree([pk]), attribute_keys=keys)
     root = next(row for row in found if row.pk == pk)
@@ -103,7 +115,7 @@ def workflow_view(pk: int) -> dict[str, Any]:
             problems.append(problem)
         if step.node_type == "process.calcjob":
             timeline.append(_span(step, row))
-    progress = workflow_progress(node)
+    progress = workflow_progress(node, [_step(row) for row in found if row.caller_pk == pk])
     terminated = node.is_terminated
     estimated_end = None
     if not terminated and progress.remaining is not None:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import secrets
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,7 +33,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from veglia.exceptions import NotExistent
 from veglia.plugins.web import actions, pages
 from veglia.plugins.web.auth import TOKEN_USER, User, find_user, new_csrf_token, tokens_match
-from veglia.plugins.web.live import LiveHub, view_key
+from veglia.plugins.web.live import LiveHub, ViewKey, view_key
 
 __all__ = ["WebSettings", "create_app"]
 
@@ -41,6 +43,8 @@ _UNKNOWN = object()
 CONTENT_START, CONTENT_END = "<!-- veglia:content -->", "<!-- /veglia:content -->"
 #: Seconds between two heartbeat comments of an idle stream, so proxies keep it open.
 HEARTBEAT = 15.0
+#: Live renders kept (one per watched view and user).
+LIVE_RENDERS = 64
 
 SECURITY_HEADERS = {
     # Our own script and stylesheet only: a value that slipped through escaping cannot
@@ -92,6 +96,29 @@ class SecurityHeaders:
         await self.app(scope, receive, send_with_headers)
 
 
+class ServerTiming:
+    """Adds ``Server-Timing: app;dur=<ms>`` to every answer: the time from the request to
+    its first byte (a page's load and rendering), which browsers' developer tools show and
+    ``bench/web.py`` reads."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        start = time.perf_counter()
+
+        async def send_with_timing(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                elapsed = (time.perf_counter() - start) * 1000
+                MutableHeaders(scope=message)["server-timing"] = f"app;dur={elapsed:.1f}"
+            await send(message)
+
+        await self.app(scope, receive, send_with_timing)
+
+
 class Site:
     """What every endpoint shares: the settings, the templates, the live hub, the login."""
 
@@ -104,6 +131,11 @@ class Site:
         )
         self.templates.globals.update(getattr(pages, "TEMPLATE_GLOBALS", {}))
         self.page_paths = {page.name: page.path for page in pages.PAGES}
+        #: Stands for a value in a render, put in after: random, so no shown value holds it.
+        self.placeholder = secrets.token_hex(16)
+        #: The last content block rendered for the watchers of a view with the same user:
+        #: (view key, user, can operate) -> (the view, its HTML).
+        self._live_renders: dict[tuple, tuple[dict[str, Any], str]] = {}
 
     # -- who asks ------------------------------------------------------------------------
     def user(self, request: Request) -> User | None:
@@ -204,6 +236,22 @@ class Site:
         content, _, _ = rest.rpartition(CONTENT_END)
         return html, content
 
+    def live_content(self, key: ViewKey, template: str, context: dict[str, Any]) -> str:
+        """The content block of ``template`` for ``context``, rendered once for all who watch
+        the same view with the same user: ten browsers on a page cost one render a change,
+        not ten. The session's CSRF token goes in after (rendered as the placeholder), so
+        a shared render never carries another session's."""
+        view = context["view"]
+        whose = (key, context["user"], context["can_operate"])
+        cached = self._live_renders.pop(whose, None)
+        if cached is None or cached[0] is not view:
+            _, content = self.render_page(template, {**context, "csrf_token": self.placeholder})
+            cached = (view, content)
+        self._live_renders[whose] = cached  # the newest last
+        while len(self._live_renders) > LIVE_RENDERS:  # views nobody may watch any more
+            del self._live_renders[next(iter(self._live_renders))]
+        return cached[1].replace(self.placeholder, context["csrf_token"])
+
     def not_found(self, request: Request, message: str) -> Response:
         if request.url.path.startswith("/api"):
             return JSONResponse({"error": message}, status_code=404)
@@ -264,9 +312,10 @@ def _page_routes(site: Site, page: pages.Page) -> list[BaseRoute]:
         params = _params(request)
         context = site.context(request, {"page_name": page.name}, take_flash=False)
         seen = request.headers.get("last-event-id")
-        updates = site.hub.watch(view_key(page.name, params), load_of(params), HEARTBEAT)
+        key = view_key(page.name, params)
+        updates = site.hub.watch(key, load_of(params), HEARTBEAT)
         return StreamingResponse(
-            _events(site, page, context, updates, seen), media_type="text/event-stream"
+            _events(site, page, key, context, updates, seen), media_type="text/event-stream"
         )
 
     under = "" if page.path == "/" else page.path  # the overview's API is /api, not /api/
@@ -277,7 +326,9 @@ def _page_routes(site: Site, page: pages.Page) -> list[BaseRoute]:
     ]
 
 
-async def _events(site: Site, page: pages.Page, context: dict[str, Any], updates, seen):
+async def _events(
+    site: Site, page: pages.Page, key: ViewKey, context: dict[str, Any], updates, seen
+):
     """The server-sent events of one watcher: ``update`` with the content block's HTML when
     it changed (its digest as the event id), ``problem`` when the view cannot be loaded, and
     a comment now and then while nothing changes."""
@@ -289,8 +340,8 @@ async def _events(site: Site, page: pages.Page, context: dict[str, Any], updates
             message = str(item) if isinstance(item, NotExistent) else "could not load"
             yield _event("problem", message, None)
         else:
-            _, html = site.render_page(
-                page.template, {**context, "view": item, "title": page.title(item)}
+            html = site.live_content(
+                key, page.template, {**context, "view": item, "title": page.title(item)}
             )
             html_digest = digest(html)
             if html_digest != seen:
@@ -366,6 +417,7 @@ def create_app(settings: WebSettings) -> Starlette:
     return Starlette(
         routes=routes,
         middleware=[
+            Middleware(ServerTiming),
             Middleware(SecurityHeaders),
             Middleware(
                 SessionMiddleware,

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
-from markupsafe import Markup
+from markupsafe import Markup, escape
 
 from veglia.plugins.web.formatting import duration_text, number, parse_time
 
@@ -162,14 +162,16 @@ class _TimelineRow:
         striped: bool,
     ) -> Markup:
         label = str(self.entry.get("label") or f"pk {self.entry.get('pk', '?')}")
-        parts = [Markup("<title>{}</title>").format(self._tooltip(label))]
+        # f-strings with escape() on each text rather than Markup.format: the same markup
+        # in a third of the time, which a timeline of thousands of jobs feels.
+        parts = [Markup(f"<title>{escape(self._tooltip(label))}</title>")]
         # The row's background is part of its link, so a click anywhere on the row follows
         # it; translucent, so the grid drawn beneath shows through.
         parts.append(
             Markup(
-                '<rect class="row-background" x="0" y="{}" width="{}" height="{}" '
-                'fill="{}" fill-opacity="{}"/>'
-            ).format(y, _TL_WIDTH, _TL_ROW, _MUTED, "0.07" if striped else "0")
+                f'<rect class="row-background" x="0" y="{y}" width="{_TL_WIDTH}" '
+                f'height="{_TL_ROW}" fill="{_MUTED}" fill-opacity="{"0.07" if striped else "0"}"/>'
+            )
         )
         parts.append(_text(_TL_LABEL, y + _TL_ROW / 2 + 4, _clip(label), anchor="end"))
         bar_y = y + (_TL_ROW - _TL_BAR) / 2
@@ -197,13 +199,11 @@ class _TimelineRow:
             else:
                 parts.append(_text(text_x + 5, y + _TL_ROW / 2 + 4, summary, fill=_MUTED))
         body = Markup("").join(parts)
-        pk = self.entry.get("pk", "")
+        pk = escape(self.entry.get("pk", ""))
         href = link(self.entry)
         if href:
-            return Markup('<a href="{}"><g class="row" data-pk="{}">{}</g></a>').format(
-                href, pk, body
-            )
-        return Markup('<g class="row" data-pk="{}">{}</g>').format(pk, body)
+            return Markup(f'<a href="{escape(href)}"><g class="row" data-pk="{pk}">{body}</g></a>')
+        return Markup(f'<g class="row" data-pk="{pk}">{body}</g>')
 
     def _seconds(self, start: datetime | None, end: datetime | None) -> float | None:
         return (end - start).total_seconds() if start and end else None
@@ -453,8 +453,9 @@ def _bar(x0: float, x1: float, y: float, colour: str, kind: str) -> Markup:
     # A job that took no time still shows as a sliver.
     width = max(x1 - x0, 1.5)
     return Markup(
-        '<rect class="{}" x="{:.2f}" y="{:.1f}" width="{:.2f}" height="{}" fill="{}"/>'
-    ).format(kind, x0, y, width, _TL_BAR, colour)
+        f'<rect class="{escape(kind)}" x="{x0:.2f}" y="{y:.1f}" width="{width:.2f}" '
+        f'height="{_TL_BAR}" fill="{escape(colour)}"/>'
+    )
 
 
 def _text(
@@ -467,8 +468,9 @@ def _text(
     weight: str = "normal",
 ) -> Markup:
     return Markup(
-        '<text x="{:.1f}" y="{:.1f}" text-anchor="{}" fill="{}" font-weight="{}">{}</text>'
-    ).format(x, y, anchor, fill, weight, content)
+        f'<text x="{x:.1f}" y="{y:.1f}" text-anchor="{escape(anchor)}" fill="{escape(fill)}" '
+        f'font-weight="{escape(weight)}">{escape(content)}</text>'
+    )
 
 
 def _vline(x: float, y0: float, y1: float, colour: str, *, dashed: bool = False) -> Markup:

@@ -85,11 +85,13 @@ class Recommendation:
     wallclock_seconds: int | None
 
 
-def _rows(where: list[Any], columns: list[Any]) -> list[Any]:
+def _rows(where: list[Any], columns: list[Any], limit: int = HISTORY_LIMIT) -> list[Any]:
 
-    query = sa.select(*columns).where(*where).order_by(Node.id.desc()).limit(HISTORY_LIMIT)
-    with get_storage().session() as session:
-        return list(session.execute(query).all())
+    query = sa.select(*columns).where(*where).order_by(Node.id.desc()).limit(limit)
+    # A Core connection, not an ORM session: the rows are plain values, and a session's
+    # set-up was most of a look-up's time (a workflow's progress makes one per kind of step).
+    with get_storage().connection() as connection:
+        return list(connection.execute(query).all())
 
 
 def similar_usage(key: str, exclude_pk: int | None = None) -> list[dict[str, Any]]:
@@ -151,8 +153,11 @@ def similar_waits(key: str) -> Distribution | None:
     return Distribution.of(waits)
 
 
-def similar_durations(process_type: str, key: str | None = None) -> Distribution | None:
-    """Seconds from creation to end of similar processes that finished successfully."""
+def similar_durations(
+    process_type: str, key: str | None = None, limit: int = HISTORY_LIMIT
+) -> Distribution | None:
+    """Seconds from creation to end of the ``limit`` latest similar processes that finished
+    successfully."""
 
     where = [
         Node.process_type == process_type,
@@ -161,7 +166,7 @@ def similar_durations(process_type: str, key: str | None = None) -> Distribution
     ]
     if key is not None:
         where.append(attribute_text(Node.attributes, SIMILARITY_KEY) == key)
-    rows = _rows(where, [Node.ctime, Node.mtime])
+    rows = _rows(where, [Node.ctime, Node.mtime], limit)
     return Distribution.of([(end - start).total_seconds() for start, end in rows])
 
 

@@ -1,0 +1,490 @@
+#!/usr/bin/env python3
+"""How fast ``veglia web`` answers on a database of 100,000 nodes, and what live pages cost it.
+
+Fills a fresh profile (SQLite by default, or PostgreSQL) with about N nodes in bulk, as
+``db_scale.py`` does (``db_fill.py``), plus one running workflow that called 2,000 calc jobs
+over the last day and, on one of its finished jobs, a resource trace of 2,000 samples; then
+starts the real app (``create_app``) under uvicorn in a subprocess, and:
+
+1. asks each page and its ``/api`` answer (the overview, the process search with and
+   without filters, the big workflow, the traced job, node pages) a few times, at least a
+   second apart so the live hub's cache never answers, and prints the server's own time
+   (the ``Server-Timing`` header, from the request to the first byte: the load and the
+   rendering), best and median, the size of the answer, and the SQL statements it made
+   (a ``before_cursor_execute`` listener in the server);
+2. opens 50 live streams (``/live/...``, 10 on each of 5 views) for some seconds while a
+   writer changes processes of the workflow and the traced job five times a second, and
+   prints, per view, the loads and SQL statements a second (the hub loads a view at most
+   once a second however many watch it, so loads/s stays under 1; one load is several
+   statements), the updates the streams received, and the CPU the server spent.
+
+    python bench/web.py                           # 100,000 nodes, SQLite
+    python bench/web.py --backend postgresql -n 100000
+    python bench/web.py --smoke                   # 3,000 nodes, one repeat, 5 s live
+
+Figures (docs/performance.md, "The web view", has them all), 100,000 nodes, median of 3,
+server time, on a 2-core machine shared with other work, SQLite / PostgreSQL:
+
+    answer                                   page ms     /api ms      SQL
+    overview                                 148 / 94    112 / 99      13
+    processes (active)                        18 / 14     12 / 12       2
+    processes finished, 30 d, 2000 rows      220 / 167   148 / 124      1
+    workflow of 2,000 steps                  385 / 443   204 / 342     31
+    job with a trace of 2,000 samples         31 / 38     30 / 95       9
+    node page of the 2,000-step workflow     200 / 234   179 / 173      3
+    (the others 6 to 48 ms)
+
+    Before this round, on SQLite: the workflow 961 / 421 ms, the 2,000-row search
+    392 / 202 ms, the workflow's node page 2,227 / 2,915 ms.
+
+    50 live streams, 20 s, 5 writes/s: each view loaded 0.75 to 0.85 times a second;
+    statements a second: overview 11.0, workflow 24.8, job 7.6, node 2.6, search 1.7
+    (13, 31, 9, 3 and 2 a load); server CPU 63% of one core (50% on PostgreSQL).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import dataclasses
+import json
+import os
+import platform
+import re
+import resource
+import secrets
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+BENCH = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH))
+
+from db_scale import PROFILE, drop_database, make_profile  # noqa: E402
+
+#: Calc jobs the big workflow called, and samples in the traced job's trace.
+WORKFLOW_STEPS = 2000
+TRACE_SAMPLES = 2000
+#: Live streams on each watched view.
+STREAMS_PER_VIEW = 10
+#: Seconds between two asks of one view: more than the hub's interval, so each is a load.
+SPACING = 1.1
+
+
+# -- the server (a subprocess: its CPU and statements are its own) -------------------------------
+class Statements:
+    """Every SQL statement the server makes, by the view whose load made it."""
+
+    def __init__(self) -> None:
+        import sqlalchemy as sa
+
+        self.lock = threading.Lock()
+        self.local = threading.local()
+        self.total = 0
+        self.by_view: Counter[str] = Counter()
+        self.loads: Counter[str] = Counter()
+        self.load_seconds: Counter[str] = Counter()
+        sa.event.listen(sa.engine.Engine, "before_cursor_execute", self._seen)
+
+    def _seen(self, *_: Any) -> None:
+        with self.lock:
+            self.total += 1
+            self.by_view[getattr(self.local, "view", "other")] += 1
+
+    def counted(self, name: str, load: Any) -> Any:
+        def load_counted(params: dict[str, Any]) -> dict[str, Any]:
+            self.local.view = name
+            start = time.perf_counter()
+            try:
+                return load(params)
+            finally:
+                self.local.view = "other"
+                with self.lock:
+                    self.loads[name] += 1
+                    self.load_seconds[name] += time.perf_counter() - start
+
+        return load_counted
+
+    def as_dict(self) -> dict[str, Any]:
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        with self.lock:
+            return {
+                "total": self.total,
+                "by_view": dict(self.by_view),
+                "loads": dict(self.loads),
+                "load_seconds": dict(self.load_seconds),
+                "cpu": usage.ru_utime + usage.ru_stime,
+            }
+
+
+def serve(port: int, token: str) -> None:
+    """The app of profile PROFILE on 127.0.0.1:port, each page's load counted; its counts at
+    ``/_bench/stats``, and each answer's statements in an ``x-bench-sql`` header."""
+    import uvicorn
+    from starlette.datastructures import MutableHeaders
+
+    import veglia
+    from veglia.plugins.web import pages
+    from veglia.plugins.web.app import WebSettings, create_app
+
+    veglia.load_profile(PROFILE)
+    statements = Statements()
+    pages.PAGES[:] = [
+        dataclasses.replace(page, load=statements.counted(page.name, page.load))
+        for page in pages.PAGES
+    ]
+    app = create_app(WebSettings(PROFILE, token, secrets.token_urlsafe(32)))
+
+    async def probe(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["path"] == "/_bench/stats":
+            body = json.dumps(statements.as_dict()).encode()
+            await send({"type": "http.response.start", "status": 200,
+                        "headers": [(b"content-type", b"application/json")]})  # fmt: skip
+            await send({"type": "http.response.body", "body": body})
+            return
+        before = statements.total
+
+        async def send_counted(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                MutableHeaders(scope=message)["x-bench-sql"] = str(statements.total - before)
+            await send(message)
+
+        await app(scope, receive, send_counted)
+
+    uvicorn.run(
+        probe, host="127.0.0.1", port=port, log_level="warning", timeout_graceful_shutdown=1
+    )
+
+
+# -- the client ------------------------------------------------------------------------------
+def machine(backend: str) -> str:
+    model = ""
+    with contextlib.suppress(OSError):
+        found = re.search(r"model name\s*:\s*(.+)", Path("/proc/cpuinfo").read_text())
+        model = found.group(1).strip() if found else ""
+    database = "SQLite (WAL)"
+    if backend == "postgresql":
+        import psycopg
+
+        with psycopg.connect("postgresql://postgres@127.0.0.1:5432/postgres") as connection:
+            row = connection.execute("SHOW server_version").fetchone()
+        database = f"PostgreSQL {row[0] if row else '?'}"
+    return (
+        f"{os.cpu_count()} CPUs ({model or platform.machine()}), load "
+        f"{os.getloadavg()[0]:.1f}, Python {platform.python_version()}, {database}"
+    )
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@dataclasses.dataclass
+class Fixture:
+    """What the filled database holds that the bench asks for."""
+
+    workflow: int
+    steps: int
+    job: int
+    active_steps: list[int]
+    data: int
+    counts: dict[str, int]
+
+
+def fill(nodes: int) -> Fixture:
+    """The profile's database filled: ``nodes`` nodes with the big workflow (of
+    :data:`WORKFLOW_STEPS` steps, fewer in a small database), the traced job."""
+    import sqlalchemy as sa
+    from db_fill import Filler
+
+    from veglia.manage import get_storage
+    from veglia.orm.attributes import STARTED_AT, SUBMITTED_AT, TRACE_RECORD
+    from veglia.storage.models import Link, Node
+
+    engine = get_storage().engine
+    filler = Filler(engine)
+    steps_made = min(WORKFLOW_STEPS, nodes // 50)
+    counts = filler.fill(nodes - steps_made * 6)
+    workflow = filler.workflow(steps_made)
+    with engine.begin() as connection:
+        steps = connection.execute(
+            sa.select(Node.id, Node.process_state, Node.attributes)
+            .join(Link, Link.output_id == Node.id)
+            .where(Link.input_id == workflow, Link.link_type == "call")
+            .order_by(Node.id)
+        ).all()
+        finished = [row for row in steps if row.process_state == "finished"]
+        job, _, attributes = finished[len(finished) // 2]
+        # A trace as the core.trace sampler leaves it: t ms, cpu % x10, rss kB, mem %.
+        start_ms = int((time.time() - 3 * 3600) * 1000)
+        series = [
+            [start_ms + 5000 * i, 950 + i % 50, 200_000 + 40 * i, 1.5, None, None]
+            for i in range(TRACE_SAMPLES)
+        ]
+        record = dict(attributes[TRACE_RECORD])
+        record["extras"] = {"trace": {"series": series}}
+        # Started steps draw a running span on the timeline.
+        for pk, _, step_attributes in steps:
+            started = {**step_attributes, STARTED_AT: step_attributes[SUBMITTED_AT] + 30}
+            if pk == job:
+                started[TRACE_RECORD] = record
+            connection.execute(sa.update(Node).where(Node.id == pk).values(attributes=started))
+        data = connection.scalar(
+            sa.select(Link.input_id).where(Link.output_id == job, Link.link_type == "input")
+        )
+        if engine.dialect.name == "postgresql":
+            connection.execute(sa.text("ANALYZE"))
+    active = [row.id for row in steps if row.process_state in ("created", "waiting", "running")]
+    return Fixture(workflow, len(steps), job, active, data, counts)
+
+
+def pages_to_time(fixture: Fixture) -> list[tuple[str, str]]:
+    return [
+        ("overview", "/"),
+        ("processes (active)", "/processes"),
+        ("processes state=all", "/processes?state=all"),
+        ("processes label=job-4*", "/processes?state=all&label=job-4*"),
+        ("processes finished, 30 d, 2000", "/processes?state=finished&past_days=30&limit=2000"),
+        (f"workflow ({fixture.steps} steps)", f"/workflow/{fixture.workflow}"),
+        (f"job (trace of {TRACE_SAMPLES})", f"/job/{fixture.job}"),
+        ("node (the job)", f"/node/{fixture.job}"),
+        ("node (an input, depth 2)", f"/node/{fixture.data}?depth=2"),
+        ("node (the workflow)", f"/node/{fixture.workflow}"),
+    ]
+
+
+def api_of(path: str) -> str:
+    return "/api" if path == "/" else "/api" + path
+
+
+def logged_in(base_url: str, token: str) -> Any:
+    import httpx
+
+    client = httpx.Client(base_url=base_url, timeout=120, follow_redirects=True)
+    client.get("/", params={"token": token}).raise_for_status()
+    return client
+
+
+def server_ms(response: Any) -> float:
+    return float(response.headers["server-timing"].split("dur=")[1])
+
+
+def time_pages(client: Any, fixture: Fixture, repeat: int) -> None:
+    """Each page and its API answer, ``repeat`` times, each ask of a view a load."""
+    urls = pages_to_time(fixture)
+    last: dict[str, float] = {}
+    times: dict[str, list[float]] = {}
+    sql: dict[str, int] = {}
+    size: dict[str, int] = {}
+    for round_ in range(repeat + 1):  # the first round warms templates and caches
+        for variant in ("page", "api"):
+            for _, path in urls:
+                wait = last.get(path, 0) + SPACING - time.monotonic()
+                if wait > 0:
+                    time.sleep(wait)  # the hub's cache must have expired
+                url = path if variant == "page" else api_of(path)
+                response = client.get(url)
+                last[path] = time.monotonic()
+                response.raise_for_status()
+                if round_:
+                    times.setdefault(url, []).append(server_ms(response))
+                    sql[url] = int(response.headers["x-bench-sql"])
+                    size[url] = len(response.content)
+    print(f"\n{'answer':44} {'best ms':>8} {'median':>8} {'SQL':>5} {'KiB':>7}")
+    for name, path in urls:
+        for variant, url in (("", path), (" /api", api_of(path))):
+            found = times[url]
+            print(
+                f"{(name + variant)[:44]:44} {min(found):8.1f} {statistics.median(found):8.1f} "
+                f"{sql[url]:5d} {size[url] / 1024:7.0f}"
+            )
+
+
+class Writer(threading.Thread):
+    """Changes processes five times a second: an active step of the workflow between
+    waiting and running, and the traced job's label."""
+
+    def __init__(self, fixture: Fixture) -> None:
+        super().__init__(daemon=True)
+        self.fixture = fixture
+        self.stop = threading.Event()
+        self.writes = 0
+
+    def run(self) -> None:
+        import sqlalchemy as sa
+
+        from veglia.manage import get_storage
+        from veglia.storage.models import Node
+
+        engine = get_storage().engine
+        steps = self.fixture.active_steps
+        while not self.stop.wait(0.2):
+            now = sa.func.current_timestamp()
+            pk = steps[self.writes % len(steps)]
+            state = "running" if self.writes % 2 else "waiting"
+            with engine.begin() as connection:
+                connection.execute(
+                    sa.update(Node).where(Node.id == pk).values(process_state=state, mtime=now)
+                )
+                connection.execute(
+                    sa.update(Node)
+                    .where(Node.id == self.fixture.job)
+                    .values(label=f"traced-{self.writes}", mtime=now)
+                )
+            self.writes += 1
+
+
+async def watch(base_url: str, cookies: Any, views: dict[str, str], seconds: float) -> Counter:
+    """``STREAMS_PER_VIEW`` streams on each view for ``seconds``: the updates they got
+    (the first, the view as it is, included)."""
+    import httpx
+
+    updates: Counter[str] = Counter()
+
+    async def stream(client: httpx.AsyncClient, name: str, path: str) -> None:
+        live = "/live" if path == "/" else "/live" + path
+        async with client.stream("GET", live) as response:
+            async for line in response.aiter_lines():
+                if line == "event: update":
+                    updates[name] += 1
+
+    limits = httpx.Limits(max_connections=STREAMS_PER_VIEW * len(views) + 5)
+    async with httpx.AsyncClient(
+        base_url=base_url, cookies=cookies, timeout=None, limits=limits
+    ) as client:
+        tasks = [
+            asyncio.create_task(stream(client, name, path))
+            for name, path in views.items()
+            for _ in range(STREAMS_PER_VIEW)
+        ]
+        done, _ = await asyncio.wait(tasks, timeout=seconds)
+        for task in tasks:
+            task.cancel()
+        for task in done:
+            task.result()  # a stream that ended early is a failure
+        await asyncio.gather(*tasks, return_exceptions=True)
+    return updates
+
+
+def time_live(client: Any, fixture: Fixture, seconds: float) -> None:
+    views = {
+        "overview": "/",
+        "processes": "/processes",
+        "workflow": f"/workflow/{fixture.workflow}",
+        "job": f"/job/{fixture.job}",
+        "node": f"/node/{fixture.job}",
+    }
+    writer = Writer(fixture)
+    before = client.get("/_bench/stats").json()
+    writer.start()
+    start = time.perf_counter()
+    updates = asyncio.run(watch(str(client.base_url), client.cookies, views, seconds))
+    elapsed = time.perf_counter() - start
+    writer.stop.set()
+    writer.join()
+    after = client.get("/_bench/stats").json()
+    print(
+        f"\n{STREAMS_PER_VIEW * len(views)} live streams for {elapsed:.1f} s, "
+        f"{writer.writes / elapsed:.1f} writes/s:"
+    )
+    print(f"{'view':12} {'streams':>8} {'loads/s':>8} {'SQL/s':>7} {'SQL/load':>9} "
+          f"{'ms/load':>8} {'updates/stream/s':>17}")  # fmt: skip
+    for name in views:
+
+        def grew(field: str, name: str = name) -> float:
+            return after[field].get(name, 0) - before[field].get(name, 0)
+
+        loads = grew("loads")
+        print(
+            f"{name:12} {STREAMS_PER_VIEW:8d} {loads / elapsed:8.2f} "
+            f"{grew('by_view') / elapsed:7.2f} {grew('by_view') / max(loads, 1):9.1f} "
+            f"{1000 * grew('load_seconds') / max(loads, 1):8.1f} "
+            f"{max(0, updates[name] - STREAMS_PER_VIEW) / STREAMS_PER_VIEW / elapsed:17.2f}"
+        )
+    other = after["by_view"].get("other", 0) - before["by_view"].get("other", 0)
+    cpu = after["cpu"] - before["cpu"]
+    print(f"statements outside loads: {other}; server CPU {cpu:.1f} s ({100 * cpu / elapsed:.0f} "
+          "% of one core)")  # fmt: skip
+
+
+def bench(backend: str, nodes: int, repeat: int, seconds: float) -> None:
+    home = Path(tempfile.mkdtemp(prefix="veglia-webbench-"))
+    database = None
+    server = None
+    try:
+        _, database = make_profile(backend, home)
+        # Lazy: the profile (VEGLIA_HOME) must exist before veglia reads its config.
+        import veglia
+
+        veglia.load_profile(PROFILE)
+        fixture = fill(nodes)
+        print(f"\n== {machine(backend)}")
+        print(f"{fixture.counts}; workflow {fixture.workflow}, job {fixture.job}")
+        port, token = free_port(), secrets.token_urlsafe(16)
+        server = subprocess.Popen(
+            [sys.executable, __file__, "--serve", str(port), token], env=os.environ.copy()
+        )
+        base_url = f"http://127.0.0.1:{port}"
+        client = wait_for_server(base_url, token, server)
+        try:
+            time_pages(client, fixture, repeat)
+            time_live(client, fixture, seconds)
+        finally:
+            client.close()
+    finally:
+        if server is not None:
+            server.terminate()
+            server.wait(30)
+        if "veglia.manage" in sys.modules:
+            from veglia.manage import unload_profile
+
+            unload_profile()
+        drop_database(database)
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def wait_for_server(base_url: str, token: str, server: subprocess.Popen) -> Any:
+    import httpx
+
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            return logged_in(base_url, token)
+        except httpx.TransportError:
+            if server.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("the bench's web server did not start") from None
+            time.sleep(0.1)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--backend", choices=["sqlite", "postgresql", "both"], default="sqlite")
+    parser.add_argument("-n", "--nodes", type=int, default=100_000)
+    parser.add_argument("-r", "--repeat", type=int, default=3)
+    parser.add_argument("--watch", type=float, default=20.0, help="Seconds of live streams.")
+    parser.add_argument("--smoke", action="store_true", help="3,000 nodes, one repeat, 5 s.")
+    parser.add_argument("--serve", nargs=2, metavar=("PORT", "TOKEN"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve:
+        serve(int(args.serve[0]), args.serve[1])
+        return
+    if args.smoke:
+        args.nodes, args.repeat, args.watch = 3000, 1, 5.0
+    backends = ["sqlite", "postgresql"] if args.backend == "both" else [args.backend]
+    for backend in backends:
+        bench(backend, args.nodes, args.repeat, args.watch)
+
+
+if __name__ == "__main__":
+    main()
