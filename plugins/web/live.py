@@ -38,7 +38,8 @@ class _Channel:
     pending: asyncio.Future[None] | None = None
     watchers: int = 0
     poller: asyncio.Task[None] | None = None
-    changed: asyncio.Condition = field(default_factory=asyncio.Condition)
+    #: Set, and replaced by a new one, when a load ends (whether the view changed or not).
+    loaded: asyncio.Event = field(default_factory=asyncio.Event)
 
 
 class LiveHub:
@@ -79,11 +80,13 @@ class LiveHub:
         try:
             seen = 0  # the first load makes it 1
             while True:
-                async with channel.changed:
+                if channel.version == seen:
+                    # An event, not a condition: cancelling a wait for it (the heartbeat's
+                    # timeout, a closed stream) leaves no lock half taken.
                     with contextlib.suppress(asyncio.TimeoutError):
                         await asyncio.wait_for(_new_version(channel, seen), heartbeat)
-                    changed = channel.version != seen
-                    seen = channel.version
+                changed = channel.version != seen
+                seen = channel.version
                 if not changed:
                     yield None
                 elif channel.error is not None:
@@ -128,21 +131,21 @@ class LiveHub:
                 error = None
             except Exception as exc:  # shown to whoever asks; the next load may succeed
                 view, error = None, exc
-            async with channel.changed:
-                if _fingerprint(view, error) != _fingerprint(channel.view, channel.error):
-                    channel.version += 1
-                channel.view, channel.error = view, error
-                channel.loaded_at = time.monotonic()
-                channel.changed.notify_all()
+            if _fingerprint(view, error) != _fingerprint(channel.view, channel.error):
+                channel.version += 1
+            channel.view, channel.error = view, error
+            channel.loaded_at = time.monotonic()
+            loaded, channel.loaded = channel.loaded, asyncio.Event()
+            loaded.set()
         finally:
             channel.pending.set_result(None)
             channel.pending = None
 
 
 async def _new_version(channel: _Channel, seen: int) -> None:
-    """Until the channel's version is not ``seen``; called holding its condition's lock."""
+    """Until the channel's version is not ``seen``."""
     while channel.version == seen:
-        await channel.changed.wait()
+        await channel.loaded.wait()
 
 
 def _fingerprint(view: dict[str, Any] | None, error: BaseException | None) -> tuple:
