@@ -127,6 +127,14 @@ def test_process_list_filters_orders_and_says_when_nothing_is_active(run_cli, ma
 
 
 # -- status ----------------------------------------------------------------------------------------
+def test_process_list_called_by_lists_the_steps_of_a_workflow(run_cli, made):
+    workflow, scf1, scf2, inner, _, _ = made
+    listed = ok(run_cli("process", "list", "-a", "-C", str(workflow.pk), "-P", "pk", "--raw"))
+    assert listed.output.split() == [str(scf1.pk), str(scf2.pk)]  # not inner: scf2 called it
+    listed = ok(run_cli("process", "list", "-a", "--called-by", str(inner.pk)))
+    assert listed.output.strip() == "No process matches."
+
+
 def test_process_status_shows_the_call_tree(run_cli, made):
     workflow, scf1, scf2, inner, failed, paused = made
     paused.add_incoming(scf2, "call", "CALL")  # a second, active child of scf 2

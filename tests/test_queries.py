@@ -134,6 +134,8 @@ def test_listed_processes_with_filters(graph):
     assert pks(past_days=1) == pks()
     assert pks(process_type="core.shell") == [ok.pk, failed.pk, held.pk]
     assert pks(label="a") == [ok.pk]
+    assert ok.pk in pks(caller=workflow.pk) and held.pk not in pks(caller=workflow.pk)
+    assert pks(caller=ok.pk) == []
     rows = {row.pk: row for row in queries.list_processes()}
     assert rows[ok.pk].caller_pk == workflow.pk and rows[held.pk].caller_pk is None
     assert rows[ok.pk].computer == "localhost" and rows[workflow.pk].computer is None

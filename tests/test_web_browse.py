@@ -13,7 +13,7 @@ from pathlib import Path
 
 from veglia import engine, orm
 from veglia.orm.attributes import COMPUTER, STARTED_AT, SUBMITTED_AT
-from veglia.plugins.web.pages import TIMELINE_ROWS
+from veglia.plugins.web.pages import STEPS_ROWS, TIMELINE_ROWS
 from veglia_fixtures.browser import distinct_colours, expect
 from veglia_fixtures.profiles import wait_for
 
@@ -171,7 +171,7 @@ def _node_pks(page) -> list[int]:
 
 def _finished_steps(count: int) -> tuple[orm.WorkflowNode, list[orm.CalcJobNode]]:
     """A finished workflow of ``count`` finished shell steps, one every 10 s (made directly:
-    a daemon would take minutes to run them), the first with a very long label."""
+    a daemon would take minutes to run them), the last with a very long label."""
     flow = orm.WorkflowNode(process_type="pipeline_workflows:NamedSteps")
     flow.label = "two hundred steps"
     flow.process_state = "finished"
@@ -181,7 +181,7 @@ def _finished_steps(count: int) -> tuple[orm.WorkflowNode, list[orm.CalcJobNode]
     steps = []
     for index in range(count):
         step = orm.CalcJobNode(process_type="core.shell")
-        step.label = LONG_LABEL if index == 0 else f"step {index + 1}"
+        step.label = LONG_LABEL if index == count - 1 else f"step {index + 1}"
         step.process_state = "finished"
         step.store()
         step.set_exit(0, None)
@@ -202,15 +202,19 @@ def test_a_workflow_of_200_steps_a_long_label_and_a_phone(profile, web_server, b
     page.goto(f"{web_server.base_url}workflow/{flow.pk}")
     page.wait_for_selector("#live-badge[data-state=live]")
 
-    # Every step is in the steps table; the timeline draws the latest and says where the
-    # others are.
-    assert len(_pks(page, "section.steps")) == 200
+    # The steps table lists the latest, the timeline draws the latest, and both say where
+    # the others are.
+    listed = _pks(page, "section.steps")
+    assert listed == [step.pk for step in steps[-STEPS_ROWS:]]
     timeline = page.locator("section.timeline")
     assert timeline.locator("svg g.row").count() == TIMELINE_ROWS
     assert f"{200 - TIMELINE_ROWS} more" in timeline.inner_text()
     more = timeline.get_by_role("link", name="processes search")
     assert more.get_attribute("href").startswith("/processes?")
     expect(page.locator("ul.health li.succeeded strong")).to_have_text("200")
+    all_steps = page.locator("section.steps p.more").get_by_role("link", name="processes search")
+    search = more.get_attribute("href")
+    assert all_steps.get_attribute("href") == search
 
     # The long label is cut to a line, its whole text in the title.
     cut = page.locator("section.steps .cut", has_text="assemble the reads").first
@@ -222,7 +226,7 @@ def test_a_workflow_of_200_steps_a_long_label_and_a_phone(profile, web_server, b
         _fits_the_width(page, width)
 
     # A job that nothing measured says so; its page fits a phone and a wide screen too.
-    page.goto(f"{web_server.base_url}job/{steps[0].pk}")
+    page.goto(f"{web_server.base_url}job/{steps[-1].pk}")
     heading = page.locator("h1 .label")
     assert heading.get_attribute("title") == LONG_LABEL
     assert heading.evaluate("el => el.scrollWidth > el.clientWidth")
@@ -236,3 +240,7 @@ def test_a_workflow_of_200_steps_a_long_label_and_a_phone(profile, web_server, b
         page.goto(f"{web_server.base_url}{path}")
         for width in (390, 1400):
             _fits_the_width(page, width)
+
+    # The search the workflow page links to lists every step, and only them.
+    page.goto(web_server.base_url + search.lstrip("/"))
+    assert sorted(_pks(page, "main")) == sorted(step.pk for step in steps)

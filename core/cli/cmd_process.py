@@ -163,6 +163,14 @@ def process_group() -> None:
 )
 @click.option("-G", "--group", "group", metavar="GROUP", help="Only processes in this group.")
 @click.option(
+    "-C",
+    "--called-by",
+    "caller",
+    type=int,
+    metavar="PK",
+    help="Only the processes that process PK called (a workflow's steps).",
+)
+@click.option(
     "-P",
     "--project",
     "project",
@@ -180,6 +188,7 @@ def process_list(
     past_days: int | None,
     limit: int | None,
     group: str | None,
+    caller: int | None,
     exit_status: int | None,
     label: str | None,
     order_by: str,
@@ -200,13 +209,14 @@ def process_list(
         "label_pattern": label,
         "exit_status": exit_status,
         "group": group,
+        "caller": caller,
         "order_by": order_by,
         "descending": order_direction == "desc",
         "attribute_keys": None if None in reads else {k for keys in reads for k in keys or ()},
     }
     rows = select_processes(chosen, **filters)
     if not rows and not raw:
-        filtered = bool(label or group or past_days is not None)
+        filtered = bool(label or group or caller is not None or past_days is not None)
         console.print(nothing_listed(chosen, filtered=filtered))
         return
     tree_column = names.index("process_type") if "process_type" in names else 0

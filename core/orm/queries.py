@@ -148,6 +148,7 @@ def list_processes(
     modified_after: datetime | None = None,
     with_any_attribute: Iterable[str] | None = None,
     paused: bool | None = None,
+    caller: int | None = None,
 ) -> list[ProcessRow]:
     """Processes in one query, by ``order_by`` (one of :data:`ORDER_BY`), ascending unless
     ``descending``; with a ``limit``, the ``limit`` greatest by that key (the most recent by
@@ -156,11 +157,11 @@ def list_processes(
     ``process_type_pattern``), with a ``label``, a label matching ``label_pattern`` (see
     :func:`label_condition`), an ``exit_status``, among ``pks``, in the ``group`` (label,
     pk or UUID), changed after ``modified_after``, with any of the attributes
-    ``with_any_attribute``, paused (or not), as asked. Every filter applies before
-    the ``limit``: it counts the processes that pass them. Each row's ``attributes`` holds
-    only ``attribute_keys`` when given (those the node has): a finished job's other
-    attributes (its trace record, its last job info, ...) are most of its row, and reading
-    them is most of a long list's time."""
+    ``with_any_attribute``, paused (or not), called by process ``caller``, as asked. Every
+    filter applies before the ``limit``: it counts the processes that pass them. Each row's
+    ``attributes`` holds only ``attribute_keys`` when given (those the node has): a finished
+    job's other attributes (its trace record, its last job info, ...) are most of its row,
+    and reading them is most of a long list's time."""
     if order_by not in ORDER_BY:
         raise ValueError(f"order_by must be one of {', '.join(ORDER_BY)}, not {order_by!r}")
     key = nodes.c[ORDER_BY[order_by]]
@@ -204,6 +205,8 @@ def list_processes(
     if paused is not None:
         is_paused = nodes.c.attributes[PAUSED].as_boolean().is_(True)
         query = query.where(is_paused if paused else sa.not_(is_paused))
+    if caller is not None:
+        query = query.where(call.c.input_id == caller)
     if group is not None:
         # Lazy: the ORM, only when a group is asked for.
         from veglia.orm.groups import load_group

@@ -29,7 +29,8 @@ def _count(params: dict[str, Any], name: str, errors: list[str]) -> int | None:
 def processes_view(params: dict[str, Any]) -> dict[str, Any]:
     """The processes that pass the filters in ``params`` (strings, as a query string gives
     them): ``state`` (one of :data:`PROCESS_STATES`, ``active`` (the default) or ``all``),
-    ``label`` and ``type`` (text they hold, or a glob), ``past_days``, ``limit``. A bad
+    ``label`` and ``type`` (text they hold, or a glob), ``called_by`` (a caller's PK: its
+    steps), ``past_days``, ``limit``. A bad
     filter is left out and said in ``errors``."""
     errors: list[str] = []
     state = str(params.get("state") or "active").strip()
@@ -43,6 +44,7 @@ def processes_view(params: dict[str, Any]) -> dict[str, Any]:
         errors.append(f"state must be active, all or one of {', '.join(PROCESS_STATES)}")
         state, states = "active", ACTIVE_STATES
     past_days = _count(params, "past_days", errors)
+    caller = _count(params, "called_by", errors)
     limit = _count(params, "limit", errors)
     if limit is not None and not 1 <= limit <= MAX_LIMIT:
         errors.append(f"limit must be between 1 and {MAX_LIMIT}")
@@ -53,6 +55,7 @@ def processes_view(params: dict[str, Any]) -> dict[str, Any]:
         "state": state,
         "label": label or "",
         "type": kind or "",
+        "called_by": "" if caller is None else str(caller),
         "past_days": "" if past_days is None else str(past_days),
         "limit": str(limit or DEFAULT_LIMIT),
     }
@@ -61,6 +64,7 @@ def processes_view(params: dict[str, Any]) -> dict[str, Any]:
         label_pattern=label,
         process_type_pattern=kind,
         past_days=past_days,
+        caller=caller,
         limit=limit or DEFAULT_LIMIT,
         descending=True,
     )
