@@ -23,23 +23,20 @@ starts the real app (``create_app``) under uvicorn in a subprocess, and:
     python bench/web.py --smoke                   # 3,000 nodes, one repeat, 5 s live
 
 Figures (docs/performance.md, "The web view", has them all), 100,000 nodes, median of 3,
-server time, on a 2-core machine shared with other work, SQLite / PostgreSQL:
+server time, on a 2-core machine (AMD EPYC), SQLite / PostgreSQL:
 
     answer                                   page ms     /api ms      SQL
-    overview                                 148 / 94    112 / 99      13
-    processes (active)                        18 / 14     12 / 12       2
-    processes finished, 30 d, 2000 rows      220 / 167   148 / 124      1
-    workflow of 2,000 steps                  385 / 443   204 / 342     31
-    job with a trace of 2,000 samples         31 / 38     30 / 95       9
-    node page of the 2,000-step workflow     200 / 234   179 / 173      3
-    (the others 6 to 48 ms)
+    overview                                 115 / 100    98 / 93      13
+    processes (active)                        17 / 16     11 / 9        2
+    processes finished, 30 d, 2000 rows      222 / 266   145 / 113      1
+    workflow of 2,000 steps                  120 / 201   167 / 265     31
+    job with a trace of 2,000 samples         26 / 37     25 / 46       9
+    node page of the 2,000-step workflow     179 / 229   139 / 130      3
+    (the others 6 to 36 ms)
 
-    Before this round, on SQLite: the workflow 961 / 421 ms, the 2,000-row search
-    392 / 202 ms, the workflow's node page 2,227 / 2,915 ms.
-
-    50 live streams, 20 s, 5 writes/s: each view loaded 0.75 to 0.85 times a second;
-    statements a second: overview 11.0, workflow 24.8, job 7.6, node 2.6, search 1.7
-    (13, 31, 9, 3 and 2 a load); server CPU 63% of one core (50% on PostgreSQL).
+    50 live streams, 20 s, 5 writes/s: each view loaded 0.75 to 1.0 times a second;
+    statements a second: overview 11.7, workflow 26.3 / 23.2, job 8.5, node 2.9, search
+    2.0 (13, 31, 9, 3 and 2 a load); server CPU 34 % of one core (28 % on PostgreSQL).
 """
 
 from __future__ import annotations
