@@ -415,6 +415,52 @@ def time_live(client: Any, fixture: Fixture, seconds: float) -> None:
           "% of one core)")  # fmt: skip
 
 
+async def _update_latencies(base_url: str, cookies: Any, job: int, count: int) -> list[float]:
+    import random
+
+    import httpx
+    import sqlalchemy as sa
+
+    from veglia.manage import get_storage
+    from veglia.storage.models import Node
+
+    engine = get_storage().engine
+    latencies = []
+    async with (
+        httpx.AsyncClient(base_url=base_url, cookies=cookies, timeout=30) as client,
+        client.stream("GET", f"/live/job/{job}") as response,
+    ):
+        lines = response.aiter_lines()
+        for index in range(count):
+            # At a random point of the hub's one-second cycle, as a real change comes.
+            await asyncio.sleep(random.uniform(0.5, 1.5))
+            marker = f"latency-{index}-{secrets.token_hex(4)}"
+            with engine.begin() as connection:
+                connection.execute(
+                    sa.update(Node)
+                    .where(Node.id == job)
+                    .values(label=marker, mtime=sa.func.current_timestamp())
+                )
+            written = time.perf_counter()
+            async for line in lines:
+                if line.startswith("data:") and marker in line:
+                    latencies.append(time.perf_counter() - written)
+                    break
+    return latencies
+
+
+def time_update_latency(client: Any, fixture: Fixture, count: int) -> None:
+    """How long a change takes to reach a watching page: a write of the job's label, then
+    the stream's update that holds it (the hub's wait, the load, the rendering)."""
+    latencies = asyncio.run(
+        _update_latencies(str(client.base_url), client.cookies, fixture.job, count)
+    )
+    print(
+        f"\na change on a watched job page reached its stream in {statistics.median(latencies):.2f}"
+        f" s median, {max(latencies):.2f} s at most ({len(latencies)} changes)"
+    )
+
+
 def bench(backend: str, nodes: int, repeat: int, seconds: float) -> None:
     home = Path(tempfile.mkdtemp(prefix="veglia-webbench-"))
     database = None
@@ -437,6 +483,7 @@ def bench(backend: str, nodes: int, repeat: int, seconds: float) -> None:
         try:
             time_pages(client, fixture, repeat)
             time_live(client, fixture, seconds)
+            time_update_latency(client, fixture, 3 if repeat == 1 else 10)
         finally:
             client.close()
     finally:
