@@ -62,6 +62,10 @@ def test_a_team_leader_follows_a_workflow_from_the_overview_to_a_job_and_a_node(
         metadata={"label": "nightly assembly"},
     )
     page = browser_page
+    # What the browser complains of (a missing file, a script or style the page's
+    # Content-Security-Policy refuses) is a page that does not work as written.
+    complaints: list[str] = []
+    page.on("console", lambda message: message.type == "error" and complaints.append(message.text))
     page.goto(web_server.url)
     page.wait_for_selector("#live-badge[data-state=live]")
     active = page.locator("section.active")
@@ -162,6 +166,7 @@ def test_a_team_leader_follows_a_workflow_from_the_overview_to_a_job_and_a_node(
     expect(page.locator("ul.state-counts li.count-finished strong")).to_have_text(
         str(len(jobs) + 1)
     )
+    assert complaints == []
 
 
 def _node_pks(page) -> list[int]:
