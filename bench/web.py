@@ -399,7 +399,7 @@ async def watch(
 
 def time_live(client: Any, fixture: Fixture, seconds: float, writing: bool = True) -> None:
     """The live streams for ``seconds``, with the writer (busy) or without (quiet: counted
-    from 3 s after the streams opened, when the views caught up with the last writes)."""
+    from 6 s after the streams opened: the probe reads a write under 5 s old as a change)."""
     views = {
         "overview": "/",
         "processes": "/processes",
@@ -411,7 +411,7 @@ def time_live(client: Any, fixture: Fixture, seconds: float, writing: bool = Tru
     if writing:
         writer.start()
     updates, before, after, elapsed = asyncio.run(
-        watch(str(client.base_url), client.cookies, views, seconds, 0 if writing else 3)
+        watch(str(client.base_url), client.cookies, views, seconds, 0 if writing else 6)
     )
     if writing:
         writer.stop.set()

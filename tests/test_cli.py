@@ -175,7 +175,7 @@ def test_outdated_schema_is_reported_and_migrated(run_cli, veglia_home):
         tables += ("repository_chunks",)
         for table in (*tables, "group_nodes", "groups"):
             connection.execute(f"DROP TABLE {table}")
-        for index in ("ix_nodes_cache_hash", "ix_nodes_similarity_key"):
+        for index in ("ix_nodes_cache_hash", "ix_nodes_similarity_key", "ix_nodes_mtime"):
             connection.execute(f"DROP INDEX {index}")
     status = run_cli("status")
     assert status.exit_code == 1 and "veglia storage migrate" in status.stdout

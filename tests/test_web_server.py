@@ -395,6 +395,25 @@ def test_a_watched_view_is_loaded_again_only_when_the_probe_sees_a_change():
     assert [view["value"] for view in seen] == ["first", "second"]
 
 
+def test_the_probe_reads_a_recent_write_as_a_change_and_a_quiet_database_by_its_stamp(profile):
+    """A transaction may commit after a newer one: while the newest write is recent, the
+    probe says "changed" each time, so such a late commit is loaded too."""
+    from datetime import datetime, timedelta, timezone
+
+    import sqlalchemy as sa
+
+    from veglia.manage import get_storage
+    from veglia.plugins.web.probe import probe_changes
+    from veglia.storage.tables import nodes
+
+    orm.Int(1).store()
+    assert probe_changes() != probe_changes()
+    an_hour_ago = datetime.now(timezone.utc) - timedelta(hours=1)
+    with get_storage().engine.begin() as connection:
+        connection.execute(sa.update(nodes).values(mtime=an_hour_ago))
+    assert probe_changes() == probe_changes()
+
+
 async def wait_until(condition: Any, deadline: float = 10.0) -> None:
     """Until ``condition()`` holds; fails after ``deadline`` seconds."""
     end = time.monotonic() + deadline

@@ -31,10 +31,10 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from veglia.exceptions import NotExistent
-from veglia.orm.queries import change_stamp
 from veglia.plugins.web import actions, pages
 from veglia.plugins.web.auth import TOKEN_USER, User, find_user, new_csrf_token, tokens_match
 from veglia.plugins.web.live import LiveHub, ViewKey, view_key
+from veglia.plugins.web.probe import probe_changes
 
 __all__ = ["WebSettings", "create_app"]
 
@@ -125,7 +125,7 @@ class Site:
 
     def __init__(self, settings: WebSettings) -> None:
         self.settings = settings
-        self.hub = LiveHub(probe=change_stamp)
+        self.hub = LiveHub(probe=probe_changes)
         self.templates = jinja2.Environment(
             loader=jinja2.FileSystemLoader(HERE / "templates"),
             autoescape=True,
