@@ -95,9 +95,10 @@ def overview_panels() -> list[Panel]:
     """Add panels to the overview (the front page of ``veglia web`` and its ``/api/``).
 
     Called each time the overview is read (at most once a second, however many people
-    watch it). Return a list of :class:`veglia.plugin_api.Panel` (``title``, ``rows`` of
-    ``(name, value)`` pairs: plain text or numbers, shown escaped), or nothing. Keep it
-    to what is stored, read in a query or two: no connection to a computer or a service.
+    watch it; while they watch, when the database changed or every 15 s). Return a list
+    of :class:`veglia.plugin_api.Panel` (``title``, ``rows`` of ``(name, value)`` pairs:
+    plain text or numbers, shown escaped), or nothing. Keep it to what is stored, read in
+    a query or two: no connection to a computer or a service.
     Never put a secret in a panel: whoever may read the overview sees it. An exception
     shows as a panel naming your plugin, and the other panels still show.
     """

@@ -199,6 +199,26 @@ def test_logs_mtime_and_configured_computers(graph):
     assert queries.configured_computer_pks() == {orm.load_computer("localhost").pk}
 
 
+def test_the_change_stamp_moves_with_every_write_the_views_show(graph):
+    """The web view reloads a watched page only when this stamp moved."""
+    from veglia.orm.deletion import delete_nodes, plan_deletion
+
+    _, _, ok, _, _, _ = graph
+    alone = orm.Int(2)
+    stamps = [queries.change_stamp()]
+    assert queries.change_stamp() == stamps[0]  # nothing changed, nor does the stamp
+    for write in (
+        lambda: ok.set_attribute(SCHEDULER_STATE, "R"),
+        lambda: ok.add_log("REPORT", "a line"),
+        alone.store,
+        lambda: orm.Computer("cluster", "nowhere.invalid", "core.ssh", "core.slurm").store(),
+        lambda: delete_nodes(plan_deletion([alone.pk])),
+    ):
+        write()
+        stamps.append(queries.change_stamp())
+        assert stamps[-1] != stamps[-2], write
+
+
 def test_node_properties_read_the_named_attributes(graph):
     workflow, _, ok, _, held, _ = graph
     ok.set_attributes(

@@ -199,6 +199,8 @@ nodes = Table(
     # Versioned plain-data checkpoint of a running process (JSON text).
     Column("checkpoint", Text, nullable=True),
     Index("ix_nodes_process_state_node_type", "process_state", "node_type"),
+    # The web view's change probe reads the newest mtime; the overview lists recent ends.
+    Index("ix_nodes_mtime", "mtime"),
 )
 
 #: Attributes looked up by value among many finished jobs (caching, right-sizing), by

@@ -34,6 +34,7 @@ from veglia.exceptions import NotExistent
 from veglia.plugins.web import actions, pages
 from veglia.plugins.web.auth import TOKEN_USER, User, find_user, new_csrf_token, tokens_match
 from veglia.plugins.web.live import LiveHub, ViewKey, view_key
+from veglia.plugins.web.probe import probe_changes
 
 __all__ = ["WebSettings", "create_app"]
 
@@ -124,7 +125,7 @@ class Site:
 
     def __init__(self, settings: WebSettings) -> None:
         self.settings = settings
-        self.hub = LiveHub()
+        self.hub = LiveHub(probe=probe_changes)
         self.templates = jinja2.Environment(
             loader=jinja2.FileSystemLoader(HERE / "templates"),
             autoescape=True,
