@@ -2,8 +2,7 @@
 
 The web view asks the database once a second, while someone watches a page, whether anything
 changed (:func:`veglia.orm.queries.change_stamp`): the newest ``nodes.mtime``. Without an
-index that reads every node; with it, one step down the index. The overview's list of the
-processes that ended in the last day uses it too.
+index that reads every node; with it, one step down the index.
 
 Revision ID: 0008
 Revises: 0007
