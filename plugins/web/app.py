@@ -278,15 +278,21 @@ def _page_routes(site: Site, page: pages.Page) -> list[BaseRoute]:
     def load_of(params: dict[str, Any]):
         return lambda: page.load(params)
 
-    async def html(request: Request) -> Response:
+    async def loaded(request: Request) -> dict[str, Any] | Response:
+        """The page's view for the request, or the answer to give instead (log in, 404)."""
         refusal = site.login_or_refusal(request)
         if refusal is not None:
             return refusal
         params = _params(request)
         try:
-            view = await site.hub.view(view_key(page.name, params), load_of(params))
+            return await site.hub.view(view_key(page.name, params), load_of(params))
         except NotExistent as exc:
             return site.not_found(request, str(exc))
+
+    async def html(request: Request) -> Response:
+        view = await loaded(request)
+        if isinstance(view, Response):
+            return view
         context = site.context(
             request, {"view": view, "title": page.title(view), "page_name": page.name}
         )
@@ -296,15 +302,8 @@ def _page_routes(site: Site, page: pages.Page) -> list[BaseRoute]:
         return HTMLResponse(html.replace('data-digest=""', marked, 1))
 
     async def api(request: Request) -> Response:
-        refusal = site.login_or_refusal(request)
-        if refusal is not None:
-            return refusal
-        params = _params(request)
-        try:
-            view = await site.hub.view(view_key(page.name, params), load_of(params))
-        except NotExistent as exc:
-            return site.not_found(request, str(exc))
-        return JSONResponse(view)
+        view = await loaded(request)
+        return view if isinstance(view, Response) else JSONResponse(view)
 
     async def live(request: Request) -> Response:
         refusal = site.login_or_refusal(request)

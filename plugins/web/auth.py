@@ -8,6 +8,7 @@ scrypt hashes are kept; no page or API answer ever holds one.
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import hmac
 import re
@@ -89,6 +90,13 @@ def check_password(password: str, stored: str) -> bool:
     return kind == "scrypt" and hmac.compare_digest(found, expected)
 
 
+@functools.cache
+def _stand_in_hash() -> str:
+    """A hash to check an unknown user's password against: made once, so that checking it
+    costs one scrypt, as a known user's check does."""
+    return hash_password(secrets.token_urlsafe(16))
+
+
 def tokens_match(given: str | None, expected: str | None) -> bool:
     """Compared in constant time, so the answer's timing tells nothing of the token."""
     if not given or not expected:
@@ -115,7 +123,7 @@ def find_user(profile: str, name: str, password: str | None = None) -> User | No
     entry = _users(Config(), profile).get(name)
     if entry is None:
         if password is not None:  # as slow as a wrong password: no hint that the name exists
-            check_password(password, hash_password("-"))
+            check_password(password, _stand_in_hash())
         return None
     if password is not None and not check_password(password, entry["hash"]):
         return None
