@@ -70,6 +70,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -153,7 +154,9 @@ def serve(port: int, token: str) -> None:
 
     async def probe(scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "http" and scope["path"] == "/_bench/stats":
-            body = json.dumps(statements.as_dict()).encode()
+            hub = app.state.hub
+            counts = {**statements.as_dict(), "rounds": dict(hub.rounds), "probes": hub.probes}
+            body = json.dumps(counts).encode()
             await send({"type": "http.response.start", "status": 200,
                         "headers": [(b"content-type", b"application/json")]})  # fmt: skip
             await send({"type": "http.response.body", "body": body})
@@ -205,6 +208,7 @@ class Fixture:
     steps: int
     job: int
     active_steps: list[int]
+    finished_steps: list[int]
     data: int
     counts: dict[str, int]
 
@@ -253,7 +257,8 @@ def fill(nodes: int) -> Fixture:
         if engine.dialect.name == "postgresql":
             connection.execute(sa.text("ANALYZE"))
     active = [row.id for row in steps if row.process_state in ("created", "waiting", "running")]
-    return Fixture(workflow, len(steps), job, active, data, counts)
+    ended = [row.id for row in finished if row.id != job]
+    return Fixture(workflow, len(steps), job, active, ended, data, counts)
 
 
 def pages_to_time(fixture: Fixture) -> list[tuple[str, str]]:
@@ -320,11 +325,13 @@ def time_pages(client: Any, fixture: Fixture, repeat: int) -> None:
 
 class Writer(threading.Thread):
     """Changes processes five times a second: an active step of the workflow between
-    waiting and running, and the traced job's label."""
+    waiting and running, and the traced job's label; or, given ``labelled``, the label of
+    each of those jobs in turn."""
 
-    def __init__(self, fixture: Fixture) -> None:
+    def __init__(self, fixture: Fixture, labelled: list[int] | None = None) -> None:
         super().__init__(daemon=True)
         self.fixture = fixture
+        self.labelled = labelled
         self.stop = threading.Event()
         self.writes = 0
 
@@ -341,6 +348,15 @@ class Writer(threading.Thread):
             pk = steps[self.writes % len(steps)]
             state = "running" if self.writes % 2 else "waiting"
             with engine.begin() as connection:
+                if self.labelled:
+                    labelled = self.labelled[self.writes % len(self.labelled)]
+                    connection.execute(
+                        sa.update(Node)
+                        .where(Node.id == labelled)
+                        .values(label=f"changed-{self.writes}", mtime=now)
+                    )
+                    self.writes += 1
+                    continue
                 connection.execute(
                     sa.update(Node).where(Node.id == pk).values(process_state=state, mtime=now)
                 )
@@ -353,11 +369,11 @@ class Writer(threading.Thread):
 
 
 async def watch(
-    base_url: str, cookies: Any, views: dict[str, str], seconds: float, settle: float
+    base_url: str, cookies: Any, streams: list[tuple[str, str]], seconds: float, settle: float
 ) -> tuple[Counter, dict[str, Any], dict[str, Any], float]:
-    """``STREAMS_PER_VIEW`` streams on each view for ``settle`` then ``seconds`` seconds:
-    the updates they got in the last ``seconds`` (the first, the view as it is, left out),
-    the server's counts when those began and ended, and how long they lasted."""
+    """The streams (view name, page path) for ``settle`` then ``seconds`` seconds: the
+    updates each view's streams got in the last ``seconds`` (the first, the view as it is,
+    left out), the server's counts when those began and ended, and how long they lasted."""
     import httpx
 
     updates: Counter[str] = Counter()
@@ -372,15 +388,11 @@ async def watch(
                         updates[name] += 1
                     first = False
 
-    limits = httpx.Limits(max_connections=STREAMS_PER_VIEW * len(views) + 5)
+    limits = httpx.Limits(max_connections=len(streams) + 5)
     async with httpx.AsyncClient(
         base_url=base_url, cookies=cookies, timeout=None, limits=limits
     ) as client:
-        tasks = [
-            asyncio.create_task(stream(client, name, path))
-            for name, path in views.items()
-            for _ in range(STREAMS_PER_VIEW)
-        ]
+        tasks = [asyncio.create_task(stream(client, name, path)) for name, path in streams]
         await asyncio.sleep(settle)
         settled = Counter(updates)
         before = (await client.get("/_bench/stats")).json()
@@ -410,8 +422,9 @@ def time_live(client: Any, fixture: Fixture, seconds: float, writing: bool = Tru
     writer = Writer(fixture)
     if writing:
         writer.start()
+    streams = [(name, path) for name, path in views.items() for _ in range(STREAMS_PER_VIEW)]
     updates, before, after, elapsed = asyncio.run(
-        watch(str(client.base_url), client.cookies, views, seconds, 0 if writing else 6)
+        watch(str(client.base_url), client.cookies, streams, seconds, 0 if writing else 6)
     )
     if writing:
         writer.stop.set()
@@ -420,8 +433,21 @@ def time_live(client: Any, fixture: Fixture, seconds: float, writing: bool = Tru
         f"\n{'busy' if writing else 'quiet'}: {STREAMS_PER_VIEW * len(views)} live streams for "
         f"{elapsed:.1f} s, {writer.writes / elapsed:.1f} writes/s:"
     )
-    print(f"{'view':12} {'streams':>8} {'loads/s':>8} {'SQL/s':>7} {'SQL/load':>9} "
-          f"{'ms/load':>8} {'updates/stream/s':>17}")  # fmt: skip
+    print_live_counts(views, STREAMS_PER_VIEW, updates, before, after, elapsed)
+
+
+def print_live_counts(
+    views: Iterable[str],
+    streams: int,
+    updates: Counter,
+    before: dict[str, Any],
+    after: dict[str, Any],
+    elapsed: float,
+) -> None:
+    """Per view: its rounds of loads, loads and statements a second, and its streams'
+    updates; then the probe's statements and the server's CPU."""
+    print(f"{'view':12} {'streams':>8} {'rounds/s':>9} {'loads/s':>8} {'SQL/s':>7} "
+          f"{'SQL/load':>9} {'ms/load':>8} {'updates/stream/s':>17}")  # fmt: skip
     for name in views:
 
         def grew(field: str, name: str = name) -> float:
@@ -429,17 +455,40 @@ def time_live(client: Any, fixture: Fixture, seconds: float, writing: bool = Tru
 
         loads = grew("loads")
         print(
-            f"{name:12} {STREAMS_PER_VIEW:8d} {loads / elapsed:8.2f} "
+            f"{name:12} {streams:8d} {grew('rounds') / elapsed:9.2f} {loads / elapsed:8.2f} "
             f"{grew('by_view') / elapsed:7.2f} {grew('by_view') / max(loads, 1):9.1f} "
             f"{1000 * grew('load_seconds') / max(loads, 1):8.1f} "
-            f"{updates[name] / STREAMS_PER_VIEW / elapsed:17.2f}"
+            f"{updates[name] / streams / elapsed:17.2f}"
         )
     other = after["by_view"].get("other", 0) - before["by_view"].get("other", 0)
     total = after["total"] - before["total"]
     cpu = after["cpu"] - before["cpu"]
-    print(f"statements a second in all {total / elapsed:.2f}, outside loads (the change probe) "
-          f"{other / elapsed:.2f}; server CPU {cpu:.1f} s ({100 * cpu / elapsed:.0f} % of one "
-          "core)")  # fmt: skip
+    probes = after["probes"] - before["probes"]
+    print(f"statements a second in all {total / elapsed:.2f}, outside loads (the change probe, "
+          f"{probes / elapsed:.2f} probes/s) {other / elapsed:.2f}; server CPU {cpu:.1f} s "
+          f"({100 * cpu / elapsed:.0f} % of one core)")  # fmt: skip
+
+
+def time_many_jobs(client: Any, fixture: Fixture, seconds: float) -> None:
+    """One stream on each of 50 different job pages for ``seconds``, while a writer changes
+    the label of one of the first 10 five times a second: the job kind's rounds (at most
+    one a second) and its loads (only the jobs changed)."""
+    watched = fixture.finished_steps[:50]
+    writer = Writer(fixture, labelled=watched[:10])
+    writer.start()
+    streams = [("job", f"/job/{pk}") for pk in watched]
+    started = time.perf_counter()
+    updates, before, after, elapsed = asyncio.run(
+        watch(str(client.base_url), client.cookies, streams, seconds, 2)
+    )
+    writer.stop.set()
+    writer.join()
+    writes_per_second = writer.writes / (time.perf_counter() - started)
+    print(
+        f"\nmany jobs: {len(streams)} live streams on {len(watched)} different jobs for "
+        f"{elapsed:.1f} s, {writes_per_second:.1f} writes/s (labels of 10 of them):"
+    )
+    print_live_counts(["job"], len(streams), updates, before, after, elapsed)
 
 
 async def _update_latencies(base_url: str, cookies: Any, job: int, count: int) -> list[float]:
@@ -511,6 +560,7 @@ def bench(backend: str, nodes: int, repeat: int, seconds: float, quiet: float) -
             time_pages(client, fixture, repeat)
             time_live(client, fixture, seconds)
             time_live(client, fixture, quiet, writing=False)
+            time_many_jobs(client, fixture, seconds)
             time_update_latency(client, fixture, 3 if repeat == 1 else 10)
         finally:
             client.close()

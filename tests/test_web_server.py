@@ -357,63 +357,6 @@ def test_watchers_of_one_view_share_one_load_per_interval_and_loading_stops_with
     assert all(gap >= interval * 0.95 for gap in gaps), gaps
 
 
-def test_a_watched_view_is_loaded_again_only_when_the_probe_sees_a_change():
-    from veglia.plugins.web.live import LiveHub, view_key
-
-    interval = 0.2
-    database = {"stamp": 1, "value": "first"}
-    loads: list[str] = []
-
-    def load() -> dict:
-        loads.append(database["value"])
-        return {"value": database["value"]}
-
-    async def scenario() -> list[dict]:
-        hub = LiveHub(interval, probe=lambda: database["stamp"], slow_interval=60)
-        key = view_key("overview", {})
-        seen: list[dict] = []
-
-        async def watch() -> None:
-            async for view in hub.watch(key, load):
-                if view is not None:
-                    seen.append(view)
-                if len(seen) == 2:
-                    return
-
-        watching = asyncio.create_task(watch())
-        await wait_until(lambda: seen and hub.probes >= 2)
-        quiet_from = len(loads)
-        probes_from = hub.probes
-        await asyncio.sleep(15 * interval)  # quiet: the probe runs, nothing is loaded
-        assert len(loads) == quiet_from, loads
-        assert hub.probes > probes_from
-        database.update(stamp=2, value="second")
-        await asyncio.wait_for(watching, 10 * interval)
-        return seen
-
-    seen = asyncio.run(scenario())
-    assert [view["value"] for view in seen] == ["first", "second"]
-
-
-def test_the_probe_reads_a_recent_write_as_a_change_and_a_quiet_database_by_its_stamp(profile):
-    """A transaction may commit after a newer one: while the newest write is recent, the
-    probe says "changed" each time, so such a late commit is loaded too."""
-    from datetime import datetime, timedelta, timezone
-
-    import sqlalchemy as sa
-
-    from veglia.manage import get_storage
-    from veglia.plugins.web.probe import probe_changes
-    from veglia.storage.tables import nodes
-
-    orm.Int(1).store()
-    assert probe_changes() != probe_changes()
-    an_hour_ago = datetime.now(timezone.utc) - timedelta(hours=1)
-    with get_storage().engine.begin() as connection:
-        connection.execute(sa.update(nodes).values(mtime=an_hour_ago))
-    assert probe_changes() == probe_changes()
-
-
 async def wait_until(condition: Any, deadline: float = 10.0) -> None:
     """Until ``condition()`` holds; fails after ``deadline`` seconds."""
     end = time.monotonic() + deadline

@@ -35,6 +35,7 @@ from veglia.storage.tables import (
 __all__ = [
     "ACTIVE_STATES",
     "ORDER_BY",
+    "ChangeStamp",
     "ProcessRow",
     "active_jobs_by_computer",
     "active_process_pks",
@@ -54,10 +55,12 @@ __all__ = [
     "node_mtime",
     "node_pks",
     "node_pks_on_computer",
+    "nodes_touched_by",
     "process_tree",
     "processes_on_computer",
     "provenance_around",
     "recent_nodes",
+    "recent_writes",
     "repository_files",
 ]
 
@@ -313,17 +316,32 @@ def logs_after(pk: int, last_id: int = 0) -> list[Any]:
         return list(connection.execute(query))
 
 
-def change_stamp() -> tuple[Any, ...]:
+@dataclass(frozen=True)
+class ChangeStamp:
+    """A stamp of everything the views show from the database (:func:`change_stamp`)."""
+
+    #: The newest ``mtime`` of a node: a write of a node bumps it.
+    newest_write: datetime | None
+    #: How many nodes there are, and the newest pk: a delete shows as fewer than new pks add.
+    nodes: int
+    newest_node: int | None
+    #: The newest log entry.
+    newest_log: int | None
+    #: Computers and authorizations (an outage, a new computer).
+    computers: tuple[Any, ...]
+    #: The reporters' outbox and runs (the overview's panels).
+    reporters: tuple[Any, ...]
+
+
+def change_stamp() -> ChangeStamp:
     """A stamp of everything the views show from the database, in one cheap statement: it
-    differs from the one before once anything they show changed. The newest ``mtime`` of a
-    node (a write of a node bumps it; index ``ix_nodes_mtime``), the count of nodes (a
-    delete), the newest log entry, computers and authorizations (the overview's computers),
-    the reporters' outbox (its newest record and those pending; the overview's panels) and
-    runs. Every part reads an index or a small table, except the count of nodes, which
-    reads the smallest index of ``nodes`` whole (2 ms for 100,000 nodes on SQLite)."""
+    differs from the one before once anything they show changed. Every part reads an index
+    or a small table, except the count of nodes, which reads the smallest index of ``nodes``
+    whole (2 ms for 100,000 nodes on SQLite); the newest ``mtime`` reads ``ix_nodes_mtime``."""
     parts = (
         sa.select(sa.func.max(nodes.c.mtime)),
         sa.select(sa.func.count()).select_from(nodes),
+        sa.select(sa.func.max(nodes.c.id)),
         sa.select(sa.func.max(logs.c.id)),
         sa.select(sa.func.count()).select_from(computers),
         sa.select(sa.func.max(computers.c.id)),
@@ -335,7 +353,39 @@ def change_stamp() -> tuple[Any, ...]:
     )
     query = sa.select(*[part.scalar_subquery() for part in parts])
     with get_storage().connection() as connection:
-        return tuple(connection.execute(query).one())
+        row = tuple(connection.execute(query).one())
+    return ChangeStamp(row[0], row[1], row[2], row[3], row[4:7], row[7:])
+
+
+def recent_writes(since: datetime, limit: int) -> dict[int, datetime]:
+    """The nodes written after ``since``, pk -> ``mtime``: the newest ``limit`` of them
+    (read down ``ix_nodes_mtime``); ``limit + 1`` entries say there were more."""
+    query = (
+        sa.select(nodes.c.id, nodes.c.mtime)
+        .where(nodes.c.mtime > since)
+        .order_by(nodes.c.mtime.desc())
+        .limit(limit + 1)
+    )
+    with get_storage().connection() as connection:
+        return {pk: mtime for pk, mtime in connection.execute(query)}
+
+
+def nodes_touched_by(pks: Iterable[int], after_log: int | None) -> set[int]:
+    """The nodes a view of another node may show as changed once new nodes ``pks`` were
+    stored and log entries after ``after_log`` (None: none) added: the sources of the links
+    into ``pks`` (the caller of a new step, the job that created a new output, the inputs of
+    a new job) and the nodes of those log entries. One statement."""
+    parts = []
+    pks = set(pks)
+    if pks:
+        parts.append(sa.select(links.c.input_id).where(links.c.output_id.in_(pks)))
+    if after_log is not None:
+        parts.append(sa.select(logs.c.node_id).where(logs.c.id > after_log))
+    if not parts:
+        return set()
+    query = parts[0] if len(parts) == 1 else sa.union(*parts)
+    with get_storage().connection() as connection:
+        return set(connection.scalars(query))
 
 
 # -- any node ----------------------------------------------------------------------------------

@@ -1,14 +1,22 @@
-"""The live hub: one load of a view per second at most, shared by everyone who watches it.
+"""The live hub: views shared by everyone who watches them, each kind of view read from the
+database at most once a second.
 
-A view is keyed by its page name and its arguments. :meth:`LiveHub.view` answers a page or an
-API request with the view loaded in the last second, or loads it once for every request that
-asks meanwhile. :meth:`LiveHub.watch` yields the view each time it changes, for a
-server-sent-events stream; a key nobody watches is no longer loaded.
+A view is keyed by its page name (its *kind*: overview, workflow, job...) and its arguments.
+:meth:`LiveHub.watch` yields the view each time it changes, for a server-sent-events stream;
+:meth:`LiveHub.view` answers a page or an API request with a view known to be current, or
+loads it once for every request that asks meanwhile. A key nobody watches is no longer
+loaded.
 
-With a probe (one cheap statement whose answer changes when anything the views show does),
-a watched view is loaded again only when the probe's answer changed since its last load, or
-every :data:`SLOW_INTERVAL` seconds for what lies outside the database (workers' liveness,
-the time): a page left open costs the database the probe, once a second for the whole hub.
+The watched views of one kind are loaded together, in one *round* a second at most, so fifty
+browsers on fifty different jobs cost the database at most one round of job loads a second.
+
+With a probe (a callable giving :class:`Changes`, run once a second while anyone watches),
+a round loads only the views a change touched: a view that shows a set of nodes (a job, a
+workflow's steps, a node's provenance) when one of them changed; a view of everything (the
+overview, the process search) on any change. A view is also loaded again every
+:data:`SLOW_INTERVAL` seconds, for what moves without a write (the time, a worker's death
+the probe did not see). A page left open costs the database the probe, one statement a
+second for the whole hub.
 """
 
 from __future__ import annotations
@@ -16,41 +24,94 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["MIN_INTERVAL", "SLOW_INTERVAL", "LiveHub", "ViewKey", "view_key"]
+__all__ = [
+    "EVERYTHING",
+    "MIN_INTERVAL",
+    "SLOW_INTERVAL",
+    "Changes",
+    "Covers",
+    "LiveHub",
+    "ViewKey",
+    "view_key",
+]
 
-#: Seconds between two loads of one view, however many browsers watch it; and between two
-#: probes of the hub.
+#: Seconds between two rounds of loads of one kind of view, however many browsers watch;
+#: and between two probes of the hub.
 MIN_INTERVAL = 1.0
 
 #: Seconds after which a watched view is loaded again though the probe saw no change.
-SLOW_INTERVAL = 15.0
+SLOW_INTERVAL = 60.0
 
 ViewKey = tuple[str, tuple[tuple[str, Any], ...]]
+
+#: What a view shows: the pks of its nodes, or None for a view of everything.
+Covers = Callable[[dict[str, Any]], "frozenset[int] | None"]
 
 
 def view_key(name: str, params: dict[str, Any]) -> ViewKey:
     return name, tuple(sorted(params.items()))
 
 
+@dataclass(frozen=True)
+class Changes:
+    """What changed since the probe before: the pks of the nodes written (and of those a
+    write shows on, such as a new step's caller), None when any may have; and whether
+    anything else the views of everything show did (the reporters' outbox, the daemon's
+    workers)."""
+
+    nodes: frozenset[int] | None = frozenset()
+    elsewhere: bool = False
+
+    def touch(self, covers: frozenset[int] | None) -> bool:
+        """Whether a view showing ``covers`` (None: everything) may have changed."""
+        if self.nodes is None:
+            return True
+        if covers is None:
+            return bool(self.nodes) or self.elsewhere
+        return not self.nodes.isdisjoint(covers)
+
+
+#: Anything may have changed (the first probe, a failed one, a delete, too many writes).
+EVERYTHING = Changes(None, True)
+
+
+def _everything(view: dict[str, Any]) -> frozenset[int] | None:
+    return None
+
+
 @dataclass
 class _Channel:
+    kind: str
     load: Callable[[], dict[str, Any]]
+    covers_of: Covers = _everything
     view: dict[str, Any] | None = None
     error: BaseException | None = None
+    #: What the last view shows (None: everything, or not loaded yet).
+    covers: frozenset[int] | None = None
     loaded_at: float = float("-inf")
     #: Bumped when a load gives a view different from the one before (0: never loaded).
     version: int = 0
     pending: asyncio.Future[None] | None = None
     watchers: int = 0
-    poller: asyncio.Task[None] | None = None
-    #: The hub's probe version when the last load began (-1: never loaded).
+    #: The hub's probe version when the last load began (-1: never loaded), and the last
+    #: version whose changes touched this view: it is due when the second is the greater.
     probed: int = -1
+    changed: int = 0
     #: Set, and replaced by a new one, when a load ends (whether the view changed or not).
     loaded: asyncio.Event = field(default_factory=asyncio.Event)
+    #: What the probe saw change while the view was being loaded.
+    during_load: list[Changes] = field(default_factory=list)
+
+
+@dataclass
+class _Kind:
+    rounds: asyncio.Task[None] | None = None
+    last_round: float = float("-inf")
 
 
 class LiveHub:
@@ -59,35 +120,40 @@ class LiveHub:
     def __init__(
         self,
         interval: float = MIN_INTERVAL,
-        probe: Callable[[], Any] | None = None,
+        probe: Callable[[], Changes] | None = None,
         slow_interval: float = SLOW_INTERVAL,
     ) -> None:
         self.interval = interval
         self.slow_interval = slow_interval
         self._probe = probe
         self._channels: dict[ViewKey, _Channel] = {}
-        #: Bumped when the probe's answer differs from the one before (or the probe failed).
+        self._kinds: dict[str, _Kind] = {}
         self._probe_version = 0
-        self._stamp: Any = None
-        #: Set, and replaced by a new one, when the probe's version is bumped.
+        #: Set, and replaced by a new one, when a probe saw a change.
         self._probed = asyncio.Event()
         self._prober: asyncio.Task[None] | None = None
-        #: Loads and probes run so far, for the tests and the bench.
+        #: Loads, rounds (by kind) and probes run so far, for the tests and the bench.
         self.loads = 0
+        self.rounds: Counter[str] = Counter()
         self.probes = 0
 
-    def _channel(self, key: ViewKey, load: Callable[[], dict[str, Any]]) -> _Channel:
+    def _channel(
+        self, key: ViewKey, load: Callable[[], dict[str, Any]], covers: Covers | None
+    ) -> _Channel:
         channel = self._channels.get(key)
         if channel is None:
-            channel = self._channels[key] = _Channel(load)
+            channel = self._channels[key] = _Channel(key[0], load, covers or _everything)
         return channel
 
-    async def view(self, key: ViewKey, load: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-        """The view of ``key``: the one loaded within the last interval, or a new load."""
-        channel = self._channel(key, load)
+    async def view(
+        self, key: ViewKey, load: Callable[[], dict[str, Any]], covers: Covers | None = None
+    ) -> dict[str, Any]:
+        """The view of ``key``: the one loaded within the last interval, or since which the
+        probe saw no change touch it, or a new load."""
+        channel = self._channel(key, load, covers)
         try:
-            if time.monotonic() - channel.loaded_at >= self.interval:
-                await self._refresh(channel)
+            if not self._current(channel):
+                await self._load_now(channel)
             if channel.error is not None:
                 raise channel.error
             assert channel.view is not None
@@ -96,15 +162,23 @@ class LiveHub:
             self._evict_idle()
 
     async def watch(
-        self, key: ViewKey, load: Callable[[], dict[str, Any]], heartbeat: float | None = None
+        self,
+        key: ViewKey,
+        load: Callable[[], dict[str, Any]],
+        heartbeat: float | None = None,
+        covers: Covers | None = None,
     ) -> AsyncIterator[dict[str, Any] | BaseException | None]:
         """The view now, then each time it changes (or the error its load raised), and None
-        after ``heartbeat`` seconds without a change; for as long as the caller iterates."""
-        channel = self._channel(key, load)
+        after ``heartbeat`` seconds without a change; for as long as the caller iterates.
+        ``covers`` tells from a view which nodes it shows (default: everything)."""
+        channel = self._channel(key, load, covers)
         channel.watchers += 1
-        if channel.poller is None:
-            channel.poller = asyncio.create_task(self._poll(channel))
+        kind = self._kinds.setdefault(channel.kind, _Kind())
+        if kind.rounds is None:
+            kind.rounds = asyncio.create_task(self._run_rounds(channel.kind, kind))
         if self._probe is not None and self._prober is None:
+            # What changed while no probe ran is not known: every view is due once.
+            self._mark(EVERYTHING)
             self._prober = asyncio.create_task(self._run_probe())
         try:
             seen = 0  # the first load makes it 1
@@ -123,10 +197,24 @@ class LiveHub:
                 else:
                     yield channel.view
         finally:
-            # The poller ends by itself once nobody watches: cancelled, it could leave a
-            # load half done for a request that waits on it.
+            # The rounds end by themselves once nobody watches: cancelled, they could leave
+            # a load half done for a request that waits on it.
             channel.watchers -= 1
             self._evict_idle()
+
+    def _current(self, channel: _Channel) -> bool:
+        """Whether the channel's view may be answered without a load."""
+        if channel.version == 0:
+            return False
+        if time.monotonic() - channel.loaded_at < self.interval:
+            return True
+        # Loaded since the probe last saw a change touch it, and the probe still runs.
+        return self._prober is not None and not self._due(channel)
+
+    def _due(self, channel: _Channel) -> bool:
+        if self._probe is None or channel.changed > channel.probed:
+            return True
+        return time.monotonic() >= channel.loaded_at + self.slow_interval
 
     def _evict_idle(self) -> None:
         """Drop the views nobody watched or asked for lately: a key nobody watches costs
@@ -136,78 +224,148 @@ class LiveHub:
             if channel.watchers == 0 and channel.pending is None and channel.loaded_at < too_old:
                 del self._channels[key]
 
-    async def _poll(self, channel: _Channel) -> None:
+    def _watched(self, kind: str) -> list[_Channel]:
+        return [c for c in self._channels.values() if c.kind == kind and c.watchers > 0]
+
+    async def _run_rounds(self, name: str, kind: _Kind) -> None:
+        """While anyone watches a view of this kind: a round of loads of its due views, an
+        interval at least after the round before."""
         try:
-            while channel.watchers > 0:
-                wait = channel.loaded_at + self.interval - time.monotonic()
+            while self._watched(name):
+                wait = kind.last_round + self.interval - time.monotonic()
                 if wait > 0:
                     await asyncio.sleep(wait)
-                if self._probe is not None:
-                    await self._until_changed(channel)
-                if channel.watchers == 0:
+                due = await self._until_due(name)
+                if not due:
                     break
-                await self._refresh(channel)
+                kind.last_round = time.monotonic()
+                self.rounds[name] += 1
+                await self._load_round(due)
         finally:
-            channel.poller = None
+            kind.rounds = None
 
-    async def _until_changed(self, channel: _Channel) -> None:
-        """Until the probe saw a change since the channel's last load, its slow refresh is
-        due, or nobody watches it."""
-        due = channel.loaded_at + self.slow_interval
-        while channel.watchers > 0 and channel.probed == self._probe_version:
-            left = due - time.monotonic()
-            if left <= 0:
-                return
-            # At most an interval: a channel nobody watches any longer ends its poller soon.
+    async def _until_due(self, name: str) -> list[_Channel]:
+        """The watched views of this kind that are due, once any is; empty once nobody
+        watches one."""
+        while True:
+            watched = self._watched(name)
+            now = time.monotonic()
+            due = [c for c in watched if c.pending is None and self._due(c)]
+            # A view a request loaded within the interval waits for the round after.
+            ready = [c for c in due if now - c.loaded_at >= self.interval]
+            if ready or not watched:
+                return ready
+            next_times = [c.loaded_at + self.interval for c in due]
+            next_times += [c.loaded_at + self.slow_interval for c in watched]
+            left = min(next_times) - now
+            # At most an interval: a kind nobody watches any longer ends its rounds soon.
             with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._probed.wait(), min(left, self.interval))
+                await asyncio.wait_for(self._probed.wait(), max(0.0, min(left, self.interval)))
 
     async def _run_probe(self) -> None:
-        """Probe once an interval while anyone watches any view; bump the probe's version
-        when its answer changed."""
+        """Probe once an interval while anyone watches any view; mark the views its changes
+        touch."""
         assert self._probe is not None
         try:
             while any(channel.watchers for channel in self._channels.values()):
                 started = time.monotonic()
                 self.probes += 1
                 try:
-                    stamp = await asyncio.to_thread(self._probe)
-                    changed = stamp != self._stamp
+                    changes = await asyncio.to_thread(self._probe)
                 except Exception:  # a failing probe: as if everything changed, loads tell why
-                    stamp, changed = None, True
-                self._stamp = stamp
-                if changed:
-                    self._probe_version += 1
-                    probed, self._probed = self._probed, asyncio.Event()
-                    probed.set()
+                    changes = EVERYTHING
+                self._mark(changes)
                 await asyncio.sleep(max(0.0, started + self.interval - time.monotonic()))
         finally:
             self._prober = None
 
-    async def _refresh(self, channel: _Channel) -> None:
-        """Load the view once, in a worker thread; concurrent callers share that load."""
+    def _mark(self, changes: Changes) -> None:
+        """Make the views the changes touch due, and wake the rounds waiting for one. A view
+        being loaded is judged when its load ends, by what it shows then: before its first
+        load, nobody knows."""
+        touched, loading = [], []
+        for channel in self._channels.values():
+            if channel.pending is not None:
+                loading.append(channel)
+            elif channel.version == 0 or changes.touch(channel.covers):
+                touched.append(channel)
+        if not touched and not loading:
+            return
+        self._probe_version += 1
+        for channel in touched:
+            channel.changed = self._probe_version
+        for channel in loading:
+            channel.during_load.append(changes)
+        probed, self._probed = self._probed, asyncio.Event()
+        probed.set()
+
+    async def _load_now(self, channel: _Channel) -> None:
+        """Load one view now, in a worker thread; concurrent callers share that load."""
         if channel.pending is not None:
             await asyncio.shield(channel.pending)
             return
-        channel.pending = asyncio.get_running_loop().create_future()
-        # The probe's answer is from before this load: a change after it is seen as one.
-        channel.probed = self._probe_version
+        self._begin(channel)
         try:
-            self.loads += 1
-            try:
-                view = await asyncio.to_thread(channel.load)
-                error = None
-            except Exception as exc:  # shown to whoever asks; the next load may succeed
-                view, error = None, exc
-            if _fingerprint(view, error) != _fingerprint(channel.view, channel.error):
-                channel.version += 1
-            channel.view, channel.error = view, error
-            channel.loaded_at = time.monotonic()
-            loaded, channel.loaded = channel.loaded, asyncio.Event()
-            loaded.set()
-        finally:
-            channel.pending.set_result(None)
-            channel.pending = None
+            view, error = await asyncio.to_thread(_load, channel.load)
+        except BaseException:
+            self._abandon(channel)
+            raise
+        self._end(channel, view, error)
+
+    async def _load_round(self, channels: list[_Channel]) -> None:
+        """Load these views one after another in one worker thread."""
+        for channel in channels:
+            self._begin(channel)
+        try:
+            results = await asyncio.to_thread(lambda: [_load(c.load) for c in channels])
+        except BaseException:
+            for channel in channels:
+                self._abandon(channel)
+            raise
+        for channel, (view, error) in zip(channels, results, strict=True):
+            self._end(channel, view, error)
+
+    def _begin(self, channel: _Channel) -> None:
+        channel.pending = asyncio.get_running_loop().create_future()
+        channel.during_load = []
+        # The probe's version is from before this load: a change it reports later is one
+        # this load may not have seen.
+        channel.probed = self._probe_version
+        self.loads += 1
+
+    def _abandon(self, channel: _Channel) -> None:
+        """A load that did not end (its caller was cancelled): the view stays as it was, and
+        due."""
+        channel.probed = -1
+        self._settle(channel)
+
+    def _settle(self, channel: _Channel) -> None:
+        loaded, channel.loaded = channel.loaded, asyncio.Event()
+        loaded.set()
+        assert channel.pending is not None
+        channel.pending.set_result(None)
+        channel.pending = None
+
+    def _end(self, channel: _Channel, view: dict[str, Any] | None, error: Exception | None) -> None:
+        if _fingerprint(view, error) != _fingerprint(channel.view, channel.error):
+            channel.version += 1
+        shown_before = channel.covers if channel.loaded_at > float("-inf") else frozenset()
+        channel.view, channel.error = view, error
+        channel.covers = None if view is None else channel.covers_of(view)
+        if any(
+            changes.touch(channel.covers) or changes.touch(shown_before)
+            for changes in channel.during_load
+        ):
+            channel.changed = self._probe_version  # greater than when the load began
+        channel.loaded_at = time.monotonic()
+        self._settle(channel)
+
+
+def _load(load: Callable[[], dict[str, Any]]) -> tuple[dict[str, Any] | None, Exception | None]:
+    try:
+        return load(), None
+    except Exception as exc:  # shown to whoever asks; the next load may succeed
+        return None, exc
 
 
 async def _new_version(channel: _Channel, seen: int) -> None:

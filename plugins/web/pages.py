@@ -11,6 +11,7 @@ from typing import Any
 from veglia.engine.progress import format_seconds
 from veglia.plugins.web import charts
 from veglia.plugins.web.formatting import parse_time, size_text, time_text
+from veglia.plugins.web.live import Covers
 from veglia.views.job import job_view
 from veglia.views.node import node_view
 from veglia.views.overview import overview_view
@@ -26,6 +27,7 @@ __all__ = [
     "fact_text",
     "human_bytes",
     "human_seconds",
+    "pks_in",
     "state_words",
     "when",
 ]
@@ -43,13 +45,31 @@ class Page:
     """A page: its ``name``, Starlette ``path``, ``template`` (extends base.html, fills
     ``content``), ``load`` (path and query params -> the view's JSON-able dict; raises
     :class:`veglia.exceptions.NotExistent` for a missing pk) and ``title`` (view -> the
-    ``<title>``)."""
+    ``<title>``) and ``covers`` (view -> the pks of the nodes it shows, for the live hub to
+    load it again only when one of them changed; None: it shows everything)."""
 
     name: str
     path: str
     template: str
     load: Callable[[dict[str, Any]], dict[str, Any]]
     title: Callable[[dict[str, Any]], str] = lambda view: "veglia"
+    covers: Covers | None = None
+
+
+def pks_in(view: Any) -> frozenset[int]:
+    """The pks a view shows: every ``pk`` of its dicts, however deep."""
+    found: set[int] = set()
+    stack = [view]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            pk = item.get("pk")
+            if isinstance(pk, int):
+                found.add(pk)
+            stack.extend(value for value in item.values() if isinstance(value, dict | list))
+        elif isinstance(item, list):
+            stack.extend(value for value in item if isinstance(value, dict | list))
+    return frozenset(found)
 
 
 def _named(row: dict[str, Any]) -> str:
@@ -64,6 +84,7 @@ PAGES: list[Page] = [
         "workflow.html",
         lambda params: workflow_view(int(params["pk"])),
         lambda view: f"Workflow {_named(view['process'])}",
+        pks_in,
     ),
     Page(
         "job",
@@ -71,6 +92,7 @@ PAGES: list[Page] = [
         "job.html",
         lambda params: job_view(int(params["pk"])),
         lambda view: f"Job {_named(view['process'])}",
+        pks_in,
     ),
     Page(
         "node",
@@ -78,6 +100,7 @@ PAGES: list[Page] = [
         "node.html",
         lambda params: node_view(int(params["pk"]), params.get("depth", 1)),
         lambda view: f"Node {view['node']['pk']} provenance",
+        pks_in,
     ),
     Page(
         "processes",
