@@ -32,27 +32,20 @@ from veglia.views import (
 )
 from veglia.views import node as node_module
 from veglia.views.rows import format_state
-from veglia_fixtures.profiles import make_profile, stored_process
+from veglia_fixtures.profiles import EVIL_LABEL, make_profile, stored_process
 
 ShellJob = CalculationFactory("core.shell")
-EVIL = "<script>alert(1)</script>"
+EVIL = EVIL_LABEL
 
 
 @pytest.fixture
-def ran(profile, workflows):
+def ran(evil_workflow):
     """A finished workflow (label EVIL) that ran two shell jobs, and a failed shell job."""
-    _, flow = engine.run_get_node(
-        workflows.CountedShell,
-        command=orm.Str("echo hi"),
-        times=orm.Int(2),
-        metadata={"label": EVIL},
-    )
-    assert flow.is_finished_ok, flow.exit_message
     _, failed = engine.run_get_node(
         ShellJob, command=orm.Str("echo oops >&2; exit 3"), metadata={"label": "fails"}
     )
     assert failed.exit_status not in (0, None)
-    return flow, failed
+    return evil_workflow, failed
 
 
 def test_the_workflow_view_has_its_steps_health_and_timeline(ran):

@@ -4,18 +4,20 @@ someone allowed to operate."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 import veglia.plugins.web
-from veglia import engine, orm
+from veglia import orm
 from veglia.exceptions import NotExistent
 from veglia.orm.attributes import BLOCKED, PAUSED, PAUSED_REASON
 from veglia.plugins.web.pages import PAGES, TEMPLATE_GLOBALS, Page
+from veglia_fixtures.profiles import EVIL_LABEL
 
-EVIL = "<script>alert(1)</script>"
+EVIL = EVIL_LABEL
 ESCAPED = "&lt;script&gt;alert(1)&lt;/script&gt;"
 TEMPLATES = Path(veglia.plugins.web.__file__).parent / "templates"
 
@@ -41,21 +43,14 @@ def render(jinja: Environment, name: str, params: dict, can_operate: bool = Fals
 
 
 @pytest.fixture
-def ran(profile, workflows):
+def ran(evil_workflow):
     """A finished workflow labelled EVIL with two jobs, and a waiting blocked job."""
-    _, flow = engine.run_get_node(
-        workflows.CountedShell,
-        command=orm.Str("echo hi"),
-        times=orm.Int(2),
-        metadata={"label": EVIL},
-    )
-    assert flow.is_finished_ok, flow.exit_message
     blocked = orm.CalcJobNode(process_type="core.shell")
     blocked.label = EVIL
     blocked.process_state = "waiting"
     blocked.store()
     blocked.set_attributes({BLOCKED: {"reason": f"queue {EVIL} refused"}})
-    return flow, blocked
+    return evil_workflow, blocked
 
 
 def test_every_page_of_the_contract_is_there():
@@ -135,6 +130,51 @@ def test_the_processes_page_filters_and_keeps_the_form(jinja, ran):
     assert 'value="script"' in html and '<option value="all" selected>' in html
     bad = render(jinja, "processes", {"limit": f'1"{EVIL}'})
     assert "limit must be a whole number" in bad and EVIL not in bad
+
+
+def test_the_processes_page_draws_its_rows_a_page_at_a_time(ran, monkeypatch):
+    """A search of many rows is drawn a page at a time, newest first, with links that keep
+    the filters; its /api answer has every row."""
+    environment = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=True)
+    environment.globals.update({**TEMPLATE_GLOBALS, "PROCESS_ROWS": 2})
+    view = _page("processes").load({"state": "all"})
+    pks = [row["pk"] for row in view["rows"]]
+    assert len(pks) == 4  # the workflow, its two jobs and the blocked job
+
+    def drawn(page: str) -> tuple[list[int], str]:
+        html = render(environment, "processes", {"state": "all", "page": page})
+        return [int(pk) for pk in re.findall(r'<tr data-pk="(\d+)"', html)], html
+
+    first, html = drawn("1")
+    assert first == pks[:2] and "1 to 2 shown" in html
+    assert (
+        'href="/processes?state=all&amp;label=&amp;type=&amp;called_by=&amp;past_days=&amp;limit=100&amp;page=2"'
+        in html
+    )
+    assert 'rel="prev"' not in html
+    second, html = drawn("2")
+    assert second == pks[2:] and "3 to 4 shown" in html and 'rel="next"' not in html
+    assert drawn("3")[0] == []
+    assert "page must be 1 or more" in drawn("0")[1]
+
+
+def test_each_page_tells_the_live_hub_which_nodes_it_shows(ran):
+    """A watched page is loaded again only when one of these changed (the overview and the
+    search show everything)."""
+    flow, _ = ran
+    job = flow.called[0]
+    linked = {node.pk for _, node in [*job.inputs.items(), *job.outputs.items()]}
+    assert linked and all(pk != job.pk for pk in linked)
+
+    def covers(name: str, pk: int | None = None) -> frozenset[int] | None:
+        page = _page(name)
+        view = page.load({} if pk is None else {"pk": pk})
+        return None if page.covers is None else page.covers(view)
+
+    assert covers("workflow", flow.pk) == {flow.pk, *(child.pk for child in flow.called)}
+    assert covers("job", job.pk) == {job.pk, *linked}
+    assert {flow.pk, job.pk} | linked <= covers("node", job.pk)
+    assert covers("overview") is None and covers("processes") is None
 
 
 @pytest.mark.parametrize("name", ["workflow", "job", "node"])

@@ -11,7 +11,6 @@ from veglia.cli.node_args import load_process
 from veglia.cli.output import echo_success, echo_warning
 from veglia.cli.state import CliState, pass_state
 from veglia.exceptions import VegliaError
-from veglia.orm.attributes import OPTIONS
 from veglia.orm.queries import active_process_pks
 
 
@@ -103,8 +102,7 @@ def process_unblock(
     """Resume jobs blocked by a submission error, after its cause is fixed: each is
     uploaded and submitted again."""
     # Lazy: the engine and the ORM only for a command that acts (process list starts quickly).
-    from veglia.engine.daemon.control import control_process
-    from veglia.orm.process_nodes import CalcJobNode
+    from veglia.engine.daemon.control import unblock_process
 
     changes = dict(_option_value(text) for text in options)
     state.profile  # noqa: B018 - loads the profile
@@ -117,16 +115,9 @@ def process_unblock(
         raise click.UsageError("Give process PKs, or --all.")
     failed = 0
     for pk in pks:
-        node = load_process(pk)
-        if not isinstance(node, CalcJobNode) or not node.blocked:
-            echo_warning(f"Process {pk} is not blocked.")
-            failed += 1
-            continue
-        if changes:
-            node.set_attribute(OPTIONS, {**node.options, **changes})
+        node = load_process(pk)  # a missing pk exits 4, as everywhere
         try:
-            control_process(node, "play", "", timeout)
-            echo_success(f"Unblocked process {pk}")
+            echo_success(unblock_process(node, changes, timeout))
         except VegliaError as exc:
             echo_warning(str(exc))
             failed += 1

@@ -32,7 +32,8 @@ from veglia.orm.queries import (
     list_processes,
 )
 from veglia.views.panels import plugin_panels
-from veglia.views.rows import ROW_ATTRIBUTES, kind_of, process_row, url_of
+from veglia.views.problems import problem_of
+from veglia.views.rows import ROW_ATTRIBUTES, process_row
 
 __all__ = ["ACTIVE_LIMIT", "RECENT_LIMIT", "overview_view"]
 
@@ -177,67 +178,13 @@ def workers() -> list[dict[str, Any]]:
     return result
 
 
-def _problem(row: ProcessRow, problem: str, what_to_do: str) -> dict[str, Any]:
-    return {
-        "pk": row.pk,
-        "label": row.label,
-        "url": url_of(row.pk, kind_of(row.node_type)),
-        "problem": problem,
-        "what_to_do": what_to_do,
-    }
-
-
-def attention(
-    troubled: list[ProcessRow], stopped: list[ProcessRow], pending: list[ProcessRow]
-) -> list[dict[str, Any]]:
-    """What needs someone: blocked and paused processes, computer outages, jobs a monitor
-    stopped in the last day, scheduler jobs still to be cancelled."""
-    items = []
-    for row in troubled:
-        attrs = row.attributes
-        blocked, mark = attrs.get(BLOCKED), attrs.get(UNREACHABLE)
-        if isinstance(blocked, dict):
-            items.append(
-                _problem(
-                    row,
-                    f"blocked: {blocked.get('reason') or 'submission refused'}",
-                    f"fix the cause, then veglia process unblock {row.pk}",
-                )
-            )
-        elif attrs.get(PAUSED) and isinstance(mark, dict):
-            items.append(
-                _problem(
-                    row,
-                    f"paused: computer {mark.get('computer')} unreachable",
-                    "the daemon plays it when the computer answers; "
-                    f"veglia computer test {mark.get('computer')}",
-                )
-            )
-        elif attrs.get(PAUSED):
-            items.append(
-                _problem(
-                    row,
-                    f"paused: {attrs.get(PAUSED_REASON) or 'by hand'}",
-                    f"veglia process play {row.pk}",
-                )
-            )
-    for row in stopped:
-        stop = row.attributes.get(STOPPED_BY_MONITOR) or {}
-        items.append(
-            _problem(
-                row,
-                f"stopped by monitor {stop.get('name')}: {stop.get('message', '')}",
-                f"veglia process show {row.pk}",
-            )
-        )
-    for row in pending:
-        mark = row.attributes.get(CANCEL_PENDING) or {}
-        items.append(
-            _problem(
-                row,
-                f"cancel pending: job {mark.get('job_id')} on {mark.get('computer')}",
-                "the daemon cancels it when the computer answers: keep a daemon running "
-                "(veglia daemon start)",
-            )
-        )
+def attention(*lists: list[ProcessRow]) -> list[dict[str, Any]]:
+    """What needs someone, once each: blocked and paused processes, computer outages, jobs
+    a monitor stopped in the last day, scheduler jobs still to be cancelled."""
+    items, seen = [], set()
+    for row in (row for rows in lists for row in rows):
+        problem = None if row.pk in seen else problem_of(process_row(row), row.attributes)
+        if problem is not None:
+            seen.add(row.pk)
+            items.append(problem)
     return items

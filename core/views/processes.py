@@ -30,8 +30,8 @@ def processes_view(params: dict[str, Any]) -> dict[str, Any]:
     """The processes that pass the filters in ``params`` (strings, as a query string gives
     them): ``state`` (one of :data:`PROCESS_STATES`, ``active`` (the default) or ``all``),
     ``label`` and ``type`` (text they hold, or a glob), ``called_by`` (a caller's PK: its
-    steps), ``past_days``, ``limit``. A bad
-    filter is left out and said in ``errors``."""
+    steps), ``past_days``, ``limit``; and ``page``, which of the web page's pages of rows to
+    draw (every row is in ``rows``). A bad filter is left out and said in ``errors``."""
     errors: list[str] = []
     state = str(params.get("state") or "active").strip()
     if state == "active":
@@ -49,6 +49,10 @@ def processes_view(params: dict[str, Any]) -> dict[str, Any]:
     if limit is not None and not 1 <= limit <= MAX_LIMIT:
         errors.append(f"limit must be between 1 and {MAX_LIMIT}")
         limit = None
+    page = _count(params, "page", errors)
+    if page is not None and page < 1:
+        errors.append("page must be 1 or more")
+        page = None
     label = str(params.get("label") or "").strip() or None
     kind = str(params.get("type") or "").strip() or None
     filters = {
@@ -58,6 +62,7 @@ def processes_view(params: dict[str, Any]) -> dict[str, Any]:
         "called_by": "" if caller is None else str(caller),
         "past_days": "" if past_days is None else str(past_days),
         "limit": str(limit or DEFAULT_LIMIT),
+        "page": str(page or 1),
     }
     rows = process_rows(
         states,

@@ -8,14 +8,15 @@ from typing import Any
 
 from veglia.engine.progress import Step, workflow_progress
 from veglia.exceptions import NotExistent
-from veglia.orm.attributes import BLOCKED, SIMILARITY_KEY, STARTED_AT, SUBMITTED_AT
+from veglia.orm.attributes import SIMILARITY_KEY, STARTED_AT, SUBMITTED_AT
 from veglia.orm.nodes import load_node
 from veglia.orm.process_nodes import TERMINAL_STATES, ProcessNode
 from veglia.orm.queries import ACTIVE_STATES, ProcessRow, list_processes, process_tree
 from veglia.views.detail import process_facts
+from veglia.views.problems import PROBLEM_ATTRIBUTES, problem_of
 from veglia.views.rows import ROW_ATTRIBUTES, as_tree, iso_time, process_row
 
-__all__ = ["load_process_node", "problem_of", "workflow_view"]
+__all__ = ["load_process_node", "workflow_view"]
 
 
 def load_process_node(pk: int, node_type: str | None = None) -> ProcessNode:
@@ -31,31 +32,6 @@ def load_process_node(pk: int, node_type: str | None = None) -> ProcessNode:
 
 def _epoch_iso(seconds: float | None) -> str | None:
     return datetime.fromtimestamp(seconds, timezone.utc).isoformat() if seconds else None
-
-
-def problem_of(row: dict[str, Any], attributes: dict[str, Any]) -> dict[str, Any] | None:
-    """What is wrong with a step, and what to do about it; None when nothing is."""
-    pk, state = row["pk"], row["state"]
-    blocked = attributes.get(BLOCKED)
-    if state in ACTIVE_STATES and isinstance(blocked, dict):
-        problem = f"blocked: {blocked.get('reason') or 'submission refused'}"
-        todo = f"fix the cause, then veglia process unblock {pk}"
-    elif state in ACTIVE_STATES and row["paused"]:
-        problem = f"paused: {row['status'] or 'by hand'}"
-        todo = f"veglia process play {pk}"
-    elif state == "finished" and row["exit_status"] not in (0, None):
-        problem = f"failed [{row['exit_status']}]: {row['exit_message'] or 'no message'}"
-        todo = f"veglia process report {pk}"
-    elif state == "excepted":
-        problem = f"excepted: {row['exit_message'] or 'see its log'}"
-        todo = f"veglia process report {pk}"
-    elif state == "killed":
-        problem = f"killed: {row['exit_message'] or 'by request'}"
-        todo = f"veglia process show {pk}"
-    else:
-        return None
-    return {"pk": pk, "label": row["label"], "url": row["url"], "problem": problem,
-            "what_to_do": todo}  # fmt: skip
 
 
 def _health(rows: list[dict[str, Any]]) -> dict[str, int]:
@@ -102,7 +78,7 @@ def workflow_view(pk: int) -> dict[str, Any]:
     """The workflow page's dict; :class:`NotExistent` when ``pk`` is no workflow."""
     node = load_process_node(pk, "process.workflow")
     now = datetime.now(timezone.utc)
-    keys = (*ROW_ATTRIBUTES, BLOCKED, SIMILARITY_KEY, SUBMITTED_AT, STARTED_AT)
+    keys = (*ROW_ATTRIBUTES, *PROBLEM_ATTRIBUTES, SIMILARITY_KEY, SUBMITTED_AT, STARTED_AT)
     # One query for the whole tree, however many steps, rows read only for these keys.
     found = list_processes(None, pks=process_tree([pk]), attribute_keys=keys)
     root = next(row for row in found if row.pk == pk)

@@ -66,15 +66,11 @@ def _process(pk: int) -> ProcessNode:
 def carry_out(verb: str, pk: int, who: str) -> str:
     """Do ``verb`` to process ``pk`` as ``veglia process <verb>`` does; what happened."""
     # Lazy: the engine, once an action is asked for (the pages need none of it).
-    from veglia.engine.daemon.control import control_process
-    from veglia.orm.process_nodes import CalcJobNode
+    from veglia.engine.daemon.control import control_process, unblock_process
 
     node = _process(pk)
     if verb == "unblock":
-        if not isinstance(node, CalcJobNode) or not node.blocked:
-            return f"Process {pk} is not blocked."
-        control_process(node, "play", "", TIMEOUT)
-        return f"Unblocked process {pk}"
+        return unblock_process(node, timeout=TIMEOUT)
     past = {"kill": "Killed", "pause": "Paused", "play": "Played"}[verb]
     return control_process(node, verb, f"{past} through the web view by {who}", TIMEOUT)
 

@@ -306,24 +306,24 @@ class LiveHub:
             return
         self._begin(channel)
         try:
-            view, error = await asyncio.to_thread(_load, channel.load)
+            loaded = await asyncio.to_thread(_load, channel)
         except BaseException:
             self._abandon(channel)
             raise
-        self._end(channel, view, error)
+        self._end(channel, *loaded)
 
     async def _load_round(self, channels: list[_Channel]) -> None:
         """Load these views one after another in one worker thread."""
         for channel in channels:
             self._begin(channel)
         try:
-            results = await asyncio.to_thread(lambda: [_load(c.load) for c in channels])
+            results = await asyncio.to_thread(lambda: [_load(c) for c in channels])
         except BaseException:
             for channel in channels:
                 self._abandon(channel)
             raise
-        for channel, (view, error) in zip(channels, results, strict=True):
-            self._end(channel, view, error)
+        for channel, loaded in zip(channels, results, strict=True):
+            self._end(channel, *loaded)
 
     def _begin(self, channel: _Channel) -> None:
         channel.pending = asyncio.get_running_loop().create_future()
@@ -346,12 +346,18 @@ class LiveHub:
         channel.pending.set_result(None)
         channel.pending = None
 
-    def _end(self, channel: _Channel, view: dict[str, Any] | None, error: Exception | None) -> None:
+    def _end(
+        self,
+        channel: _Channel,
+        view: dict[str, Any] | None,
+        error: Exception | None,
+        covers: frozenset[int] | None,
+    ) -> None:
         if _fingerprint(view, error) != _fingerprint(channel.view, channel.error):
             channel.version += 1
         shown_before = channel.covers if channel.loaded_at > float("-inf") else frozenset()
         channel.view, channel.error = view, error
-        channel.covers = None if view is None else channel.covers_of(view)
+        channel.covers = covers
         if any(
             changes.touch(channel.covers) or changes.touch(shown_before)
             for changes in channel.during_load
@@ -361,11 +367,16 @@ class LiveHub:
         self._settle(channel)
 
 
-def _load(load: Callable[[], dict[str, Any]]) -> tuple[dict[str, Any] | None, Exception | None]:
+def _load(
+    channel: _Channel,
+) -> tuple[dict[str, Any] | None, Exception | None, frozenset[int] | None]:
+    """The channel's view, or the error its load raised, and what the view shows; in a
+    worker thread (what a workflow of 2,000 steps shows takes a few ms to gather)."""
     try:
-        return load(), None
+        view = channel.load()
+        return view, None, channel.covers_of(view)
     except Exception as exc:  # shown to whoever asks; the next load may succeed
-        return None, exc
+        return None, exc, None
 
 
 async def _new_version(channel: _Channel, seen: int) -> None:

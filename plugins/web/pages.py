@@ -20,6 +20,7 @@ from veglia.views.workflow import workflow_view
 
 __all__ = [
     "PAGES",
+    "PROCESS_ROWS",
     "STEPS_ROWS",
     "TEMPLATE_GLOBALS",
     "TIMELINE_ROWS",
@@ -27,7 +28,6 @@ __all__ = [
     "fact_text",
     "human_bytes",
     "human_seconds",
-    "pks_in",
     "state_words",
     "when",
 ]
@@ -38,6 +38,9 @@ TIMELINE_ROWS = 40
 #: A workflow page lists at most this many steps (the latest); the processes search lists
 #: all it called (``called_by``). A page of 2,000 rows took longer to draw than to load.
 STEPS_ROWS = 100
+#: The process search draws at most this many rows a page (its ``/api`` answer has them all):
+#: 2,000 rows took longer to draw than to load.
+PROCESS_ROWS = 500
 
 
 @dataclass(frozen=True)
@@ -56,20 +59,17 @@ class Page:
     covers: Covers | None = None
 
 
-def pks_in(view: Any) -> frozenset[int]:
-    """The pks a view shows: every ``pk`` of its dicts, however deep."""
-    found: set[int] = set()
-    stack = [view]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, dict):
-            pk = item.get("pk")
-            if isinstance(pk, int):
-                found.add(pk)
-            stack.extend(value for value in item.values() if isinstance(value, dict | list))
-        elif isinstance(item, list):
-            stack.extend(value for value in item if isinstance(value, dict | list))
-    return frozenset(found)
+def _workflow_covers(view: dict[str, Any]) -> frozenset[int]:
+    return frozenset([view["process"]["pk"], *(step["row"]["pk"] for step in view["steps"])])
+
+
+def _job_covers(view: dict[str, Any]) -> frozenset[int]:
+    links = [*view["inputs"], *view["outputs"]]
+    return frozenset([view["process"]["pk"], *(link["pk"] for link in links)])
+
+
+def _node_covers(view: dict[str, Any]) -> frozenset[int]:
+    return frozenset([view["node"]["pk"], *(node["pk"] for node in view["nodes"])])
 
 
 def _named(row: dict[str, Any]) -> str:
@@ -84,7 +84,7 @@ PAGES: list[Page] = [
         "workflow.html",
         lambda params: workflow_view(int(params["pk"])),
         lambda view: f"Workflow {_named(view['process'])}",
-        pks_in,
+        _workflow_covers,
     ),
     Page(
         "job",
@@ -92,7 +92,7 @@ PAGES: list[Page] = [
         "job.html",
         lambda params: job_view(int(params["pk"])),
         lambda view: f"Job {_named(view['process'])}",
-        pks_in,
+        _job_covers,
     ),
     Page(
         "node",
@@ -100,7 +100,7 @@ PAGES: list[Page] = [
         "node.html",
         lambda params: node_view(int(params["pk"]), params.get("depth", 1)),
         lambda view: f"Node {view['node']['pk']} provenance",
-        pks_in,
+        _node_covers,
     ),
     Page(
         "processes",
@@ -160,4 +160,5 @@ TEMPLATE_GLOBALS: dict[str, Any] = {
     "state_words": state_words,
     "TIMELINE_ROWS": TIMELINE_ROWS,
     "STEPS_ROWS": STEPS_ROWS,
+    "PROCESS_ROWS": PROCESS_ROWS,
 }

@@ -40,7 +40,8 @@ def report_of(pk: int) -> str:
     # Lazy: the views load the ORM; rendering a report from dicts needs none of it.
     from veglia.orm.attributes import BLOCKED
     from veglia.views import job_view, workflow_view
-    from veglia.views.workflow import load_process_node, problem_of
+    from veglia.views.problems import problem_of
+    from veglia.views.workflow import load_process_node
 
     node_type = load_process_node(pk).node_type
     if node_type == "process.calcjob":

@@ -249,6 +249,25 @@ def wait_for(nodes, condition, timeout: float = 120.0) -> None:
     raise AssertionError(f"timed out after {timeout:.0f} s: {states}")
 
 
+#: A label that is markup: every page and answer must show it as text.
+EVIL_LABEL = "<script>alert(1)</script>"
+
+
+@pytest.fixture
+def evil_workflow(profile, workflows):
+    """A finished workflow labelled :data:`EVIL_LABEL` that ran two shell jobs."""
+    from veglia import engine, orm
+
+    _, flow = engine.run_get_node(
+        workflows.CountedShell,
+        command=orm.Str("echo hi"),
+        times=orm.Int(2),
+        metadata={"label": EVIL_LABEL},
+    )
+    assert flow.is_finished_ok, flow.exit_message
+    return flow
+
+
 def stored_process(node_class, state, label="", exit_status=None, caller=None, **attributes):
     """A stored process in a state no quick real run reaches (paused, blocked, stopped by a
     monitor...), called by ``caller`` when given, with ``attributes`` set."""

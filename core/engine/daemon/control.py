@@ -24,13 +24,19 @@ from veglia.engine.persistence import load_process, save_checkpoint
 from veglia.engine.runner import get_runner
 from veglia.exceptions import ControlError, ProcessClassError
 from veglia.manage import get_profile, get_storage
-from veglia.orm.attributes import CANCEL_PENDING, CONTROL_REQUEST, UNREACHABLE
+from veglia.orm.attributes import CANCEL_PENDING, CONTROL_REQUEST, OPTIONS, UNREACHABLE
 from veglia.orm.nodes import load_node
 from veglia.orm.process_nodes import CalcJobNode, ProcessNode
 from veglia.orm.queries import has_attribute
 from veglia.storage.models import Node
 
-__all__ = ["ControlError", "apply_database_requests", "control_process", "request_kill"]
+__all__ = [
+    "ControlError",
+    "apply_database_requests",
+    "control_process",
+    "request_kill",
+    "unblock_process",
+]
 
 ACTIONS = ("kill", "pause", "play")
 
@@ -66,6 +72,19 @@ def control_process(
     """Carry out ``action`` on the process; return what happened, for the user."""
     said = _control(node, action, message, timeout)
     return _with_pending_cancel(node, said) if action == "kill" else said
+
+
+def unblock_process(
+    node: ProcessNode, options: dict[str, Any] | None = None, timeout: float = 60.0
+) -> str:
+    """Resume a calc job blocked by a submission error, with its job ``options`` changed
+    first; it is uploaded and submitted again. :class:`ControlError` if it is not blocked."""
+    if not isinstance(node, CalcJobNode) or not node.blocked:
+        raise ControlError(f"Process {node.pk} is not blocked.")
+    if options:
+        node.set_attribute(OPTIONS, {**node.options, **options})
+    control_process(node, "play", "", timeout)
+    return f"Unblocked process {node.pk}"
 
 
 def _with_pending_cancel(node: ProcessNode, said: str) -> str:
