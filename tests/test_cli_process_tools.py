@@ -16,20 +16,9 @@ from veglia.cli.main import cli
 from veglia.entry_points import CalculationFactory
 from veglia.orm import queries
 from veglia.orm.attributes import CALL_KEY, PAUSED, PAUSED_REASON
-from veglia_fixtures.profiles import make_profile, stored_process
+from veglia_fixtures.profiles import stored_process
 
 LONG_REASON = "upload failed on every attempt: the computer refused the connection " * 2
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def any_profile(request, veglia_home):
-    from veglia.engine.runner import set_runner
-
-    options = {}
-    if request.param == "postgresql":
-        options["storage.url"] = request.getfixturevalue("postgres_database")
-    yield make_profile(**options)
-    set_runner(None)
 
 
 @pytest.fixture

@@ -8,27 +8,14 @@ import sys
 import threading
 import time
 
-import pytest
-
 from veglia import engine, orm
 from veglia.engine.daemon import leases
 from veglia.engine.daemon.leases import WorkerId
 from veglia.entry_points import CalculationFactory
 from veglia.orm.process_nodes import WorkflowNode
-from veglia_fixtures.profiles import make_profile, wait_for
+from veglia_fixtures.profiles import wait_for
 
 ShellJob = CalculationFactory("core.shell")
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def lease_profile(request, veglia_home):
-    from veglia.engine.runner import set_runner
-
-    options = {}
-    if request.param == "postgresql":
-        options["storage.url"] = request.getfixturevalue("postgres_database")
-    yield make_profile(**options)
-    set_runner(None)
 
 
 def _process() -> int:
@@ -43,7 +30,7 @@ def _elsewhere(name: str) -> WorkerId:
     return WorkerId(f"host-{name}", 4242, name, "elsewhere")
 
 
-def test_of_workers_racing_for_a_process_exactly_one_wins(lease_profile):
+def test_of_workers_racing_for_a_process_exactly_one_wins(any_profile):
     pks = [_process() for _ in range(10)]
     workers = [_elsewhere(f"w{i}") for i in range(6)]
     wins: dict[int, list[str]] = {pk: [] for pk in pks}
@@ -63,7 +50,7 @@ def test_of_workers_racing_for_a_process_exactly_one_wins(lease_profile):
     assert all(len(winners) == 1 for winners in wins.values()), wins
 
 
-def test_a_live_lease_is_never_taken_and_an_expired_one_is(lease_profile):
+def test_a_live_lease_is_never_taken_and_an_expired_one_is(any_profile):
     pk = _process()
     first, second = _elsewhere("first"), _elsewhere("second")
     assert leases.acquire(pk, first, timeout=1.5)
@@ -83,7 +70,7 @@ def test_a_live_lease_is_never_taken_and_an_expired_one_is(lease_profile):
     assert leases.holder(pk, timeout=1.5) is None
 
 
-def test_a_dead_worker_of_this_host_is_replaced_at_once(lease_profile):
+def test_a_dead_worker_of_this_host_is_replaced_at_once(any_profile):
     pk = _process()
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()

@@ -22,18 +22,6 @@ from veglia.orm.attributes import (
     UNREACHABLE,
     WAITING_FOR,
 )
-from veglia_fixtures.profiles import make_profile
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def any_profile(request, veglia_home):
-    from veglia.engine.runner import set_runner
-
-    options = {}
-    if request.param == "postgresql":
-        options["storage.url"] = request.getfixturevalue("postgres_database")
-    yield make_profile(**options)
-    set_runner(None)
 
 
 def _process(node_class, state, incoming=(), exit_status=None, **attributes):

@@ -295,17 +295,6 @@ def test_overview_panels_leave_tower_out_when_it_is_off_and_idle(profile):
     assert not [p for p in overview_view()["panels"] if "Tower" in p["title"]]
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def any_profile(request, veglia_home):
-    from veglia.engine.runner import set_runner
-
-    options = {}
-    if request.param == "postgresql":
-        options["storage.url"] = request.getfixturevalue("postgres_database")
-    yield make_profile(**options)
-    set_runner(None)
-
-
 def test_the_overview_and_search_queries_on_each_database(any_profile):
     now = time.time()
     flow = stored_process(orm.WorkflowNode, "waiting", "flow")

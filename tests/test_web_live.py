@@ -10,12 +10,10 @@ import time
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-import pytest
 import sqlalchemy as sa
 
 from veglia import orm
 from veglia.plugins.web.live import EVERYTHING, Changes, LiveHub, view_key
-from veglia_fixtures.profiles import make_profile
 
 
 async def wait_until(condition: Any, deadline: float = 10.0) -> None:
@@ -138,17 +136,6 @@ def test_a_view_of_some_nodes_ignores_changes_to_others_and_reloads_on_everythin
     assert Changes(frozenset({1})).touch(None)
     assert not Changes().touch(None)
     assert EVERYTHING.touch(frozenset({3})) and EVERYTHING.touch(None)
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def any_profile(request, veglia_home):
-    from veglia.engine.runner import set_runner
-
-    options = {}
-    if request.param == "postgresql":
-        options["storage.url"] = request.getfixturevalue("postgres_database")
-    yield make_profile(**options)
-    set_runner(None)
 
 
 def _job() -> orm.CalcJobNode:

@@ -249,6 +249,18 @@ def wait_for(nodes, condition, timeout: float = 120.0) -> None:
     raise AssertionError(f"timed out after {timeout:.0f} s: {states}")
 
 
+@pytest.fixture(params=["sqlite", "postgresql"])
+def any_profile(request, veglia_home):
+    """A loaded profile as :func:`profile`'s, on SQLite and then on PostgreSQL."""
+    from veglia.engine.runner import set_runner
+
+    options = {}
+    if request.param == "postgresql":
+        options["storage.url"] = request.getfixturevalue("postgres_database")
+    yield make_profile(**options)
+    set_runner(None)
+
+
 #: A label that is markup: every page and answer must show it as text.
 EVIL_LABEL = "<script>alert(1)</script>"
 
