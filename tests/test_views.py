@@ -65,6 +65,12 @@ def test_the_workflow_view_has_its_steps_health_and_timeline(ran):
     for span in view["timeline"]:
         assert span["submitted"] <= span["ended"] and span["state"] == "finished"
     assert ["steps", "2 done, 0 running, 0 failed"] in view["facts"]
+    # The page asks for the latest steps only; health, totals and pks stay of them all.
+    latest = workflow_view(flow.pk, latest=1)
+    assert [step["row"]["pk"] for step in latest["steps"]] == [steps[-1]["pk"]]
+    assert [span["pk"] for span in latest["timeline"]] == [steps[-1]["pk"]]
+    assert latest["steps_total"] == 2 and latest["step_pks"] == [row["pk"] for row in steps]
+    assert latest["health"] == view["health"]
 
 
 def test_a_workflow_view_names_a_failed_step_and_what_to_do(profile, workflows):

@@ -419,11 +419,20 @@ def links_of(pk: int, *, incoming: bool) -> list[tuple[str, str, int, str]]:
         return [tuple(row) for row in connection.execute(query)]  # type: ignore[misc]
 
 
-def provenance_around(pk: int, depth: int) -> tuple[list[Any], list[tuple[int, int, str, str]]]:
+def provenance_around(
+    pk: int, depth: int, attribute_keys: Iterable[str] | None = None
+) -> tuple[list[Any], list[tuple[int, int, str, str]]]:
     """The nodes within ``depth`` links of node ``pk``, one query a level, and the links
     between them: (rows with ``id``, ``node_type``, ``label``, ``process_type``,
-    ``process_state``, ``exit_status`` and ``attributes``, by pk; (source, target, label,
-    link type), in the order they were made)."""
+    ``process_state``, ``exit_status`` and ``attributes`` (only ``attribute_keys`` when
+    given, a missing one as None), by pk; (source, target, label, link type), in the order
+    they were made)."""
+    keys = None if attribute_keys is None else list(attribute_keys)
+    attributes = (
+        nodes.c.attributes
+        if keys is None or len(keys) > _MAX_OBJECT_KEYS
+        else _attributes_of(keys)[0].label("attributes")
+    )
     seen, frontier = {pk}, {pk}
     edges: dict[int, tuple[int, int, str, str]] = {}
     with get_storage().connection() as connection:
@@ -446,7 +455,7 @@ def provenance_around(pk: int, depth: int) -> tuple[list[Any], list[tuple[int, i
             frontier = found - seen
             seen |= found
         near = connection.execute(
-            sa.select(*_SUMMARY_COLUMNS, nodes.c.attributes)
+            sa.select(*_SUMMARY_COLUMNS, attributes)
             .where(nodes.c.id.in_(seen))
             .order_by(nodes.c.id)
         ).all()

@@ -4,6 +4,7 @@ web page."""
 
 from __future__ import annotations
 
+import functools
 import re
 import shutil
 import subprocess
@@ -27,6 +28,11 @@ DOT_TIMEOUT = 20
 DRAWN_NODES = 300
 
 
+#: The attributes a node's box in the picture shows.
+STYLE_ATTRIBUTES = ("value", "filename", "remote_path", COMPUTER)
+
+
+@functools.cache
 def type_name(node_type: str) -> str:
     """``data.str`` -> ``Str``: the ORM class name of a node type."""
     for name in veglia.orm.__all__:
@@ -59,12 +65,12 @@ def _node_style(row: Any) -> dict[str, str]:
             "fillcolor": '"#f08080"' if failed else ('"#90ee90"' if ok else '"#e0e0e0"'),
         }
     detail = ""
-    if "value" in attributes:
+    if attributes.get("value") is not None:
         detail = repr(attributes["value"])
-    elif "filename" in attributes:
+    elif attributes.get("filename") is not None:
         detail = str(attributes["filename"])
-    elif "remote_path" in attributes:
-        detail = f"@{attributes.get(COMPUTER, '')}"
+    elif attributes.get("remote_path") is not None:
+        detail = f"@{attributes.get(COMPUTER) or ''}"
     if len(detail) > 40:
         detail = detail[:37] + "..."
     lines = [line for line in (name, row.label, detail) if line]
@@ -90,7 +96,7 @@ def graph_dot(
     """Graphviz dot of the nodes within ``depth`` links of node ``pk``, one query a level
     (none when ``around`` holds what :func:`provenance_around` gave already); with
     ``links``, each node links to its web page."""
-    nodes, edges = around or provenance_around(pk, depth)
+    nodes, edges = around or provenance_around(pk, depth, STYLE_ATTRIBUTES)
     lines = [f"digraph provenance_{pk} {{", "  rankdir=TB;", '  node [fontname="Helvetica"];']
     for row in nodes:
         style = _node_style(row)
@@ -138,7 +144,7 @@ def node_view(pk: int, depth: int | str = DEFAULT_DEPTH) -> dict[str, Any]:
     except (TypeError, ValueError):
         hops = DEFAULT_DEPTH
     node = load_node(pk)
-    rows, edges = provenance_around(node.pk, hops)
+    rows, edges = provenance_around(node.pk, hops, STYLE_ATTRIBUTES)
     dot = graph_dot(node.pk, hops, links=True, around=(rows, edges))
     drawn = len(rows) <= DRAWN_NODES
     return {

@@ -6,14 +6,17 @@ from __future__ import annotations
 from typing import Any
 
 from veglia.orm.queries import ACTIVE_STATES
-from veglia.views.rows import process_rows
+from veglia.views.rows import as_tree, process_row, select_processes
 
-__all__ = ["DEFAULT_LIMIT", "MAX_LIMIT", "PROCESS_STATES", "processes_view"]
+__all__ = ["DEFAULT_LIMIT", "MAX_LIMIT", "PAGE_ROWS", "PROCESS_STATES", "processes_view"]
 
 PROCESS_STATES = ("created", "running", "waiting", "finished", "excepted", "killed")
 #: Rows shown unless the form asks for another number, and the most it may ask for.
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 2000
+#: Rows of one page of the answer (``page=2`` for the next): a page of 2,000 rows took
+#: longer to draw than to load.
+PAGE_ROWS = 500
 
 
 def _count(params: dict[str, Any], name: str, errors: list[str]) -> int | None:
@@ -30,8 +33,9 @@ def processes_view(params: dict[str, Any]) -> dict[str, Any]:
     """The processes that pass the filters in ``params`` (strings, as a query string gives
     them): ``state`` (one of :data:`PROCESS_STATES`, ``active`` (the default) or ``all``),
     ``label`` and ``type`` (text they hold, or a glob), ``called_by`` (a caller's PK: its
-    steps), ``past_days``, ``limit``; and ``page``, which of the web page's pages of rows to
-    draw (every row is in ``rows``). A bad filter is left out and said in ``errors``."""
+    steps), ``past_days``, ``limit`` (at most :data:`MAX_LIMIT`); and ``page``: ``rows``
+    holds :data:`PAGE_ROWS` of the ``total`` that passed, from number ``first``. A bad
+    filter is left out and said in ``errors``."""
     errors: list[str] = []
     state = str(params.get("state") or "active").strip()
     if state == "active":
@@ -64,7 +68,7 @@ def processes_view(params: dict[str, Any]) -> dict[str, Any]:
         "limit": str(limit or DEFAULT_LIMIT),
         "page": str(page or 1),
     }
-    rows = process_rows(
+    found = select_processes(
         states,
         label_pattern=label,
         process_type_pattern=kind,
@@ -73,9 +77,15 @@ def processes_view(params: dict[str, Any]) -> dict[str, Any]:
         limit=limit or DEFAULT_LIMIT,
         descending=True,
     )
+    tree = list(as_tree(found))
+    first = ((page or 1) - 1) * PAGE_ROWS
+    shown = tree[first : first + PAGE_ROWS]
     return {
         "filters": filters,
         "states": ["active", "all", *PROCESS_STATES],
-        "rows": rows,
+        "rows": [{**process_row(row), "depth": depth} for row, depth in shown],
+        "total": len(tree),
+        "first": first + 1 if shown else 0,
+        "page_rows": PAGE_ROWS,
         "errors": errors,
     }

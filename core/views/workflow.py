@@ -8,7 +8,7 @@ from typing import Any
 
 from veglia.engine.progress import Step, workflow_progress
 from veglia.exceptions import NotExistent
-from veglia.orm.attributes import SIMILARITY_KEY, STARTED_AT, SUBMITTED_AT
+from veglia.orm.attributes import SCHEDULER_STATE, SIMILARITY_KEY, STARTED_AT, SUBMITTED_AT
 from veglia.orm.nodes import load_node
 from veglia.orm.process_nodes import TERMINAL_STATES, ProcessNode
 from veglia.orm.queries import ACTIVE_STATES, ProcessRow, list_processes, process_tree
@@ -34,18 +34,25 @@ def _epoch_iso(seconds: float | None) -> str | None:
     return datetime.fromtimestamp(seconds, timezone.utc).isoformat() if seconds else None
 
 
-def _health(rows: list[dict[str, Any]]) -> dict[str, int]:
+def _health(rows: list[ProcessRow]) -> dict[str, int]:
     health = {"succeeded": 0, "failed": 0, "running": 0, "waiting": 0}
     for row in rows:
-        state = row["state"]
-        if state == "finished" and row["exit_status"] == 0:
+        state = row.process_state
+        if state == "finished" and row.exit_status == 0:
             health["succeeded"] += 1
         elif state in ACTIVE_STATES:
-            running = state == "running" or row["scheduler_state"] == "running"
+            running = state == "running" or row.attributes.get(SCHEDULER_STATE) == "running"
             health["running" if running else "waiting"] += 1
         else:
             health["failed"] += 1
     return health
+
+
+def _may_have_problem(row: ProcessRow) -> bool:
+    """Whether :func:`problem_of` may find one: not a step that finished well and quietly."""
+    if row.process_state != "finished" or row.exit_status not in (0, None):
+        return True
+    return any(row.attributes.get(key) for key in PROBLEM_ATTRIBUTES)
 
 
 def _span(step: ProcessRow, row: dict[str, Any]) -> dict[str, Any]:
@@ -74,23 +81,34 @@ def _step(row: ProcessRow) -> Step:
     )
 
 
-def workflow_view(pk: int) -> dict[str, Any]:
-    """The workflow page's dict; :class:`NotExistent` when ``pk`` is no workflow."""
+def workflow_view(pk: int, latest: int | None = None) -> dict[str, Any]:
+    """The workflow page's dict; :class:`NotExistent` when ``pk`` is no workflow. Its
+    ``steps`` (the call tree) and ``timeline`` hold the ``latest`` steps (None: all);
+    ``steps_total``, ``timeline_total`` (its calc jobs), ``step_pks``, ``health`` and
+    ``problems`` are of every step."""
     node = load_process_node(pk, "process.workflow")
     now = datetime.now(timezone.utc)
-    keys = (*ROW_ATTRIBUTES, *PROBLEM_ATTRIBUTES, SIMILARITY_KEY, SUBMITTED_AT, STARTED_AT)
+    keys = tuple(
+        dict.fromkeys(
+            (*ROW_ATTRIBUTES, *PROBLEM_ATTRIBUTES, SIMILARITY_KEY, SUBMITTED_AT, STARTED_AT)
+        )
+    )
     # One query for the whole tree, however many steps, rows read only for these keys.
     found = list_processes(None, pks=process_tree([pk]), attribute_keys=keys)
     root = next(row for row in found if row.pk == pk)
-    steps, problems, timeline = [], [], []
-    for step, depth in as_tree([row for row in found if row.pk != pk]):
-        row = process_row(step)
-        steps.append({"row": row, "depth": depth})
-        problem = problem_of(row, step.attributes)
-        if problem:
-            problems.append(problem)
-        if step.node_type == "process.calcjob":
-            timeline.append(_span(step, row))
+    tree = list(as_tree([row for row in found if row.pk != pk]))
+    shown = tree if latest is None else tree[max(0, len(tree) - latest) :]
+    rows = {step.pk: process_row(step) for step, _ in shown}
+    steps = [{"row": rows[step.pk], "depth": depth} for step, depth in shown]
+    timeline = [
+        _span(step, rows[step.pk]) for step, _ in shown if step.node_type == "process.calcjob"
+    ]
+    problems = []
+    for step, _ in tree:
+        if _may_have_problem(step):
+            problem = problem_of(rows.get(step.pk) or process_row(step), step.attributes)
+            if problem:
+                problems.append(problem)
     progress = workflow_progress(node, [_step(row) for row in found if row.caller_pk == pk])
     terminated = node.is_terminated
     estimated_end = None
@@ -102,8 +120,11 @@ def workflow_view(pk: int) -> dict[str, Any]:
         "ended": iso_time(root.mtime) if terminated else None,
         "estimated_end": estimated_end,
         "estimate_basis": progress.basis or None,
-        "health": _health([step["row"] for step in steps]),
+        "health": _health([step for step, _ in tree]),
         "problems": problems,
+        "steps_total": len(tree),
+        "timeline_total": sum(step.node_type == "process.calcjob" for step, _ in tree),
+        "step_pks": [step.pk for step, _ in tree],
         "steps": steps,
         "timeline": timeline,
         "facts": [[name, value] for name, value in process_facts(node, progress=progress)],

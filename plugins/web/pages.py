@@ -20,7 +20,6 @@ from veglia.views.workflow import workflow_view
 
 __all__ = [
     "PAGES",
-    "PROCESS_ROWS",
     "STEPS_ROWS",
     "TEMPLATE_GLOBALS",
     "TIMELINE_ROWS",
@@ -35,12 +34,10 @@ __all__ = [
 #: A workflow page draws the timeline of at most this many steps (the latest); the steps
 #: table and the processes search list them all.
 TIMELINE_ROWS = 40
-#: A workflow page lists at most this many steps (the latest); the processes search lists
-#: all it called (``called_by``). A page of 2,000 rows took longer to draw than to load.
+#: A workflow page and its ``/api`` answer list at most this many steps (the latest; the
+#: health and problems are of all); the processes search lists all it called
+#: (``called_by``). A workflow of 2,000 steps took longer to draw than to load.
 STEPS_ROWS = 100
-#: The process search draws at most this many rows a page (its ``/api`` answer has them all):
-#: 2,000 rows took longer to draw than to load.
-PROCESS_ROWS = 500
 
 
 @dataclass(frozen=True)
@@ -60,7 +57,7 @@ class Page:
 
 
 def _workflow_covers(view: dict[str, Any]) -> frozenset[int]:
-    return frozenset([view["process"]["pk"], *(step["row"]["pk"] for step in view["steps"])])
+    return frozenset([view["process"]["pk"], *view["step_pks"]])
 
 
 def _job_covers(view: dict[str, Any]) -> frozenset[int]:
@@ -82,7 +79,7 @@ PAGES: list[Page] = [
         "workflow",
         "/workflow/{pk:int}",
         "workflow.html",
-        lambda params: workflow_view(int(params["pk"])),
+        lambda params: workflow_view(int(params["pk"]), latest=STEPS_ROWS),
         lambda view: f"Workflow {_named(view['process'])}",
         _workflow_covers,
     ),
@@ -160,5 +157,4 @@ TEMPLATE_GLOBALS: dict[str, Any] = {
     "state_words": state_words,
     "TIMELINE_ROWS": TIMELINE_ROWS,
     "STEPS_ROWS": STEPS_ROWS,
-    "PROCESS_ROWS": PROCESS_ROWS,
 }
