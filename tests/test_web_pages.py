@@ -156,6 +156,24 @@ def test_the_processes_page_draws_its_rows_a_page_at_a_time(jinja, ran, monkeypa
     assert "page must be 1 or more" in drawn("0")[1]
 
 
+def test_a_node_page_too_big_to_draw_lists_its_first_nodes_and_points_to_the_rest(ran, monkeypatch):
+    from veglia.views import node as node_module
+
+    flow, _ = ran
+    monkeypatch.setattr(node_module, "DRAWN_NODES", 1)
+    environment = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=True)
+    environment.globals.update({**TEMPLATE_GLOBALS, "NODE_ROWS": 2})
+    view = _page("node").load({"pk": flow.pk})
+    assert len(view["nodes"]) > 2 and view["dot"].startswith("digraph")
+    html = environment.get_template("node.html").render(
+        view=view, user=None, csrf_token="t", can_operate=False
+    )
+    assert "too many to draw" in html and "digraph" not in html  # no megabyte of dot text
+    assert len(re.findall(r'<td class="num"><a href="/(?:node|job|workflow|data)/', html)) == 2
+    assert f"The first 2 of {len(view['nodes'])} nodes are listed" in html
+    assert f'href="/api/node/{flow.pk}?depth=1"' in html
+
+
 def test_each_page_tells_the_live_hub_which_nodes_it_shows(ran):
     """A watched page is loaded again only when one of these changed (the overview and the
     search show everything)."""

@@ -13,12 +13,13 @@ from veglia.plugins.web import charts
 from veglia.plugins.web.formatting import parse_time, size_text, time_text
 from veglia.plugins.web.live import Covers
 from veglia.views.job import job_view
-from veglia.views.node import node_view
+from veglia.views.node import DRAWN_NODES, node_view
 from veglia.views.overview import overview_view
 from veglia.views.processes import processes_view
 from veglia.views.workflow import workflow_view
 
 __all__ = [
+    "NODE_ROWS",
     "PAGES",
     "STEPS_ROWS",
     "TEMPLATE_GLOBALS",
@@ -38,6 +39,9 @@ TIMELINE_ROWS = 40
 #: health and problems are of all); the processes search lists all it called
 #: (``called_by``). A workflow of 2,000 steps took longer to draw than to load.
 STEPS_ROWS = 100
+#: A node page lists at most this many of its nodes and of its links (its ``/api`` answer
+#: has them all), as many as it draws.
+NODE_ROWS = DRAWN_NODES
 
 
 @dataclass(frozen=True)
@@ -157,4 +161,5 @@ TEMPLATE_GLOBALS: dict[str, Any] = {
     "state_words": state_words,
     "TIMELINE_ROWS": TIMELINE_ROWS,
     "STEPS_ROWS": STEPS_ROWS,
+    "NODE_ROWS": NODE_ROWS,
 }
