@@ -232,28 +232,37 @@ def test_node_properties_read_the_named_attributes(graph):
     assert orm.load_node(workflow.pk).waiting_for == [ok.pk]
 
 
-def test_a_workflow_s_progress_asks_the_history_once_per_kind_of_step(any_profile, monkeypatch):
-    """``process show`` of a workflow with many running steps: one history query per kind of
-    step (process type and similarity key), not one per step."""
+def test_a_workflow_s_progress_asks_the_history_of_all_its_kinds_of_step_at_once(
+    any_profile, monkeypatch
+):
+    """``process show`` of a workflow with many running steps: one history query for every
+    kind of step (process type and similarity key), not one per step or per kind; and the
+    answer of each kind is what asking for it alone gives."""
     from veglia.engine import progress
+    from veglia.engine.calcjob.history import similar_durations, similar_durations_of
     from veglia.orm.attributes import SIMILARITY_KEY
 
     asked = []
-    real = progress.similar_durations
 
-    def counted(process_type, key=None, limit=500):
-        asked.append((process_type, key))
-        return real(process_type, key, limit)
+    def counted(kinds, limit=500):
+        asked.append(sorted(set(kinds), key=str))
+        return similar_durations_of(kinds, limit)
 
-    monkeypatch.setattr(progress, "similar_durations", counted)
+    monkeypatch.setattr(progress, "similar_durations_of", counted)
     workflow = _process(orm.WorkflowNode, "waiting")
     for key in ("small", "small", "small", "big"):
         _process(orm.CalcJobNode, "running", [(workflow, "call", "CALL")], **{SIMILARITY_KEY: key})
-    _process(orm.CalcJobNode, "finished", [(workflow, "call", "CALL")], 0)
+    for key in ("small", "small", "big", None):
+        _process(
+            orm.CalcJobNode, "finished", [(workflow, "call", "CALL")], 0, **{SIMILARITY_KEY: key}
+        )
     shown = progress.workflow_progress(orm.load_node(workflow.pk))
-    assert (shown.done, shown.running) == (1, 4)
-    steps = [kind for kind in asked if kind[0] == "core.shell"]
-    assert sorted(steps) == [("core.shell", "big"), ("core.shell", "small")]
+    assert (shown.done, shown.running) == (4, 4)
+    assert asked == [[("core.shell", "big"), ("core.shell", "small")]]
+    kinds = [("core.shell", "small"), ("core.shell", "big"), ("core.shell", None), ("wf", "x")]
+    together = similar_durations_of(kinds, limit=2)
+    assert together == {kind: similar_durations(*kind, limit=2) for kind in kinds}
+    assert together[("core.shell", None)].count == 2 and together[("wf", "x")] is None
 
 
 def test_file_sizes_are_whole_numbers_on_every_database(any_profile):

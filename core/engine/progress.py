@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from veglia.engine.calcjob.history import Distribution, similar_durations
+from veglia.engine.calcjob.history import similar_durations, similar_durations_of
 from veglia.orm.process_nodes import ProcessNode
 from veglia.storage.times import as_utc
 
@@ -108,15 +108,13 @@ def workflow_progress(node: ProcessNode, steps: Sequence[Step] | None = None) ->
         estimates.append(
             (max(0.0, history.mean - elapsed), f"{history.count} similar finished runs")
         )
-    # One query per kind of step, not per running step: a workflow runs many alike.
-    history_of: dict[tuple[str, str | None], Distribution | None] = {}
+    # One query for all kinds of running step, not one per step: a workflow runs many alike.
+    running_kinds = [(c.process_type, c.similarity_key) for c in children if not c.is_terminated]
+    history_of = similar_durations_of(running_kinds, ESTIMATE_SAMPLES)
     for child in children:
         if child.is_terminated:
             continue
-        kind = (child.process_type, child.similarity_key)
-        if kind not in history_of:
-            history_of[kind] = similar_durations(*kind, ESTIMATE_SAMPLES)
-        steps = history_of[kind]
+        steps = history_of[(child.process_type, child.similarity_key)]
         if steps is None:
             continue
         left = steps.mean - _elapsed(child, now)

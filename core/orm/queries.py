@@ -57,6 +57,7 @@ __all__ = [
     "node_pks_on_computer",
     "nodes_touched_by",
     "process_tree",
+    "process_tree_select",
     "processes_on_computer",
     "provenance_around",
     "recent_nodes",
@@ -146,7 +147,7 @@ def list_processes(
     label: str | None = None,
     label_pattern: str | None = None,
     exit_status: int | None = None,
-    pks: Iterable[int] | None = None,
+    pks: Iterable[int] | sa.Select | None = None,
     group: str | int | None = None,
     order_by: str = "ctime",
     descending: bool = False,
@@ -202,7 +203,9 @@ def list_processes(
         query = query.where(label_condition(label_pattern))
     if exit_status is not None:
         query = query.where(nodes.c.exit_status == exit_status)
-    if pks is not None:
+    if isinstance(pks, sa.Select):  # a statement giving them, as process_tree_select's
+        query = query.where(nodes.c.id.in_(pks))
+    elif pks is not None:
         query = query.where(nodes.c.id.in_(set(pks)))
     if modified_after is not None:
         query = query.where(nodes.c.mtime > modified_after)
@@ -462,20 +465,23 @@ def provenance_around(
     return list(near), [edges[key] for key in sorted(edges)]
 
 
+def process_tree_select(pks: Iterable[int]) -> sa.Select:
+    """A statement giving ``pks`` and every process they called, however deep (a recursive
+    query): for ``list_processes(pks=...)``, which then needs no bound value per process."""
+    tree = sa.select(nodes.c.id).where(nodes.c.id.in_(set(pks))).cte("tree", recursive=True)
+    called = (
+        sa.select(links.c.output_id)
+        .join(tree, links.c.input_id == tree.c.id)
+        .where(links.c.link_type == "call")
+    )
+    tree = tree.union(called)  # union, not union all: a cycle ends
+    return sa.select(tree.c.id)
+
+
 def process_tree(pks: Iterable[int]) -> set[int]:
-    """``pks`` and every process they called, however deep."""
-    found = set(pks)
-    frontier = set(found)
+    """``pks`` and every process they called, however deep, in one statement."""
     with get_storage().connection() as connection:
-        while frontier:
-            called = connection.scalars(
-                sa.select(links.c.output_id).where(
-                    links.c.input_id.in_(frontier), links.c.link_type == "call"
-                )
-            )
-            frontier = set(called) - found
-            found |= frontier
-    return found
+        return set(connection.scalars(process_tree_select(pks)))
 
 
 def created_or_returned(process_pks: Iterable[int]) -> set[int]:

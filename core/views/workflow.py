@@ -11,7 +11,7 @@ from veglia.exceptions import NotExistent
 from veglia.orm.attributes import SCHEDULER_STATE, SIMILARITY_KEY, STARTED_AT, SUBMITTED_AT
 from veglia.orm.nodes import load_node
 from veglia.orm.process_nodes import TERMINAL_STATES, ProcessNode
-from veglia.orm.queries import ACTIVE_STATES, ProcessRow, list_processes, process_tree
+from veglia.orm.queries import ACTIVE_STATES, ProcessRow, list_processes, process_tree_select
 from veglia.views.detail import process_facts
 from veglia.views.problems import PROBLEM_ATTRIBUTES, problem_of
 from veglia.views.rows import ROW_ATTRIBUTES, as_tree, iso_time, process_row
@@ -94,7 +94,7 @@ def workflow_view(pk: int, latest: int | None = None) -> dict[str, Any]:
         )
     )
     # One query for the whole tree, however many steps, rows read only for these keys.
-    found = list_processes(None, pks=process_tree([pk]), attribute_keys=keys)
+    found = list_processes(None, pks=process_tree_select([pk]), attribute_keys=keys)
     root = next(row for row in found if row.pk == pk)
     tree = list(as_tree([row for row in found if row.pk != pk]))
     shown = tree if latest is None else tree[max(0, len(tree) - latest) :]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +38,7 @@ __all__ = [
     "memory_needed_after_oom",
     "recommend",
     "similar_durations",
+    "similar_durations_of",
     "similar_usage",
     "similar_waits",
 ]
@@ -153,12 +155,7 @@ def similar_waits(key: str) -> Distribution | None:
     return Distribution.of(waits)
 
 
-def similar_durations(
-    process_type: str, key: str | None = None, limit: int = HISTORY_LIMIT
-) -> Distribution | None:
-    """Seconds from creation to end of the ``limit`` latest similar processes that finished
-    successfully."""
-
+def _similar(process_type: str, key: str | None) -> list[Any]:
     where = [
         Node.process_type == process_type,
         Node.process_state == "finished",
@@ -166,8 +163,41 @@ def similar_durations(
     ]
     if key is not None:
         where.append(attribute_text(Node.attributes, SIMILARITY_KEY) == key)
-    rows = _rows(where, [Node.ctime, Node.mtime], limit)
+    return where
+
+
+def similar_durations(
+    process_type: str, key: str | None = None, limit: int = HISTORY_LIMIT
+) -> Distribution | None:
+    """Seconds from creation to end of the ``limit`` latest similar processes that finished
+    successfully."""
+    rows = _rows(_similar(process_type, key), [Node.ctime, Node.mtime], limit)
     return Distribution.of([(end - start).total_seconds() for start, end in rows])
+
+
+def similar_durations_of(
+    kinds: Iterable[tuple[str, str | None]], limit: int = HISTORY_LIMIT
+) -> dict[tuple[str, str | None], Distribution | None]:
+    """:func:`similar_durations` of each kind (process type, similarity key), in one
+    statement: a workflow's estimate asks for every kind of its running steps at once."""
+    kinds = list(dict.fromkeys(kinds))
+    if not kinds:
+        return {}
+    parts = [
+        sa.select(sa.literal(index).label("kind"), Node.ctime, Node.mtime)
+        .where(*_similar(*kind))
+        .order_by(Node.id.desc())
+        .limit(limit)
+        .subquery()
+        for index, kind in enumerate(kinds)
+    ]
+    # Each part wrapped: SQLite allows no LIMIT on a member of a UNION itself.
+    query = sa.union_all(*(sa.select(part) for part in parts))
+    found: dict[int, list[float]] = {index: [] for index in range(len(kinds))}
+    with get_storage().connection() as connection:
+        for index, start, end in connection.execute(query):
+            found[index].append((end - start).total_seconds())
+    return {kind: Distribution.of(found[index]) for index, kind in enumerate(kinds)}
 
 
 def code_usage(code_pk: int) -> dict[str, list[dict[str, Any]]]:
