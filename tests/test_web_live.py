@@ -176,6 +176,17 @@ def test_the_probe_names_the_nodes_each_write_shows_on(any_profile):
         connection.execute(sa.update(nodes).where(nodes.c.id == other.pk).values(mtime=late))
     assert probe() == Changes(frozenset({other.pk}))
     assert probe() == Changes()
+    # Two writes within one second of a clock of whole seconds leave the same mtime.
+    whole_second = datetime.now(timezone.utc).replace(microsecond=0)
+    for _ in range(2):
+        with get_storage().engine.begin() as connection:
+            connection.execute(
+                sa.update(nodes).where(nodes.c.id == job.pk).values(mtime=whole_second)
+            )
+        assert probe() == Changes(frozenset({job.pk}))
+    time.sleep(1.1)
+    probe()  # may say it once more: it cannot tell a third write in that second from none
+    assert probe() == Changes()  # a second after it, the same mtime is no longer news
     alone = orm.Int(5).store()
     assert probe() == Changes(frozenset({alone.pk}))
     delete_nodes(plan_deletion([alone.pk]))

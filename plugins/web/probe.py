@@ -22,10 +22,19 @@ from typing import Any
 from veglia.orm.queries import ChangeStamp, change_stamp, nodes_touched_by, recent_writes
 from veglia.plugins.web.live import EVERYTHING, Changes
 
-__all__ = ["CHANGED_LIMIT", "SETTLE_SECONDS", "ChangeProbe", "workers_stamp"]
+__all__ = [
+    "CHANGED_LIMIT",
+    "RESOLUTION_SECONDS",
+    "SETTLE_SECONDS",
+    "ChangeProbe",
+    "workers_stamp",
+]
 
 #: Seconds a transaction may take between its write and its commit and still be seen.
 SETTLE_SECONDS = 5.0
+
+#: The resolution of an mtime of whole seconds.
+RESOLUTION_SECONDS = 1.0
 
 #: More nodes written within those seconds than this: every view is loaded again, which
 #: costs less than finding which.
@@ -51,6 +60,8 @@ class ChangeProbe:
         self._outside_stamp: Any = None
         #: The nodes written within SETTLE_SECONDS of the newest write, pk -> mtime.
         self._recent: dict[int, datetime] = {}
+        #: When the last call began (UTC).
+        self._probed_at = datetime.now(timezone.utc)
 
     def __call__(self) -> Changes:
         try:
@@ -60,6 +71,7 @@ class ChangeProbe:
             raise
 
     def _changes(self) -> Changes:
+        probed_before, self._probed_at = self._probed_at, datetime.now(timezone.utc)
         stamp = change_stamp()
         outside = self._outside() if self._outside is not None else None
         before, self._stamp = self._stamp, stamp
@@ -70,7 +82,16 @@ class ChangeProbe:
             return EVERYTHING
         if len(self._recent) > CHANGED_LIMIT:
             return EVERYTHING
-        written = {pk for pk, mtime in self._recent.items() if recent_before.get(pk) != mtime}
+        # A node is written when its mtime moved; or, for an mtime of whole seconds (SQLite's
+        # CURRENT_TIMESTAMP), when it is as recent as the probe before less a second: a
+        # second write within the same second leaves the same mtime.
+        recent_cut = probed_before - timedelta(seconds=RESOLUTION_SECONDS)
+        written = {
+            pk
+            for pk, mtime in self._recent.items()
+            if recent_before.get(pk) != mtime
+            or (mtime.microsecond == 0 and _as_utc(mtime) >= recent_cut)
+        }
         new = {pk for pk in written if before.newest_node is None or pk > before.newest_node}
         if stamp.nodes != before.nodes + len(new):
             return EVERYTHING  # a delete, or nodes imported with their old mtime
@@ -92,7 +113,10 @@ class ChangeProbe:
         return recent_writes(newest - timedelta(seconds=SETTLE_SECONDS), CHANGED_LIMIT)
 
 
+def _as_utc(moment: datetime) -> datetime:
+    # SQLite gives back the UTC time without its zone.
+    return moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment
+
+
 def _age(moment: datetime) -> float:
-    if moment.tzinfo is None:  # SQLite gives back the UTC time without its zone
-        moment = moment.replace(tzinfo=timezone.utc)
-    return (datetime.now(timezone.utc) - moment).total_seconds()
+    return (datetime.now(timezone.utc) - _as_utc(moment)).total_seconds()
