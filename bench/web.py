@@ -14,13 +14,14 @@ starts the real app (``create_app``) under uvicorn in a subprocess, and:
    (a ``before_cursor_execute`` listener in the server);
 2. opens 50 live streams (``/live/...``, 10 on each of 5 views) for some seconds while a
    writer changes processes of the workflow and the traced job five times a second, and
-   prints, per view, the loads and SQL statements a second (the hub loads a view at most
-   once a second however many watch it, so loads/s stays under 1; one load is several
+   prints, per view, the hub's rounds, the loads and SQL statements a second (the hub reads
+   each kind of view at most once a second however many watch it; one load is several
    statements), the updates the streams received, and the CPU the server spent;
 3. the same streams with no writer (quiet, ``--quiet`` seconds, counted once the views
-   caught up): the statements a second per view and in all, the change probe's included
-   (one a second for the whole hub, plus each view's slow refresh every 15 s);
-4. how long a change takes to reach a watching page's stream.
+   caught up): only the change probe reads the database, one statement a second;
+4. one stream on each of 50 different job pages while a writer changes ten of them, five
+   changes a second: one round of job loads a second, loading only the jobs changed;
+5. how long a change takes to reach a watching page's stream.
 
     python bench/web.py                           # 100,000 nodes, SQLite
     python bench/web.py --backend postgresql -n 100000
@@ -30,23 +31,20 @@ Figures (docs/performance.md, "The web view", has them all), 100,000 nodes, medi
 server time, on a 2-core machine (AMD EPYC), SQLite / PostgreSQL:
 
     answer                                   page ms     /api ms      SQL
-    overview                                 115 / 100    98 / 93      13
-    processes (active)                        17 / 16     11 / 9        2
-    processes finished, 30 d, 2000 rows      222 / 266   145 / 113      1
-    workflow of 2,000 steps                  120 / 201   167 / 265     31
-    job with a trace of 2,000 samples         26 / 37     25 / 46       9
-    node page of the 2,000-step workflow     179 / 229   139 / 130      3
-    (the others 6 to 36 ms)
+    overview                                 139 /  82   123 / 67      13
+    processes finished, 30 d, 2000 rows      172 / 128   124 / 100      1
+    workflow of 2,000 steps                  116 / 166   130 / 163      5
+    job with a trace of 2,000 samples         71 / 53     31 / 38       9
+    node page of the 2,000-step workflow      92 / 106    91 / 105      3
+    (the others 8 to 47 ms)
 
-    50 live streams, 20 s, 5 writes/s: each view loaded 0.75 to 1.0 times a second;
-    statements a second: overview 11.7, workflow 26.3 / 23.2, job 8.5, node 2.9, search
-    2.0 (13, 31, 9, 3 and 2 a load); server CPU 34 % of one core (28 % on PostgreSQL).
-
-    quiet, 50 live streams, 30 s, no writer (-r 1 --watch 10 --quiet 30): each view loaded
-    0.07 times a second (its slow refresh); statements a second: overview 0.87, workflow
-    2.07 / 1.97, job 0.60, node 0.20, search 0.13, the change probe 1.00; 4.87 / 4.77 in
-    all (54 / 51 while busy); server CPU 3 % / 2 %. A change reached its stream in
-    0.40 / 0.56 s median, 0.98 / 0.67 s at most. The probe takes 1.2 ms / 11 ms.
+    50 live streams, 20 s, 5 writes/s: each kind of view read 0.85 to 1.0 rounds a second;
+    statements a second: overview 11.7, workflow 4.3 / 4.0, job 8.6, node 2.9, search 2.0,
+    the probe 1.95; server CPU 44 % / 25 % of one core.
+    quiet, 30 s: no load; 1.10 / 1.13 statements a second in all (the probe).
+    50 streams on 50 different jobs, 10 of them changing 5 times a second: 1.00 round and
+    5.0 loads a second (the jobs changed), 45 statements a second.
+    A change reached its stream in 0.54 / 0.69 s median, 0.92 / 0.95 s at most.
 """
 
 from __future__ import annotations
