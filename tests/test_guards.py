@@ -1,0 +1,264 @@
+"""Monitor guards (issue #32): the watcher ``core.guard`` puts beside a job, run as a job
+script runs it, under bash in a work directory, with no daemon and no batch system. The
+heartbeat file stands for the daemon: fresh, it is heard from; missing, it is away."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from veglia.engine.calcjob.job_script import put_files, wrap_commands
+from veglia.engine.calcjob.monitors import MonitorError, parse_monitors
+from veglia.plugins.guard.hooks import LOG_FILE, RECORD_FILE, job_script_wrap
+
+INTERVAL = 1
+
+
+class Node:
+    """What the wrap reads of a job: its parsed monitors and its options."""
+
+    def __init__(self, monitors: dict[str, Any], **options: Any) -> None:
+        self.monitors = [spec.to_dict() for spec in parse_monitors(monitors, self)]
+        self.options = options
+
+    def get_attribute(self, name: str) -> Any:
+        return self.monitors if name == "monitors" else None
+
+
+class Computer:
+    def __init__(self, folder: Path, **properties: Any) -> None:
+        self.properties = {
+            "guards": True,
+            "guard_interval": INTERVAL,
+            "guard_away_after": 300,
+            "guard_heartbeat": str(folder / "heartbeat"),
+            **properties,
+        }
+
+    def get_property(self, name: str) -> Any:
+        return self.properties[name]
+
+
+def write_job(folder: Path, commands: list[str], node: Node, **properties: Any) -> None:
+    wrap = job_script_wrap(node=node, computer=Computer(folder, **properties))
+    assert wrap is not None
+    put_files([wrap], folder)
+    (folder / "job.sh").write_text("\n".join(["#!/bin/bash", *wrap_commands(commands, [wrap])]))
+
+
+def group_members(pgid: int) -> list[int]:
+    """The processes left in a process group (the job's, led by its shell)."""
+    left = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rpartition(")")[2].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid:
+            left.append(int(stat.parent.name))
+    return left
+
+
+def run_job(folder: Path, timeout: float = 30) -> tuple[int, float]:
+    """Run job.sh as the direct scheduler does (leading its own process group); its exit
+    status and how long it ran. Nothing of it may be left behind."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "PBS_", "LSB_"))}
+    start = time.monotonic()
+    job = subprocess.Popen(["bash", "job.sh"], cwd=folder, env=env, start_new_session=True)
+    try:
+        status = job.wait(timeout=timeout)
+    finally:
+        if job.poll() is None:
+            os.killpg(job.pid, 9)
+    took = time.monotonic() - start
+    deadline = time.monotonic() + 2
+    while group_members(job.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert group_members(job.pid) == []
+    return status, took
+
+
+def record(folder: Path) -> dict[str, Any]:
+    return json.loads((folder / RECORD_FILE).read_text())
+
+
+def test_a_stalled_file_stops_the_job_while_the_daemon_is_away(tmp_path: Path) -> None:
+    node = Node(
+        {
+            "stuck": {
+                "entry_point": "core.stalled_output",
+                "kwargs": {"path": "out.log", "seconds": 2},
+            }
+        }
+    )
+    write_job(tmp_path, ["echo step > out.log", "sleep 600"], node)
+    status, took = run_job(tmp_path)
+    assert status == 143  # TERM
+    assert took < 2 + 2 * INTERVAL + 1
+    got = record(tmp_path)
+    assert got.pop("at") == pytest.approx(time.time(), abs=took + 2)
+    assert got == {
+        "version": 1,
+        "monitor": "stuck",
+        "entry_point": "core.stalled_output",
+        "message": got["message"],
+        "evidence": got["message"],
+        "daemon_heard": None,
+        "daemon_away": True,
+    }
+    assert got["message"] in (
+        "out.log stayed at 5 bytes for 2 s",
+        "out.log stayed at 5 bytes for 3 s",
+    )
+    assert not (tmp_path / f"{RECORD_FILE}.tmp").exists()
+    assert "guard stuck stopped the job (daemon away: true)" in (tmp_path / LOG_FILE).read_text()
+
+
+def test_a_matching_line_stops_the_job_reading_only_new_lines(tmp_path: Path) -> None:
+    node = Node(
+        {
+            "nan": {
+                "entry_point": "core.file_pattern",
+                "kwargs": {"path": "out.log", "pattern": r"(?:energy|E)\s*=\s*NaN\b"},
+            }
+        }
+    )
+    commands = [
+        "echo 'E = 1.5' > out.log",
+        "sleep 1.5",
+        "echo '  E = NaN at step 3  ' >> out.log",
+        "sleep 600",
+    ]
+    write_job(tmp_path, commands, node)
+    status, took = run_job(tmp_path)
+    assert status == 143
+    assert took < 1.5 + 2 * INTERVAL + 1
+    got = record(tmp_path)
+    assert got["message"] == r"out.log matched '(?:energy|E)\\s*=\\s*NaN\\b': E = NaN at step 3"
+    assert (got["monitor"], got["daemon_away"]) == ("nan", True)
+    # It remembered how far it had read: the whole file, not the first line again.
+    offset = (tmp_path / "_veglia_guard.state" / "0" / "offset").read_text().strip()
+    assert int(offset) == (tmp_path / "out.log").stat().st_size
+
+
+def test_a_fresh_heartbeat_quiets_the_guards_but_not_the_wall_time(tmp_path: Path) -> None:
+    monitors = {
+        "stuck": {
+            "entry_point": "core.stalled_output",
+            "kwargs": {"path": "none.log", "seconds": 1},
+        },
+        "time": {"entry_point": "core.walltime_guard", "kwargs": {"fraction": 0.5}},
+    }
+    write_job(tmp_path, ["sleep 600"], Node(monitors, max_wallclock_seconds=6))
+    (tmp_path / "heartbeat").touch()
+    heard = int((tmp_path / "heartbeat").stat().st_mtime)
+    status, took = run_job(tmp_path)
+    assert status == 143
+    assert 3 <= took < 3 + 2 * INTERVAL + 1
+    got = record(tmp_path)
+    assert got["monitor"] == "time" and got["entry_point"] == "core.walltime_guard"
+    assert got["message"] in (
+        "ran 3 s of its 6 s (50% reached)",
+        "ran 4 s of its 6 s (50% reached)",
+    )
+    assert (got["daemon_heard"], got["daemon_away"]) == (heard, False)
+
+
+def test_a_stale_heartbeat_is_a_daemon_away(tmp_path: Path) -> None:
+    node = Node(
+        {"stuck": {"entry_point": "core.stalled_output", "kwargs": {"path": "x", "seconds": 1}}}
+    )
+    write_job(tmp_path, ["sleep 600"], node, guard_away_after=60)
+    (tmp_path / "heartbeat").touch()
+    os.utime(tmp_path / "heartbeat", (time.time() - 120, time.time() - 120))
+    status, _ = run_job(tmp_path)
+    assert status == 143
+    got = record(tmp_path)
+    assert got["message"].startswith("x does not exist for ")
+    assert got["daemon_away"] is True and isinstance(got["daemon_heard"], int)
+
+
+def test_a_failing_guard_is_switched_off_and_the_job_goes_on(
+    tmp_path: Path, monitor_import_paths: None
+) -> None:
+    node = Node({"broken": {"entry_point": "monitor_helpers:broken_guard"}})
+    write_job(tmp_path, ["sleep 2.5", "echo done > done.txt"], node)
+    status, _ = run_job(tmp_path)
+    assert status == 0 and (tmp_path / "done.txt").exists()
+    assert not (tmp_path / RECORD_FILE).exists()
+    log = (tmp_path / LOG_FILE).read_text().splitlines()
+    failed = [line for line in log if "failed" in line]
+    assert len(failed) == 1  # switched off after the first failure
+    assert "guard broken (monitor_helpers:broken_guard) failed with status 127" in failed[0]
+    assert "veglia_no_such_command" in failed[0]
+    assert "stood down" in log[-1]
+
+
+def test_a_job_that_ends_leaves_a_stood_down_line_and_no_watcher(tmp_path: Path) -> None:
+    node = Node(
+        {
+            "stuck": {
+                "entry_point": "core.stalled_output",
+                "kwargs": {"path": "out.log", "seconds": 60},
+            }
+        }
+    )
+    write_job(tmp_path, ["echo hi > out.log", "sleep 0.3"], node)
+    (tmp_path / "heartbeat").touch()
+    status, took = run_job(tmp_path)  # nothing left in the job's process group
+    assert status == 0 and took < 2
+    assert not (tmp_path / RECORD_FILE).exists()
+    (line,) = (tmp_path / LOG_FILE).read_text().splitlines()
+    assert "the job ended without a guard acting; the watcher stood down" in line
+    assert "daemon last heard: 20" in line
+
+
+def test_no_wrap_without_guards_or_with_the_computer_s_guards_off(tmp_path: Path) -> None:
+    stalled = {"entry_point": "core.stalled_output", "kwargs": {"path": "o", "seconds": 5}}
+    computer = Computer(tmp_path)
+    assert job_script_wrap(node=Node({"s": {**stalled, "guard": False}}), computer=computer) is None
+    assert (
+        job_script_wrap(
+            node=Node({"p": {"entry_point": "core.pending_too_long"}}), computer=computer
+        )
+        is None
+    )
+    off = Computer(tmp_path, guards=False)
+    assert job_script_wrap(node=Node({"s": stalled}), computer=off) is None
+    # The same monitors give the same uploaded file, whatever their names and options.
+    first = job_script_wrap(node=Node({"a": stalled}), computer=computer)
+    other = {"entry_point": "core.stalled_output", "kwargs": {"path": "p", "seconds": 9}}
+    second = job_script_wrap(node=Node({"b": other}), computer=computer)
+    assert first is not None and second is not None and first.files == second.files
+
+
+@pytest.mark.parametrize(
+    ("monitor", "message"),
+    [
+        (
+            {"entry_point": "core.file_pattern", "kwargs": {"path": "o", "pattern": "(?<=E=)NaN"}},
+            "Monitor 'm' (core.file_pattern): its guard cannot honour the kwargs: pattern "
+            "'(?<=E=)NaN' uses a (?<...) group, which grep -E (the guard) cannot do;",
+        ),
+        (
+            {"entry_point": "core.stalled_output", "kwargs": {"path": "o", "seconds": -5}},
+            "Monitor 'm' (core.stalled_output): its guard cannot honour the kwargs: seconds "
+            "must be a number more than 0, not -5.",
+        ),
+    ],
+)
+def test_kwargs_a_guard_cannot_honour_are_refused_at_submission(
+    monitor: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(MonitorError) as raised:
+        parse_monitors({"m": monitor})
+    assert str(raised.value).startswith(message)
+    assert "\n" not in str(raised.value)
+    # The monitor alone takes them.
+    assert parse_monitors({"m": {**monitor, "guard": False}})[0].guard is False
