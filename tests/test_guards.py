@@ -262,3 +262,66 @@ def test_kwargs_a_guard_cannot_honour_are_refused_at_submission(
     assert "\n" not in str(raised.value)
     # The monitor alone takes them.
     assert parse_monitors({"m": {**monitor, "guard": False}})[0].guard is False
+
+
+def write_trace(folder: Path, json_text: str, samples: list[str]) -> None:
+    """The trace sampler's two files (docs/trace.md), as it would have left them."""
+    (folder / "_veglia_trace.json").write_text(json_text + "\n")
+    header = "#veglia-trace-series 1 t cpu rss mem gpu gpu_mem gpu_bw\n"
+    (folder / "_veglia_trace.series").write_text(header + "".join(f"{s}\n" for s in samples))
+
+
+def test_memory_past_its_share_of_the_cgroup_limit_stops_the_job(tmp_path: Path) -> None:
+    node = Node({"mem": {"entry_point": "core.memory_ceiling", "kwargs": {"fraction": 0.95}}})
+    write_job(tmp_path, ["sleep 600"], node)
+    mib = 1024 * 1024
+    cgroup = f'"cgroup":{{"version":"v2","scope":"job","memory_limit":{1000 * mib}}}'
+    now = int(time.time() * 1000)
+    write_trace(
+        tmp_path,
+        f'{{"proc":{{"rss":1000}},{cgroup}}}',
+        [f"{now - 1000} 990 2000 {900 * mib} - - -", f"{now} 990 2000 {980 * mib} - - -"],
+    )
+    status, took = run_job(tmp_path)
+    assert status == 143 and took < 2 * INTERVAL + 1
+    assert record(tmp_path)["message"] == (
+        "the job's cgroup rss reached 980 MiB, 98% of its cgroup's memory limit (1000 MiB; "
+        "stopped at 95%)"
+    )
+
+
+def test_memory_under_max_memory_kb_lets_the_job_go_on(tmp_path: Path) -> None:
+    node = Node({"mem": {"entry_point": "core.memory_ceiling"}}, max_memory_kb=1_000_000)
+    write_job(tmp_path, ["sleep 2.5"], node)
+    now = int(time.time() * 1000)
+    write_trace(tmp_path, '{"proc":{"rss":900000}}', [f"{now} 990 940000 - - - -"])
+    status, _ = run_job(tmp_path)
+    assert status == 0 and not (tmp_path / RECORD_FILE).exists()
+
+
+def test_a_gpu_idle_for_its_seconds_stops_the_job(tmp_path: Path) -> None:
+    monitor = {"entry_point": "core.gpu_idle", "kwargs": {"threshold": 5, "seconds": 3}}
+    write_job(tmp_path, ["sleep 600"], Node({"idle": monitor}))
+    now = int(time.time() * 1000)
+    # Busy 5 s ago, idle since: 4 samples of the last 3 s, none reaching 5 %.
+    gpu = [(5000, 80), (4000, 0), (3000, 3), (2000, 4), (1000, 1), (0, 0)]
+    write_trace(
+        tmp_path,
+        '{"gpu":{"name":"Tesla T4","mem":15360}}',
+        [f"{now - ago} 10 2000 - {util} 100 0" for ago, util in gpu],
+    )
+    status, took = run_job(tmp_path)
+    assert status == 143 and took < 2 * INTERVAL + 1
+    assert record(tmp_path)["message"] == (
+        "GPU Tesla T4 idle: under 5% in all 4 samples of the last 3 s (at most 4%)"
+    )
+
+
+def test_a_gpu_busy_within_its_seconds_lets_the_job_go_on(tmp_path: Path) -> None:
+    monitor = {"entry_point": "core.gpu_idle", "kwargs": {"threshold": 5, "seconds": 3}}
+    write_job(tmp_path, ["sleep 2.5"], Node({"idle": monitor}))
+    now = int(time.time() * 1000)
+    gpu = [(5000, 0), (4000, 0), (3000, 0), (2000, 5), (1000, "-"), (0, 0)]
+    write_trace(tmp_path, "{}", [f"{now - ago} 10 2000 - {util} - -" for ago, util in gpu])
+    status, _ = run_job(tmp_path)
+    assert status == 0 and not (tmp_path / RECORD_FILE).exists()
