@@ -83,3 +83,9 @@ def broken_guard(node, transport, path: str = "out.log"):
     """A monitor whose guard fails on the node (a command it lacks): the guard is switched
     off for the job, the job goes on."""
     return None
+
+
+@guarded(Guard(shell="if then fi", arguments=lambda kwargs, node: []))
+def unparsable_guard(node, transport):
+    """A monitor whose guard is not bash: switched off for the job before its first check."""
+    return None

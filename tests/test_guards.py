@@ -187,17 +187,36 @@ def test_a_stale_heartbeat_is_a_daemon_away(tmp_path: Path) -> None:
 def test_a_failing_guard_is_switched_off_and_the_job_goes_on(
     tmp_path: Path, monitor_import_paths: None
 ) -> None:
-    node = Node({"broken": {"entry_point": "monitor_helpers:broken_guard"}})
-    write_job(tmp_path, ["sleep 2.5", "echo done > done.txt"], node)
+    node = Node(
+        {
+            "broken": {"entry_point": "monitor_helpers:broken_guard"},
+            "unparsable": {"entry_point": "monitor_helpers:unparsable_guard"},
+            "stuck": {
+                "entry_point": "core.stalled_output",
+                "kwargs": {"path": "out.log", "seconds": 60},
+            },
+        }
+    )
+    # Under the job's own `set -eu`: the watcher keeps its own options.
+    write_job(tmp_path, ["set -eu", "sleep 2.5", "echo done > done.txt"], node)
     status, _ = run_job(tmp_path)
     assert status == 0 and (tmp_path / "done.txt").exists()
     assert not (tmp_path / RECORD_FILE).exists()
     log = (tmp_path / LOG_FILE).read_text().splitlines()
-    failed = [line for line in log if "failed" in line]
-    assert len(failed) == 1  # switched off after the first failure
-    assert "guard broken (monitor_helpers:broken_guard) failed with status 127" in failed[0]
+    failed = sorted(line.partition(" ")[2] for line in log if "failed" in line)
+    assert len(failed) == 2  # each switched off at its first failure
+    assert failed[0].startswith(
+        "guard broken (monitor_helpers:broken_guard) failed with status 127 and is off for "
+        "this job: "
+    )
     assert "veglia_no_such_command" in failed[0]
+    assert failed[1] == (
+        "guard unparsable (monitor_helpers:unparsable_guard) failed and is off for this job: "
+        "its shell text does not parse"
+    )
+    # The other guard went on to the end.
     assert "stood down" in log[-1]
+    assert len(list(tmp_path.glob("_veglia_guard.state/*/size"))) == 1
 
 
 def test_a_job_that_ends_leaves_a_stood_down_line_and_no_watcher(tmp_path: Path) -> None:

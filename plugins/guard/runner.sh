@@ -171,6 +171,8 @@ _veglia_guard_run() {
 # The loop: JOB_PID INTERVAL AWAY_AFTER HEARTBEAT GRACE, then per guard:
 # NAME ENTRY_POINT FUNCTION ALWAYS(0/1) NARGS ARGS...
 veglia_guard_loop() {
+    # The job's shell options are not the watcher's: no -e, -u, -x; globbing on, for /proc.
+    set +euxfo pipefail
     _veglia_guard_job=$1 _veglia_guard_interval=$2 _veglia_guard_away_after=$3
     export VEGLIA_GUARD_HEARTBEAT=$4
     _veglia_guard_grace=$5
