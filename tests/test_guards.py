@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
-from veglia.engine.calcjob.job_script import put_files, wrap_commands
+from veglia.engine.calcjob.job_script import put_files, wrap_commands, wraps_for
 from veglia.engine.calcjob.monitors import MonitorError, parse_monitors
+from veglia.orm.computers import plugin_computer_properties
 from veglia.plugins.guard.hooks import LOG_FILE, RECORD_FILE, job_script_wrap
 
 INTERVAL = 1
@@ -42,7 +43,10 @@ class Computer:
         }
 
     def get_property(self, name: str) -> Any:
-        return self.properties[name]
+        """Ours, else the plugin's default (every plugin wraps the script in wraps_for)."""
+        if name in self.properties:
+            return self.properties[name]
+        return plugin_computer_properties()[name].default
 
 
 def write_job(folder: Path, commands: list[str], node: Node, **properties: Any) -> None:
@@ -344,3 +348,23 @@ def test_a_gpu_busy_within_its_seconds_lets_the_job_go_on(tmp_path: Path) -> Non
     write_trace(tmp_path, "{}", [f"{now - ago} 10 2000 - {util} - -" for ago, util in gpu])
     status, _ = run_job(tmp_path)
     assert status == 0 and not (tmp_path / RECORD_FILE).exists()
+
+
+def test_the_memory_guard_reads_the_real_sampler_beside_it(tmp_path: Path) -> None:
+    """Every plugin's wrap, as the engine builds the script: the trace sampler writes its
+    files, the guard reads them (a process tree of some MB against a 1000 kB limit)."""
+    node = Node({"mem": {"entry_point": "core.memory_ceiling"}}, max_memory_kb=1000)
+    computer = Computer(tmp_path, trace=True, trace_interval=0.5)
+    wraps = wraps_for(node, computer)
+    assert {"core.trace", "core.guard"} <= {w.name for w in wraps}
+    put_files(wraps, tmp_path)
+    (tmp_path / "job.sh").write_text(
+        "\n".join(["#!/bin/bash", *wrap_commands(["sleep 600"], wraps)])
+    )
+    status, took = run_job(tmp_path)
+    assert status == 143 and took < 8 + 2 * INTERVAL
+    message = record(tmp_path)["message"]
+    assert message.startswith("the job's processes' rss reached ")
+    assert message.endswith("of max_memory_kb (1 MiB; stopped at 95%)")
+    # The sampler saw the end too.
+    assert json.loads((tmp_path / "_veglia_trace.json").read_text())["sampler"]["final"]
