@@ -14,9 +14,10 @@ from typing import Any
 import pytest
 
 from veglia.engine.calcjob.job_script import put_files, wrap_commands, wraps_for
-from veglia.engine.calcjob.monitors import MonitorError, parse_monitors
+from veglia.engine.calcjob.monitors import MonitorError, load_monitor, parse_monitors
 from veglia.orm.computers import plugin_computer_properties
 from veglia.plugins.guard.hooks import LOG_FILE, RECORD_FILE, job_script_wrap
+from veglia.testing import FakeTransport
 
 INTERVAL = 1
 
@@ -287,6 +288,15 @@ def test_kwargs_a_guard_cannot_honour_are_refused_at_submission(
     assert parse_monitors({"m": {**monitor, "guard": False}})[0].guard is False
 
 
+def monitor_says(folder: Path, node: Node) -> str | None:
+    """What the job's (one) Python monitor says of the same work directory."""
+    (spec,) = node.monitors
+    with FakeTransport(root=str(folder)) as transport:
+        transport.cwd = str(folder)
+        result = load_monitor(spec["entry_point"])(node, transport, **spec["kwargs"])
+    return None if result is None else result.message
+
+
 def write_trace(folder: Path, json_text: str, samples: list[str]) -> None:
     """The trace sampler's two files (docs/trace.md), as it would have left them."""
     (folder / "_veglia_trace.json").write_text(json_text + "\n")
@@ -311,6 +321,7 @@ def test_memory_past_its_share_of_the_cgroup_limit_stops_the_job(tmp_path: Path)
         "the job's cgroup rss reached 980 MiB, 98% of its cgroup's memory limit (1000 MiB; "
         "stopped at 95%)"
     )
+    assert record(tmp_path)["message"] == monitor_says(tmp_path, node)
 
 
 def test_memory_under_max_memory_kb_lets_the_job_go_on(tmp_path: Path) -> None:
@@ -320,11 +331,13 @@ def test_memory_under_max_memory_kb_lets_the_job_go_on(tmp_path: Path) -> None:
     write_trace(tmp_path, '{"proc":{"rss":900000}}', [f"{now} 990 940000 - - - -"])
     status, _ = run_job(tmp_path)
     assert status == 0 and not (tmp_path / RECORD_FILE).exists()
+    assert monitor_says(tmp_path, node) is None
 
 
 def test_a_gpu_idle_for_its_seconds_stops_the_job(tmp_path: Path) -> None:
     monitor = {"entry_point": "core.gpu_idle", "kwargs": {"threshold": 5, "seconds": 3}}
-    write_job(tmp_path, ["sleep 600"], Node({"idle": monitor}))
+    node = Node({"idle": monitor})
+    write_job(tmp_path, ["sleep 600"], node)
     now = int(time.time() * 1000)
     # Busy 5 s ago, idle since: 4 samples of the last 3 s, none reaching 5 %.
     gpu = [(5000, 80), (4000, 0), (3000, 3), (2000, 4), (1000, 1), (0, 0)]
@@ -338,16 +351,19 @@ def test_a_gpu_idle_for_its_seconds_stops_the_job(tmp_path: Path) -> None:
     assert record(tmp_path)["message"] == (
         "GPU Tesla T4 idle: under 5% in all 4 samples of the last 3 s (at most 4%)"
     )
+    assert record(tmp_path)["message"] == monitor_says(tmp_path, node)
 
 
 def test_a_gpu_busy_within_its_seconds_lets_the_job_go_on(tmp_path: Path) -> None:
     monitor = {"entry_point": "core.gpu_idle", "kwargs": {"threshold": 5, "seconds": 3}}
-    write_job(tmp_path, ["sleep 2.5"], Node({"idle": monitor}))
+    node = Node({"idle": monitor})
+    write_job(tmp_path, ["sleep 2.5"], node)
     now = int(time.time() * 1000)
     gpu = [(5000, 0), (4000, 0), (3000, 0), (2000, 5), (1000, "-"), (0, 0)]
     write_trace(tmp_path, "{}", [f"{now - ago} 10 2000 - {util} - -" for ago, util in gpu])
     status, _ = run_job(tmp_path)
     assert status == 0 and not (tmp_path / RECORD_FILE).exists()
+    assert monitor_says(tmp_path, node) is None
 
 
 def test_the_memory_guard_reads_the_real_sampler_beside_it(tmp_path: Path) -> None:
