@@ -57,7 +57,7 @@ def write_job(folder: Path, commands: list[str], node: Node, **properties: Any) 
     (folder / "job.sh").write_text("\n".join(["#!/bin/bash", *wrap_commands(commands, [wrap])]))
 
 
-def group_members(pgid: int) -> list[int]:
+def group_members(pgid: int, zombies: bool = True) -> list[int]:
     """The processes left in a process group (the job's, led by its shell)."""
     left = []
     for stat in Path("/proc").glob("[0-9]*/stat"):
@@ -65,12 +65,12 @@ def group_members(pgid: int) -> list[int]:
             fields = stat.read_text().rpartition(")")[2].split()
         except OSError:
             continue
-        if int(fields[2]) == pgid:
+        if int(fields[2]) == pgid and (zombies or fields[0] != "Z"):
             left.append(int(stat.parent.name))
     return left
 
 
-def run_job(folder: Path, timeout: float = 30) -> tuple[int, float]:
+def run_job(folder: Path, timeout: float = 30, zombies: bool = True) -> tuple[int, float]:
     """Run job.sh as the direct scheduler does (leading its own process group); its exit
     status and how long it ran. Nothing of it may be left behind."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "PBS_", "LSB_"))}
@@ -83,9 +83,9 @@ def run_job(folder: Path, timeout: float = 30) -> tuple[int, float]:
             os.killpg(job.pid, 9)
     took = time.monotonic() - start
     deadline = time.monotonic() + 2
-    while group_members(job.pid) and time.monotonic() < deadline:
+    while group_members(job.pid, zombies) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert group_members(job.pid) == []
+    assert group_members(job.pid, zombies) == []
     return status, took
 
 
@@ -173,6 +173,19 @@ def test_a_fresh_heartbeat_quiets_the_guards_but_not_the_wall_time(tmp_path: Pat
         "ran 4 s of its 6 s (50% reached)",
     )
     assert (got["daemon_heard"], got["daemon_away"]) == (heard, False)
+
+
+def test_a_job_that_ignores_term_gets_kill_after_the_grace_time(tmp_path: Path) -> None:
+    node = Node(
+        {"stuck": {"entry_point": "core.stalled_output", "kwargs": {"path": "x", "seconds": 1}}}
+    )
+    # Its program ignores TERM (an ignored signal stays ignored across exec).
+    write_job(tmp_path, ["bash -c 'trap \"\" TERM; exec sleep 600'"], node, guard_grace=2)
+    # KILL takes the watcher with the job: the dead wait for init to reap them.
+    status, took = run_job(tmp_path, zombies=False)
+    assert status == -9 and 1 + 2 <= took < 1 + 2 + 2 * INTERVAL + 1
+    assert record(tmp_path)["message"].startswith("x does not exist for ")
+    assert "the job outlived TERM by 2 s: KILL" in (tmp_path / LOG_FILE).read_text()
 
 
 def test_a_stale_heartbeat_is_a_daemon_away(tmp_path: Path) -> None:

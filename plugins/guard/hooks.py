@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import math
 import shlex
 from importlib.resources import files
 from typing import TYPE_CHECKING, Any
@@ -31,7 +32,7 @@ RUNNER_FILE = "_veglia_guard.sh"
 RECORD_FILE = "_veglia_guard.json"
 #: A line per guard that failed, per stop, and the watcher's standing down.
 LOG_FILE = "_veglia_guard.log"
-#: Seconds between the TERM to the job's process group and its KILL.
+#: Seconds between the TERM to the job's process group and its KILL, by default.
 GRACE_SECONDS = 30
 #: The default heartbeat file; ``{profile}`` is the profile's uuid, ``$HOME`` the node's.
 DEFAULT_HEARTBEAT = "$HOME/.veglia/heartbeat/{profile}"
@@ -50,8 +51,8 @@ def parse_seconds(text: str) -> float:
 
 @hookimpl
 def computer_properties() -> list[ComputerProperty]:
-    """``guards`` (yes/no), ``guard_interval``, ``guard_away_after`` (seconds) and
-    ``guard_heartbeat`` (the heartbeat file on the computer)."""
+    """``guards`` (yes/no), ``guard_interval``, ``guard_away_after``, ``guard_grace``
+    (seconds) and ``guard_heartbeat`` (the heartbeat file on the computer)."""
     # Lazy: every process loads this hook module; the ORM only when asked.
     from veglia.orm.computers import ComputerProperty
 
@@ -66,6 +67,12 @@ def computer_properties() -> list[ComputerProperty]:
             "guard_away_after",
             300,
             "Seconds without a daemon heartbeat after which every guard acts.",
+            parse_seconds,
+        ),
+        ComputerProperty(
+            "guard_grace",
+            GRACE_SECONDS,
+            "Seconds between the TERM a guard sends a job and the KILL, if it still runs.",
             parse_seconds,
         ),
         ComputerProperty(
@@ -169,7 +176,7 @@ def job_script_wrap(node: Any, computer: Any) -> JobScriptWrap | None:
             str(interval),
             str(int(away_after)),
             _heartbeat_path(computer),
-            str(GRACE_SECONDS),
+            str(math.ceil(parse_seconds(str(computer.get_property("guard_grace"))))),
             *map(_shell_word, table),
         ]
     )
