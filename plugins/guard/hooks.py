@@ -102,8 +102,9 @@ def _without_comments(name: str) -> str:
 
 
 def _shell_word(text: str) -> str:
-    """``text`` as one bash word that keeps it as it is (``$'...'`` for control characters)."""
-    if any(ord(c) < 32 for c in text):
+    """``text`` as one bash word that keeps it as it is (``$'...'`` for control characters
+    other than a newline or a tab, which single quotes keep)."""
+    if any(ord(c) < 32 and c not in "\n\t" for c in text):
         body = "".join(
             f"\\x{ord(c):02x}" if ord(c) < 32 else "\\" + c if c in "\\'" else c for c in text
         )
