@@ -188,6 +188,40 @@ def test_a_job_that_ignores_term_gets_kill_after_the_grace_time(tmp_path: Path) 
     assert "the job outlived TERM by 2 s: KILL" in (tmp_path / LOG_FILE).read_text()
 
 
+def processes_in(folder: Path) -> list[int]:
+    """The running processes whose working directory is ``folder``."""
+    found = []
+    for cwd in Path("/proc").glob("[0-9]*/cwd"):
+        try:
+            if cwd.resolve() == folder.resolve() and "Z" not in _state(cwd.parent):
+                found.append(int(cwd.parent.name))
+        except OSError:
+            continue
+    return found
+
+
+def _state(proc: Path) -> str:
+    return (proc / "stat").read_text().rpartition(")")[2].split()[0]
+
+
+def test_a_job_shell_leading_no_group_has_its_tree_stopped(tmp_path: Path) -> None:
+    """Started in the test's own process group: TERM goes to the job's process tree, never
+    to the group (it holds the test)."""
+    node = Node(
+        {"stuck": {"entry_point": "core.stalled_output", "kwargs": {"path": "x", "seconds": 1}}}
+    )
+    write_job(tmp_path, ["sleep 600 | cat", "sleep 600"], node)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "PBS_", "LSB_"))}
+    start = time.monotonic()
+    status = subprocess.run(["bash", "job.sh"], cwd=tmp_path, env=env, timeout=30).returncode
+    assert status == 143 and time.monotonic() - start < 1 + 2 * INTERVAL + 1
+    deadline = time.monotonic() + 2
+    while processes_in(tmp_path) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert processes_in(tmp_path) == []
+    assert record(tmp_path)["message"].startswith("x does not exist for ")
+
+
 def test_a_stale_heartbeat_is_a_daemon_away(tmp_path: Path) -> None:
     node = Node(
         {"stuck": {"entry_point": "core.stalled_output", "kwargs": {"path": "x", "seconds": 1}}}
