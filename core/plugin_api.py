@@ -21,7 +21,8 @@ that test.
   :class:`FileWatch` declares the files a monitor reads, handed over as :class:`FileSlice`
   objects read for many jobs at once; a monitor taking ``trace`` gets the job's
   :class:`LiveTrace` (:class:`TraceSample` points), :func:`watch_trace` lets it read it
-  itself when called directly;
+  itself when called directly; :func:`guarded` attaches a :class:`Guard` (its shell twin,
+  run beside the job while no daemon is heard from), :func:`guard_of` reads it;
 - the exceptions plugins raise, under :class:`VegliaError`;
 - test doubles (``veglia.testing``): :class:`FakeTransport`, :class:`FakeScheduler`,
   :class:`FakeCluster`, :class:`FakeNode`.
@@ -35,6 +36,7 @@ from veglia.config.options import Option
 from veglia.engine.calcjob import CalcJob
 from veglia.engine.calcjob.calcinfo import CalcInfo, CodeInfo
 from veglia.engine.calcjob.file_watch import FileSlice, FileWatch, watch_files
+from veglia.engine.calcjob.guards import Guard, guard_of, guarded
 from veglia.engine.calcjob.job_script import JobScriptWrap
 from veglia.engine.calcjob.live_trace import LiveTrace, TraceSample, watch_trace
 from veglia.engine.calcjob.monitors import MonitorResult
@@ -83,6 +85,7 @@ __all__ = [
     "FileSlice",
     "FileStat",
     "FileWatch",
+    "Guard",
     "HostKeyError",
     "JobFailure",
     "JobInfo",
@@ -106,6 +109,8 @@ __all__ = [
     "TransportError",
     "TransportTimeoutError",
     "VegliaError",
+    "guard_of",
+    "guarded",
     "hookimpl",
     "watch_files",
     "watch_trace",

@@ -4,13 +4,66 @@ from __future__ import annotations
 
 from typing import Any
 
+from veglia.engine.calcjob.guards import Guard, guarded
 from veglia.engine.calcjob.live_trace import LiveTrace, watch_trace
-from veglia.engine.calcjob.monitors import MonitorResult
+from veglia.engine.calcjob.monitors import MonitorError, MonitorResult
 from veglia.plugins.fusion.gpu_idle import idle_by_average
 
 __all__ = ["gpu_idle"]
 
 
+#: The trace sampler's series read from a remembered offset: the first sample, the last, and
+#: the last that was not idle tell whether every sample of the last ``seconds`` was idle and
+#: the series reaches that far back, as the monitor judges it.
+_SHELL = r"""
+# $1: threshold (thousandths of a percent), $2: seconds (ms), $3, $4: both as shown
+local LC_ALL=C f=_veglia_trace.series size off=0 first=- busy=- last=- line t g
+[[ -r $f ]] || return 0
+size=$(stat -L -c %s -- "$f" 2>/dev/null) || return 0
+[[ -r $VEGLIA_GUARD_STATE/series ]] && read -r off first busy last <"$VEGLIA_GUARD_STATE/series"
+((size < off)) && off=0 first=- busy=- last=-
+if ((size > off)); then
+    while IFS= read -r line; do
+        off=$((off + ${#line} + 1))
+        read -r t _ _ _ g _ <<<"$line"
+        [[ $t =~ ^[0-9]+$ ]] || continue
+        [[ $first == - ]] && first=$t
+        last=$t
+        if [[ ! $g =~ ^[0-9]+$ ]] || ((g * 1000 >= $1)); then busy=$t; fi
+    done < <(tail -c +$((off + 1)) -- "$f" | head -c $((size - off)))
+    echo "$off $first $busy $last" >"$VEGLIA_GUARD_STATE/series"
+fi
+[[ $first != - ]] || return 0
+local since=$((last - $2))
+((first <= since)) || return 0
+[[ $busy == - ]] || ((busy < since)) || return 0
+local n=0 most=0 json= name=GPU
+while read -r t _ _ _ g _; do
+    [[ $t =~ ^[0-9]+$ ]] && ((t >= since)) || continue
+    n=$((n + 1))
+    ((g > most)) && most=$g
+done < <(tail -n 100000 -- "$f")
+[[ -r _veglia_trace.json ]] && IFS= read -r -d '' json <_veglia_trace.json
+[[ $json =~ \"gpu\":\{[^}]*\"name\":\"([^\"]*)\" ]] && name="GPU ${BASH_REMATCH[1]}"
+echo "$name idle: under $3% in all $n samples of the last $4 s (at most $most%)"
+return 1
+"""
+
+
+def _arguments(kwargs: dict[str, Any], node: Any) -> list[str]:
+    threshold, seconds = kwargs.get("threshold", 5.0), kwargs.get("seconds", 600.0)
+    for name, value in (("threshold", threshold), ("seconds", seconds)):
+        if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+            raise MonitorError(f"{name} must be a number more than 0, not {value!r}.")
+    return [
+        str(round(threshold * 1000)),
+        str(round(seconds * 1000)),
+        f"{threshold:g}",
+        f"{seconds:g}",
+    ]
+
+
+@guarded(Guard(shell=_SHELL, arguments=_arguments))
 @watch_trace
 def gpu_idle(
     node: Any,

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from veglia.engine.calcjob.guards import Guard, guarded
 from veglia.engine.calcjob.live_trace import LiveTrace, watch_trace
-from veglia.engine.calcjob.monitors import MonitorResult
+from veglia.engine.calcjob.monitors import MonitorError, MonitorResult
 
 __all__ = ["memory_ceiling"]
 
@@ -42,6 +43,57 @@ def _mib(value: float) -> str:
     return f"{value / 1024 / 1024:.0f} MiB"
 
 
+#: The trace sampler's last sample and blocks (docs/trace.md), as the monitor reads them.
+_SHELL = r"""
+# $1: share of the limit (parts per million), $2: that share as shown, $3: max_memory_kb
+local json= cg= proc= last= t cpu rss mem memory= limit= what of
+[[ -r _veglia_trace.json ]] || return 0
+IFS= read -r -d '' json <_veglia_trace.json
+[[ $json =~ \"cgroup\":\{([^}]*)\} ]] && cg=${BASH_REMATCH[1]}
+[[ $json =~ \"proc\":\{([^}]*)\} ]] && proc=${BASH_REMATCH[1]}
+[[ -r _veglia_trace.series ]] && last=$(tail -n 1 -- _veglia_trace.series)
+[[ $last == "#"* ]] && last=
+read -r t cpu rss mem _ <<<"$last"
+if [[ $cg == *'"scope":"job"'* ]]; then
+    if [[ $mem =~ ^[0-9]+$ ]]; then
+        memory=$mem
+    elif [[ $cg =~ \"memory_rss\":([0-9]+) ]]; then
+        memory=${BASH_REMATCH[1]}
+    fi
+    [[ $cg =~ \"memory_limit\":([0-9]+) ]] && limit=${BASH_REMATCH[1]}
+    what="the job's cgroup rss" of="its cgroup's memory limit"
+else
+    if [[ $rss =~ ^[0-9]+$ ]]; then
+        memory=$rss
+    elif [[ $proc =~ \"rss\":([0-9]+) ]]; then
+        memory=${BASH_REMATCH[1]}
+    fi
+    [[ -n $memory ]] && memory=$((memory * 1024))
+    [[ -n $3 ]] && limit=$(($3 * 1024))
+    what="the job's processes' rss" of="max_memory_kb"
+fi
+[[ -n $memory && -n $limit ]] || return 0
+((limit > 0 && limit < 1 << 60)) || return 0
+((memory >= limit / 1000000 * $1 + limit % 1000000 * $1 / 1000000)) || return 0
+local mib=$(((memory + 524288) / 1048576)) share=$(((memory * 200 + limit) / (2 * limit)))
+echo "$what reached $mib MiB, $share% of $of ($(((limit + 524288) / 1048576)) MiB; stopped at $2)"
+return 1
+"""
+
+
+def _arguments(kwargs: dict[str, Any], node: Any) -> list[str]:
+    fraction = kwargs.get("fraction", 0.95)
+    if isinstance(fraction, bool) or not isinstance(fraction, int | float) or not fraction > 0:
+        raise MonitorError(f"fraction must be a number more than 0, not {fraction!r}.")
+    limit_kb = _number((getattr(node, "options", None) or {}).get("max_memory_kb"))
+    return [
+        str(round(fraction * 1_000_000)),
+        f"{fraction:.0%}",
+        "" if limit_kb is None else str(int(limit_kb)),
+    ]
+
+
+@guarded(Guard(shell=_SHELL, arguments=_arguments))
 @watch_trace
 def memory_ceiling(
     node: Any, transport: Any, fraction: float = 0.95, trace: LiveTrace | None = None

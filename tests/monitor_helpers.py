@@ -6,6 +6,7 @@ import asyncio
 import threading
 import time
 
+from veglia.engine.calcjob.guards import Guard, guarded
 from veglia.engine.calcjob.monitors import MonitorResult
 
 
@@ -70,4 +71,21 @@ def trace_seen(node, transport, samples: int = 3, trace=None):
     """Stops the job once its live trace has ``samples`` samples, naming their rss."""
     if trace is not None and len(trace.series) >= samples:
         return "saw samples at rss " + ", ".join(str(s.rss) for s in trace.series)
+    return None
+
+
+def _broken_arguments(kwargs, node):
+    return [kwargs.get("path", "out.log")]
+
+
+@guarded(Guard(shell='[[ -e "$1" ]]\nveglia_no_such_command "$1"', arguments=_broken_arguments))
+def broken_guard(node, transport, path: str = "out.log"):
+    """A monitor whose guard fails on the node (a command it lacks): the guard is switched
+    off for the job, the job goes on."""
+    return None
+
+
+@guarded(Guard(shell="if then fi", arguments=lambda kwargs, node: []))
+def unparsable_guard(node, transport):
+    """A monitor whose guard is not bash: switched off for the job before its first check."""
     return None

@@ -23,6 +23,7 @@ from typing import Any
 
 from veglia.engine.calcjob.annotations import describe, fits, parameter_annotations
 from veglia.engine.calcjob.file_watch import requests_for, watches_of
+from veglia.engine.calcjob.guards import guard_arguments, guard_of
 from veglia.entry_points import MonitorFactory, get_entry_points
 from veglia.exceptions import MonitorError, VegliaError
 from veglia.manage import get_profile
@@ -72,6 +73,8 @@ class MonitorSpec:
     disable_on_start: bool = False
     timeout: float = 60.0
     max_failures: int = 3
+    #: Run the monitor's guard (its shell twin, see ``guards``) beside the job, if it has one.
+    guard: bool = True
 
     def __post_init__(self) -> None:
         where = f"Monitor {self.name!r}"
@@ -89,6 +92,8 @@ class MonitorSpec:
                 )
         if not isinstance(self.max_failures, int) or self.max_failures < 1:
             raise MonitorError(f"{where}: max_failures must be a whole number >= 1.")
+        if not isinstance(self.guard, bool):
+            raise MonitorError(f"{where}: guard must be True or False, not {self.guard!r}.")
 
     @classmethod
     def from_input(cls, name: str, value: Any) -> MonitorSpec:
@@ -200,11 +205,17 @@ def check_arguments(spec: MonitorSpec, function: Callable[..., Any]) -> None:
             )
 
 
-def parse_monitors(value: Any) -> list[MonitorSpec]:
-    """Validate ``builder.monitors``: specs in call order (priority high first, then name)."""
+def parse_monitors(value: Any, node: Any = None) -> list[MonitorSpec]:
+    """Validate ``builder.monitors``: specs in call order (priority high first, then name).
+    An enabled guard's ``arguments`` is called too (with ``node`` when there is one yet), so
+    kwargs the guard cannot honour are refused here, like the monitor's own."""
     specs = [MonitorSpec.from_input(name, item) for name, item in dict(value or {}).items()]
     for spec in specs:
-        check_arguments(spec, load_monitor(spec.entry_point))
+        function = load_monitor(spec.entry_point)
+        check_arguments(spec, function)
+        guard = guard_of(function)
+        if spec.guard and guard is not None:
+            guard_arguments(spec.name, spec.entry_point, guard, spec.kwargs, node)
     return sorted(specs, key=lambda s: (-s.priority, s.name))
 
 
