@@ -302,6 +302,10 @@ def test_no_wrap_without_guards_or_with_the_computer_s_guards_off(tmp_path: Path
     )
     off = Computer(tmp_path, guards=False)
     assert job_script_wrap(node=Node({"s": stalled}), computer=off) is None
+    # Off unless a computer says yes, until the daemon keeps the heartbeat (issue #32).
+    default = Computer(tmp_path)
+    del default.properties["guards"]
+    assert job_script_wrap(node=Node({"s": stalled}), computer=default) is None
     # The same monitors give the same uploaded file, whatever their names and options.
     first = job_script_wrap(node=Node({"a": stalled}), computer=computer)
     other = {"entry_point": "core.stalled_output", "kwargs": {"path": "p", "seconds": 9}}

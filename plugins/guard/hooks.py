@@ -57,8 +57,10 @@ def computer_properties() -> list[ComputerProperty]:
     from veglia.orm.computers import ComputerProperty
 
     return [
+        # Off until the daemon refreshes the heartbeat (issue #32): without it, every guard
+        # would act beside a running daemon and race its monitors.
         ComputerProperty(
-            "guards", True, "Run the monitors' guards beside each job, for when no daemon runs."
+            "guards", False, "Run the monitors' guards beside each job, for when no daemon runs."
         ),
         ComputerProperty(
             "guard_interval", 30, "Seconds between two checks of a job's guards.", parse_seconds
