@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     import click
 
     from veglia.config.options import Option
@@ -194,6 +196,35 @@ def job_script_wrap(node: Any, computer: Any) -> JobScriptWrap | None:
     of the wraps applied are kept on the node (attribute ``job_script_wraps``). An exception,
     or a return value of another type, fails the submission with the plugin's name: a job
     half wrapped would not run as asked.
+    """
+
+
+@hookspec
+def computer_contacted(computer: Any, transport: Any) -> None:
+    """Refresh what you keep on a computer for its jobs (the heartbeat that monitors'
+    guards read, say): the engine just asked its scheduler about its jobs, or is about to
+    submit one there.
+
+    Called once per poll of a computer and user (every ``engine.poll_interval`` seconds or
+    more, while jobs run there), not once per job, and before each submission, with the
+    ``transport`` open; run one short command at most, and not at every call when less
+    often will do. Runs on the connection's thread. An exception is logged and the engine
+    goes on.
+    """
+
+
+@hookspec
+def job_stopped_beside(node: Any, folder: Path) -> dict[str, Any] | None:
+    """Say that something beside the job on its computer stopped it (a monitor's guard),
+    when no monitor of the engine had.
+
+    Called once per calc job as its retrieved files are parsed, unless a monitor of the
+    engine stopped the job; ``folder`` holds those files (a :class:`JobScriptWrap`'s
+    ``retrieve`` names files of yours to retrieve). Return ``{"name": the monitor's name,
+    "message": why, "time": epoch seconds}`` (and anything else worth keeping) to end the
+    process as if that monitor had stopped the job: exit code ``STOPPED_BY_MONITOR``, its
+    message, ``process show`` naming it. None otherwise. The first answer wins. An
+    exception is logged on the node and the job is judged as if you had said None.
     """
 
 

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import functools
+import json
 import math
 import shlex
+import time
 from importlib.resources import files
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from veglia.hookspecs import hookimpl
@@ -192,4 +195,58 @@ def job_script_wrap(node: Any, computer: Any) -> JobScriptWrap | None:
         # behind would keep the watcher from seeing the end.
         prefix="{veglia_guard_fd}>&-",
         after="veglia_guard_stop 2>/dev/null || :",
+        retrieve=(RECORD_FILE, LOG_FILE),
     )
+
+
+#: (computer pk, user) -> when this process last touched its heartbeat (monotonic seconds).
+_touched: dict[tuple[Any, ...], float] = {}
+
+
+@hookimpl
+def computer_contacted(computer: Any, transport: Any) -> None:
+    """Touch the computer's heartbeat, which tells the guards the daemon watches; a fifth of
+    ``guard_away_after`` apart at most, not at every poll."""
+    if not computer.get_property("guards"):
+        return
+    away_after = parse_seconds(str(computer.get_property("guard_away_after")))
+    key = (getattr(computer, "pk", None), getattr(transport, "username", None))
+    now = time.monotonic()
+    if now - _touched.get(key, float("-inf")) < away_after / 5:
+        return
+    path = _heartbeat_path(computer)
+    status, _, stderr = transport.exec_command(
+        f'mkdir -p "$(dirname {path})" && touch {path}', timeout=30
+    )
+    if status != 0:
+        raise RuntimeError(f"could not touch the guards' heartbeat {path}: {stderr.strip()}")
+    _touched[key] = now
+
+
+@hookimpl
+def job_stopped_beside(node: Any, folder: Path) -> dict[str, Any] | None:
+    """The stop a guard recorded in ``_veglia_guard.json``, and the guards that failed (from
+    ``_veglia_guard.log``) in the job's log."""
+    log = folder / LOG_FILE
+    if log.is_file():
+        for line in log.read_text(errors="replace").splitlines():
+            if "failed" in line:
+                node.add_log("WARNING", f"guard: {line.strip()[:500]}")
+    path = folder / RECORD_FILE
+    if not path.is_file():
+        return None
+    record = json.loads(path.read_text())
+    if not isinstance(record, dict) or record.get("version") != 1:
+        raise ValueError(f"{RECORD_FILE} is not a guard record of version 1")
+    message = str(record.get("message", ""))
+    if record.get("daemon_away"):
+        message += " (while the daemon was away)"
+    return {
+        "name": str(record["monitor"]),
+        "message": message,
+        "time": record.get("at"),
+        "guard": {
+            key: record.get(key)
+            for key in ("entry_point", "evidence", "daemon_heard", "daemon_away")
+        },
+    }

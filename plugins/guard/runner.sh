@@ -173,6 +173,9 @@ _veglia_guard_run() {
 veglia_guard_loop() {
     # The job's shell options are not the watcher's: no -e, -u, -x; globbing on, for /proc.
     set +euxfo pipefail
+    # A cancel signals the job's whole process group, this watcher too: it ends when the job
+    # shell does (the pipe's end), saying it stood down.
+    trap '' TERM HUP INT
     _veglia_guard_job=$1 _veglia_guard_interval=$2 _veglia_guard_away_after=$3
     export VEGLIA_GUARD_HEARTBEAT=$4
     _veglia_guard_grace=$5

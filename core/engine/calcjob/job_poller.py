@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
+from veglia.plugin_manager import call_each, has_implementations
 from veglia.schedulers import JobInfo
 
 if TYPE_CHECKING:
     from veglia.engine.runner import Runner
     from veglia.orm.computers import Computer
 
-__all__ = ["JobPoller"]
+__all__ = ["JobPoller", "computer_contacted"]
+
+logger = logging.getLogger(__name__)
 
 
 class JobPoller:
@@ -79,4 +83,14 @@ class JobPoller:
         scheduler = self.computer.get_scheduler()
         async with self.runner.lease_transport(self.computer) as lease:
             self.queries += 1
-            return await lease.run(scheduler.get_jobs, lease.transport, job_ids)
+            infos = await lease.run(scheduler.get_jobs, lease.transport, job_ids)
+            await lease.run(computer_contacted, self.computer, lease.transport)
+            return infos
+
+
+def computer_contacted(computer: Computer, transport: Any) -> None:
+    """The plugins' ``computer_contacted``, on the connection's thread; their errors logged."""
+    if not has_implementations("computer_contacted"):
+        return
+    for plugin, exc in call_each("computer_contacted", computer=computer, transport=transport):
+        logger.warning("plugin %s failed on computer %s: %s", plugin, computer.label, exc)

@@ -53,6 +53,9 @@ class JobScriptWrap:
         (say a script ``before`` sources with ``. ./_myplugin.sh``). Names start with ``_``
         and hold no folder. The same text for every job is stored once in the repository,
         where text inside the job script would be stored again with each job.
+    :param retrieve: files the wrap writes in the work directory that the engine retrieves
+        with the job's own (named as ``files`` are): what the ``job_stopped_beside`` hook
+        reads, a summary worth keeping with the job's outputs.
     """
 
     name: str
@@ -61,6 +64,7 @@ class JobScriptWrap:
     after: str = ""
     live_trace: bool = False
     files: dict[str, str] = field(default_factory=dict)
+    retrieve: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not _NAME.fullmatch(self.name):
@@ -79,6 +83,12 @@ class JobScriptWrap:
                 )
             if not isinstance(text, str):
                 raise PluginError(f"JobScriptWrap {self.name}: file {file_name} must be text")
+        for file_name in self.retrieve:
+            if not isinstance(file_name, str) or not _FILE_NAME.fullmatch(file_name):
+                raise PluginError(
+                    f"JobScriptWrap {self.name}: retrieved file {file_name!r} must be named "
+                    "as its files are (start with _, no folder)"
+                )
         if "\n" in self.prefix:
             raise PluginError(
                 f"JobScriptWrap {self.name}: prefix goes in front of each command line and "

@@ -54,7 +54,7 @@ from veglia.orm import attributes as attr
 from veglia.orm.computers import Code, Computer
 from veglia.orm.data import FolderData, RemoteData
 from veglia.orm.process_nodes import CalcJobNode
-from veglia.plugin_manager import get_plugin_manager
+from veglia.plugin_manager import get_plugin_manager, results_of_each
 from veglia.schedulers import JobFailure, JobInfo, JobState, SchedulerError, SchedulerSubmitError
 from veglia.workdir_root import private_root
 
@@ -307,6 +307,7 @@ class CalcJob(Process):
                 for pattern in [
                     *calcinfo.retrieve_list,
                     *self.options.get("additional_retrieve_list", []),
+                    *(name for wrap in wraps for name in wrap.retrieve),
                 ]
             ]
             files = {
@@ -550,7 +551,7 @@ class CalcJob(Process):
                 self.out("retrieved", retrieved)
                 outcome = node.get_attribute(attr.JOB_OUTCOME, {})
                 scheduler_code = self._scheduler_exit_code(outcome.get("failure"))
-                stop = node.get_attribute(attr.STOPPED_BY_MONITOR)
+                stop = node.get_attribute(attr.STOPPED_BY_MONITOR) or self._stopped_beside(path)
                 parser_code = None
                 if not stop or stop.get("parse"):
                     try:
@@ -573,6 +574,31 @@ class CalcJob(Process):
         if parser_failed and not killed:
             return parser_code
         return scheduler_code or ExitCode(0)
+
+    def _stopped_beside(self, folder: Path) -> dict[str, Any] | None:
+        """A stop decided beside the job (a monitor's guard), as plugins read it from the
+        retrieved files: recorded as the monitor's own, or None."""
+        node = self.node
+        assert node is not None
+        results, errors = results_of_each("job_stopped_beside", node=node, folder=folder)
+        for plugin, exc in errors:
+            node.add_log("WARNING", f"plugin {plugin} failed to read the job's stop: {exc}")
+        for plugin, stop in results:
+            if not isinstance(stop, dict) or not isinstance(stop.get("name"), str):
+                node.add_log("WARNING", f"plugin {plugin}: a stop must be a dict with a name")
+                continue
+            stop = {
+                **stop,
+                "message": str(stop.get("message", "")),
+                "retrieve": True,
+                "parse": False,
+                "override_exit_code": True,
+                "by": plugin,
+            }
+            node.set_attribute(attr.STOPPED_BY_MONITOR, stop)
+            self.report(f"monitor {stop['name']} stopped the job beside it: {stop['message']}")
+            return stop
+        return None
 
     def finish_with(self, code: ExitCode) -> ExitCode:
         return code

@@ -14,6 +14,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from veglia.engine.calcjob.job_poller import computer_contacted
 from veglia.engine.calcjob.job_script import EXIT_STATUS_FILE, JobScriptWrap, wrap_commands
 from veglia.exceptions import TransportError
 from veglia.orm.nodes import load_node
@@ -143,6 +144,8 @@ def upload(
 
 def submit(transport: Transport, computer: Computer, workdir: str) -> str:
     """Submit once: the first submission's output is kept in the work dir and reused."""
+    # What the job reads beside it on the computer (a guard's heartbeat) is there first.
+    computer_contacted(computer, transport)
     scheduler = computer.get_scheduler()
     command = scheduler.submit_command(SCRIPT_NAME)
     # Read back with bash's own `read`, not `cat`: a process less to start for each.
