@@ -328,6 +328,60 @@ def test_collect_trace_and_trace_ready_see_every_job(manager_with, profile):
     assert any("failed to report the trace: reporter bug" in m for m in warnings)
 
 
+def test_computer_contacted_comes_before_a_submission_and_after_each_poll(manager_with, profile):
+    from veglia import engine, orm
+    from veglia.entry_points import CalculationFactory
+
+    seen = []
+
+    class Keeper:
+        @hookspecs.hookimpl
+        def computer_contacted(self, computer, transport):
+            code, out, _ = transport.exec_command("echo here")
+            seen.append((computer.label, code, out.strip()))
+
+    class Broken:
+        @hookspecs.hookimpl
+        def computer_contacted(self):
+            raise RuntimeError("plugin bug")
+
+    manager_with(Keeper(), Broken())
+    _, node = engine.run_get_node(CalculationFactory("core.shell"), command=orm.Str("sleep 1"))
+    assert node.is_finished_ok  # a broken plugin does not stop the job
+    assert len(seen) >= 2 and set(seen) == {("localhost", 0, "here")}
+
+
+def test_job_stopped_beside_ends_the_job_as_its_monitor_would(manager_with, profile, tmp_path):
+    from veglia import engine, orm
+    from veglia.entry_points import CalculationFactory
+
+    class Outside:
+        @hookspecs.hookimpl
+        def job_stopped_beside(self, node, folder):
+            if (folder / "stop.txt").is_file():
+                return {"name": "outside", "message": (folder / "stop.txt").read_text().strip()}
+            return None
+
+    class Broken:
+        @hookspecs.hookimpl
+        def job_stopped_beside(self):
+            raise RuntimeError("plugin bug")
+
+    manager_with(Outside(), Broken())
+    shell = CalculationFactory("core.shell")
+    options = {"additional_retrieve_list": ["stop.txt"]}
+    _, node = engine.run_get_node(
+        shell, command=orm.Str("echo seen it > stop.txt"), metadata={"options": options}
+    )
+    assert node.exit_status == 150
+    assert node.exit_message == "Monitor outside stopped the job: seen it"
+    assert node.get_attribute("stopped_by_monitor")["name"] == "outside"
+    _, quiet = engine.run_get_node(shell, command=orm.Str("true"))
+    assert quiet.is_finished_ok  # nothing said, and the broken plugin is only logged
+    warnings = [log.message for log in quiet.logs if log.levelname == "WARNING"]
+    assert any("failed to read the job's stop: plugin bug" in m for m in warnings)
+
+
 def test_trace_updated_sees_a_job_submitted_then_running(manager_with, profile):
     from veglia import engine, orm
     from veglia.entry_points import CalculationFactory
