@@ -496,7 +496,13 @@ def _warm_up(workers: int) -> None:
         time.sleep(0.2)
 
 
-def _submit(n: int, counts: dict[str, int]) -> tuple[list[Any], dict[int, float], dict[str, float]]:
+#: The monitor each job gets with --monitored: one whose guard runs always (core.guard).
+MONITORED = {"time": {"entry_point": "core.walltime_guard"}}
+
+
+def _submit(
+    n: int, counts: dict[str, int], monitored: bool = False
+) -> tuple[list[Any], dict[int, float], dict[str, float]]:
     """Submit n add jobs; the nodes, their submission times and the submitter's costs."""
     from veglia import engine, orm
     from veglia.entry_points import CalculationFactory
@@ -507,7 +513,8 @@ def _submit(n: int, counts: dict[str, int]) -> tuple[list[Any], dict[int, float]
     start = time.monotonic()
     nodes, submitted = [], {}
     for i in range(n):
-        node = engine.submit(add, x=orm.Int(i), y=orm.Int(1))
+        extra = {"monitors": MONITORED} if monitored else {}
+        node = engine.submit(add, x=orm.Int(i), y=orm.Int(1), **extra)
         submitted[node.pk] = time.time()
         nodes.append(node)
     seconds = time.monotonic() - start
@@ -523,7 +530,14 @@ def _submit(n: int, counts: dict[str, int]) -> tuple[list[Any], dict[int, float]
     return nodes, submitted, cost
 
 
-def bench_veglia(n: int, workers: int, profile_workers: bool, trace: bool = True) -> dict[str, Any]:
+def bench_veglia(
+    n: int,
+    workers: int,
+    profile_workers: bool,
+    trace: bool = True,
+    monitored: bool = False,
+    guards: bool = False,
+) -> dict[str, Any]:
     home = tempfile.mkdtemp(prefix="veglia-bench-")
     probe_dir = tempfile.mkdtemp(prefix="veglia-probe-")
     os.environ["VEGLIA_HOME"] = home
@@ -533,6 +547,8 @@ def bench_veglia(n: int, workers: int, profile_workers: bool, trace: bool = True
         _veglia("presto", "--profile-name", "bench", "--broker")
         if not trace:  # the job-script sampler is on by default on every computer
             _veglia("-p", "bench", "computer", "set", "localhost", "--trace", "no")
+        if guards:  # the monitors' guards beside each job (off by default)
+            _veglia("-p", "bench", "computer", "set", "localhost", "--guards", "yes")
         import veglia
         from veglia.engine.daemon import DaemonFiles
 
@@ -548,7 +564,7 @@ def bench_veglia(n: int, workers: int, profile_workers: bool, trace: bool = True
         machine_before = machine_cpu_seconds()
         start = time.time()
         with BusySampler(pids) as sampler:
-            nodes, submitted, cost = _submit(n, probe.COUNTS)
+            nodes, submitted, cost = _submit(n, probe.COUNTS, monitored)
             pks = [node.pk for node in nodes]
             peak: dict[int, float] = {}
             deadline = time.monotonic() + 120 + n
@@ -889,6 +905,16 @@ def main() -> None:
         action="store_true",
         help="Turn the core.trace sampler off on the computer (to measure what it costs).",
     )
+    parser.add_argument(
+        "--monitored",
+        action="store_true",
+        help="Give each job a monitor with a guard (core.walltime_guard).",
+    )
+    parser.add_argument(
+        "--guards",
+        action="store_true",
+        help="Turn the monitors' guards on on the computer (with --monitored: what they cost).",
+    )
     parser.add_argument("--aiida", action="store_true", help="Also run it through aiida-core.")
     parser.add_argument("--aiida-python", help="The Python of a venv with aiida-core.")
     args = parser.parse_args()
@@ -916,7 +942,14 @@ def main() -> None:
             + (f" ({theirs['not_ok']} jobs did not finish ok)" if theirs["not_ok"] else ""),
             flush=True,
         )
-    result = bench_veglia(args.jobs, args.workers, args.profile, trace=not args.no_trace)
+    result = bench_veglia(
+        args.jobs,
+        args.workers,
+        args.profile,
+        trace=not args.no_trace,
+        monitored=args.monitored,
+        guards=args.guards,
+    )
     report(args.jobs, args.workers, result)
     if theirs is not None:
         print(f"ratio veglia/aiida: {result['jobs_per_s'] / theirs['jobs_per_s']:.1f}x")

@@ -7,12 +7,16 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import time
 from pathlib import Path
+
+import pytest
 
 from veglia import engine, orm
 from veglia.entry_points import CalculationFactory
 from veglia_fixtures.profiles import wait_for
+from veglia_fixtures.services import ssh_computer
 
 ShellJob = CalculationFactory("core.shell")
 
@@ -108,3 +112,69 @@ def test_with_the_daemon_running_the_monitor_stops_the_job_and_the_guard_stands_
     folder = node.outputs.retrieved
     assert "_veglia_guard.json" not in folder.list_object_names()
     assert b"stood down" in folder.get_object_content("_veglia_guard.log")
+
+
+@pytest.mark.parametrize("scheduler", ["core.slurm", "core.direct"])
+def test_over_ssh_a_guard_stops_the_job_while_the_daemon_is_stopped(
+    profile, daemon, run_cli, services_env, ssh_params, scheduler, request
+):
+    """On the real SLURM and on the direct scheduler, over SSH: the daemon stopped, a stalled
+    job ends within one guard interval of the daemon counting as away, its process gone and
+    ``squeue`` empty; the daemon started again ends it Killed by its monitor's stop."""
+    from veglia.manage import get_profile
+
+    if scheduler == "core.slurm":
+        request.getfixturevalue("slurm")
+    ssh_computer(
+        "guarded",
+        services_env,
+        ssh_params,
+        scheduler,
+        guards=True,
+        guard_interval=1,
+        guard_away_after=4,
+        guard_grace=2,
+    )
+    daemon(1)
+    builder = ShellJob.get_builder()
+    builder.command = orm.Str("sleep 600")
+    builder.metadata.computer = "guarded"
+    if scheduler == "core.slurm":
+        builder.metadata.options.queue_name = "long"
+        builder.metadata.options.max_wallclock_seconds = 700
+    builder.monitors = {
+        "quiet": {
+            "entry_point": "core.stalled_output",
+            "kwargs": {"path": "out.txt", "seconds": 2},
+            "minimum_poll_interval": 600,
+        }
+    }
+    node = engine.submit(builder)
+    wait_for([node], lambda n: n.get_attribute("scheduler_state") == "running", timeout=120)
+    heartbeat = Path(services_env["SSH_USER_HOME"]) / ".veglia/heartbeat" / str(get_profile().id)
+    assert heartbeat.is_file()
+    workdir = Path(node.refresh().remote_workdir)
+    assert run_cli("-p", "test", "daemon", "stop").exit_code == 0
+    away_from = heartbeat.stat().st_mtime + 4  # the guards count the daemon away from here
+
+    record_file = workdir / "_veglia_guard.json"
+    _until(record_file.is_file, 40, "the guard's record")
+    record = json.loads(record_file.read_text())
+    assert record["monitor"] == "quiet" and record["daemon_away"] is True
+    assert record["at"] - away_from <= 1 + 2  # one interval, and a second of slack
+    if scheduler == "core.slurm":
+
+        def gone() -> bool:
+            queued = subprocess.run(
+                ["squeue", "-h", "-j", node.job_id], capture_output=True, text=True
+            )
+            return node.job_id not in queued.stdout
+
+        _until(gone, 30, "squeue to forget the job")
+    else:
+        _until(lambda: not _alive(int(node.job_id)), 30, "the job's process to end")
+
+    daemon(1)
+    wait_for([node], lambda n: n.is_terminated, timeout=120)
+    assert node.exit_status == 150
+    assert node.exit_message.endswith("(while the daemon was away)")

@@ -280,12 +280,18 @@ def test_a_job_that_ends_leaves_a_stood_down_line_and_no_watcher(tmp_path: Path)
             }
         }
     )
-    write_job(tmp_path, ["echo hi > out.log", "sleep 0.3"], node)
-    (tmp_path / "heartbeat").touch()
-    status, took = run_job(tmp_path)  # nothing left in the job's process group
-    assert status == 0 and took < 2
-    assert not (tmp_path / RECORD_FILE).exists()
-    (line,) = (tmp_path / LOG_FILE).read_text().splitlines()
+    short, longer = tmp_path / "short", tmp_path / "longer"
+    for folder, seconds in ((short, 0.3), (longer, INTERVAL * 2.5)):
+        folder.mkdir()
+        write_job(folder, ["echo hi > out.log", f"sleep {seconds}"], node)
+        (folder / "heartbeat").touch()
+        status, took = run_job(folder)  # nothing left in the job's process group
+        assert status == 0 and took < seconds + 2
+        assert not (folder / RECORD_FILE).exists()
+    # A job shorter than an interval never set the watcher up: it only says so.
+    (line,) = (short / LOG_FILE).read_text().splitlines()
+    assert "the job ended before the guards' first check; the watcher stood down" in line
+    (line,) = (longer / LOG_FILE).read_text().splitlines()
     assert "the job ended without a guard acting; the watcher stood down" in line
     assert "daemon last heard: 20" in line
 

@@ -182,7 +182,8 @@ veglia_guard_loop() {
     shift 5
     _veglia_guard_dir=$PWD
     _veglia_guard_clock
-    export VEGLIA_GUARD_STARTED=$_veglia_guard_now
+    # The job's start, as the watcher's first moments saw it (it slept an interval since).
+    export VEGLIA_GUARD_STARTED=${_veglia_guard_started:-$_veglia_guard_now}
     _veglia_guard_names=() _veglia_guard_eps=() _veglia_guard_fns=() _veglia_guard_always=()
     _veglia_guard_arg0=() _veglia_guard_argn=() _veglia_guard_on=() _veglia_guard_args=("$@")
     local n=0 at=0 i

@@ -9,7 +9,18 @@
 veglia_guard_start() {
     veglia_guard_dir=$PWD
     local runner=$veglia_guard_dir/_veglia_guard.sh
-    exec {veglia_guard_fd}> >({ . "$runner" && veglia_guard_loop "$$" "$@"; } >/dev/null 2>>"$veglia_guard_dir/_veglia_guard.log")
+    # Nothing is checked before the first interval: a job that ends sooner costs a fork and a
+    # read, not the watcher's setup (the throughput of short jobs).
+    exec {veglia_guard_fd}> >({
+        trap '' TERM HUP INT
+        printf -v _veglia_guard_started '%(%s)T' -1
+        IFS= read -r -t "$1" _
+        if (($? > 128)); then
+            . "$runner" && veglia_guard_loop "$$" "$@"
+        else
+            printf '%(%Y-%m-%dT%H:%M:%S%z)T %s\n' -1 "the job ended before the guards' first check; the watcher stood down" >>"$veglia_guard_dir/_veglia_guard.log"
+        fi
+    } >/dev/null 2>>"$veglia_guard_dir/_veglia_guard.log")
     veglia_guard_pid=$!
 }
 
