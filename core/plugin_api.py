@@ -37,7 +37,7 @@ from veglia.engine.calcjob import CalcJob
 from veglia.engine.calcjob.calcinfo import CalcInfo, CodeInfo
 from veglia.engine.calcjob.file_watch import FileSlice, FileWatch, watch_files
 from veglia.engine.calcjob.guards import Guard, guard_of, guarded
-from veglia.engine.calcjob.job_script import JobScriptWrap
+from veglia.engine.calcjob.job_script import JobScriptWrap, packaged_shell
 from veglia.engine.calcjob.live_trace import LiveTrace, TraceSample, watch_trace
 from veglia.engine.calcjob.monitors import MonitorResult
 from veglia.engine.calcjob.options import CalcJobOption
@@ -112,6 +112,7 @@ __all__ = [
     "guard_of",
     "guarded",
     "hookimpl",
+    "packaged_shell",
     "watch_files",
     "watch_trace",
 ]

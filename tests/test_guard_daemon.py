@@ -33,6 +33,22 @@ def _guarded_localhost(heartbeat: Path) -> None:
     computer.save()
 
 
+def _submit_stalled_job(builder) -> orm.CalcJobNode:
+    """A job that writes nothing and sleeps, watched by ``stalled_output`` (2 s), whose own
+    check comes only every 10 minutes: its guard is what stops the job. Once it runs."""
+    builder.command = orm.Str("sleep 600")
+    builder.monitors = {
+        "quiet": {
+            "entry_point": "core.stalled_output",
+            "kwargs": {"path": "out.txt", "seconds": 2},
+            "minimum_poll_interval": 600,
+        }
+    }
+    node = engine.submit(builder)
+    wait_for([node], lambda n: n.get_attribute("scheduler_state") == "running", timeout=120)
+    return node
+
+
 def _until(condition, timeout: float, what: str) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
@@ -54,18 +70,7 @@ def test_a_guard_stops_a_stalled_job_while_the_daemon_is_stopped(
     heartbeat = tmp_path / "beat" / "heartbeat"
     _guarded_localhost(heartbeat)
     daemon(1)
-    builder = ShellJob.get_builder()
-    builder.command = orm.Str("sleep 600")
-    # The monitor's own check comes only every 10 minutes: its guard is what stops the job.
-    builder.monitors = {
-        "quiet": {
-            "entry_point": "core.stalled_output",
-            "kwargs": {"path": "out.txt", "seconds": 2},
-            "minimum_poll_interval": 600,
-        }
-    }
-    node = engine.submit(builder)
-    wait_for([node], lambda n: n.get_attribute("scheduler_state") == "running", timeout=60)
+    node = _submit_stalled_job(ShellJob.get_builder())
     assert heartbeat.is_file()  # the daemon touched it before submitting
     workdir = Path(node.refresh().remote_workdir)
     pid = int(node.job_id)
@@ -137,20 +142,11 @@ def test_over_ssh_a_guard_stops_the_job_while_the_daemon_is_stopped(
     )
     daemon(1)
     builder = ShellJob.get_builder()
-    builder.command = orm.Str("sleep 600")
     builder.metadata.computer = "guarded"
     if scheduler == "core.slurm":
         builder.metadata.options.queue_name = "long"
         builder.metadata.options.max_wallclock_seconds = 700
-    builder.monitors = {
-        "quiet": {
-            "entry_point": "core.stalled_output",
-            "kwargs": {"path": "out.txt", "seconds": 2},
-            "minimum_poll_interval": 600,
-        }
-    }
-    node = engine.submit(builder)
-    wait_for([node], lambda n: n.get_attribute("scheduler_state") == "running", timeout=120)
+    node = _submit_stalled_job(builder)
     heartbeat = Path(services_env["SSH_USER_HOME"]) / ".veglia/heartbeat" / str(get_profile().id)
     assert heartbeat.is_file()
     workdir = Path(node.refresh().remote_workdir)

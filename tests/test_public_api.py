@@ -71,6 +71,7 @@ PLUGIN_API_ALL = [
     "guard_of",
     "guarded",
     "hookimpl",
+    "packaged_shell",
     "watch_files",
     "watch_trace",
 ]
@@ -85,7 +86,7 @@ HOMES = {
     "veglia.engine.calcjob.file_watch": ["FileSlice", "FileWatch", "watch_files"],
     "veglia.engine.calcjob.live_trace": ["LiveTrace", "TraceSample", "watch_trace"],
     "veglia.engine.calcjob.options": ["CalcJobOption"],
-    "veglia.engine.calcjob.job_script": ["JobScriptWrap"],
+    "veglia.engine.calcjob.job_script": ["JobScriptWrap", "packaged_shell"],
     "veglia.engine.calcjob.guards": ["Guard", "guard_of", "guarded"],
     "veglia.orm.computers": ["ComputerProperty"],
     "veglia.exceptions": [

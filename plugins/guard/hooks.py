@@ -7,7 +7,6 @@ import json
 import math
 import shlex
 import time
-from importlib.resources import files
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -92,18 +91,13 @@ def computer_properties() -> list[ComputerProperty]:
 @functools.cache
 def runner_text() -> str:
     """The watcher's bash functions, without their comment lines."""
-    return _without_comments("runner.sh")
+    return _packaged("veglia.plugins.guard", "runner.sh")
 
 
 @functools.cache
 def start_text() -> str:
     """What the job script's own shell holds: ``veglia_guard_start`` and ``_stop``."""
-    return _without_comments("start.sh")
-
-
-def _without_comments(name: str) -> str:
-    text = files("veglia.plugins.guard").joinpath(name).read_text()
-    return "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
+    return _packaged("veglia.plugins.guard", "start.sh")
 
 
 def _shell_word(text: str) -> str:
@@ -250,3 +244,10 @@ def job_stopped_beside(node: Any, folder: Path) -> dict[str, Any] | None:
             for key in ("entry_point", "evidence", "daemon_heard", "daemon_away")
         },
     }
+
+
+def _packaged(package: str, name: str) -> str:
+    # Lazy: every process loads this hook module; the engine only where scripts are written.
+    from veglia.engine.calcjob.job_script import packaged_shell
+
+    return packaged_shell(package, name)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-from importlib.resources import files
 from typing import TYPE_CHECKING, Any
 
 from veglia.hookspecs import hookimpl
@@ -62,18 +61,13 @@ def computer_properties() -> list[ComputerProperty]:
 @functools.cache
 def sampler_text() -> str:
     """The sampler's bash functions (``_veglia_trace.sh``), without their comment lines."""
-    return _without_comments("sampler.sh")
+    return _packaged("veglia.plugins.trace", "sampler.sh")
 
 
 @functools.cache
 def start_text() -> str:
     """What the job script's own shell holds: ``veglia_trace_start`` and ``_stop``."""
-    return _without_comments("start.sh")
-
-
-def _without_comments(name: str) -> str:
-    text = files("veglia.plugins.trace").joinpath(name).read_text()
-    return "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
+    return _packaged("veglia.plugins.trace", "start.sh")
 
 
 @hookimpl
@@ -168,3 +162,10 @@ def _final_series(node: Any, transport: Any) -> list[list[Any]]:
     if dropped:
         node.add_log("DEBUG", f"trace: {dropped} line(s) of {SERIES_FILE} were not samples")
     return [list(point) for point in evenly(samples)]
+
+
+def _packaged(package: str, name: str) -> str:
+    # Lazy: every process loads this hook module; the engine only where scripts are written.
+    from veglia.engine.calcjob.job_script import packaged_shell
+
+    return packaged_shell(package, name)

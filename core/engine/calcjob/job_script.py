@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from veglia.plugin_manager import results_of_each
 __all__ = [
     "EXIT_STATUS_FILE",
     "JobScriptWrap",
+    "packaged_shell",
     "put_files",
     "recorded_wraps",
     "wrap_commands",
@@ -98,6 +100,13 @@ class JobScriptWrap:
     def recorded(self) -> dict[str, Any]:
         """What the node keeps of it: the name and whether it writes a live trace."""
         return {"name": self.name, "live_trace": self.live_trace}
+
+
+def packaged_shell(package: str, name: str) -> str:
+    """Shell text shipped as file ``name`` of Python package ``package``, without its
+    comment lines: what a wrap puts in a job script or beside it, stored with each job."""
+    text = files(package).joinpath(name).read_text()
+    return "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
 
 
 def wraps_for(node: Any, computer: Any) -> list[JobScriptWrap]:
