@@ -395,6 +395,11 @@ def test_computer_setup_asks_again_after_invalid_answers(run_cli, local, tmp_pat
         "0",  # trace_interval: not more than 0
         "30",
         "",  # measure_usage
+        "",  # guards
+        "",  # guard_interval
+        "",  # guard_away_after
+        "",  # guard_grace
+        "",  # guard_heartbeat
         "perhaps",  # fusion
         "yes",
     ]
