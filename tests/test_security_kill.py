@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 
 import pytest
@@ -105,6 +106,43 @@ def test_a_hung_host_is_reported_as_one_not_as_a_key_problem(ssh_proxy):
     message = str(raised.value)
     assert f"No SSH banner from 127.0.0.1:{ssh_proxy['port']} within 3 s" in message
     assert "key" not in message.lower()
+
+
+@pytest.mark.parametrize(
+    ("mode", "said"),
+    [("refuse", "Lost the SSH connection"), ("hang", "stopped answering while `sleep 60` ran")],
+)
+def test_a_command_under_way_when_the_host_drops_or_freezes_fails_within_seconds(
+    ssh_proxy, mode, said
+):
+    """Not after the command's own timeout (120 s here): the calls queued behind it, the
+    polls and a kill's cancel, would wait that long too (a failure in CI)."""
+    transport = SshTransport("127.0.0.1", **ssh_proxy["params"])  # stages time out after 3 s
+    transport.open()
+    outcome: dict[str, object] = {}
+
+    def run() -> None:
+        start = time.monotonic()
+        try:
+            transport.exec_command("sleep 60", timeout=120)
+        except TransportConnectionError as exc:
+            outcome["error"] = str(exc)
+        outcome["took"] = time.monotonic() - start
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    time.sleep(1)
+    ssh_proxy["proxy"].set_mode(mode)
+    thread.join(60)
+    assert not thread.is_alive(), "the command waited on a dead connection"
+    assert said in str(outcome.get("error")), outcome
+    assert outcome["took"] < 1 + 3 + 3 + QUICK / 2  # silent for a stage, then a probe's stage
+    ssh_proxy["proxy"].set_mode("forward")
+    # The link was let go (a frozen one too): the queue's next lease connects afresh.
+    assert not transport.is_open
+    transport.open()
+    assert transport.exec_command("echo back", timeout=30)[1] == "back\n"
+    transport.close()
 
 
 def test_kill_of_a_job_paused_on_a_hung_host_returns_at_once_and_cancels_it_when_back(

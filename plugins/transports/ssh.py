@@ -369,34 +369,58 @@ class SshTransport(Transport):
             channel.shutdown_write()
             stdout, stderr = bytearray(), bytearray()
             deadline = None if timeout is None else time.monotonic() + timeout
+            heard = time.monotonic()
             while True:
                 while channel.recv_ready():
                     stdout += channel.recv(65536)
+                    heard = time.monotonic()
                     if len(stdout) > self.max_output:
                         channel.close()  # sshd hangs the command up: it gets SIGPIPE
                         raise self.output_too_large(command, "stdout")
                 while channel.recv_stderr_ready():
                     stderr += channel.recv_stderr(65536)
+                    heard = time.monotonic()
                     if len(stderr) > self.max_output:
                         channel.close()
                         raise self.output_too_large(command, "stderr")
-                if (
-                    channel.exit_status_ready()
-                    and channel.eof_received
-                    and not (channel.recv_ready() or channel.recv_stderr_ready())
-                ):
+                pending = channel.recv_ready() or channel.recv_stderr_ready()
+                if channel.exit_status_ready() and channel.eof_received and not pending:
                     break
+                if channel.closed and not pending:
+                    # Closed with neither end of output nor exit status: the connection
+                    # dropped (paramiko then marks the channel's status ready, forever).
+                    raise TransportConnectionError(
+                        f"Lost the SSH connection to {self.hostname} while `{command}` ran; "
+                        "veglia tries again once it answers."
+                    )
                 if deadline is not None and time.monotonic() > deadline:
                     channel.close()
                     raise TransportTimeoutError(
                         f"`{command}` on {self.hostname} ran past its timeout of {timeout} s."
                     )
+                if time.monotonic() - heard > self.auth_params["timeout"]:
+                    self._check_alive(transport, command)
+                    heard = time.monotonic()
                 channel.status_event.wait(0.01)
             code = channel.recv_exit_status()
             channel.close()
         except (OSError, paramiko.SSHException, EOFError) as exc:
             raise self._error("run", f"`{command}`", exc) from None
         return code, stdout.decode(errors="replace"), stderr.decode(errors="replace")
+
+    def _check_alive(self, transport: paramiko.Transport, command: str) -> None:
+        """A command silent for a stage's timeout: whether the connection still carries
+        anything, by opening a channel on it (a frozen link would otherwise hold the command,
+        and every call queued behind it, for the command's whole timeout)."""
+        seconds = self.auth_params["timeout"]
+        try:
+            transport.open_session(timeout=seconds).close()
+        except (OSError, paramiko.SSHException, EOFError):
+            self.close()  # the next call connects afresh rather than wait on this link
+            raise TransportConnectionError(
+                f"The SSH connection to {self.hostname} stopped answering while `{command}` "
+                f"ran (no channel opened within {seconds:g} s); veglia tries again later."
+            ) from None
 
     def whoami(self) -> str:
         """The remote user, asked once per connection."""

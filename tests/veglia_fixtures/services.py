@@ -341,7 +341,16 @@ class TcpProxy:
 
         listener = socket.socket()
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        listener.bind(("127.0.0.1", self.port))
+        # The accept loop's select may still hold the listener refuse closed, for 0.1 s.
+        deadline = time.monotonic() + 5
+        while True:
+            try:
+                listener.bind(("127.0.0.1", self.port))
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
         listener.listen(64)
         self._listener = listener
 
