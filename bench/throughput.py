@@ -536,7 +536,7 @@ def bench_veglia(
     profile_workers: bool,
     trace: bool = True,
     monitored: bool = False,
-    guards: bool = False,
+    guards: bool = True,
 ) -> dict[str, Any]:
     home = tempfile.mkdtemp(prefix="veglia-bench-")
     probe_dir = tempfile.mkdtemp(prefix="veglia-probe-")
@@ -547,8 +547,8 @@ def bench_veglia(
         _veglia("presto", "--profile-name", "bench", "--broker")
         if not trace:  # the job-script sampler is on by default on every computer
             _veglia("-p", "bench", "computer", "set", "localhost", "--trace", "no")
-        if guards:  # the monitors' guards beside each job (off by default)
-            _veglia("-p", "bench", "computer", "set", "localhost", "--guards", "yes")
+        if not guards:  # the monitors' guards beside each job (on by default)
+            _veglia("-p", "bench", "computer", "set", "localhost", "--guards", "no")
         import veglia
         from veglia.engine.daemon import DaemonFiles
 
@@ -911,9 +911,9 @@ def main() -> None:
         help="Give each job a monitor with a guard (core.walltime_guard).",
     )
     parser.add_argument(
-        "--guards",
+        "--no-guards",
         action="store_true",
-        help="Turn the monitors' guards on on the computer (with --monitored: what they cost).",
+        help="Turn the monitors' guards off on the computer (with --monitored: what they cost).",
     )
     parser.add_argument("--aiida", action="store_true", help="Also run it through aiida-core.")
     parser.add_argument("--aiida-python", help="The Python of a venv with aiida-core.")
@@ -948,7 +948,7 @@ def main() -> None:
         args.profile,
         trace=not args.no_trace,
         monitored=args.monitored,
-        guards=args.guards,
+        guards=not args.no_guards,
     )
     report(args.jobs, args.workers, result)
     if theirs is not None:

@@ -16,7 +16,7 @@ import pytest
 from veglia.engine.calcjob.job_script import put_files, wrap_commands, wraps_for
 from veglia.engine.calcjob.monitors import MonitorError, load_monitor, parse_monitors
 from veglia.orm.computers import plugin_computer_properties
-from veglia.plugins.guard.hooks import LOG_FILE, RECORD_FILE, job_script_wrap
+from veglia.plugins.guard.hooks import LOG_FILE, RECORD_FILE, RUNNER_FILE, job_script_wrap
 from veglia.testing import FakeTransport
 
 INTERVAL = 1
@@ -271,7 +271,7 @@ def test_a_failing_guard_is_switched_off_and_the_job_goes_on(
     assert len(list(tmp_path.glob("_veglia_guard.state/*/size"))) == 1
 
 
-def test_a_job_that_ends_leaves_a_stood_down_line_and_no_watcher(tmp_path: Path) -> None:
+def test_a_job_that_ends_leaves_no_watcher_and_a_line_once_the_guards_ran(tmp_path: Path) -> None:
     node = Node(
         {
             "stuck": {
@@ -288,15 +288,15 @@ def test_a_job_that_ends_leaves_a_stood_down_line_and_no_watcher(tmp_path: Path)
         status, took = run_job(folder)  # nothing left in the job's process group
         assert status == 0 and took < seconds + 2
         assert not (folder / RECORD_FILE).exists()
-    # A job shorter than an interval never set the watcher up: it only says so.
-    (line,) = (short / LOG_FILE).read_text().splitlines()
-    assert "the job ended before the guards' first check; the watcher stood down" in line
+    # A job shorter than an interval never set the watcher up: no file for the daemon to
+    # retrieve and store (the cost of short jobs).
+    assert sorted(p.name for p in short.glob("_veglia_guard*")) == [RUNNER_FILE]
     (line,) = (longer / LOG_FILE).read_text().splitlines()
     assert "the job ended without a guard acting; the watcher stood down" in line
     assert "daemon last heard: 20" in line
 
 
-def test_no_wrap_without_guards_or_with_the_computer_s_guards_off(tmp_path: Path) -> None:
+def test_a_wrap_by_default_none_without_guards_or_with_the_computer_s_off(tmp_path: Path) -> None:
     stalled = {"entry_point": "core.stalled_output", "kwargs": {"path": "o", "seconds": 5}}
     computer = Computer(tmp_path)
     assert job_script_wrap(node=Node({"s": {**stalled, "guard": False}}), computer=computer) is None
@@ -308,10 +308,10 @@ def test_no_wrap_without_guards_or_with_the_computer_s_guards_off(tmp_path: Path
     )
     off = Computer(tmp_path, guards=False)
     assert job_script_wrap(node=Node({"s": stalled}), computer=off) is None
-    # Off unless a computer says yes, until the daemon keeps the heartbeat (issue #32).
+    # On unless a computer says no.
     default = Computer(tmp_path)
     del default.properties["guards"]
-    assert job_script_wrap(node=Node({"s": stalled}), computer=default) is None
+    assert job_script_wrap(node=Node({"s": stalled}), computer=default) is not None
     # The same monitors give the same uploaded file, whatever their names and options.
     first = job_script_wrap(node=Node({"a": stalled}), computer=computer)
     other = {"entry_point": "core.stalled_output", "kwargs": {"path": "p", "seconds": 9}}

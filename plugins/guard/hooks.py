@@ -59,10 +59,8 @@ def computer_properties() -> list[ComputerProperty]:
     from veglia.orm.computers import ComputerProperty
 
     return [
-        # Off until the daemon refreshes the heartbeat (issue #32): without it, every guard
-        # would act beside a running daemon and race its monitors.
         ComputerProperty(
-            "guards", False, "Run the monitors' guards beside each job, for when no daemon runs."
+            "guards", True, "Run the monitors' guards beside each job, for when no daemon runs."
         ),
         ComputerProperty(
             "guard_interval", 30, "Seconds between two checks of a job's guards.", parse_seconds
@@ -208,13 +206,19 @@ def computer_contacted(computer: Any, transport: Any) -> None:
     now = time.monotonic()
     if now - _touched.get(key, float("-inf")) < away_after / 5:
         return
+    # Counted before the touch: one that fails is tried again at the same pace, not at every
+    # poll (its failure is in the daemon log each time).
+    _touched[key] = now
     path = _heartbeat_path(computer)
     status, _, stderr = transport.exec_command(
         f'mkdir -p "$(dirname {path})" && touch {path}', timeout=30
     )
     if status != 0:
-        raise RuntimeError(f"could not touch the guards' heartbeat {path}: {stderr.strip()}")
-    _touched[key] = now
+        raise RuntimeError(
+            f"could not touch the guards' heartbeat {path}: {stderr.strip()}; every guard of "
+            "its jobs acts as if the daemon were away. Set the computer's guard_heartbeat to a "
+            "writable file."
+        )
 
 
 @hookimpl

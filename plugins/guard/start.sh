@@ -10,17 +10,16 @@ veglia_guard_start() {
     veglia_guard_dir=$PWD
     local runner=$veglia_guard_dir/_veglia_guard.sh
     # Nothing is checked before the first interval: a job that ends sooner costs a fork and a
-    # read, not the watcher's setup (the throughput of short jobs).
+    # read, not the watcher's setup, and leaves no file to retrieve (the throughput of short
+    # jobs). The log is opened only for the watcher's setup, for the same reason.
     exec {veglia_guard_fd}> >({
         trap '' TERM HUP INT
         printf -v _veglia_guard_started '%(%s)T' -1
         IFS= read -r -t "$1" _
         if (($? > 128)); then
-            . "$runner" && veglia_guard_loop "$$" "$@"
-        else
-            printf '%(%Y-%m-%dT%H:%M:%S%z)T %s\n' -1 "the job ended before the guards' first check; the watcher stood down" >>"$veglia_guard_dir/_veglia_guard.log"
+            { . "$runner" && veglia_guard_loop "$$" "$@"; } 2>>"$veglia_guard_dir/_veglia_guard.log"
         fi
-    } >/dev/null 2>>"$veglia_guard_dir/_veglia_guard.log")
+    } >/dev/null 2>/dev/null)
     veglia_guard_pid=$!
 }
 
