@@ -36,7 +36,7 @@ from veglia.config.options import Option
 from veglia.engine.calcjob import CalcJob
 from veglia.engine.calcjob.calcinfo import CalcInfo, CodeInfo
 from veglia.engine.calcjob.file_watch import FileSlice, FileWatch, watch_files
-from veglia.engine.calcjob.guards import Guard, guard_of, guarded
+from veglia.engine.calcjob.guards import Guard, guard_of, guarded, positive_kwarg
 from veglia.engine.calcjob.job_script import JobScriptWrap, packaged_shell
 from veglia.engine.calcjob.live_trace import LiveTrace, TraceSample, watch_trace
 from veglia.engine.calcjob.monitors import MonitorResult
@@ -113,6 +113,7 @@ __all__ = [
     "guarded",
     "hookimpl",
     "packaged_shell",
+    "positive_kwarg",
     "watch_files",
     "watch_trace",
 ]

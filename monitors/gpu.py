@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from veglia.engine.calcjob.guards import Guard, guarded
+from veglia.engine.calcjob.guards import Guard, guarded, positive_kwarg
 from veglia.engine.calcjob.live_trace import LiveTrace, watch_trace
-from veglia.engine.calcjob.monitors import MonitorError, MonitorResult
+from veglia.engine.calcjob.monitors import MonitorResult
 from veglia.plugins.fusion.gpu_idle import idle_by_average
 
 __all__ = ["gpu_idle"]
@@ -51,10 +51,8 @@ return 1
 
 
 def _arguments(kwargs: dict[str, Any], node: Any) -> list[str]:
-    threshold, seconds = kwargs.get("threshold", 5.0), kwargs.get("seconds", 600.0)
-    for name, value in (("threshold", threshold), ("seconds", seconds)):
-        if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-            raise MonitorError(f"{name} must be a number more than 0, not {value!r}.")
+    threshold = positive_kwarg(kwargs, "threshold", 5.0)
+    seconds = positive_kwarg(kwargs, "seconds", 600.0)
     return [
         str(round(threshold * 1000)),
         str(round(seconds * 1000)),

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from veglia.engine.calcjob.guards import Guard, guarded
+from veglia.engine.calcjob.guards import Guard, guarded, positive_kwarg
 from veglia.engine.calcjob.live_trace import LiveTrace, watch_trace
-from veglia.engine.calcjob.monitors import MonitorError, MonitorResult
+from veglia.engine.calcjob.monitors import MonitorResult
 
 __all__ = ["memory_ceiling"]
 
@@ -82,9 +82,7 @@ return 1
 
 
 def _arguments(kwargs: dict[str, Any], node: Any) -> list[str]:
-    fraction = kwargs.get("fraction", 0.95)
-    if isinstance(fraction, bool) or not isinstance(fraction, int | float) or not fraction > 0:
-        raise MonitorError(f"fraction must be a number more than 0, not {fraction!r}.")
+    fraction = positive_kwarg(kwargs, "fraction", 0.95)
     limit_kb = _number((getattr(node, "options", None) or {}).get("max_memory_kb"))
     return [
         str(round(fraction * 1_000_000)),

@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from veglia.engine.calcjob.guards import Guard, guarded
-from veglia.engine.calcjob.monitors import MonitorError, MonitorResult
+from veglia.engine.calcjob.guards import Guard, guarded, positive_kwarg
+from veglia.engine.calcjob.monitors import MonitorResult
 
 __all__ = ["walltime_guard"]
 
@@ -23,9 +23,7 @@ return 1
 
 
 def _arguments(kwargs: dict[str, Any], node: Any) -> list[str]:
-    fraction = kwargs.get("fraction", 0.9)
-    if isinstance(fraction, bool) or not isinstance(fraction, int | float) or not fraction > 0:
-        raise MonitorError(f"fraction must be a number more than 0, not {fraction!r}.")
+    fraction = positive_kwarg(kwargs, "fraction", 0.9)
     limit = (getattr(node, "options", None) or {}).get("max_wallclock_seconds")
     if not limit:
         return ["", "", ""]

@@ -72,6 +72,7 @@ PLUGIN_API_ALL = [
     "guarded",
     "hookimpl",
     "packaged_shell",
+    "positive_kwarg",
     "watch_files",
     "watch_trace",
 ]
@@ -87,7 +88,7 @@ HOMES = {
     "veglia.engine.calcjob.live_trace": ["LiveTrace", "TraceSample", "watch_trace"],
     "veglia.engine.calcjob.options": ["CalcJobOption"],
     "veglia.engine.calcjob.job_script": ["JobScriptWrap", "packaged_shell"],
-    "veglia.engine.calcjob.guards": ["Guard", "guard_of", "guarded"],
+    "veglia.engine.calcjob.guards": ["Guard", "guard_of", "guarded", "positive_kwarg"],
     "veglia.orm.computers": ["ComputerProperty"],
     "veglia.exceptions": [
         "CommandOutputTooLarge",

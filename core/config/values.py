@@ -19,6 +19,7 @@ __all__ = [
     "parse_log_level",
     "parse_non_negative_float",
     "parse_positive_int",
+    "parse_positive_seconds",
     "parse_queues",
     "parse_size_mb",
     "parse_text",
@@ -130,6 +131,18 @@ def parse_positive_int(text: Any) -> int:
     if value <= 0:
         raise ValueError(f"{text!r} must be a whole number greater than 0")
     return value
+
+
+def parse_positive_seconds(text: Any) -> float:
+    """A number of seconds more than zero, as typed: a whole number stays an ``int`` (it is
+    written into shell scripts, where ``30.0`` is not a number)."""
+    try:
+        seconds = float(str(text).strip())
+    except ValueError:
+        raise ValueError(f"{text!r} is not a number of seconds") from None
+    if not seconds > 0 or seconds == float("inf"):
+        raise ValueError(f"{text!r} is not a number of seconds more than 0")
+    return int(seconds) if seconds.is_integer() else seconds
 
 
 def parse_non_negative_float(text: Any) -> float:

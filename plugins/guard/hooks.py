@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from veglia.config.values import parse_positive_seconds
 from veglia.hookspecs import hookimpl
 
 if TYPE_CHECKING:
@@ -40,15 +41,8 @@ GRACE_SECONDS = 30
 DEFAULT_HEARTBEAT = "$HOME/.veglia/heartbeat/{profile}"
 
 
-def parse_seconds(text: str) -> float:
-    """A number of seconds more than zero, as typed."""
-    try:
-        seconds = float(text)
-    except ValueError:
-        raise ValueError(f"{text!r} is not a number of seconds") from None
-    if not seconds > 0 or seconds == float("inf"):
-        raise ValueError(f"{text!r} is not a number of seconds more than 0")
-    return int(seconds) if seconds.is_integer() else seconds
+#: A number of seconds more than zero, as typed.
+parse_seconds = parse_positive_seconds
 
 
 @hookimpl

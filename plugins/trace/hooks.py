@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING, Any
 
+from veglia.config.values import parse_positive_seconds
 from veglia.hookspecs import hookimpl
 from veglia.plugins.trace.show import process_show_tables
 
@@ -33,15 +34,8 @@ SAMPLER_FILE = "_veglia_trace.sh"
 BLOCKS = ("proc", "cgroup", "gpu", "sampler")
 
 
-def parse_interval(text: str) -> float:
-    """``trace_interval`` as typed: seconds, more than zero."""
-    try:
-        seconds = float(text)
-    except ValueError:
-        raise ValueError(f"{text!r} is not a number of seconds") from None
-    if not seconds > 0 or seconds == float("inf"):
-        raise ValueError(f"{text!r} is not a number of seconds more than 0")
-    return int(seconds) if seconds.is_integer() else seconds
+#: ``trace_interval`` as typed: seconds, more than zero.
+parse_interval = parse_positive_seconds
 
 
 @hookimpl

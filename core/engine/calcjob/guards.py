@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 
 from veglia.exceptions import MonitorError
 
-__all__ = ["Guard", "guard_arguments", "guard_of", "guarded"]
+__all__ = ["Guard", "guard_arguments", "guard_of", "guarded", "positive_kwarg"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -101,3 +101,12 @@ def guard_arguments(
     if any("\0" in a for a in arguments):
         raise MonitorError(f"{where}: its guard's arguments cannot hold a NUL byte.")
     return arguments
+
+
+def positive_kwarg(kwargs: dict[str, Any], name: str, default: float) -> float:
+    """``kwargs[name]`` (``default`` when absent) checked to be a number more than 0, for a
+    guard's ``arguments``: a :class:`MonitorError` that says so otherwise."""
+    value = kwargs.get(name, default)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        raise MonitorError(f"{name} must be a number more than 0, not {value!r}.")
+    return value
