@@ -365,3 +365,26 @@ def test_a_guard_and_the_monitor_deciding_together_end_each_job_once(profile, da
         assert len(stops) == 1, stops
         assert [log.message for log in node.logs].count(f"Killed: {node.exit_message}") <= 1
         assert not _alive(int(node.job_id))
+
+
+def test_a_guard_that_fails_leaves_the_job_running_and_says_why_in_its_log(
+    profile, daemon, monitor_import_paths, monkeypatch
+):
+    """A guard whose command is missing on the node is switched off for the job, which runs
+    to its end; the job's log says which guard and why. The heartbeat cannot be written
+    (under /proc), so the guards count the daemon as away and run."""
+    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).parent))  # for the daemon's workers
+    _guarded_localhost(Path("/proc/veglia-no-such-folder/heartbeat"))
+    daemon(1)
+    builder = ShellJob.get_builder()
+    builder.command = orm.Str("echo hi > out.log; sleep 3; echo done")
+    builder.monitors = {"broken": {"entry_point": "monitor_helpers:broken_guard"}}
+    node = engine.submit(builder)
+    wait_for([node], lambda n: n.is_terminated, timeout=60)
+    assert node.is_finished_ok, node.exit_message
+    warnings = [log.message for log in node.logs if log.levelname == "WARNING"]
+    assert any(
+        "guard broken (monitor_helpers:broken_guard) failed with status 127 and is off for "
+        "this job" in message
+        for message in warnings
+    ), warnings
