@@ -70,10 +70,16 @@ def group_members(pgid: int, zombies: bool = True) -> list[int]:
     return left
 
 
-def run_job(folder: Path, timeout: float = 30, zombies: bool = True) -> tuple[int, float]:
-    """Run job.sh as the direct scheduler does (leading its own process group); its exit
-    status and how long it ran. Nothing of it may be left behind."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "PBS_", "LSB_"))}
+def run_job(
+    folder: Path, timeout: float = 30, zombies: bool = True, env: dict[str, str] | None = None
+) -> tuple[int, float]:
+    """Run job.sh as the direct scheduler does (leading its own process group), with these
+    ``env`` variables more; its exit status and how long it ran. Nothing of it may be left
+    behind."""
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "PBS_", "LSB_"))},
+        **(env or {}),
+    }
     start = time.monotonic()
     job = subprocess.Popen(["bash", "job.sh"], cwd=folder, env=env, start_new_session=True)
     try:
@@ -123,6 +129,30 @@ def test_a_stalled_file_stops_the_job_while_the_daemon_is_away(tmp_path: Path) -
     )
     assert not (tmp_path / f"{RECORD_FILE}.tmp").exists()
     assert "guard stuck stopped the job (daemon away: true)" in (tmp_path / LOG_FILE).read_text()
+
+
+@pytest.mark.parametrize(
+    ("variable", "command"),
+    [("SLURM_JOB_ID", "scancel"), ("PBS_JOBID", "qdel"), ("LSB_JOBID", "bkill")],
+)
+def test_a_stop_asks_the_job_s_batch_system_to_end_it(
+    tmp_path: Path, variable: str, command: str
+) -> None:
+    """The batch system the job's environment names gets its cancel command with the job's
+    id. No PBS or LSF here: each command is a stand-in on PATH that writes down how it was
+    called (SLURM's real scancel ends a guarded job in test_guard_daemon)."""
+    shims, calls = tmp_path / "bin", tmp_path / "calls"
+    shims.mkdir()
+    for name in ("scancel", "qdel", "bkill"):
+        (shims / name).write_text(f'#!/bin/bash\necho "{name} $*" >> {calls}\n')
+        (shims / name).chmod(0o755)
+    job = tmp_path / "job"
+    job.mkdir()
+    stalled = {"entry_point": "core.stalled_output", "kwargs": {"path": "out.log", "seconds": 1}}
+    write_job(job, ["sleep 600"], Node({"stuck": stalled}))
+    status, _ = run_job(job, env={variable: "4242.head", "PATH": f"{shims}:{os.environ['PATH']}"})
+    assert status == 143
+    assert calls.read_text() == f"{command} 4242.head\n"
 
 
 def test_a_matching_line_stops_the_job_reading_only_new_lines(tmp_path: Path) -> None:
