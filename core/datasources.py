@@ -176,7 +176,7 @@ class DataSource(ABC):
         for name, setting in accepted.items():
             if name not in given or given[name] is None:
                 if setting.required:
-                    raise self.error(f"setting {name!r} is missing: {setting.help}")
+                    raise self.error(f"setting {name!r} is missing ({setting.help}); add it.")
                 settings[name] = setting.default
                 continue
             try:

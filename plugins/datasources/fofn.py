@@ -51,19 +51,19 @@ class FofnSource(DataSource):
     accepted_settings = (
         Setting(
             "path",
-            "give the file of file names on the computer, e.g. path = '/data/samples.csv'.",
+            "the file of file names on the computer, e.g. path = '/data/samples.csv'",
             computer_path,
         ),
         Setting(
             "format",
-            "lines (one path a line, # comments), csv or tsv (with a header row).",
+            "lines (one path a line, # comments), csv or tsv (with a header row)",
             fofn_format,
             default="lines",
         ),
-        Setting("path_column", "the CSV column holding the paths (default: path).", column, None),
+        Setting("path_column", "the CSV column holding the paths (default: path)", column, None),
         Setting(
             "group_column",
-            "a CSV column whose rows with the same value form one element.",
+            "a CSV column whose rows with the same value form one element",
             column,
             default=None,
         ),

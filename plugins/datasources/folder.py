@@ -67,25 +67,23 @@ class FolderSource(DataSource):
 
     name = "core.folder"
     accepted_settings = (
-        Setting(
-            "path", "give the folder on the computer, e.g. path = '/data/runs'.", computer_path
-        ),
+        Setting("path", "the folder on the computer, e.g. path = '/data/runs'", computer_path),
         Setting(
             "glob",
-            "which files: a pattern relative to the folder (** crosses sub-folders).",
+            "which files: a pattern relative to the folder (** crosses sub-folders)",
             relative_glob,
             default="*",
         ),
         Setting(
             "group_by",
             "a regular expression with a group (?P<name>...), matched against each file's "
-            "path relative to the folder: files with the same name form one element.",
+            "path relative to the folder: files with the same name form one element",
             name_pattern,
             default=None,
         ),
         Setting(
             "settled",
-            "seconds a file must be left unchanged (by its mtime) before it is taken.",
+            "seconds a file must be left unchanged (by its mtime) before it is taken",
             seconds,
             default=60.0,
         ),

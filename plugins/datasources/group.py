@@ -27,9 +27,7 @@ class GroupSource(DataSource):
     name = "core.group"
     needs_transport = False
     accepted_settings = (
-        Setting(
-            "group", "give the label of a veglia group, e.g. group = 'raw-reads'.", group_label
-        ),
+        Setting("group", "the label of a veglia group, e.g. group = 'raw-reads'", group_label),
     )
 
     def elements(
