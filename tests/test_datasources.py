@@ -185,6 +185,14 @@ def test_group_by_pairs_files_into_one_element(place):
     # Not read while its pair was incomplete: both files are read now, the others not.
     assert again.hashed == (place.path("s3_R1.fastq.gz"), place.path("s3_R2.fastq.gz"))
 
+    place.write("s1_R2.fastq.gz", b"s1 R2, sent again", age=1)  # a pair already taken
+    rewriting = source.elements(place.transport, known=again.known)
+    assert rewriting.identities == ["s2", "s3"] and rewriting.waiting == ("s1",)
+    place.age("s1_R2.fastq.gz", OLD)
+    rewritten = source.elements(place.transport, known=rewriting.known)
+    assert rewritten.hashed == (place.path("s1_R2.fastq.gz"),)  # s1_R1 kept its sha256
+    assert rewritten["s1"].checksum != s1.checksum
+
 
 def test_a_missing_folder_says_what_to_do(place):
     source = folder_source(place)

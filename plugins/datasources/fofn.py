@@ -16,7 +16,13 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from veglia.datasources import DataSource, Listing, Setting, read_known
-from veglia.plugins.datasources.remote import ask, assemble, checksums, computer_path
+from veglia.plugins.datasources.remote import (
+    ask,
+    assemble,
+    checksums,
+    computer_path,
+    unchanged,
+)
 
 if TYPE_CHECKING:
     from veglia.transports import Transport
@@ -120,7 +126,7 @@ class FofnSource(DataSource):
         elements, waiting, unreadable = assemble(complete, metadata, sums)
         return Listing(
             elements=tuple(elements),
-            known=sums.known,
+            known={**unchanged(cache, stats), **sums.known},
             problems=tuple(problems + unreadable),
             waiting=tuple(sorted(waiting)),
             hashed=tuple(sums.hashed),

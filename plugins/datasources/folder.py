@@ -14,7 +14,13 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from veglia.datasources import DataSource, Listing, Setting, read_known
-from veglia.plugins.datasources.remote import ask, assemble, checksums, computer_path
+from veglia.plugins.datasources.remote import (
+    ask,
+    assemble,
+    checksums,
+    computer_path,
+    unchanged,
+)
 
 if TYPE_CHECKING:
     from veglia.transports import Transport
@@ -125,12 +131,12 @@ class FolderSource(DataSource):
         }
         elements, changed, unreadable = assemble(settled, metadata, sums)
 
-        # Files of an element still waiting for another keep their sha256 while unchanged.
-        still = {posixpath.join(root, rel): (size, mtime) for rel, size, mtime in listed["files"]}
-        kept = {p: e for p, e in cache.items() if still.get(p) == e[:2]}
+        now_listed = [
+            (posixpath.join(root, rel), size, mtime) for rel, size, mtime in listed["files"]
+        ]
         return Listing(
             elements=tuple(elements),
-            known={**kept, **sums.known},
+            known={**unchanged(cache, now_listed), **sums.known},
             problems=tuple(problems + unreadable),
             waiting=tuple(sorted(waiting | changed)),
             hashed=tuple(sums.hashed),

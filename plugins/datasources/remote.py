@@ -47,6 +47,7 @@ __all__ = [
     "list_files",
     "read_text",
     "stat_paths",
+    "unchanged",
 ]
 
 
@@ -191,6 +192,14 @@ class Checksums:
     problems: dict[str, str] = field(default_factory=dict)
     hashed: list[str] = field(default_factory=list)
     known: Known = field(default_factory=dict)
+
+
+def unchanged(known: Known, files: Sequence[Sequence[Any]]) -> Known:
+    """The entries of ``known`` for ``files`` (path, size, mtime as listed now) whose size
+    and mtime are the same: an element that waits (for another file being written, for a
+    missing one) keeps its other files' sha256 until it is complete."""
+    listed = {path: (size, mtime) for path, size, mtime in files}
+    return {path: entry for path, entry in known.items() if listed.get(path) == entry[:2]}
 
 
 def checksums(
