@@ -200,6 +200,20 @@ def test_a_missing_folder_says_what_to_do(place):
         source.elements(place.transport)
 
 
+def test_a_listing_past_its_timeout_says_so_in_one_short_line(place, monkeypatch):
+    from veglia.exceptions import TransportTimeoutError
+    from veglia.plugins.datasources import remote
+
+    place.write("a.txt", b"alpha")
+    monkeypatch.setattr(remote, "BASE_TIMEOUT", 0.0)
+    with pytest.raises(TransportTimeoutError) as raised:
+        folder_source(place).elements(place.transport)
+    assert str(raised.value) == (
+        f"The data source's list command on {place.transport.hostname} ran past its "
+        "timeout of 0.0 s."
+    )
+
+
 # -- core.fofn --------------------------------------------------------------------------------
 def test_fofn_lists_its_files_and_says_which_are_missing(place):
     place.write("reads/a.fq", b"A")

@@ -149,9 +149,15 @@ def ask(transport: Transport, payload: dict, *, read_bytes: int = 0) -> Any:
     """The computer's answer to ``payload`` (one ``python3`` command); ``read_bytes`` is how
     much it will read, which the command's timeout allows for."""
     timeout = BASE_TIMEOUT + read_bytes / SLOWEST_READ
-    code, out, err = transport.exec_command(
-        _COMMAND, stdin=json.dumps(payload).encode(), timeout=timeout
-    )
+    try:
+        code, out, err = transport.exec_command(
+            _COMMAND, stdin=json.dumps(payload).encode(), timeout=timeout
+        )
+    except TransportError as exc:
+        # The message quotes the command: the whole program, kilobytes of it.
+        shown = f"the data source's {payload['op']} command"
+        message = str(exc).replace(f"`{_COMMAND}`", shown)
+        raise type(exc)(message[:1].upper() + message[1:]) from exc
     if code == 127:
         raise DataSourceError(
             f"python3 is not found on {transport.hostname}, and the file data sources run it "
