@@ -16,13 +16,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from veglia.datasources import DataSource, Listing, Setting, read_known
-from veglia.plugins.datasources.remote import (
-    ask,
-    assemble,
-    checksums,
-    computer_path,
-    unchanged,
-)
+from veglia.plugins.datasources.files import assemble, checksums, computer_path, unchanged
+from veglia.plugins.datasources.remote import ask
 
 if TYPE_CHECKING:
     from veglia.transports import Transport
