@@ -201,7 +201,8 @@ class DataSource(ABC):
         :class:`~veglia.exceptions.TransportError` when the computer cannot be reached.
         """
 
-    def _need_transport(self, transport: Transport | None) -> Transport:
+    def require_transport(self, transport: Transport | None) -> Transport:
+        """``transport``, or a :class:`DataSourceError` when a caller gave none."""
         if transport is None:
             raise self.error("needs a transport open on its computer; none was given.")
         return transport

@@ -81,7 +81,7 @@ class FofnSource(DataSource):
     def elements(
         self, transport: Transport | None, known: Mapping[str, Any] | None = None
     ) -> Listing:
-        transport = self._need_transport(transport)
+        transport = self.require_transport(transport)
         cache = read_known(known)
         fofn = ask(transport, {"op": "read", "path": self.settings["path"]})
         if "error" in fofn:

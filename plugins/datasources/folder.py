@@ -97,7 +97,7 @@ class FolderSource(DataSource):
     def elements(
         self, transport: Transport | None, known: Mapping[str, Any] | None = None
     ) -> Listing:
-        transport = self._need_transport(transport)
+        transport = self.require_transport(transport)
         cache = read_known(known)
         listed = ask(
             transport, {"op": "list", "root": self.settings["path"], "glob": self.settings["glob"]}
