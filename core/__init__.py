@@ -10,6 +10,7 @@ if TYPE_CHECKING:
     from veglia.entry_points import (
         CalculationFactory,
         DataFactory,
+        DataSourceFactory,
         MonitorFactory,
         ParserFactory,
         SchedulerFactory,
@@ -22,6 +23,7 @@ __version__ = "0.1.0"
 __all__ = [
     "CalculationFactory",
     "DataFactory",
+    "DataSourceFactory",
     "MonitorFactory",
     "ParserFactory",
     "SchedulerFactory",
@@ -37,6 +39,7 @@ __all__ = [
 _EXPORTS = {
     "CalculationFactory": "veglia.entry_points",
     "DataFactory": "veglia.entry_points",
+    "DataSourceFactory": "veglia.entry_points",
     "MonitorFactory": "veglia.entry_points",
     "ParserFactory": "veglia.entry_points",
     "SchedulerFactory": "veglia.entry_points",

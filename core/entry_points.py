@@ -23,6 +23,7 @@ __all__ = [
     "GROUPS",
     "CalculationFactory",
     "DataFactory",
+    "DataSourceFactory",
     "MonitorFactory",
     "ParserFactory",
     "SchedulerFactory",
@@ -45,6 +46,7 @@ GROUPS: dict[str, str] = {
     "transports": "veglia.transports",
     "monitors": "veglia.monitors",
     "data": "veglia.data",
+    "datasources": "veglia.datasources",
     "plugins": "veglia.plugins",
 }
 
@@ -149,6 +151,9 @@ WorkflowFactory = _factory(
 )
 ParserFactory = _factory("parsers", inspect.isclass, "a Parser class")
 DataFactory = _factory("data", inspect.isclass, "a Data class")
+DataSourceFactory = _factory(
+    "datasources", _subclass_of("veglia.datasources.DataSource"), "a DataSource subclass"
+)
 
 
 def load_process_class(process_type: str) -> type:

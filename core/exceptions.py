@@ -18,6 +18,7 @@ went wrong and what to do about it. :class:`CliExit` lists every exit code of th
     │   ├── ModificationNotAllowed  a stored node's content cannot change
     │   └── RepositoryIntegrityError a stored blob does not match its recorded hash
     ├── InputValidationError        an input does not fit its port
+    ├── DataSourceError             a data source's settings are wrong, or it cannot be listed
     ├── MonitorError                a monitor attached to a job is wrong
     │   └── MonitorTimeout          an async monitor's call was cancelled at its timeout
     ├── ControlError                a kill, pause or play request could not be carried out
@@ -61,6 +62,7 @@ __all__ = [
     "ConfigurationError",
     "ControlError",
     "DaemonError",
+    "DataSourceError",
     "EntryPointLoadError",
     "HostKeyError",
     "InputValidationError",
@@ -211,6 +213,13 @@ class ProcessClassError(PluginError):
 
 class InputValidationError(VegliaError):
     """An input does not fit the port it is given to."""
+
+    exit_code = CliExit.INVALID_INPUT
+
+
+class DataSourceError(VegliaError):
+    """A data source (``veglia.datasources``) cannot be used: a setting is missing or wrong,
+    or what it lists cannot be read (no such folder, a CSV without its path column)."""
 
     exit_code = CliExit.INVALID_INPUT
 

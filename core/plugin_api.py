@@ -23,6 +23,8 @@ that test.
   :class:`LiveTrace` (:class:`TraceSample` points), :func:`watch_trace` lets it read it
   itself when called directly; :func:`guarded` attaches a :class:`Guard` (its shell twin,
   run beside the job while no daemon is heard from), :func:`guard_of` reads it;
+- data sources (``veglia.datasources``): :class:`DataSource` built from :class:`Setting`
+  values, listing :class:`Element` objects in a :class:`Listing`;
 - the exceptions plugins raise, under :class:`VegliaError`;
 - test doubles (``veglia.testing``): :class:`FakeTransport`, :class:`FakeScheduler`,
   :class:`FakeCluster`, :class:`FakeNode`.
@@ -33,6 +35,7 @@ Importing it loads the engine; ``import veglia`` alone does not.
 from __future__ import annotations
 
 from veglia.config.options import Option
+from veglia.datasources import DataSource, Element, Listing, Setting
 from veglia.engine.calcjob import CalcJob
 from veglia.engine.calcjob.calcinfo import CalcInfo, CodeInfo
 from veglia.engine.calcjob.file_watch import FileSlice, FileWatch, watch_files
@@ -44,6 +47,7 @@ from veglia.engine.calcjob.options import CalcJobOption
 from veglia.engine.exit_codes import ExitCode
 from veglia.exceptions import (
     CommandOutputTooLarge,
+    DataSourceError,
     HostKeyError,
     MonitorError,
     SchedulerError,
@@ -77,6 +81,9 @@ __all__ = [
     "CodeInfo",
     "CommandOutputTooLarge",
     "ComputerProperty",
+    "DataSource",
+    "DataSourceError",
+    "Element",
     "ExitCode",
     "FakeCluster",
     "FakeNode",
@@ -93,6 +100,7 @@ __all__ = [
     "JobScriptWrap",
     "JobState",
     "JobTemplate",
+    "Listing",
     "LiveTrace",
     "MonitorError",
     "MonitorResult",
@@ -103,6 +111,7 @@ __all__ = [
     "Scheduler",
     "SchedulerError",
     "SchedulerSubmitError",
+    "Setting",
     "TraceSample",
     "Transport",
     "TransportConnectionError",

@@ -102,7 +102,8 @@ def _show_spec(process_class: Any) -> None:
 @click.argument("name", shell_complete=complete_entry_points())
 def plugin_show(group: str, name: str) -> None:
     """Show the documentation and signature of plugin NAME in GROUP; for a calculation or
-    a workflow, its inputs (type, required, help), outputs and exit codes."""
+    a workflow, its inputs (type, required, help), outputs and exit codes; for a data
+    source, its settings."""
     obj = load_entry_point(group, name)
     entry_point = next(ep for ep in get_entry_points(group) if ep.name == name)
     console.print(f"[bold]{name}[/bold]  ({group_name(group)})")
@@ -118,6 +119,11 @@ def plugin_show(group: str, name: str) -> None:
     console.print(inspect.getdoc(obj) or "(no documentation)", markup=False)
     if is_process:
         _show_spec(obj)
+    settings = getattr(obj, "accepted_settings", None) if group == "datasources" else None
+    if settings:
+        console.print("")
+        rows = [(s.name, "required" if s.required else repr(s.default), s.help) for s in settings]
+        print_table(("Setting", "Default", "What it is"), rows)
 
 
 COMMANDS = [plugin_group]

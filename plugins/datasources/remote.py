@@ -1,0 +1,161 @@
+"""What the file sources ask of a computer, one ``python3`` command per question.
+
+Each question is answered for every file at once (a round trip per file would take minutes
+for 10,000 files over SSH):
+
+- ``{"op": "list", "root": folder, "glob": pattern}``: the regular files matching the
+  pattern below the folder (links followed), as ``[relative path, size, mtime]``, sorted;
+- ``{"op": "stat", "paths": [...]}``: the same for the paths given (absolute, or ``~/``),
+  ``[path, size, mtime]``, with null size and mtime for a missing one;
+- ``{"op": "read", "path": file}``: a text file's ``text`` and its absolute ``path``;
+- ``{"op": "hash", "files": [[path, size, mtime], ...]}``: each file's sha256, as ``[path,
+  sha256, problem]``, read only when its size and mtime are the ones given (the listing's):
+  otherwise, or when it changes while being read, its problem is ``changed``.
+
+Both listings give the computer's clock (``now``): a file's age is judged by the clock that
+set its mtime. The functions down to :func:`answer` run on the computer: the standard
+library only, Python 3.6 syntax.
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import inspect
+import json
+import os
+import shlex
+import stat
+import time
+from typing import TYPE_CHECKING, Any
+
+from veglia.exceptions import DataSourceError, TransportError
+
+if TYPE_CHECKING:
+    from veglia.transports import Transport
+
+__all__ = ["ask", "hash_files", "list_files", "read_text", "stat_paths"]
+
+
+def list_files(root: str, pattern: str) -> dict:
+    """The regular files matching ``pattern`` (``**`` crosses folders) below ``root``."""
+    root = os.path.expanduser(root)
+    if not os.path.isdir(root):
+        return {"error": "no folder " + root}
+    found = []
+    for path in glob.glob(os.path.join(glob.escape(root), pattern), recursive=True):
+        try:
+            info = os.stat(path)
+        except OSError:
+            continue  # a link to nothing, or gone since the glob
+        if stat.S_ISREG(info.st_mode):
+            found.append([os.path.relpath(path, root), info.st_size, info.st_mtime])
+    found.sort()
+    return {"root": root, "now": time.time(), "files": found}
+
+
+def stat_paths(paths: list) -> dict:
+    """``[path, size, mtime]`` per path (size and mtime null when it is no regular file)."""
+    found = []
+    for path in paths:
+        path = os.path.expanduser(path)
+        try:
+            info = os.stat(path)
+        except OSError:
+            found.append([path, None, None])
+            continue
+        if stat.S_ISREG(info.st_mode):
+            found.append([path, info.st_size, info.st_mtime])
+        else:
+            found.append([path, None, None])
+    return {"now": time.time(), "files": found}
+
+
+def read_text(path: str) -> dict:
+    """A text file's content (UTF-8) and its absolute path."""
+    path = os.path.abspath(os.path.expanduser(path))
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except OSError as exc:
+        return {"error": "cannot read " + path + " (" + (exc.strerror or str(exc)) + ")"}
+    return {"path": path, "text": data.decode("utf-8", "replace")}
+
+
+def hash_files(files: list) -> list:
+    """``[path, sha256, problem]`` per ``[path, size, mtime]`` asked."""
+    answers = []
+    for path, size, mtime in files:
+        try:
+            with open(path, "rb") as handle:
+                before = os.fstat(handle.fileno())
+                if (before.st_size, before.st_mtime) != (size, mtime):
+                    answers.append([path, None, "changed"])
+                    continue
+                digest = hashlib.sha256()
+                chunk = handle.read(1 << 20)
+                while chunk:
+                    digest.update(chunk)
+                    chunk = handle.read(1 << 20)
+                after = os.fstat(handle.fileno())
+        except OSError as exc:
+            answers.append([path, None, exc.strerror or str(exc)])
+            continue
+        if (after.st_size, after.st_mtime) != (size, mtime):
+            answers.append([path, None, "changed"])
+        else:
+            answers.append([path, digest.hexdigest(), ""])
+    return answers
+
+
+def answer(payload: dict) -> object:
+    if payload["op"] == "list":
+        return list_files(payload["root"], payload["glob"])
+    if payload["op"] == "stat":
+        return stat_paths(payload["paths"])
+    if payload["op"] == "read":
+        return read_text(payload["path"])
+    return hash_files(payload["files"])
+
+
+_PROGRAM = (
+    "import glob, hashlib, json, os, stat, sys, time\n"
+    + "".join(inspect.getsource(f) for f in (list_files, stat_paths, read_text, hash_files, answer))
+    + "sys.stdout.write(json.dumps(answer(json.load(sys.stdin))))\n"
+)
+_COMMAND = f"python3 -c {shlex.quote(_PROGRAM)}"
+
+#: Seconds a listing may take, and a hash command besides its reading time.
+BASE_TIMEOUT = 120.0
+#: The slowest reading rate a hash command's timeout allows for, in bytes a second.
+SLOWEST_READ = 20 * 2**20
+
+
+def ask(transport: Transport, payload: dict, *, read_bytes: int = 0) -> Any:
+    """The computer's answer to ``payload`` (one ``python3`` command); ``read_bytes`` is how
+    much it will read, which the command's timeout allows for."""
+    timeout = BASE_TIMEOUT + read_bytes / SLOWEST_READ
+    try:
+        code, out, err = transport.exec_command(
+            _COMMAND, stdin=json.dumps(payload).encode(), timeout=timeout
+        )
+    except TransportError as exc:
+        # The message quotes the command: the whole program, kilobytes of it.
+        shown = f"the data source's {payload['op']} command"
+        message = str(exc).replace(f"`{_COMMAND}`", shown)
+        raise type(exc)(message[:1].upper() + message[1:]) from exc
+    if code == 127:
+        raise DataSourceError(
+            f"python3 is not found on {transport.hostname}, and the file data sources run it "
+            "there to list and hash files: install python3 (3.6 or later) on that computer."
+        )
+    what = f"The data source's {payload['op']} command on {transport.hostname}"
+    if code != 0:
+        raise TransportError(f"{what} failed (exit {code}): {err.strip()[-500:]}")
+    try:
+        return json.loads(out)
+    except ValueError:
+        raise TransportError(
+            f"{what} printed what is not the expected JSON (does a login script print to "
+            f"stdout?): {out[:200]!r}"
+        ) from None
