@@ -28,7 +28,6 @@ import sqlalchemy as sa
 
 from veglia.exceptions import NotExistent, PipelineSetupError
 from veglia.manage import get_storage
-from veglia.orm.users import get_default_user
 from veglia.storage import tables
 
 __all__ = [
@@ -251,6 +250,9 @@ def _newest_version(connection: Any, name: str) -> int | None:
 
 
 def _insert(setup: PipelineSetup, version: int) -> PipelineSetup:
+    # Lazy: the user is looked up through SQLAlchemy's ORM, which list and show never load.
+    from veglia.orm.users import get_default_user
+
     table = tables.pipeline_setups
     values = {
         "name": setup.name,

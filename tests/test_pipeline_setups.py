@@ -313,3 +313,24 @@ def test_migration_0009_adds_pipeline_setups_and_downgrades(storage):
     columns = {c["name"] for c in sa.inspect(storage.engine).get_columns("pipeline_setups")}
     assert {"name", "version", "enabled", "process", "inputs", "options", "input_port"} <= columns
     assert {"source", "source_settings", "source_computer", "max_active", "created"} <= columns
+
+
+def test_list_and_show_load_neither_the_orm_nor_the_engine(profile, tmp_path, runs):
+    """`pipeline list` and `show` read rows through tables: a third less start-up."""
+    import subprocess
+    import sys
+
+    from veglia.pipeline_setups import PipelineSetup, parse_setup_toml
+
+    PipelineSetup.from_dict(parse_setup_toml(setup_text(runs))).store()
+    code = (
+        "import sys\nfrom veglia.cli.main import main\n"
+        "for args in (['pipeline', 'list'], ['pipeline', 'show', 'count-lines']):\n"
+        "    try:\n        main(args)\n    except SystemExit:\n        pass\n"
+        "print([m for m in ('sqlalchemy.orm', 'plumpy', 'veglia.engine') if m in sys.modules])"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert "count-lines" in result.stdout
+    assert result.stdout.splitlines()[-1] == "[]"
