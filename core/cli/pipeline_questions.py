@@ -44,8 +44,10 @@ ANY_INPUT = "<an input of its process>"
 
 
 def _summary(obj: Any) -> str:
-    doc = inspect.getdoc(obj) or ""
-    return doc.strip().splitlines()[0] if doc.strip() else ""
+    """The first sentence of an object's docstring (which may run over several lines)."""
+    paragraph = (inspect.getdoc(obj) or "").strip().split("\n\n")[0]
+    sentence = " ".join(paragraph.split()).split(". ")[0]
+    return sentence if not sentence or sentence.endswith(".") else f"{sentence}."
 
 
 def _ask(prompt: str, convert: Callable[[str], T], default: str | None = None) -> T:
