@@ -19,6 +19,7 @@ went wrong and what to do about it. :class:`CliExit` lists every exit code of th
     │   └── RepositoryIntegrityError a stored blob does not match its recorded hash
     ├── InputValidationError        an input does not fit its port
     ├── DataSourceError             a data source's settings are wrong, or it cannot be listed
+    ├── PipelineSetupError          a pipeline setup does not fit its process, source or computer
     ├── MonitorError                a monitor attached to a job is wrong
     │   └── MonitorTimeout          an async monitor's call was cancelled at its timeout
     ├── ControlError                a kill, pause or play request could not be carried out
@@ -73,6 +74,7 @@ __all__ = [
     "MonitorError",
     "MonitorTimeout",
     "NotExistent",
+    "PipelineSetupError",
     "PluginError",
     "ProcessActiveError",
     "ProcessClassError",
@@ -220,6 +222,13 @@ class InputValidationError(VegliaError):
 class DataSourceError(VegliaError):
     """A data source (``veglia.datasources``) cannot be used: a setting is missing or wrong,
     or what it lists cannot be read (no such folder, a CSV without its path column)."""
+
+    exit_code = CliExit.INVALID_INPUT
+
+
+class PipelineSetupError(VegliaError):
+    """A pipeline setup cannot be stored as given: its process, a fixed input, an option, its
+    data source or the input that takes each element does not fit (the message says which)."""
 
     exit_code = CliExit.INVALID_INPUT
 

@@ -173,15 +173,15 @@ def test_outdated_schema_is_reported_and_migrated(run_cli, veglia_home):
         connection.execute("UPDATE alembic_version SET version_num = '0001'")
         tables = ("report_outbox", "report_runs", "process_leases", "repository_blobs")
         tables += ("repository_chunks",)
-        for table in (*tables, "group_nodes", "groups"):
+        for table in (*tables, "group_nodes", "groups", "pipeline_setups"):
             connection.execute(f"DROP TABLE {table}")
         for index in ("ix_nodes_cache_hash", "ix_nodes_similarity_key", "ix_nodes_mtime"):
             connection.execute(f"DROP INDEX {index}")
     status = run_cli("status")
     assert status.exit_code == 1 and "veglia storage migrate" in status.stdout
-    assert "at schema 0001; this release needs 0008" in status.stdout
+    assert "at schema 0001; this release needs 0009" in status.stdout
     migrated = run_cli("storage", "migrate")
-    assert migrated.exit_code == 0 and "from 0001 to 0008" in migrated.stdout
+    assert migrated.exit_code == 0 and "from 0001 to 0009" in migrated.stdout
     assert run_cli("status").exit_code == 0
 
 

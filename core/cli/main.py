@@ -62,6 +62,11 @@ BUILTIN_COMMANDS: dict[str, tuple[str, str, str]] = {
         "node_group",
         "Inspect nodes and their files; delete nodes with their provenance.",
     ),
+    "pipeline": (
+        "veglia.cli.cmd_pipeline",
+        "pipeline_group",
+        "Create named pipeline setups that run a process on each element of a data source.",
+    ),
     "plugin": ("veglia.cli.cmd_plugin", "plugin_group", "List and inspect installed plugins."),
     "presto": (
         "veglia.cli.cmd_setup",

@@ -24,6 +24,7 @@ __all__ = [
     "Link",
     "Log",
     "Node",
+    "PipelineSetup",
     "ProcessLease",
     "ReportOutbox",
     "ReportRun",
@@ -120,3 +121,9 @@ class GroupNode(Base):
     """A node in a group: deleting either deletes the membership, never the other."""
 
     __table__ = tables.group_nodes
+
+
+class PipelineSetup(Base):
+    """One version of a named pipeline setup."""
+
+    __table__ = tables.pipeline_setups

@@ -49,6 +49,7 @@ __all__ = [
     "metadata",
     "new_uuid",
     "nodes",
+    "pipeline_setups",
     "process_leases",
     "report_outbox",
     "report_runs",
@@ -349,4 +350,32 @@ group_nodes = Table(
     metadata,
     _foreign("group_id", "groups.id", "CASCADE", primary_key=True),
     _foreign("node_id", "nodes.id", "CASCADE", primary_key=True, index=True),
+)
+
+#: A pipeline setup: a process run once per element of a data source, with fixed inputs and
+#: options. Never changed but for ``enabled``: an edit adds the next version, so work
+#: started from a version keeps reading what it started with.
+pipeline_setups = Table(
+    "pipeline_setups",
+    metadata,
+    _id(),
+    _text("name", 255),
+    Column("version", Integer, nullable=False),
+    Column("enabled", Boolean, nullable=False, default=False),
+    # a veglia.calculations or veglia.workflows entry point
+    _text("process", 255),
+    _json("inputs"),
+    # computer, monitors and the calc job's metadata.options (queue_name, resources, ...)
+    _json("options"),
+    # the input (dotted for a namespace's, "job.files") that receives each element
+    _text("input_port", 255),
+    # a veglia.datasources entry point, its settings, and the computer it is read on
+    _text("source", 255),
+    _json("source_settings"),
+    Column("source_computer", String(255), nullable=True),
+    Column("max_active", Integer, nullable=True),
+    _text("description", default=""),
+    _time("created"),
+    _foreign("user_id", "users.id", "SET NULL", nullable=True),
+    UniqueConstraint("name", "version"),
 )
