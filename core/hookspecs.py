@@ -278,7 +278,8 @@ def notify(event: str, subject: str, body: str, recipients: list[str], profile: 
     ``event`` is one of ``process_excepted`` (a process failed in a way no retry fixes),
     ``computer_unreachable`` (a computer could not be reached and its jobs were paused),
     ``computer_back`` (it answers again and those jobs go on), ``workflow_finished`` (a
-    pipeline ended), ``restart_gave_up`` (the restart policy stopped resubmitting a job)
+    pipeline ended), ``pipeline_setup_done`` (a pipeline setup has run every element its
+    data source lists), ``restart_gave_up`` (the restart policy stopped resubmitting a job)
     and ``jobs_blocked`` (the scheduler refused jobs for a
     reason no retry fixes); each is sent once per event, not once per poll or per job, and
     new events may be added. ``recipients`` are the addresses of the

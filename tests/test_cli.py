@@ -179,9 +179,9 @@ def test_outdated_schema_is_reported_and_migrated(run_cli, veglia_home):
             connection.execute(f"DROP INDEX {index}")
     status = run_cli("status")
     assert status.exit_code == 1 and "veglia storage migrate" in status.stdout
-    assert "at schema 0001; this release needs 0009" in status.stdout
+    assert "at schema 0001; this release needs 0010" in status.stdout
     migrated = run_cli("storage", "migrate")
-    assert migrated.exit_code == 0 and "from 0001 to 0009" in migrated.stdout
+    assert migrated.exit_code == 0 and "from 0001 to 0010" in migrated.stdout
     assert run_cli("status").exit_code == 0
 
 

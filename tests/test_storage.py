@@ -336,9 +336,9 @@ def test_migration_0006_adds_the_scale_indexes_and_downgrades(storage):
         command.downgrade(config, "0005")
     assert storage.schema_status().current == "0005"
     assert not set(INDEXED_ATTRIBUTES) & _index_names(storage)
-    with pytest.raises(SchemaOutdatedError, match="needs 0009"):
+    with pytest.raises(SchemaOutdatedError, match="needs 0010"):
         storage.check_schema()
-    assert storage.migrate() == ("0005", "0009")
+    assert storage.migrate() == ("0005", "0010")
     assert set(INDEXED_ATTRIBUTES) <= _index_names(storage)
 
 

@@ -23,6 +23,7 @@ from veglia.config.values import (
     parse_log_level,
     parse_non_negative_float,
     parse_positive_int,
+    parse_positive_seconds,
     parse_queues,
     parse_size_mb,
     parse_text,
@@ -283,6 +284,13 @@ BUILTIN_OPTIONS: tuple[Option, ...] = (
         "Seconds between two scheduler queries for one computer.",
         default=5.0,
         parse=parse_non_negative_float,
+    ),
+    Option(
+        "pipeline.poll_interval",
+        "Seconds between two looks at the data source of each enabled pipeline setup (by the "
+        "daemon), for new or changed elements to start runs for.",
+        default=60.0,
+        parse=parse_positive_seconds,
     ),
     Option(
         "daemon.worker_process_slots",

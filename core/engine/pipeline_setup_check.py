@@ -38,7 +38,14 @@ from veglia.orm.data import SinglefileData, to_node
 from veglia.orm.nodes import Node
 from veglia.pipeline_setups import PipelineSetup
 
-__all__ = ["checked_setup", "element_port", "process_class_of", "source_of"]
+__all__ = [
+    "checked_setup",
+    "element_port",
+    "place_element",
+    "process_class_of",
+    "run_builder",
+    "source_of",
+]
 
 #: Inputs that are settings, not data: a setup's values for them are kept as they are.
 PLAIN_INPUTS = frozenset({"metadata", "monitors"})
@@ -193,19 +200,41 @@ def checked_setup(setup: PipelineSetup) -> PipelineSetup:
     )
     if "monitors" in options:
         _check_monitors(setup, options["monitors"])
-    port, holder = element_port(setup, process_class)
+    _, holder = element_port(setup, process_class)
     if _given(setup.inputs, setup.input_port):
         raise _fail(
             setup,
             f"inputs.{setup.input_port} is the input_port: each element goes there; take it "
             "out of the fixed inputs.",
         )
+    builder, target = _filled_builder(setup, process_class, holder)
+    kind = "a file" if source.needs_transport else "a node"
+    place_element(setup, {STAND_IN_NAME: _stand_in(source)}, kind, process_class, builder, target)
+    return setup
+
+
+def _filled_builder(
+    setup: PipelineSetup, process_class: type[Process], holder: str
+) -> tuple[ProcessBuilder, ProcessBuilderNamespace]:
+    """A builder with the setup's fixed inputs and options, and the namespace in it that
+    holds ``input_port``."""
     builder = process_class.get_builder()
     _fill(setup, builder, setup.inputs, "")
     target = _namespace_at(builder, holder)
     _fill(setup, target, _settings(setup, process_class, target, holder), holder)
-    _check_element_port(setup, source, port, target, builder, process_class)
-    return setup
+    return builder, target
+
+
+def run_builder(
+    setup: PipelineSetup, element_nodes: Mapping[str, Node], kind: str
+) -> ProcessBuilder:
+    """The builder of the setup's run for one element, whose nodes (``kind``: "a file" or
+    "a node") are ``element_nodes`` by name; validated, or :class:`PipelineSetupError`."""
+    process_class = process_class_of(setup)
+    _, holder = element_port(setup, process_class)
+    builder, target = _filled_builder(setup, process_class, holder)
+    place_element(setup, element_nodes, kind, process_class, builder, target)
+    return builder
 
 
 def _given(values: Mapping[str, Any], dotted: str) -> bool:
@@ -266,26 +295,33 @@ def _settings(
     return settings
 
 
-def _check_element_port(
+def place_element(
     setup: PipelineSetup,
-    source: DataSource,
-    port: Any,
-    target: ProcessBuilderNamespace,
-    builder: ProcessBuilder,
+    element_nodes: Mapping[str, Node],
+    kind: str,
     process_class: type[Process],
+    builder: ProcessBuilder,
+    target: ProcessBuilderNamespace,
 ) -> None:
-    """Put a stand-in for an element at ``input_port`` and validate the whole; an input
-    inside a namespace of any inputs (core.restart's ``job.files``) may be either kind, so
-    each is tried."""
-    stand_in = _stand_in(source)
+    """Put an element's nodes at ``input_port`` and validate the whole: a namespace takes
+    them by name, a single input takes an element of exactly one; an input inside a
+    namespace of any inputs (core.restart's ``job.files``) may be either kind, so each is
+    tried."""
+    port, _ = element_port(setup, process_class)
     name = setup.input_port.rsplit(".", 1)[-1]
+    single = list(element_nodes.values())[:1] if len(element_nodes) == 1 else []
     if isinstance(port, PortNamespace):
-        forms: list[Any] = [{STAND_IN_NAME: stand_in}]
+        forms: list[Any] = [dict(element_nodes)]
     elif port is None:
-        forms = [{STAND_IN_NAME: stand_in}, stand_in]
+        forms = [dict(element_nodes), *single]
     else:
-        forms = [stand_in]
-    kind = "a file" if source.needs_transport else "a node"
+        forms = single
+    if not forms:
+        raise _fail(
+            setup,
+            f"input_port {setup.input_port!r} takes one {kind.split()[-1]}, and this element "
+            f"has {len(element_nodes)}; point input_port at a namespace (such as 'files').",
+        )
     first: PipelineSetupError | None = None
     for value in forms:
         try:

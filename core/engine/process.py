@@ -37,7 +37,7 @@ from veglia.storage.outage import is_storage_outage
 if TYPE_CHECKING:
     from veglia.storage.backend import HeldTransaction
 
-__all__ = ["CALLED_BY", "TO_DAEMON", "Process"]
+__all__ = ["CALLED_BY", "NODE_ATTRIBUTES", "TO_DAEMON", "Process"]
 
 #: The workflow node creating processes here, and the call key of the one being created.
 CALLED_BY: contextvars.ContextVar[tuple[ProcessNode, str | None] | None] = contextvars.ContextVar(
@@ -47,6 +47,13 @@ CALLED_BY: contextvars.ContextVar[tuple[ProcessNode, str | None] | None] = conte
 #: Whether the process being created goes to the daemon (``submit``): its node is then
 #: stored with the ``daemon`` flag, in the commit of the node itself.
 TO_DAEMON: contextvars.ContextVar[bool] = contextvars.ContextVar("veglia_to_daemon", default=False)
+
+#: Attributes the launcher puts on the node of the process being created, in the node's
+#: own commit (a pipeline setup's run names its element: no moment where the run exists
+#: but does not say which element it is for).
+NODE_ATTRIBUTES: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar(
+    "veglia_node_attributes", default=None
+)
 
 LOGGER = logging.getLogger("veglia.engine")
 
@@ -153,6 +160,7 @@ class Process(plumpy.Process):
             # process over leaves a daemon process the daemon's repair finds (an unflagged
             # one would wait, created, for ever), and one commit instead of two.
             node.set_attribute(DAEMON, True)
+        node.set_attributes(NODE_ATTRIBUTES.get() or {})
         # One transaction: a worker that dies here leaves either no node or a whole one,
         # which a resumed caller finds by its call key. New inputs go in the same INSERT.
         node.store(incoming, together=[source for source, _, _ in incoming])

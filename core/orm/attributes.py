@@ -23,6 +23,8 @@ PAUSED_REASON = "paused_reason"
 CONTROL_REQUEST = "control_request"
 #: The pk of the process that ``veglia verify --rerun`` ran this one again for.
 RERUN_OF = "rerun_of"
+#: A pipeline setup's run: {"setup": name, "version": n, "element": row id, "identity": ...}.
+PIPELINE_RUN = "pipeline_run"
 #: Which finished jobs are like this one (calc jobs, and the restart policy's workflow).
 SIMILARITY_KEY = "similarity_key"
 

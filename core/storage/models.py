@@ -127,3 +127,15 @@ class PipelineSetup(Base):
     """One version of a named pipeline setup."""
 
     __table__ = tables.pipeline_setups
+
+
+class PipelineElement(Base):
+    """An element a setup's source listed, and the run started for it."""
+
+    __table__ = tables.pipeline_elements
+
+
+class PipelineSource(Base):
+    """What the last look at a setup's source found."""
+
+    __table__ = tables.pipeline_sources

@@ -49,7 +49,9 @@ __all__ = [
     "metadata",
     "new_uuid",
     "nodes",
+    "pipeline_elements",
     "pipeline_setups",
+    "pipeline_sources",
     "process_leases",
     "report_outbox",
     "report_runs",
@@ -378,4 +380,49 @@ pipeline_setups = Table(
     _time("created"),
     _foreign("user_id", "users.id", "SET NULL", nullable=True),
     UniqueConstraint("name", "version"),
+)
+
+#: Each element a setup's source listed, once per content: the unique (setup name, key) is
+#: what keeps two workers, or two hosts, from starting a run for the same element twice.
+pipeline_elements = Table(
+    "pipeline_elements",
+    metadata,
+    _id(),
+    _text("setup_name", 255),
+    # the version that saw it first (and, once started, the one its run reads)
+    _foreign("setup_id", "pipeline_setups.id", "CASCADE", index=True),
+    _text("identity"),
+    _text("checksum", 64),
+    # sha256 of identity and checksum: the unique key fits any index, whatever the identity
+    _text("key", 64),
+    _json("files"),
+    _json("element_metadata"),
+    # new: waiting to start; starting: claimed by a worker; started: its run exists;
+    # refused: its run could not be made (``problem`` says why); superseded: its content
+    # changed before it started
+    _text("state", 16, default="new"),
+    Column("problem", Text, nullable=True),
+    Column("claimed_by", String(255), nullable=True),
+    # when it was claimed, on the database's clock (epoch seconds)
+    Column("claimed_at", Float, nullable=True),
+    _foreign("process_id", "nodes.id", "SET NULL", nullable=True, index=True),
+    _time("seen"),
+    UniqueConstraint("setup_name", "key"),
+    Index("ix_pipeline_elements_setup_name_state", "setup_name", "state"),
+)
+
+#: What the last look at each setup's source found (``pipeline show`` says it).
+pipeline_sources = Table(
+    "pipeline_sources",
+    metadata,
+    Column("setup_name", String(255), primary_key=True),
+    Column("polled", DateTime(timezone=True), nullable=True),
+    # why the source could not be listed (the folder is missing, the host does not answer)
+    Column("error", Text, nullable=True),
+    # what the listing left out, one line each, and the identities still being written
+    _json("problems"),
+    _json("waiting"),
+    Column("listed", Integer, nullable=False, default=0),
+    # the listing whose elements had all ended when the one notification said so
+    Column("notified_done", String(64), nullable=True),
 )

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 from datetime import datetime, timezone
+from typing import Any
 
-__all__ = ["as_utc", "utcnow"]
+import sqlalchemy as sa
+
+__all__ = ["as_utc", "database_epoch", "utcnow"]
 
 
 def utcnow() -> datetime:
@@ -14,3 +17,11 @@ def utcnow() -> datetime:
 def as_utc(value: datetime) -> datetime:
     """A stored time as an aware UTC datetime (SQLite gives back naive ones)."""
     return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value
+
+
+def database_epoch(dialect: str) -> Any:
+    """The database's clock in epoch seconds, as an SQL expression: what workers on hosts
+    whose clocks disagree compare heartbeats and claims by."""
+    if dialect == "postgresql":
+        return sa.func.extract("epoch", sa.func.clock_timestamp())
+    return (sa.func.julianday("now") - 2440587.5) * 86400.0

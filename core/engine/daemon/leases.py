@@ -22,6 +22,7 @@ import sqlalchemy as sa
 from veglia.manage import get_storage
 from veglia.orm.attributes import DAEMON
 from veglia.storage.tables import nodes, process_leases
+from veglia.storage.times import database_epoch
 
 __all__ = [
     "Lease",
@@ -97,12 +98,10 @@ class Lease:
 
 def _now() -> Any:
     """The database's clock in epoch seconds, as an SQL expression."""
-    if get_storage().engine.dialect.name == "postgresql":
-        return sa.func.extract("epoch", sa.func.clock_timestamp())
-    return (sa.func.julianday("now") - 2440587.5) * 86400.0
+    return database_epoch(get_storage().engine.dialect.name)
 
 
-def _local_holder_gone(worker: str, pid: int) -> bool:
+def local_holder_gone(worker: str, pid: int) -> bool:
     """A worker of this host that no longer runs: no need to wait for its lease to expire."""
     if not worker.endswith(f"/{_pid_space()}"):
         return False
@@ -158,7 +157,7 @@ def acquire(pk: int, worker: WorkerId, timeout: float) -> bool:
         if row is None:  # released in between: try again from the start
             return acquire(pk, worker, timeout)
         mine = row.worker == str(worker)
-        if not (mine or row.expired or _local_holder_gone(row.worker, row.pid)):
+        if not (mine or row.expired or local_holder_gone(row.worker, row.pid)):
             return False
         # Compare and swap on the holder seen: of two workers taking over, one wins.
         taken = connection.execute(
@@ -208,7 +207,7 @@ def holder(pk: int, timeout: float) -> Lease | None:
         ).first()
     if row is None:
         return None
-    gone = _local_holder_gone(row.worker, row.pid)
+    gone = local_holder_gone(row.worker, row.pid)
     age = float(row.age)
     return Lease(pk, row.worker, row.host, row.pid, age, live=age <= timeout and not gone)
 
@@ -242,6 +241,6 @@ def unleased_active(timeout: float) -> list[int]:
         ).all()
     # One look at each holder, not at each of the hundreds of processes it holds.
     holders = {(worker, pid) for _, worker, pid in held}
-    gone = {holder for holder in holders if _local_holder_gone(*holder)}
+    gone = {holder for holder in holders if local_holder_gone(*holder)}
     orphans = [pk for pk, worker, pid in held if (worker, pid) in gone]
     return sorted([*unleased, *orphans])

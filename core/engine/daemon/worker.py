@@ -30,6 +30,7 @@ from veglia.engine.daemon.housekeeping import PRIMARY_ENV, Housekeeper, log_fail
 from veglia.engine.daemon.live_config import INTERVAL as CONFIG_INTERVAL
 from veglia.engine.daemon.live_config import follow_config
 from veglia.engine.daemon.outages import OutageWatcher
+from veglia.engine.daemon.pipeline_intake import PipelineIntake
 from veglia.engine.daemon.rpc_queue import SharedRpcQueue
 from veglia.engine.daemon.task_bridge import task_bridge
 from veglia.engine.persistence import load_process
@@ -150,6 +151,7 @@ class Worker:
         # Read once, and not handed down to the jobs this worker starts.
         primary = os.environ.pop(PRIMARY_ENV, None) == "1"
         self.housekeeper = None
+        self.intake: PipelineIntake | None = None
         if primary:
 
             def write_now() -> None:
@@ -174,6 +176,8 @@ class Worker:
             self.housekeeper.start()
             # On this loop: the cancels go through this worker's transport queue.
             self.loop.create_task(PendingCancelSweeper(self.runner).run(self._stop))
+            self.intake = PipelineIntake(self.runner)
+            self.loop.create_task(self.intake.run(self._stop))
         try:
             self.loop.run_until_complete(self._stop.wait())
         finally:
@@ -376,5 +380,6 @@ class Worker:
                 "monitor_cycles": sum(p.cycles for p in self.runner.pollers()),
                 "monitor_cycle_seconds": sum(p.cycle_seconds for p in self.runner.pollers()),
                 "child_queries": self.runner.child_watcher.queries,
+                **({} if self.intake is None else {"pipeline_runs_started": self.intake.started}),
             },
         )
