@@ -9,7 +9,6 @@ import signal
 import time
 from pathlib import Path
 
-import pytest
 import sqlalchemy as sa
 
 from veglia.engine.daemon import DaemonFiles
@@ -126,10 +125,10 @@ def test_the_daemon_runs_each_new_element_once_and_a_changed_one_again(
 
     first = until(lambda: len(runs_of("cat-files")) == 2 and runs_of("cat-files"), 60, "2 runs")
     assert list(first) == ["a.txt", "b.txt"]
-    until(lambda: ended(sum(first.values(), [])), 120, "the first runs to end")
+    until(lambda: ended([pk for pks in first.values() for pk in pks]), 120, "the first runs to end")
     assert stdout(first["a.txt"][0]) == b"alpha\n"
     until(lambda: smtp_server.messages, 30, "the notification that all elements ended")
-    (_, message), = smtp_server.messages
+    ((_, message),) = smtp_server.messages
     assert "pipeline cat-files: all 2 elements ended (0 failed)" in message["Subject"]
 
     # Still being written (changed within `settled`): not taken until left alone.
@@ -145,14 +144,119 @@ def test_the_daemon_runs_each_new_element_once_and_a_changed_one_again(
     time.sleep(5)  # the touched a.txt settles and is looked at again
     runs = runs_of("cat-files")
     assert {k: len(v) for k, v in runs.items()} == {"a.txt": 1, "b.txt": 2, "c.txt": 1}
-    until(lambda: ended(sum(runs.values(), [])), 120, "every run to end")
+    until(lambda: ended([pk for pks in runs.values() for pk in pks]), 120, "every run to end")
     assert stdout(runs["b.txt"][1]) == b"beta, corrected\n"
 
     progress = until(
         lambda: (p := pipeline_progress("cat-files")).done == 4 and p, 30, "4 done runs"
     )
     assert (progress.seen, progress.running, progress.to_start, progress.failed_total) == (
-        4, 0, 0, 0
+        4,
+        0,
+        0,
+        0,
     )
     until(lambda: len(smtp_server.messages) == 2, 30, "a second notification once c and b ended")
     set_runner(None)
+
+
+def drop_over_ssh(transport, folder: str, name: str, text: str) -> None:
+    """Write a file on the SSH host as a person's upload does: under a temporary name, then
+    renamed, so nobody reads half of it (the glob does not match the temporary name)."""
+    transport.write_bytes(f"{folder}/.{name}.part", text.encode())
+    transport.exec_command(f"mv {folder}/.{name}.part {folder}/{name}")
+
+
+def test_files_dropped_over_ssh_run_once_through_a_killed_worker_and_a_restart(
+    veglia_home, rabbitmq_url, services_env, ssh_params, daemon, run_cli
+):
+    """Two workers with a broker; the source is a folder on the SSH host, the runs on this
+    machine. The worker taking in elements is killed while it starts them, and the daemon
+    is stopped and started again: every element still has exactly one run."""
+    import uuid
+
+    from veglia.engine.runner import set_runner
+    from veglia_fixtures.profiles import make_profile
+    from veglia_fixtures.services import ssh_computer
+
+    profile = make_profile(**{"broker.url": rabbitmq_url, "pipeline.poll_interval": "1"})
+    drop = ssh_computer("drop", services_env, ssh_params, "core.direct")
+    folder = f"{services_env['SSH_USER_HOME']}/intake-{uuid.uuid4().hex[:8]}"
+    with drop.get_transport() as transport:
+        transport.makedirs(folder)
+        for i in range(40):
+            drop_over_ssh(transport, folder, f"s{i:03d}.txt", f"sample {i}\n")
+        make_setup("from-ssh", folder, source_computer="drop", settled=0)
+        daemon(2)
+        victim = DaemonFiles(profile).read_status()["workers"][0]["pid"]  # the first: intake
+        until(lambda: runs_of("from-ssh"), 60, "the first runs")
+        os.kill(victim, signal.SIGKILL)
+        for i in range(40, 60):
+            drop_over_ssh(transport, folder, f"s{i:03d}.txt", f"sample {i}\n")
+        until(lambda: len(runs_of("from-ssh")) == 60, 120, "a run for each of 60 files")
+        ok(run_cli("-p", "test", "daemon", "stop"))
+        daemon(2)
+        for i in range(60, 65):
+            drop_over_ssh(transport, folder, f"s{i:03d}.txt", f"sample {i}\n")
+        until(lambda: len(runs_of("from-ssh")) == 65, 60, "a run for each of 65 files")
+        runs = runs_of("from-ssh")
+        until(lambda: ended([pk for pks in runs.values() for pk in pks]), 180, "every run")
+        time.sleep(3)  # looks after the last: nothing new
+        transport.rmtree(folder)
+    runs = runs_of("from-ssh")
+    assert {identity: len(pks) for identity, pks in runs.items()} == {
+        f"s{i:03d}.txt": 1 for i in range(65)
+    }
+    assert all(load_node(pks[0]).is_finished_ok for pks in runs.values())
+    assert stdout(runs["s007.txt"][0]) == b"sample 7\n"
+    workers = DaemonFiles(profile).read_status()["workers"]
+    assert victim not in [w["pid"] for w in workers]
+    set_runner(None)
+
+
+def test_claims_of_a_worker_that_died_while_starting_are_finished_once(profile, daemon, tmp_path):
+    """A worker killed between claiming elements and storing their runs: the element whose
+    run it never stored is started by the next worker; the one whose run it stored (the run
+    names its element in its own commit) is not started again."""
+    import subprocess
+
+    from veglia import engine, orm
+    from veglia.engine.daemon import leases
+    from veglia.engine.process import NODE_ATTRIBUTES
+    from veglia.entry_points import CalculationFactory, TransportFactory
+    from veglia.pipeline_elements import claim_new, record_listing
+    from veglia.pipeline_setups import set_pipeline_enabled
+    from veglia.plugins.datasources.folder import FolderSource
+
+    data = tmp_path / "data"
+    data.mkdir()
+    settled_file(data, "lost.txt", "never stored\n")
+    settled_file(data, "stored.txt", "stored, not marked\n")
+    setup = make_setup("crash", str(data))
+    set_pipeline_enabled("crash", False)  # the daemon must not take it in before the crash
+    with TransportFactory("core.local")() as transport:
+        listing = FolderSource(setup.source_settings).elements(transport)
+    record_listing(setup, listing)
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    me = leases.this_worker()
+    dead = f"{me.host}/{gone.pid}/deadbeef0000/{me.pid_space}"
+    rows = {row.identity: row for row in claim_new(setup, None, dead)}
+    # The dead worker had stored the run of stored.txt, with its element named in it.
+    ShellJob = CalculationFactory("core.shell")
+    token = NODE_ATTRIBUTES.set(
+        {PIPELINE_RUN: {"setup": "crash", "version": 1, "element": rows["stored.txt"].id,
+                        "identity": "stored.txt"}}
+    )  # fmt: skip
+    try:
+        first = engine.submit(ShellJob, command=orm.Str("echo stored"))
+    finally:
+        NODE_ATTRIBUTES.reset(token)
+    set_pipeline_enabled("crash", True)
+    daemon(1)
+    until(lambda: "lost.txt" in runs_of("crash"), 60, "the lost claim to be started")
+    runs = runs_of("crash")
+    until(lambda: ended([pk for pks in runs.values() for pk in pks]), 120, "both runs")
+    time.sleep(3)
+    assert runs_of("crash") == {"lost.txt": runs["lost.txt"], "stored.txt": [first.pk]}
+    assert stdout(runs["lost.txt"][0]) == b"never stored\n"
