@@ -185,3 +185,63 @@ def test_a_host_cut_off_hands_its_processes_over_without_a_double_submission(two
     after = {n.pk: (n.process_state, n.exit_status, n.refresh().attributes) for n in nodes}
     assert after == before
     assert "host-a" not in _holders(nodes).values()
+
+
+def test_two_hosts_taking_in_one_folder_start_each_element_once(
+    two_hosts, services_env, ssh_params
+):
+    """Both hosts' daemons list the same folder on the cluster (over SSH) and race to start
+    its elements; then one host's daemon stops and files keep arriving. Each file has one
+    run, started by one host or the other."""
+    import sqlalchemy as sa
+    from test_pipeline_intake import drop_over_ssh, make_setup, runs_of
+
+    from veglia.manage import get_storage
+    from veglia.orm.nodes import load_node
+    from veglia.storage import tables
+
+    host_a, host_b = two_hosts[1]
+    drop = ssh_computer("drop", services_env, ssh_params, "core.direct")
+    folder = f"{services_env['SSH_USER_HOME']}/two-hosts-intake-{uuid.uuid4().hex[:8]}"
+    for host in (host_a, host_b):
+        set_option = host.veglia("-p", "test", "config", "set", "pipeline.poll_interval", "1")
+        assert set_option.returncode == 0, set_option.stderr
+        started = host.veglia("-p", "test", "daemon", "start", "1")
+        assert started.returncode == 0, started.stderr
+    with drop.get_transport() as transport:
+        transport.makedirs(folder)
+        for i in range(30):
+            drop_over_ssh(transport, folder, f"s{i:02d}.txt", f"sample {i}\n")
+        # Enabled while both daemons run: both see it at their next look.
+        make_setup("both-hosts", folder, computer="localhost", source_computer="drop", settled=0)
+        deadline = time.monotonic() + 120
+        while len(runs_of("both-hosts")) < 30:
+            assert time.monotonic() < deadline, runs_of("both-hosts")
+            time.sleep(0.5)
+        stopped = host_a.veglia("-p", "test", "daemon", "stop")
+        assert stopped.returncode == 0, stopped.stderr
+        for i in range(30, 40):
+            drop_over_ssh(transport, folder, f"s{i:02d}.txt", f"sample {i}\n")
+        while len(runs_of("both-hosts")) < 40:
+            assert time.monotonic() < deadline, runs_of("both-hosts")
+            time.sleep(0.5)
+        runs = runs_of("both-hosts")
+        nodes = [load_node(pks[0]) for pks in runs.values()]
+        wait_for(nodes, lambda n: n.is_terminated, timeout=180)
+        time.sleep(3)  # host B looks again: nothing new
+        transport.rmtree(folder)
+    runs = runs_of("both-hosts")
+    assert {identity: len(pks) for identity, pks in runs.items()} == {
+        f"s{i:02d}.txt": 1 for i in range(40)
+    }
+    assert all(load_node(pks[0]).is_finished_ok for pks in runs.values())
+    elements = tables.pipeline_elements
+    with get_storage().connection() as connection:
+        claimers = connection.execute(
+            sa.select(elements.c.identity, elements.c.claimed_by).where(
+                elements.c.setup_name == "both-hosts"
+            )
+        ).all()
+    # The files that came after host A stopped: host B started them.
+    by_host = {identity: worker.split("/")[0] for identity, worker in claimers}
+    assert {by_host[f"s{i:02d}.txt"] for i in range(30, 40)} == {"host-b"}
