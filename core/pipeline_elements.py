@@ -200,7 +200,7 @@ def claim_new(setup: PipelineSetup, limit: int | None, worker: str) -> list[Elem
     first, for its version ``setup``; an element another worker claimed meanwhile is not."""
     table = tables.pipeline_elements
     query = (
-        sa.select(table)
+        sa.select(table.c.id)
         .where(table.c.setup_name == setup.name, table.c.state == "new")
         .order_by(table.c.id)
     )
@@ -208,35 +208,46 @@ def claim_new(setup: PipelineSetup, limit: int | None, worker: str) -> list[Elem
         query = query.limit(limit)
     claimed: list[ElementRow] = []
     with get_storage().connection() as connection:
-        for row in connection.execute(query).all():
-            taken = connection.execute(
+        ids = list(connection.scalars(query))
+        for start in range(0, len(ids), INSERT_CHUNK):
+            # Compare and set: of two workers claiming at once, each row goes to one.
+            rows = connection.execute(
                 sa.update(table)
-                .where(table.c.id == row.id, table.c.state == "new")
+                .where(table.c.id.in_(ids[start : start + INSERT_CHUNK]), table.c.state == "new")
                 .values(state="starting", claimed_by=worker, claimed_at=_now(), setup_id=setup.pk)
-            )
-            if taken.rowcount == 1:
-                claimed.append(_row(row))
+                .returning(*table.c)
+            ).all()
+            claimed += sorted((_row(row) for row in rows), key=lambda row: row.id)
     return claimed
 
 
-def mark_started(element_id: int, process_id: int, worker: str) -> None:
-    """The run of a claimed element exists."""
-    _finish_claim(element_id, worker, state="started", process_id=process_id)
+def mark_started(started: Sequence[tuple[int, int]], worker: str) -> None:
+    """The runs of claimed elements exist: ``(element id, process pk)`` pairs, one commit."""
+    if not started:
+        return
+    table = tables.pipeline_elements
+    with get_storage().connection() as connection:
+        connection.execute(
+            sa.update(table)
+            .where(
+                table.c.id == sa.bindparam("element"),
+                table.c.claimed_by == worker,
+                table.c.state == "starting",
+            )
+            .values(state="started", process_id=sa.bindparam("process")),
+            [{"element": element, "process": process} for element, process in started],
+        )
 
 
 def mark_refused(element_id: int, problem: str, worker: str) -> None:
     """No run could be made of a claimed element (a file went missing, an input does not
     fit): it stays refused, with why, until its content changes."""
-    _finish_claim(element_id, worker, state="refused", problem=problem)
-
-
-def _finish_claim(element_id: int, worker: str, **values: Any) -> None:
     table = tables.pipeline_elements
     with get_storage().connection() as connection:
         connection.execute(
             sa.update(table)
             .where(table.c.id == element_id, table.c.claimed_by == worker)
-            .values(**values)
+            .values(state="refused", problem=problem)
         )
 
 

@@ -16,6 +16,7 @@ import contextlib
 import hashlib
 import logging
 import time
+from typing import Any
 
 from veglia.datasources import DataSource, Known, Listing, combined_checksum
 from veglia.engine.daemon import leases
@@ -28,7 +29,7 @@ from veglia.exceptions import PipelineSetupError, TransportError, VegliaError
 from veglia.manage import get_profile
 from veglia.notifications import notify
 from veglia.orm.attributes import PIPELINE_RUN
-from veglia.orm.computers import load_computer
+from veglia.orm.computers import Computer, load_computer
 from veglia.orm.data import SinglefileData
 from veglia.orm.nodes import Node, load_node
 from veglia.pipeline_elements import (
@@ -47,10 +48,13 @@ from veglia.pipeline_elements import (
     rewind_stale_claims,
 )
 from veglia.pipeline_setups import PipelineSetup, list_pipeline_setups
+from veglia.transports import Transport
 
 __all__ = ["PipelineIntake"]
 
 LOGGER = logging.getLogger("veglia.daemon")
+#: Elements started per commit of their rows (and per read of their files).
+START_BATCH = 100
 #: A claim older than this whose run was not stored is taken to be its dead worker's.
 STALE_CLAIM_SECONDS = 300.0
 
@@ -135,35 +139,75 @@ class PipelineIntake:
             if limit <= 0:
                 return 0
         claimed = claim_new(setup, limit, self.worker)
+        computer = None
+        if source.needs_transport:
+            computer = load_computer(setup.source_computer or setup.computer or "")
         started = 0
-        for index, row in enumerate(claimed):
+        for first in range(0, len(claimed), START_BATCH):
             if stop is not None and stop.is_set():
-                release_claims([r.id for r in claimed[index:]], self.worker)
+                release_claims([row.id for row in claimed[first:]], self.worker)
                 break
-            started += await self._start_one(setup, source, row)
+            batch = claimed[first : first + START_BATCH]
+            try:
+                contents = await self._read(computer, batch)
+            except TransportError:
+                release_claims([row.id for row in claimed[first:]], self.worker)
+                raise
+            runs: list[tuple[int, int]] = []
+            try:
+                for row in batch:
+                    pk = self._start_one(setup, source, row, contents.get(row.id))
+                    if pk is not None:
+                        runs.append((row.id, pk))
+            finally:
+                # One commit for the batch: a run names its element already, so a worker
+                # that dies before this commit leaves nothing a later look cannot finish.
+                mark_started(runs, self.worker)
+            started += len(runs)
         self.started += started
         return started
 
-    async def _start_one(self, setup: PipelineSetup, source: DataSource, row: ElementRow) -> int:
+    async def _read(self, computer: Computer | None, rows: list[ElementRow]) -> dict[int, Any]:
+        """Each element's file contents (or why they could not be read), in one call on the
+        connection's thread: the bytes of each file, or an OSError."""
+        if computer is None:
+            return {}
+
+        def read_all(transport: Transport) -> dict[int, Any]:
+            read: dict[int, Any] = {}
+            for row in rows:
+                try:
+                    read[row.id] = [transport.read_bytes(path) for path in row.files]
+                except OSError as exc:
+                    read[row.id] = exc
+            return read
+
+        async with self.runner.lease_transport(computer) as lease:
+            return await lease.run(read_all, lease.transport)
+
+    def _start_one(
+        self, setup: PipelineSetup, source: DataSource, row: ElementRow, contents: Any
+    ) -> int | None:
+        """The pk of the run started for ``row``, or None (refused, or changed meanwhile)."""
+        if isinstance(contents, OSError):
+            mark_refused(row.id, f"its files could not be read: {contents}", self.worker)
+            return None
         try:
-            element_nodes = await self._element_nodes(setup, source, row)
+            element_nodes = self._element_nodes(row, contents)
         except _ContentChanged:
             # Its next listing has the new content (a new element); this one never runs.
             release_claims([row.id], self.worker)
-            return 0
-        except TransportError:
-            release_claims([row.id], self.worker)
-            raise
-        except (VegliaError, OSError) as exc:
-            mark_refused(row.id, f"its files could not be read: {exc}", self.worker)
-            return 0
+            return None
+        except VegliaError as exc:
+            mark_refused(row.id, f"its nodes could not be loaded: {exc}", self.worker)
+            return None
         kind = "a file" if source.needs_transport else "a node"
         try:
             builder = run_builder(setup, element_nodes, kind)
         except PipelineSetupError as exc:
             mark_refused(row.id, str(exc), self.worker)
             LOGGER.warning("pipeline setup %s: element %s: %s", setup.name, row.identity, exc)
-            return 0
+            return None
         attributes = {
             PIPELINE_RUN: {
                 "setup": setup.name,
@@ -174,22 +218,16 @@ class PipelineIntake:
         }
         token = NODE_ATTRIBUTES.set(attributes)
         try:
-            node = submit(builder)
+            return submit(builder).pk
         finally:
             NODE_ATTRIBUTES.reset(token)
-        mark_started(row.id, node.pk, self.worker)
-        return 1
 
-    async def _element_nodes(
-        self, setup: PipelineSetup, source: DataSource, row: ElementRow
-    ) -> dict[str, Node]:
-        """The element's files as SinglefileData by file name (read through the transport,
-        checked against its checksum), or its nodes by UUID."""
-        if not source.needs_transport:
+    @staticmethod
+    def _element_nodes(row: ElementRow, contents: list[bytes] | None) -> dict[str, Node]:
+        """The element's files as SinglefileData by file name (checked against its
+        checksum), or its nodes by UUID (``contents`` None: a source of nodes)."""
+        if contents is None:
             return {uuid: load_node(uuid) for uuid in row.files}
-        computer = load_computer(setup.source_computer or setup.computer or "")
-        async with self.runner.lease_transport(computer) as lease:
-            contents = [await lease.run(lease.transport.read_bytes, path) for path in row.files]
         digests = [hashlib.sha256(content).hexdigest() for content in contents]
         if combined_checksum(digests) != row.checksum:
             raise _ContentChanged(row.identity)
