@@ -25,7 +25,13 @@ from veglia.engine.launch import submit
 from veglia.engine.pipeline_setup_check import run_builder, source_of
 from veglia.engine.process import NODE_ATTRIBUTES
 from veglia.engine.runner import Runner
-from veglia.exceptions import PipelineSetupError, TransportError, VegliaError
+from veglia.exceptions import (
+    PipelineSetupError,
+    TransportConnectionError,
+    TransportError,
+    TransportTimeoutError,
+    VegliaError,
+)
 from veglia.manage import get_profile
 from veglia.notifications import notify
 from veglia.orm.attributes import PIPELINE_RUN
@@ -169,7 +175,7 @@ class PipelineIntake:
 
     async def _read(self, computer: Computer | None, rows: list[ElementRow]) -> dict[int, Any]:
         """Each element's file contents (or why they could not be read), in one call on the
-        connection's thread: the bytes of each file, or an OSError."""
+        connection's thread: the bytes of each file, or why they could not be read."""
         if computer is None:
             return {}
 
@@ -178,7 +184,9 @@ class PipelineIntake:
             for row in rows:
                 try:
                     read[row.id] = [transport.read_bytes(path) for path in row.files]
-                except OSError as exc:
+                except (TransportConnectionError, TransportTimeoutError):
+                    raise  # the computer, not this element: all wait for the next look
+                except (OSError, TransportError) as exc:
                     read[row.id] = exc
             return read
 
@@ -189,7 +197,7 @@ class PipelineIntake:
         self, setup: PipelineSetup, source: DataSource, row: ElementRow, contents: Any
     ) -> int | None:
         """The pk of the run started for ``row``, or None (refused, or changed meanwhile)."""
-        if isinstance(contents, OSError):
+        if isinstance(contents, Exception):
             mark_refused(row.id, f"its files could not be read: {contents}", self.worker)
             return None
         try:
