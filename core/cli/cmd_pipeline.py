@@ -3,6 +3,7 @@ data source): create, list, show, enable, disable, edit."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ from veglia.cli.output import console, echo_success, print_table, raw_option
 from veglia.cli.process_format import format_time, relative_time
 from veglia.cli.state import CliState, pass_state
 from veglia.exceptions import PipelineSetupError
+from veglia.pipeline_elements import Progress, SourceState, pipeline_progress, source_state
 from veglia.pipeline_setups import (
     PipelineSetup,
     edit_pipeline_setup,
@@ -22,6 +24,12 @@ from veglia.pipeline_setups import (
     set_pipeline_enabled,
     setup_toml,
 )
+from veglia.storage.times import format_seconds
+
+#: Failed elements ``pipeline show`` lists (``--failed``: all), and problems and elements
+#: still being written it names, before "... and N more".
+FAILED_SHOWN = 10
+NAMES_SHOWN = 5
 
 
 @click.group("pipeline")
@@ -74,6 +82,7 @@ def pipeline_list(state: CliState, all_versions: bool, raw: bool) -> None:
     if not setups and not raw:
         console.print("No pipeline setups yet; create one with `veglia pipeline create`.")
         return
+    progress = {name: pipeline_progress(name, failed_limit=0) for name in {s.name for s in setups}}
     rows = [
         (
             setup.name,
@@ -82,25 +91,124 @@ def pipeline_list(state: CliState, all_versions: bool, raw: bool) -> None:
             setup.process,
             setup.source,
             format_time(setup.created) if raw else relative_time(setup.created),
+            progress_summary(progress[setup.name]),
         )
         for setup in setups
     ]
-    print_table(("Name", "Version", "Enabled", "Process", "Source", "Created"), rows, raw=raw)
+    headers = ("Name", "Version", "Enabled", "Process", "Source", "Created", "Progress")
+    print_table(headers, rows, raw=raw)
+
+
+def progress_summary(progress: Progress) -> str:
+    """``"12/40 done, 2 running, 1 failed"``: a setup's elements in a few words."""
+    if not progress.seen:
+        return "no elements yet"
+    text = f"{progress.done}/{progress.seen} done"
+    if progress.running:
+        text += f", {progress.running} running"
+    if progress.failed_total:
+        text += f", {progress.failed_total} failed"
+    return text
+
+
+def eta_text(progress: Progress, parallel: int | None) -> str:
+    """The estimated time to finish the elements not ended, and what it rests on."""
+    left = progress.to_start + progress.running
+    if not left:
+        return "nothing left to run" if progress.seen else "no elements yet"
+    if progress.eta_seconds is None or progress.seconds_per_run is None:
+        return "unknown until a run is done"
+    at_once = f", {parallel} at once" if parallel else ""
+    return (
+        f"about {format_seconds(progress.eta_seconds)} for {left} "
+        f"(a run took {format_seconds(progress.seconds_per_run)} on average{at_once})"
+    )
+
+
+def _capped(items: tuple[str, ...], limit: int = NAMES_SHOWN) -> list[str]:
+    shown = list(items[:limit])
+    if len(items) > limit:
+        shown.append(f"... and {len(items) - limit} more")
+    return shown
+
+
+def _first_line(text: str) -> str:
+    # A multi-line exit message would make the table fold; `process show PK` has it all.
+    lines = text.strip().splitlines() or [""]
+    return lines[0] + (" …" if len(lines) > 1 else "")
+
+
+def source_rows(source: SourceState, enabled: bool) -> list[tuple[str, Any]]:
+    """What the last look at the source found: when, its error, or what it listed."""
+    if source.polled is None:
+        why = (
+            "the daemon lists it every pipeline.poll_interval"
+            if enabled
+            else "the setup is disabled"
+        )
+        return [("last look", f"none yet ({why})")]
+    rows: list[tuple[str, Any]] = [
+        ("last look", f"{relative_time(source.polled)} ({format_time(source.polled)})")
+    ]
+    if source.error:
+        # What it listed before is not what the source holds now: only the error is news.
+        return [*rows, ("error", source.error)]
+    rows.append(("listed", f"{source.listed} element(s)"))
+    for index, problem in enumerate(_capped(source.problems)):
+        rows.append(("problems" if index == 0 else "", problem))
+    if source.waiting:
+        rows.append(("being written", ", ".join(_capped(source.waiting))))
+    return rows
+
+
+def print_failed(name: str, progress: Progress, limit: int | None) -> None:
+    """The failed elements, each with its run's pk (none when refused) and its problem."""
+    shown = progress.failed if limit is None else progress.failed[:limit]
+    rows = [
+        (identity, pk if pk is not None else "-", _first_line(problem))
+        for identity, pk, problem in shown
+    ]
+    print_table(("Failed element", "PK", "Problem"), rows)
+    more = progress.failed_total - len(shown)
+    if more > 0:
+        console.print(
+            f"... and {more} more: `veglia pipeline show {name} --failed` lists them all.",
+            markup=False,
+        )
 
 
 @pipeline_group.command("show")
 @click.argument("name")
 @click.option("--version", "version", type=int, help="This version (default: the newest).")
 @click.option("--toml", "as_toml", is_flag=True, help="Print the setup as a TOML file.")
+@click.option(
+    "--failed",
+    "failed_only",
+    is_flag=True,
+    help="Only the elements that failed, all of them, each with its problem and run's PK.",
+)
 @pass_state
-def pipeline_show(state: CliState, name: str, version: int | None, as_toml: bool) -> None:
-    """Show pipeline setup NAME: what it runs, on what, with which inputs and options."""
+def pipeline_show(
+    state: CliState, name: str, version: int | None, as_toml: bool, failed_only: bool
+) -> None:
+    """Show pipeline setup NAME: what it runs, on what, with which inputs and options, and
+    how far it has got with its source's elements."""
     state.profile  # noqa: B018
     setup = load_pipeline_setup(name, version)
     if as_toml:
         click.echo(setup_toml(setup), nl=False)
         return
-    newest = load_pipeline_setup(name).version if version is not None else setup.version
+    latest = load_pipeline_setup(name) if version is not None else setup
+    # The newest version's cap is the one the daemon starts runs under.
+    if failed_only:
+        progress = pipeline_progress(name, latest.max_active, failed_limit=sys.maxsize)
+        if progress.failed_total:
+            print_failed(name, progress, None)
+        else:
+            console.print(f"No element of pipeline setup {name!r} failed.", markup=False)
+        return
+    progress = pipeline_progress(name, latest.max_active, failed_limit=FAILED_SHOWN)
+    newest = latest.version
     rows = [
         ("name", setup.name),
         ("version", f"{setup.version} of {newest}"),
@@ -126,6 +234,28 @@ def pipeline_show(state: CliState, name: str, version: int | None, as_toml: bool
             print_table((title, "Value"), sorted(values.items()))
         else:
             console.print(f"{title}: none")
+    console.print("")
+    print_table(
+        ("Progress", "Value"),
+        [
+            ("elements seen", progress.seen),
+            ("to start", progress.to_start),
+            ("running", progress.running),
+            ("done", progress.done),
+            ("failed", progress.failed_total),
+            ("time to finish", eta_text(progress, latest.max_active)),
+        ],
+    )
+    console.print("")
+    print_table(("Source", "Value"), source_rows(source_state(name), latest.enabled))
+    if progress.failed_total:
+        console.print("")
+        print_failed(name, progress, FAILED_SHOWN)
+    if any(pk is not None for _, pk, _ in progress.failed):
+        console.print(
+            f"Their runs: `veglia process list --setup {name} -a` (every run, with its element).",
+            markup=False,
+        )
 
 
 @pipeline_group.command("enable")

@@ -171,6 +171,12 @@ def process_group() -> None:
     help="Only the processes that process PK called (a workflow's steps).",
 )
 @click.option(
+    "--setup",
+    "setup",
+    metavar="NAME",
+    help="Only the runs pipeline setup NAME started (any version), with their element.",
+)
+@click.option(
     "-P",
     "--project",
     "project",
@@ -189,6 +195,7 @@ def process_list(
     limit: int | None,
     group: str | None,
     caller: int | None,
+    setup: str | None,
     exit_status: int | None,
     label: str | None,
     order_by: str,
@@ -198,6 +205,9 @@ def process_list(
 ) -> None:
     """List active processes (created, running, waiting); -a for all."""
     names = parse_projection(project)
+    if setup is not None and not project:
+        # A setup's runs are told apart by their element more than by their label.
+        names.insert(names.index("label") + 1, "element")
     state.profile  # noqa: B018 -- load the chosen profile
     every = show_all or failed or exit_status is not None
     chosen = states or (None if every else ACTIVE_STATES)
@@ -210,13 +220,21 @@ def process_list(
         "exit_status": exit_status,
         "group": group,
         "caller": caller,
+        "pipeline_setup": setup,
         "order_by": order_by,
         "descending": order_direction == "desc",
         "attribute_keys": None if None in reads else {k for keys in reads for k in keys or ()},
     }
     rows = select_processes(chosen, **filters)
     if not rows and not raw:
-        filtered = bool(label or group or caller is not None or past_days is not None)
+        if setup is not None:
+            # Lazy: pipeline setups are read only to tell a wrong name from one without runs.
+            from veglia.pipeline_setups import load_pipeline_setup
+
+            load_pipeline_setup(setup)  # an unknown name is an error, not an empty list
+        filtered = bool(
+            label or group or caller is not None or past_days is not None or setup is not None
+        )
         console.print(nothing_listed(chosen, filtered=filtered))
         return
     tree_column = names.index("process_type") if "process_type" in names else 0

@@ -9,25 +9,15 @@ from datetime import datetime, timezone
 
 from veglia.engine.calcjob.history import similar_durations, similar_durations_of
 from veglia.orm.process_nodes import ProcessNode
-from veglia.storage.times import as_utc
+from veglia.storage.times import as_utc, format_seconds
 
+# format_seconds lives with the times, so that commands without the engine (pipeline show)
+# write durations alike; it stays importable from here.
 __all__ = ["ESTIMATE_SAMPLES", "Progress", "Step", "format_seconds", "step_of", "workflow_progress"]
 
 #: The latest similar runs an estimate averages: enough for a mean, and a running step's
 #: history is read for each kind of step at each look (a live web page: every second).
 ESTIMATE_SAMPLES = 100
-
-
-def format_seconds(seconds: float | int) -> str:
-    """``"45s"``, ``"12m 5s"``, ``"3h 20m"``, ``"2d 4h"``."""
-    seconds = round(seconds)
-    if seconds < 60:
-        return f"{seconds}s"
-    if seconds < 3600:
-        return f"{seconds // 60}m {seconds % 60}s"
-    if seconds < 86400:
-        return f"{seconds // 3600}h {seconds % 3600 // 60}m"
-    return f"{seconds // 86400}d {seconds % 86400 // 3600}h"
 
 
 @dataclass(frozen=True)

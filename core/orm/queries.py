@@ -16,7 +16,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from veglia.manage import get_storage
-from veglia.orm.attributes import BLOCKED, CANCEL_PENDING, DAEMON, PAUSED
+from veglia.orm.attributes import BLOCKED, CANCEL_PENDING, DAEMON, PAUSED, PIPELINE_RUN
 from veglia.storage.tables import (
     JsonType,
     authinfos,
@@ -156,6 +156,7 @@ def list_processes(
     with_any_attribute: Iterable[str] | None = None,
     paused: bool | None = None,
     caller: int | None = None,
+    pipeline_setup: str | None = None,
 ) -> list[ProcessRow]:
     """Processes in one query, by ``order_by`` (one of :data:`ORDER_BY`), ascending unless
     ``descending``; with a ``limit``, the ``limit`` greatest by that key (the most recent by
@@ -164,7 +165,8 @@ def list_processes(
     ``process_type_pattern``), with a ``label``, a label matching ``label_pattern`` (see
     :func:`label_condition`), an ``exit_status``, among ``pks``, in the ``group`` (label,
     pk or UUID), changed after ``modified_after``, with any of the attributes
-    ``with_any_attribute``, paused (or not), called by process ``caller``, as asked. Every
+    ``with_any_attribute``, paused (or not), called by process ``caller``, started by
+    pipeline setup ``pipeline_setup`` (its runs, any version), as asked. Every
     filter applies before the ``limit``: it counts the processes that pass them. Each row's
     ``attributes`` holds only ``attribute_keys`` when given (those the node has): a finished
     job's other attributes (its trace record, its last job info, ...) are most of its row,
@@ -216,6 +218,10 @@ def list_processes(
         query = query.where(is_paused if paused else sa.not_(is_paused))
     if caller is not None:
         query = query.where(call.c.input_id == caller)
+    if pipeline_setup is not None:
+        query = query.where(
+            nodes.c.attributes[(PIPELINE_RUN, "setup")].as_string() == pipeline_setup
+        )
     if group is not None:
         # Lazy: the ORM, only when a group is asked for.
         from veglia.orm.groups import load_group

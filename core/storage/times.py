@@ -1,4 +1,5 @@
-"""Times as the database stores them: aware UTC datetimes."""
+"""Times as the database stores them (aware UTC datetimes), and durations as people read
+them."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-__all__ = ["as_utc", "database_epoch", "utcnow"]
+__all__ = ["as_utc", "database_epoch", "format_seconds", "utcnow"]
 
 
 def utcnow() -> datetime:
@@ -25,3 +26,15 @@ def database_epoch(dialect: str) -> Any:
     if dialect == "postgresql":
         return sa.func.extract("epoch", sa.func.clock_timestamp())
     return (sa.func.julianday("now") - 2440587.5) * 86400.0
+
+
+def format_seconds(seconds: float | int) -> str:
+    """``"45s"``, ``"12m 5s"``, ``"3h 20m"``, ``"2d 4h"``."""
+    seconds = round(seconds)
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m {seconds % 60}s"
+    if seconds < 86400:
+        return f"{seconds // 3600}h {seconds % 3600 // 60}m"
+    return f"{seconds // 86400}d {seconds % 86400 // 3600}h"

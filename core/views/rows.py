@@ -19,6 +19,7 @@ from veglia.orm.attributes import (
     MONITOR_STATE,
     PAUSED,
     PAUSED_REASON,
+    PIPELINE_RUN,
     SCHEDULER_STATE,
     STOPPED_BY_MONITOR,
     WAITING_FOR,
@@ -261,6 +262,11 @@ def _gpu(row: Any, key: str) -> Any:
     return (row.attributes.get(GPU_METRICS) or {}).get(key)
 
 
+def _element(row: Any) -> Any:
+    run = row.attributes.get(PIPELINE_RUN)
+    return run.get("identity") if isinstance(run, dict) else None
+
+
 #: Columns ``-P/--project`` can choose from; add yours (``PROCESS_LIST_COLUMNS["gpu"] = ...``),
 #: naming in ``reads`` the attributes it reads, so that a long list reads only those.
 PROCESS_LIST_COLUMNS: dict[str, ListColumn] = {
@@ -269,6 +275,8 @@ PROCESS_LIST_COLUMNS: dict[str, ListColumn] = {
     "ctime": ListColumn("Created", lambda r: iso_time(r.ctime), ()),
     "mtime": ListColumn("Modified", lambda r: iso_time(r.mtime), ()),
     "label": ListColumn("Label", lambda r: r.label, ()),
+    # The element of its pipeline setup's source a run is for (``process list --setup``).
+    "element": ListColumn("Element", _element, (PIPELINE_RUN,)),
     "process_type": ListColumn("Process type", lambda r: r.process_type, ()),
     "node_type": ListColumn("Node type", lambda r: r.node_type, ()),
     "state": ListColumn(
