@@ -62,7 +62,7 @@ def run_of(setup, row, state: str, exit_status: int | None = None, took: float |
         exit_status=exit_status,
         **{PIPELINE_RUN: {**run, "identity": row.identity}},
     )
-    mark_started(row.id, node.pk, "w")
+    mark_started([(row.id, node.pk)], "w")
     if took is not None:
         nodes = tables.nodes
         with get_storage().connection() as connection:
