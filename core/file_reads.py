@@ -32,15 +32,13 @@ from __future__ import annotations
 import base64
 import fnmatch
 import glob
-import inspect
-import json
 import os
 import posixpath
-import shlex
 import stat
 from typing import TYPE_CHECKING, Any
 
 from veglia.exceptions import TransportError
+from veglia.python_program import PythonProgram
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -62,8 +60,8 @@ DEFAULT_BUDGET = 16 * 1024 * 1024
 MAX_MATCHES = 200
 
 
-# The functions down to read_requests run on the computer too (see _PROGRAM): the standard
-# library only, Python 3.6 syntax, and annotations 3.6 need not evaluate (quoted).
+# The functions down to read_requests run on the computer too (see _PROGRAM), as
+# veglia.python_program says: the standard library only, Python 3.6 syntax.
 
 
 def lstat_mode(path: str) -> "int | None":  # noqa: UP037
@@ -183,38 +181,22 @@ def read_requests(payload: dict) -> list:
     return answers
 
 
-_PROGRAM = (
-    "import base64, glob, json, os, posixpath, stat, sys\n"
-    + "".join(inspect.getsource(f) for f in (lstat_mode, linked_part, link_above, read_requests))
-    + "sys.stdout.write(json.dumps(read_requests(json.load(sys.stdin))))\n"
+_PROGRAM = PythonProgram(
+    "veglia: read the watched files",
+    (lstat_mode, linked_part, link_above, read_requests),
+    imports=("base64", "glob", "os", "posixpath", "stat"),
 )
 
 
 def python_command() -> str:
     """The shell command that reads a JSON payload on stdin and prints the answers."""
-    return f"python3 -c {shlex.quote(_PROGRAM)}"
+    return _PROGRAM.command
 
 
 def read_via_command(transport: Transport, payload: dict) -> list | None:
     """The answers from one ``python3`` command on the computer; None when it has no
     ``python3`` (exit 127), so the caller falls back to :func:`read_per_file`."""
-    code, out, err = transport.exec_command(
-        python_command(), stdin=json.dumps(payload).encode(), timeout=120
-    )
-    if code == 127:
-        return None
-    if code != 0:
-        raise TransportError(
-            f"Reading the watched files on {transport.hostname} failed (exit {code}): "
-            f"{err.strip()[-500:]}"
-        )
-    try:
-        return json.loads(out)
-    except ValueError:
-        raise TransportError(
-            f"Reading the watched files on {transport.hostname} gave output that is not "
-            f"the expected JSON (a login script printing to stdout?): {out[:200]!r}"
-        ) from None
+    return _PROGRAM.ask(transport, payload, what="Reading the watched files", timeout=120)
 
 
 def _matches(transport: Transport, pattern: str) -> list[str]:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from veglia.exceptions import TransportError, TransportTimeoutError
-from veglia.transports import FileStat, Transport
+from veglia.transports import FileStat, Transport, shown_command
 
 __all__ = ["LocalTransportBase"]
 
@@ -248,7 +248,7 @@ class LocalTransportBase(Transport):
 
     def _timed_out(self, command: str, timeout: float | None) -> TransportTimeoutError:
         return TransportTimeoutError(
-            f"`{command}` on {self.hostname} ran past its timeout of {timeout} s."
+            f"`{shown_command(command)}` on {self.hostname} ran past its timeout of {timeout} s."
         )
 
     def exec_command(

@@ -20,7 +20,14 @@ from typing import Any, ClassVar
 from veglia import file_reads
 from veglia.exceptions import CommandOutputTooLarge, TransportError
 
-__all__ = ["DEFAULT_MAX_OUTPUT", "AuthOption", "FileStat", "Transport", "shown_output"]
+__all__ = [
+    "DEFAULT_MAX_OUTPUT",
+    "AuthOption",
+    "FileStat",
+    "Transport",
+    "shown_command",
+    "shown_output",
+]
 
 #: The most veglia reads of a command's stdout, and of its stderr, in bytes: the default of
 #: the profile option ``transport.max_command_output``.
@@ -39,6 +46,21 @@ def shown_output(*texts: str) -> str:
     if len(text) <= SHOWN_OUTPUT:
         return text
     return f"{text[:SHOWN_OUTPUT]}... ({len(text) - SHOWN_OUTPUT} more characters)"
+
+
+#: The most of a command an error message quotes, in characters.
+SHOWN_COMMAND = 80
+
+
+def shown_command(command: str) -> str:
+    """``command`` for a transport's error message, in one short line: its first line, cut
+    to :data:`SHOWN_COMMAND` characters, with ``...`` where anything was left out. veglia
+    runs whole Python programs as ``python3 -c '...'``: kilobytes that would bury what went
+    wrong (such a program's first line is a comment naming it)."""
+    first, newline, _ = command.strip().partition("\n")
+    if len(first) > SHOWN_COMMAND:
+        return first[: SHOWN_COMMAND - 3] + "..."
+    return first + "..." if newline else first
 
 
 @dataclass(frozen=True)
@@ -190,19 +212,19 @@ class Transport(ABC):
         Raises :class:`TransportTimeoutError` when it runs past ``timeout`` seconds, and
         :class:`CommandOutputTooLarge` (see :meth:`output_too_large`) when it prints more
         than :attr:`max_output` bytes on stdout or on stderr: the command is stopped then,
-        and no more than that is ever held in memory.
+        and no more than that is ever held in memory. An error that quotes the command
+        quotes it through :func:`shown_command`.
         """
 
     def output_too_large(self, command: str, stream: str) -> CommandOutputTooLarge:
         """The error of a command that printed more than :attr:`max_output` on ``stream``."""
-        shown = command if len(command) <= 80 else command[:77] + "..."
         cap = self.max_output
         size = f"{cap // 2**20} MB" if cap % 2**20 == 0 else f"{cap} bytes"
         raised = max(2 * cap // 2**20, 1)
         return CommandOutputTooLarge(
-            f"`{shown}` on {self.hostname} printed more than {size} on its {stream}, the cap "
-            f"on what veglia reads of a command: it was stopped. Raise the cap if that is "
-            f"expected: `veglia config set transport.max_command_output {raised}M`."
+            f"`{shown_command(command)}` on {self.hostname} printed more than {size} on its "
+            f"{stream}, the cap on what veglia reads of a command: it was stopped. Raise the cap "
+            f"if that is expected: `veglia config set transport.max_command_output {raised}M`."
         )
 
     @abstractmethod

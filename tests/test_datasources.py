@@ -208,9 +208,10 @@ def test_a_listing_past_its_timeout_says_so_in_one_short_line(place, monkeypatch
     monkeypatch.setattr(remote, "BASE_TIMEOUT", 0.0)
     with pytest.raises(TransportTimeoutError) as raised:
         folder_source(place).elements(place.transport)
+    # The transport quotes the command's first line, a comment naming the program.
     assert str(raised.value) == (
-        f"The data source's list command on {place.transport.hostname} ran past its "
-        "timeout of 0.0 s."
+        "`python3 -c '# veglia: list, stat, read or hash files for a data source...` on "
+        f"{place.transport.hostname} ran past its timeout of 0.0 s."
     )
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import inspect
 import posixpath
+import shlex
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -234,6 +235,21 @@ def test_a_command_past_its_timeout_is_stopped(transport):
         transport.exec_command("sleep 30", timeout=1)
     assert time.monotonic() - started < 20
     assert transport.exec_command("true")[0] == 0  # still usable afterwards
+
+
+def test_an_error_quotes_a_long_command_cut_short_in_one_line(transport):
+    """A ``python3 -c`` program is kilobytes: the error names its first line, cut short."""
+    program = "# a program that sleeps\nimport time\n" + "x = 1\n" * 500 + "time.sleep(30)\n"
+    with pytest.raises(TransportTimeoutError) as raised:
+        transport.exec_command(f"python3 -c {shlex.quote(program)}", timeout=1)
+    assert str(raised.value) == (
+        f"`python3 -c '# a program that sleeps...` on {transport.hostname} ran past its "
+        "timeout of 1 s."
+    )
+    long_line = "echo " + "a" * 300 + "; sleep 30"
+    with pytest.raises(TransportTimeoutError) as raised:
+        transport.exec_command(long_line, timeout=1)
+    assert f"`{long_line[:77]}...` on {transport.hostname}" in str(raised.value)
 
 
 def test_remove_makedirs_and_rmtree(transport):

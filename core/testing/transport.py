@@ -15,7 +15,7 @@ from typing import Any
 from veglia.exceptions import TransportConnectionError, TransportError
 from veglia.file_reads import read_per_file
 from veglia.local_transport_base import LocalTransportBase
-from veglia.transports import AuthOption
+from veglia.transports import AuthOption, shown_command
 
 __all__ = ["Call", "CommandHandler", "CommandResult", "FakeTransport"]
 
@@ -206,8 +206,8 @@ class FakeTransport(LocalTransportBase):
                 return result(command, directory, stdin) if callable(result) else result
         if not self.auth_params["shell"]:
             raise TransportError(
-                f"FakeTransport has no answer for `{command}` and runs no shell (shell=False): "
-                "register one with respond()."
+                f"FakeTransport has no answer for `{shown_command(command)}` and runs no shell "
+                "(shell=False): register one with respond()."
             )
         home = self.home()
         return self._run_bash(

@@ -13,23 +13,21 @@ for 10,000 files over SSH):
   otherwise, or when it changes while being read, its problem is ``changed``.
 
 Both listings give the computer's clock (``now``): a file's age is judged by the clock that
-set its mtime. The functions down to :func:`answer` run on the computer: the standard
-library only, Python 3.6 syntax.
+set its mtime. The functions down to :func:`answer` run on the computer
+(:class:`veglia.python_program.PythonProgram`): the standard library only, Python 3.6 syntax.
 """
 
 from __future__ import annotations
 
 import glob
 import hashlib
-import inspect
-import json
 import os
-import shlex
 import stat
 import time
 from typing import TYPE_CHECKING, Any
 
-from veglia.exceptions import DataSourceError, TransportError
+from veglia.exceptions import DataSourceError
+from veglia.python_program import PythonProgram
 
 if TYPE_CHECKING:
     from veglia.transports import Transport
@@ -118,12 +116,11 @@ def answer(payload: dict) -> object:
     return hash_files(payload["files"])
 
 
-_PROGRAM = (
-    "import glob, hashlib, json, os, stat, sys, time\n"
-    + "".join(inspect.getsource(f) for f in (list_files, stat_paths, read_text, hash_files, answer))
-    + "sys.stdout.write(json.dumps(answer(json.load(sys.stdin))))\n"
+_PROGRAM = PythonProgram(
+    "veglia: list, stat, read or hash files for a data source",
+    (list_files, stat_paths, read_text, hash_files, answer),
+    imports=("glob", "hashlib", "os", "stat", "time"),
 )
-_COMMAND = f"python3 -c {shlex.quote(_PROGRAM)}"
 
 #: Seconds a listing may take, and a hash command besides its reading time.
 BASE_TIMEOUT = 120.0
@@ -135,27 +132,11 @@ def ask(transport: Transport, payload: dict, *, read_bytes: int = 0) -> Any:
     """The computer's answer to ``payload`` (one ``python3`` command); ``read_bytes`` is how
     much it will read, which the command's timeout allows for."""
     timeout = BASE_TIMEOUT + read_bytes / SLOWEST_READ
-    try:
-        code, out, err = transport.exec_command(
-            _COMMAND, stdin=json.dumps(payload).encode(), timeout=timeout
-        )
-    except TransportError as exc:
-        # The message quotes the command: the whole program, kilobytes of it.
-        shown = f"the data source's {payload['op']} command"
-        message = str(exc).replace(f"`{_COMMAND}`", shown)
-        raise type(exc)(message[:1].upper() + message[1:]) from exc
-    if code == 127:
+    what = f"The data source's {payload['op']} command"
+    answered = _PROGRAM.ask(transport, payload, what=what, timeout=timeout)
+    if answered is None:
         raise DataSourceError(
             f"python3 is not found on {transport.hostname}, and the file data sources run it "
             "there to list and hash files: install python3 (3.6 or later) on that computer."
         )
-    what = f"The data source's {payload['op']} command on {transport.hostname}"
-    if code != 0:
-        raise TransportError(f"{what} failed (exit {code}): {err.strip()[-500:]}")
-    try:
-        return json.loads(out)
-    except ValueError:
-        raise TransportError(
-            f"{what} printed what is not the expected JSON (does a login script print to "
-            f"stdout?): {out[:200]!r}"
-        ) from None
+    return answered

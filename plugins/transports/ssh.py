@@ -23,7 +23,7 @@ from veglia.exceptions import (
     TransportError,
     TransportTimeoutError,
 )
-from veglia.transports import AuthOption, FileStat, Transport, shown_output
+from veglia.transports import AuthOption, FileStat, Transport, shown_command, shown_output
 
 #: Seconds an SFTP request may wait for the server's answer.
 SFTP_TIMEOUT = 120.0
@@ -361,6 +361,7 @@ class SshTransport(Transport):
         if transport is None or not transport.is_active():
             raise TransportConnectionError(f"The SSH connection to {self.hostname} is not open.")
         line = self._bash(command, self.path(workdir) if workdir else None)
+        shown = shown_command(command)
         try:
             channel = transport.open_session()
             channel.exec_command(line)
@@ -390,35 +391,36 @@ class SshTransport(Transport):
                     # Closed with neither end of output nor exit status: the connection
                     # dropped (paramiko then marks the channel's status ready, forever).
                     raise TransportConnectionError(
-                        f"Lost the SSH connection to {self.hostname} while `{command}` ran; "
+                        f"Lost the SSH connection to {self.hostname} while `{shown}` ran; "
                         "veglia tries again once it answers."
                     )
                 if deadline is not None and time.monotonic() > deadline:
                     channel.close()
                     raise TransportTimeoutError(
-                        f"`{command}` on {self.hostname} ran past its timeout of {timeout} s."
+                        f"`{shown}` on {self.hostname} ran past its timeout of {timeout} s."
                     )
                 if time.monotonic() - heard > self.auth_params["timeout"]:
-                    self._check_alive(transport, command)
+                    self._check_alive(transport, shown)
                     heard = time.monotonic()
                 channel.status_event.wait(0.01)
             code = channel.recv_exit_status()
             channel.close()
         except (OSError, paramiko.SSHException, EOFError) as exc:
-            raise self._error("run", f"`{command}`", exc) from None
+            raise self._error("run", f"`{shown}`", exc) from None
         return code, stdout.decode(errors="replace"), stderr.decode(errors="replace")
 
-    def _check_alive(self, transport: paramiko.Transport, command: str) -> None:
+    def _check_alive(self, transport: paramiko.Transport, shown: str) -> None:
         """A command silent for a stage's timeout: whether the connection still carries
         anything, by opening a channel on it (a frozen link would otherwise hold the command,
-        and every call queued behind it, for the command's whole timeout)."""
+        and every call queued behind it, for the command's whole timeout). ``shown`` is the
+        command as errors quote it."""
         seconds = self.auth_params["timeout"]
         try:
             transport.open_session(timeout=seconds).close()
         except (OSError, paramiko.SSHException, EOFError):
             self.close()  # the next call connects afresh rather than wait on this link
             raise TransportConnectionError(
-                f"The SSH connection to {self.hostname} stopped answering while `{command}` "
+                f"The SSH connection to {self.hostname} stopped answering while `{shown}` "
                 f"ran (no channel opened within {seconds:g} s); veglia tries again later."
             ) from None
 
