@@ -34,12 +34,15 @@ if TYPE_CHECKING:
     from veglia.pipeline_setups import PipelineSetup
 
 __all__ = [
+    "ELEMENT_KINDS",
     "ElementRow",
+    "ListedElement",
     "Progress",
     "SourceState",
     "active_runs",
     "claim_new",
     "element_key",
+    "list_elements",
     "listing_digest",
     "mark_notified_done",
     "mark_refused",
@@ -430,6 +433,99 @@ def pipeline_progress(name: str, parallel: int | None = None, failed_limit: int 
         seconds_per_run=mean,
         eta_seconds=eta,
     )
+
+
+#: What an element is counted as in :class:`Progress` (``superseded`` ones are not counted).
+ELEMENT_KINDS = ("to_start", "running", "done", "failed", "superseded")
+
+
+@dataclass(frozen=True)
+class ListedElement:
+    """An element as the web view lists it: its kind (one of :data:`ELEMENT_KINDS`), its
+    run and why it failed."""
+
+    id: int
+    identity: str
+    kind: str
+    #: Its row's state (new, starting, started, refused, superseded).
+    state: str
+    seen: datetime | None
+    process_id: int | None
+    node_type: str | None
+    process_state: str | None
+    exit_status: int | None
+    #: Why it failed or was refused (None unless its kind is failed).
+    problem: str | None
+
+
+def list_elements(
+    name: str, kind: str | None = None, limit: int = 100, offset: int = 0
+) -> tuple[list[ListedElement], int]:
+    """Setup ``name``'s elements of ``kind`` (None: all), oldest first, ``limit`` of them
+    from ``offset``, and how many there are: each counted as :func:`pipeline_progress`
+    counts it, but in the database, so a page of 10,000 elements reads only its own."""
+    table, nodes = tables.pipeline_elements, tables.nodes
+    # The order of pipeline_progress's tests, in SQL.
+    kind_of = sa.case(
+        (table.c.state == "superseded", "superseded"),
+        (table.c.state.in_(("new", "starting")), "to_start"),
+        (table.c.state == "refused", "failed"),
+        (nodes.c.process_state.is_(None) | nodes.c.process_state.in_(ACTIVE_STATES), "running"),
+        ((nodes.c.process_state == "finished") & (nodes.c.exit_status == 0), "done"),
+        else_="failed",
+    ).label("kind")
+    where = [table.c.setup_name == name]
+    if kind is not None:
+        where.append(kind_of == kind)
+    joined = table.outerjoin(nodes, nodes.c.id == table.c.process_id)
+    query = (
+        sa.select(
+            table.c.id,
+            table.c.identity,
+            table.c.state,
+            table.c.seen,
+            table.c.problem,
+            table.c.process_id,
+            nodes.c.node_type,
+            nodes.c.process_state,
+            nodes.c.exit_status,
+            nodes.c.exit_message,
+            kind_of,
+        )
+        .select_from(joined)
+        .where(*where)
+        .order_by(table.c.id)
+        .limit(limit)
+        .offset(offset)
+    )
+    count = sa.select(sa.func.count()).select_from(joined).where(*where)
+    with get_storage().connection() as connection:
+        rows = connection.execute(query).all()
+        total = int(connection.scalar(count) or 0)
+    listed = []
+    for row in rows:
+        problem = None
+        if row.kind == "failed":
+            problem = (
+                row.problem or "no run could be made"
+                if row.state == "refused"
+                else row.exit_message or _ended_how(row.process_state, row.exit_status)
+            )
+        listed.append(
+            ListedElement(
+                id=row.id,
+                identity=row.identity,
+                kind=row.kind,
+                state=row.state,
+                seen=as_utc(row.seen) if row.seen is not None else None,
+                process_id=row.process_id,
+                node_type=row.node_type,
+                process_state=row.process_state,
+                exit_status=row.exit_status,
+                problem=problem,
+            )
+        )
+    return listed, total
 
 
 def _ended_how(state: str | None, exit_status: int | None) -> str:

@@ -60,6 +60,8 @@ def test_every_page_of_the_contract_is_there():
         "job": "/job/{pk:int}",
         "node": "/node/{pk:int}",
         "processes": "/processes",
+        "pipelines": "/pipelines",
+        "pipeline": "/pipeline/{name:path}",
     }
     for page in PAGES:
         template = (TEMPLATES / page.template).read_text()

@@ -25,6 +25,8 @@ from veglia.storage.tables import (
     links,
     logs,
     nodes,
+    pipeline_elements,
+    pipeline_setups,
     report_outbox,
     report_runs,
 )
@@ -340,6 +342,9 @@ class ChangeStamp:
     computers: tuple[Any, ...]
     #: The reporters' outbox and runs (the overview's panels).
     reporters: tuple[Any, ...]
+    #: Pipeline setups (a new version, enabled or not) and their newest element: what the
+    #: pipeline pages show that no node write tells.
+    pipelines: tuple[Any, ...] = ()
 
 
 def change_stamp() -> ChangeStamp:
@@ -359,11 +364,14 @@ def change_stamp() -> ChangeStamp:
         sa.select(sa.func.count()).where(report_outbox.c.status == "pending"),
         sa.select(sa.func.count()).select_from(report_runs),
         sa.select(sa.func.max(report_runs.c.last_sent)),
+        sa.select(sa.func.max(pipeline_setups.c.id)),
+        sa.select(sa.func.count()).where(pipeline_setups.c.enabled.is_(True)),
+        sa.select(sa.func.max(pipeline_elements.c.id)),
     )
     query = sa.select(*[part.scalar_subquery() for part in parts])
     with get_storage().connection() as connection:
         row = tuple(connection.execute(query).one())
-    return ChangeStamp(row[0], row[1], row[2], row[3], row[4:7], row[7:])
+    return ChangeStamp(row[0], row[1], row[2], row[3], row[4:7], row[7:11], row[11:])
 
 
 def recent_writes(since: datetime, limit: int) -> dict[int, datetime]:

@@ -4,6 +4,7 @@ its template; the server serves the same view as JSON at ``/api<path>`` and live
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -15,6 +16,7 @@ from veglia.plugins.web.live import Covers
 from veglia.views.job import job_view
 from veglia.views.node import DRAWN_NODES, node_view
 from veglia.views.overview import overview_view
+from veglia.views.pipelines import pipeline_view, pipelines_view
 from veglia.views.processes import processes_view
 from veglia.views.workflow import workflow_view
 
@@ -28,6 +30,7 @@ __all__ = [
     "fact_text",
     "human_bytes",
     "human_seconds",
+    "setting_text",
     "state_words",
     "when",
 ]
@@ -110,6 +113,21 @@ PAGES: list[Page] = [
         processes_view,
         lambda view: "Processes",
     ),
+    Page(
+        "pipelines",
+        "/pipelines",
+        "pipelines.html",
+        lambda params: pipelines_view(),
+        lambda view: "Pipelines",
+    ),
+    Page(
+        "pipeline",
+        # A setup's name may hold a slash (no space): the path converter keeps it whole.
+        "/pipeline/{name:path}",
+        "pipeline.html",
+        lambda params: pipeline_view(str(params["name"]), params),
+        lambda view: f"Pipeline {view['setup']['name']}",
+    ),
 ]
 
 
@@ -142,6 +160,14 @@ def fact_text(value: Any) -> str:
     return "" if value is None else str(value)
 
 
+def setting_text(value: Any) -> str:
+    """A setting's value as the setup's TOML means it: text as it is, anything else as JSON
+    (a list, a table, true)."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False)
+
+
 def state_words(text: str) -> str:
     """A state's text without the symbol the terminal shows before it (``✔ Finished [0]`` ->
     ``Finished [0]``): on a page the badge's colour says it, and not every font has the
@@ -159,6 +185,7 @@ TEMPLATE_GLOBALS: dict[str, Any] = {
     "when": when,
     "fact_text": fact_text,
     "state_words": state_words,
+    "setting_text": setting_text,
     "TIMELINE_ROWS": TIMELINE_ROWS,
     "STEPS_ROWS": STEPS_ROWS,
     "NODE_ROWS": NODE_ROWS,

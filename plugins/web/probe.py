@@ -98,7 +98,11 @@ class ChangeProbe:
         after_log = (before.newest_log or 0) if stamp.newest_log != before.newest_log else None
         # Links are stored with the node they lead to: only a new node brings new ones.
         touched = written | nodes_touched_by(new, after_log)
-        elsewhere = stamp.reporters != before.reporters or outside != outside_before
+        elsewhere = (
+            stamp.reporters != before.reporters
+            or stamp.pipelines != before.pipelines
+            or outside != outside_before
+        )
         return Changes(frozenset(touched), elsewhere)
 
     def _recent_writes(self, stamp: ChangeStamp, before: ChangeStamp | None) -> dict[int, datetime]:
