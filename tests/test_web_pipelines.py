@@ -74,7 +74,7 @@ def _campaign(
             exit_status=exit_status,
             **{PIPELINE_RUN: link},
         )
-        mark_started(row.id, node.pk, "w")
+        mark_started([(row.id, node.pk)], "w")
         return node
 
     runs_made = {
