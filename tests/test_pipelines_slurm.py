@@ -89,6 +89,36 @@ def test_a_job_that_cannot_start_in_its_queue_is_moved(slurm_computer):
     assert outputs["stdout"].get_content() == b"ran in short\n"
 
 
+def test_a_job_that_stopped_itself_is_cancelled_and_resubmitted_once(
+    profile, services_env, ssh_params, slurm
+):
+    """SLURM says it runs; it stopped itself with SIGSTOP (UC2 12g). core.unresponsive sees
+    no CPU and no output in its live trace, the job is cancelled, and the restart policy
+    submits it once more."""
+    import subprocess
+
+    ssh_computer("slurm", services_env, ssh_params, "core.slurm", trace_interval=1)
+    marker = f"$HOME/veglia-hung-{uuid.uuid4().hex}"
+    command = (
+        f"if [ -e {marker} ]; then rm {marker}; echo done; exit 0; fi; touch {marker}; "
+        "echo started; kill -STOP $$; echo resumed"
+    )
+    builder = _job(command, queue_name="long", max_wallclock_seconds=300)
+    builder.monitors = {"hung": {"entry_point": "core.unresponsive", "kwargs": {"seconds": 4}}}
+    outputs, node = engine.run_get_node(RestartWorkChain.wrap(builder))
+
+    assert node.is_finished_ok, node.exit_message
+    assert outputs["stdout"].get_content() == b"done\n"
+    first, second = node.get_attribute("attempts")
+    assert "stopped responding (not responding" in first["reason"]
+    assert first["exit_status"] == 150 and second["decision"] == "done"
+    # The stopped job is gone from SLURM, not left holding its CPU.
+    listed = subprocess.run(
+        ["squeue", "-h", "-j", str(first["job_id"])], capture_output=True, text=True
+    )
+    assert listed.stdout.strip() == ""
+
+
 @pytest.fixture
 def mailed_profile(veglia_home, smtp_server, services_env, ssh_params, slurm, monkeypatch):
     from veglia.engine.runner import set_runner

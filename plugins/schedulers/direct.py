@@ -100,4 +100,7 @@ class DirectScheduler(Scheduler):
     def kill_command(self, job_id: str) -> str:
         if not job_id.isdigit():
             raise SchedulerError(f"{job_id!r} is not a core.direct job id (a PID).")
-        return f"kill -TERM -- -{job_id}"
+        # SIGCONT after SIGTERM, as SLURM's scancel does: a stopped process (SIGSTOP, a
+        # debugger let go) acts on its SIGTERM only once continued. The status is the
+        # TERM's: whether the job was there.
+        return f"kill -TERM -- -{job_id} && {{ kill -CONT -- -{job_id} 2>/dev/null; :; }}"

@@ -9,6 +9,8 @@ calls for (the restart policy).
 - refused by the queue for its requests, or pending where it can never start: move to a
   queue that allows the requests, else lower them to what the queue allows;
 - killed for another reason (node failure, cancelled): resubmit unchanged;
+- stopped by ``core.unresponsive`` (running, but no CPU and no output for a while):
+  resubmit unchanged once; a second time, the job has failed;
 - failed on its own: resubmit unchanged once, then apply ``failure_behaviour``.
 
 Each attempt is a child calc job (``call`` link) and a line in ``process report``; the
@@ -49,6 +51,8 @@ PENDING_MONITOR = "veglia_pending"
 #: The monitor that stops a job near its memory limit: the policy treats it as a kill for
 #: memory that came early.
 MEMORY_MONITOR = "core.memory_ceiling"
+#: The monitor that stops a job which no longer responds: cancelled and resubmitted once.
+UNRESPONSIVE_MONITOR = "core.unresponsive"
 FAILURE_BEHAVIOURS = ("stop", "ignore")
 ASSUMED_MEMORY_KB = 1024 * 1024  # when a job asked for no memory and measured none
 MEMORY_FACTOR = 1.5
@@ -133,6 +137,7 @@ class RestartWorkChain(WorkChain):
         self.ctx.options = dict((job.get("metadata") or {}).get("options") or {})
         self.ctx.attempt = 0
         self.ctx.own_failures = 0
+        self.ctx.unresponsive = 0
         self.ctx.lowered = False
         self.ctx.finished = False
         self.ctx.exit = None
@@ -247,8 +252,11 @@ class RestartWorkChain(WorkChain):
             stop = job.stopped_by_monitor or {}
             if stop.get("name") == PENDING_MONITOR:
                 return self._other_queue(job, options, stop.get("message", "cannot start"))
-            if _entry_point_of(job, stop.get("name")) == MEMORY_MONITOR:
+            entry_point = _entry_point_of(job, stop.get("name"))
+            if entry_point == MEMORY_MONITOR:
                 return self._more_memory(job, options, "was stopped near its memory limit")
+            if entry_point == UNRESPONSIVE_MONITOR:
+                return self._not_responding(stop.get("message", "not responding"), options)
             self.ctx.exit = self.exit_codes.ERROR_JOB_STOPPED.format(message=message)
             return "stop", f"was stopped by monitor {stop.get('name')}", options
         if label in ("ERROR_SCHEDULER_NODE_FAILURE", "ERROR_SCHEDULER_CANCELLED"):
@@ -261,6 +269,17 @@ class RestartWorkChain(WorkChain):
             return "done", f"failed again ({message}); failure_behaviour is 'ignore'", options
         self.ctx.exit = self.exit_codes.ERROR_JOB_FAILED.format(message=message)
         return "stop", f"failed again ({message}); stopping", options
+
+    def _not_responding(self, message: str, options: dict[str, Any]) -> tuple[str, str, dict]:
+        """Cancelled for not responding: resubmitted once, unchanged; a second time is a
+        failure (UC2 12g)."""
+        self.ctx.unresponsive += 1
+        if self.ctx.unresponsive == 1:
+            return "resubmit", f"stopped responding ({message}): resubmitting unchanged", options
+        self.ctx.exit = self.exit_codes.ERROR_JOB_FAILED.format(
+            message=f"stopped responding again ({message})"
+        )
+        return "stop", f"stopped responding again ({message}); stopping", options
 
     def _queues(self, job: Any) -> list[QueueInfo]:
         return queues_from_attribute(job.get_attribute(QUEUES))
