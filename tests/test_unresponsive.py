@@ -4,10 +4,8 @@ again, it has failed. Nothing of a stopped job keeps running."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import uuid
-from pathlib import Path
 
 import pytest
 
