@@ -260,3 +260,31 @@ def test_claims_of_a_worker_that_died_while_starting_are_finished_once(profile, 
     time.sleep(3)
     assert runs_of("crash") == {"lost.txt": runs["lost.txt"], "stored.txt": [first.pk]}
     assert stdout(runs["lost.txt"][0]) == b"never stored\n"
+
+
+def test_max_active_caps_a_setups_runs_at_once(veglia_home, daemon, tmp_path):
+    from veglia.engine.runner import set_runner
+    from veglia.pipeline_elements import pipeline_progress
+    from veglia_fixtures.profiles import make_profile
+
+    make_profile(**{"pipeline.poll_interval": "1"})
+    data = tmp_path / "data"
+    data.mkdir()
+    for i in range(6):
+        settled_file(data, f"s{i}.txt", f"{i}\n")
+    make_setup("capped", str(data), max_active=2, command="sleep 2; cat *.txt")
+    daemon(1)
+    most = 0
+    deadline = time.monotonic() + 120
+    while True:
+        runs = runs_of("capped")
+        active = [pk for pks in runs.values() for pk in pks if not load_node(pk).is_terminated]
+        most = max(most, len(active))
+        if len(runs) == 6 and not active:
+            break
+        assert time.monotonic() < deadline, runs
+        time.sleep(0.2)
+    assert most == 2
+    progress = pipeline_progress("capped")
+    assert (progress.seen, progress.done, progress.to_start) == (6, 6, 0)
+    set_runner(None)
