@@ -126,9 +126,11 @@ class PipelineIntake:
         async with self.runner.lease_transport(computer) as lease:
             return await lease.run(source.elements, lease.transport, known)
 
-    @staticmethod
-    def _claimer_gone(worker: str | None) -> bool:
-        if not worker:
+    def _claimer_gone(self, worker: str | None) -> bool:
+        """Whether a claim's worker no longer starts it: gone from this host, or this very
+        worker, whose looks run one at a time (a claim of its own left over from a look cut
+        short)."""
+        if not worker or worker == self.worker:
             return True
         parts = worker.split("/")
         try:
@@ -160,15 +162,25 @@ class PipelineIntake:
                 release_claims([row.id for row in claimed[first:]], self.worker)
                 raise
             runs: list[tuple[int, int]] = []
+            tried = 0
             try:
                 for row in batch:
+                    tried += 1
                     pk = self._start_one(setup, source, row, contents.get(row.id))
                     if pk is not None:
                         runs.append((row.id, pk))
+            except BaseException:
+                # The database or the broker went away mid-batch: the rows not tried go back
+                # at once; the one under way may have its run stored (the next look sees).
+                with contextlib.suppress(Exception):
+                    untried = claimed[first + tried :]
+                    release_claims([row.id for row in untried], self.worker)
+                raise
             finally:
                 # One commit for the batch: a run names its element already, so a worker
                 # that dies before this commit leaves nothing a later look cannot finish.
-                mark_started(runs, self.worker)
+                with contextlib.suppress(Exception):
+                    mark_started(runs, self.worker)
             started += len(runs)
         self.started += started
         return started
