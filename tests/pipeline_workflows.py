@@ -148,3 +148,56 @@ class NamedSteps(WorkChain):
         if not all(job.is_finished_ok for job in self.ctx.jobs):
             return self.exit_codes.ERROR_CHILD_FAILED
         return None
+
+
+class PrepareComputeSummarize(WorkChain):
+    """prepare -> compute -> summarize, one shell job each, each reading the previous job's
+    stdout as ``in.txt``. prepare appends a line to the file ``tokens`` (how many times it
+    ran); compute prints ``x=<x>``, after ``guard`` (shell) when given."""
+
+    @classmethod
+    def define(cls, spec: Any) -> None:
+        super().define(spec)
+        spec.input("x", valid_type=orm.Int)
+        spec.input("tokens", valid_type=orm.Str)
+        spec.input("guard", valid_type=orm.Str, required=False)
+        spec.output("result", valid_type=orm.SinglefileData)
+        spec.outline(cls.prepare, cls.compute, cls.summarize, cls.results)
+        spec.exit_code(401, "ERROR_STEP_FAILED", "Step {step} failed.")
+
+    def _shell(self, command: str, previous: Any = None) -> Any:
+        inputs: dict[str, Any] = {"command": orm.Str(command)}
+        if previous is not None:
+            inputs["files"] = {"in.txt": previous.outputs.stdout}
+        return self.submit(ShellJob, **inputs)
+
+    def prepare(self) -> ToContext:
+        tokens = self.inputs["tokens"].value
+        return ToContext(prepared=self._shell(f"echo prepared >> {tokens}; echo base"))
+
+    def compute(self) -> Any:
+        if not self.ctx.prepared.is_finished_ok:
+            return self.exit_codes.ERROR_STEP_FAILED.format(step="prepare")
+        guard = self.inputs["guard"].value + "; " if "guard" in self.inputs else ""
+        command = f"{guard}cat in.txt; echo x={self.inputs['x'].value}"
+        return ToContext(computed=self._shell(command, self.ctx.prepared))
+
+    def summarize(self) -> Any:
+        if not self.ctx.computed.is_finished_ok:
+            return self.exit_codes.ERROR_STEP_FAILED.format(step="compute")
+        return ToContext(summary=self._shell("cat in.txt; echo done", self.ctx.computed))
+
+    def results(self) -> Any:
+        if not self.ctx.summary.is_finished_ok:
+            return self.exit_codes.ERROR_STEP_FAILED.format(step="summarize")
+        self.out("result", self.ctx.summary.outputs.stdout)
+        return None
+
+
+class GoesBackToPrepare(PrepareComputeSummarize):
+    """PrepareComputeSummarize whose failing compute sends it back to prepare, once."""
+
+    @classmethod
+    def define(cls, spec: Any) -> None:
+        super().define(spec)
+        spec.on_failure(cls.compute, go_back_to=cls.prepare, attempts=1)

@@ -95,6 +95,12 @@ PROCESS_SUBCOMMANDS: LazyCommands = {
         "process_repair",
         "Queue again active processes that no worker holds and whose task was lost.",
     ),
+    "rerun": (
+        "veglia.cli.cmd_process_rerun",
+        "process_rerun_command",
+        "Run workflow PK again from step STEP: the steps before it reuse the processes the "
+        "run launched, STEP and the steps after it run again.",
+    ),
     "status": (
         "veglia.cli.cmd_process_status",
         "process_status_command",

@@ -45,6 +45,7 @@ __all__ = [
     "process_class_of",
     "run_builder",
     "source_of",
+    "takes_nodes",
 ]
 
 #: Inputs that are settings, not data: a setup's values for them are kept as they are.
@@ -129,7 +130,7 @@ def element_port(setup: PipelineSetup, process_class: type[Process]) -> tuple[An
     return namespace, ".".join(parts[:-1])
 
 
-def _takes_nodes(port: Any) -> bool:
+def takes_nodes(port: Any) -> bool:
     """Whether a port's values are data nodes (else plain values: a label, an option)."""
     if not isinstance(port, Port) or port.valid_type is None:
         return True
@@ -152,7 +153,7 @@ def _fill(
                 namespace[name] = value
             elif isinstance(port, PortNamespace) and isinstance(value, Mapping):
                 _fill(setup, namespace[name], value, where)
-            elif _takes_nodes(port):
+            elif takes_nodes(port):
                 namespace[name] = to_node(value)
             else:
                 namespace[name] = value

@@ -21,7 +21,8 @@ PAUSED = "paused"
 PAUSED_REASON = "paused_reason"
 #: {"action", "message"}: a kill, pause or play for the worker without a broker to carry out.
 CONTROL_REQUEST = "control_request"
-#: The pk of the process that ``veglia verify --rerun`` ran this one again for.
+#: The pk of the process that ``veglia verify --rerun`` (a calc job) or ``veglia process
+#: rerun`` (a workflow) ran this one again for.
 RERUN_OF = "rerun_of"
 #: A pipeline setup's run: {"setup": name, "version": n, "element": row id, "identity": ...}.
 PIPELINE_RUN = "pipeline_run"
@@ -31,6 +32,18 @@ SIMILARITY_KEY = "similarity_key"
 # -- workflows ---------------------------------------------------------------------------------
 #: The pks of the children a workflow waits for, while it waits.
 WAITING_FOR = "waiting_for"
+#: A rerun (``veglia process rerun --from``): the step it went back to; the steps before it
+#: reuse the children of the run it is a rerun of (RERUN_OF).
+RERUN_FROM = "rerun_from"
+#: {call key: pk}: the children of an earlier run a rerun took instead of launching them
+#: (they keep their one ``call`` link, from the run that launched them).
+REUSED_CALLS = "reused_calls"
+#: [{"step", "failed", "to", "attempt"}]: each time a step's failure behaviour sent the
+#: workflow back to an earlier step (``spec.on_failure``).
+WENT_BACK = "went_back"
+#: The inputs that are no nodes (``metadata``, a dynamic namespace's plain values), kept so
+#: that ``veglia process rerun`` can launch the workflow again with all of its inputs.
+PLAIN_INPUTS = "plain_inputs"
 
 # -- calc jobs: what they were asked to run ----------------------------------------------------
 #: The job options (``metadata.options``), as right-sizing or unblock left them.

@@ -16,7 +16,15 @@ from typing import Any
 import sqlalchemy as sa
 
 from veglia.manage import get_storage
-from veglia.orm.attributes import BLOCKED, CANCEL_PENDING, DAEMON, PAUSED, PIPELINE_RUN
+from veglia.orm.attributes import (
+    BLOCKED,
+    CANCEL_PENDING,
+    DAEMON,
+    PAUSED,
+    PIPELINE_RUN,
+    RERUN_OF,
+    REUSED_CALLS,
+)
 from veglia.storage.tables import (
     JsonType,
     authinfos,
@@ -443,7 +451,11 @@ def provenance_around(
     between them: (rows with ``id``, ``node_type``, ``label``, ``process_type``,
     ``process_state``, ``exit_status`` and ``attributes`` (only ``attribute_keys`` when
     given, a missing one as None), by pk; (source, target, label, link type), in the order
-    they were made)."""
+    they were made).
+
+    A process run again (``process rerun``, ``verify --rerun``) counts as linked to the run
+    it repeats (link type ``rerun of``) and to the children of that run it reused (link
+    type ``reused``, labelled by call key): no stored links, but how the two tries relate."""
     keys = None if attribute_keys is None else list(attribute_keys)
     attributes = (
         nodes.c.attributes
@@ -452,6 +464,7 @@ def provenance_around(
     )
     seen, frontier = {pk}, {pk}
     edges: dict[int, tuple[int, int, str, str]] = {}
+    reruns: dict[tuple[int, int, str, str], None] = {}
     with get_storage().connection() as connection:
         for _ in range(depth):
             if not frontier:
@@ -469,6 +482,9 @@ def provenance_around(
             for link_id, source, target, label, kind in rows:
                 edges[link_id] = (source, target, label, kind)
                 found |= {source, target}
+            for edge in _rerun_edges(connection, frontier):
+                reruns.setdefault(edge, None)
+                found.add(edge[1])
             frontier = found - seen
             seen |= found
         near = connection.execute(
@@ -476,7 +492,29 @@ def provenance_around(
             .where(nodes.c.id.in_(seen))
             .order_by(nodes.c.id)
         ).all()
-    return list(near), [edges[key] for key in sorted(edges)]
+    # A rerun names its earlier run by pk: one deleted since leaves no edge to nothing.
+    present = {row.id for row in near}
+    return list(near), [edges[key] for key in sorted(edges)] + [
+        edge for edge in reruns if edge[1] in present
+    ]
+
+
+def _rerun_edges(connection: Any, pks: set[int]) -> list[tuple[int, int, str, str]]:
+    """From the processes among ``pks`` run again: to the run each repeats, and to the
+    children of it each reused."""
+    rows = connection.execute(
+        sa.select(nodes.c.id, nodes.c.attributes[RERUN_OF], nodes.c.attributes[REUSED_CALLS]).where(
+            nodes.c.id.in_(pks), nodes.c.node_type.like("process%")
+        )
+    ).all()
+    found: list[tuple[int, int, str, str]] = []
+    for pk, rerun_of, reused in rows:
+        if isinstance(rerun_of, int):
+            found.append((pk, rerun_of, "RERUN", "rerun of"))
+        for call_key, child in (reused or {}).items():
+            if isinstance(child, int):
+                found.append((pk, child, call_key, "reused"))
+    return found
 
 
 def process_tree_select(pks: Iterable[int]) -> sa.Select:

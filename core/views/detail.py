@@ -13,7 +13,15 @@ from datetime import datetime, timezone
 from typing import Any
 
 from veglia.engine.progress import Progress, format_seconds, workflow_progress
-from veglia.orm.attributes import CANCEL_PENDING, CODE, RESTART
+from veglia.orm.attributes import (
+    CANCEL_PENDING,
+    CODE,
+    RERUN_FROM,
+    RERUN_OF,
+    RESTART,
+    REUSED_CALLS,
+    WENT_BACK,
+)
 from veglia.orm.process_nodes import CalcJobNode, ProcessNode
 from veglia.orm.queries import node_mtime
 from veglia.views.rows import format_state, iso_time, monitor_notes, process_status, stopped_by
@@ -104,7 +112,29 @@ def workflow_facts(node: ProcessNode, progress: Progress | None = None) -> list[
         rows.append(("estimated time left", f"{left} ({progress.basis})"))
     elif not node.is_terminated:
         rows.append(("estimated time left", f"no estimate yet ({progress.basis})"))
+    attrs = node.attributes
+    reused = attrs.get(REUSED_CALLS) or {}
+    if reused:
+        pks = ", ".join(f"process {pk}" for pk in reused.values())
+        rows.append(("reused", f"{pks} (called by the earlier run)"))
+    rows += [
+        (
+            "went back",
+            f"step {w['step']}: process {w['failed']} failed; back to step {w['to']} "
+            f"(attempt {w['attempt']})",
+        )
+        for w in attrs.get(WENT_BACK) or []
+    ]
     return rows
+
+
+def rerun_text(attrs: dict[str, Any]) -> str | None:
+    """ "process 5" (a calc job run again), "process 5, from step compute" (a workflow)."""
+    of = attrs.get(RERUN_OF)
+    if of is None:
+        return None
+    step = attrs.get(RERUN_FROM)
+    return f"process {of}" + (f", from step {step}" if step else "")
 
 
 #: The columns of :func:`attempt_rows`.
@@ -153,6 +183,7 @@ def process_facts(
         ("description", node.description),
         ("created", stamp(node.ctime)),
         ("modified", stamp(node_mtime(node.pk))),
+        ("rerun of", rerun_text(attrs)),
     ]
     if isinstance(node, CalcJobNode):
         code = attrs.get(CODE) or {}

@@ -82,7 +82,15 @@ def _node_style(row: Any) -> dict[str, str]:
     }
 
 
-_EDGE_STYLE = {"input": "solid", "create": "bold", "output": "dashed", "call": "dotted"}
+_EDGE_STYLE = {
+    "input": "solid",
+    "create": "bold",
+    "output": "dashed",
+    "call": "dotted",
+    # Not stored links: a run made again, and the earlier run's children it reused.
+    "rerun of": "dashed, color=gray40",
+    "reused": "dotted, color=gray40",
+}
 
 
 def _url(row: Any) -> str:

@@ -18,19 +18,38 @@ Each child gets a ``call`` link from the workflow. The waiting is checkpointed l
 state: a workflow whose worker dies is continued by another, which waits for the same
 children. Children run in the daemon when the workflow does (possibly on other workers),
 and beside it on the same loop when it was started with ``engine.run``.
+
+A step may declare a failure behaviour: ``spec.on_failure(cls.align, go_back_to=cls.prepare)``
+sends the workflow back to an earlier step (its context as it was then) when a child the
+step waited for fails. A finished run can be sent back by hand too (``veglia process rerun
+PK --from STEP``): a new run replays the steps before STEP with the children the first run
+launched, and runs the rest again.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import plumpy
+from plumpy.persistence import LoadSaveContext
 from plumpy.process_states import ProcessState
-from plumpy.workchains import _PropagateReturn, if_, return_, while_
+from plumpy.workchains import (
+    _Block,
+    _FunctionCall,
+    _FunctionStepper,
+    _If,
+    _PropagateReturn,
+    _While,
+    if_,
+    return_,
+    while_,
+)
 
 from veglia.engine.daemon.control import request_kill
 from veglia.engine.exit_codes import ExitCode
-from veglia.engine.launch import launch_child
+from veglia.engine.launch import find_called, launch_child
 from veglia.engine.persistence import decode_value, encode_value
 from veglia.engine.process import Process
 from veglia.engine.process_spec import ProcessSpec
@@ -38,8 +57,16 @@ from veglia.engine.progress import workflow_progress
 from veglia.engine.runner import get_runner
 from veglia.engine.waiting import InterruptibleWaiting
 from veglia.notifications import notify
-from veglia.orm.attributes import WAITING_FOR
-from veglia.orm.nodes import load_node
+from veglia.orm.attributes import (
+    PLAIN_INPUTS,
+    RERUN_FROM,
+    RERUN_OF,
+    REUSED_CALLS,
+    WAITING_FOR,
+    WENT_BACK,
+)
+from veglia.orm.computers import Code
+from veglia.orm.nodes import Node, load_node
 from veglia.orm.process_nodes import ProcessNode, WorkflowNode
 
 __all__ = ["ToContext", "WorkChain", "WorkChainSpec", "append_", "if_", "return_", "while_"]
@@ -63,8 +90,111 @@ class Context(dict):
         del self[key]
 
 
+@dataclass(frozen=True)
+class FailureBehaviour:
+    """What a workflow does when a child that ``step`` waited for fails: start again from
+    the earlier step ``go_back_to``, at most ``attempts`` times (then it fails as without)."""
+
+    step: str
+    go_back_to: str
+    attempts: int = 1
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.attempts, int) or self.attempts < 1:
+            raise ValueError(
+                f"on_failure({self.step!r}): attempts must be a whole number of at least 1, "
+                f"not {self.attempts!r}."
+            )
+
+
+class _StepStepper(_FunctionStepper):
+    """plumpy's stepper of one step, telling the workflow which step runs: its children
+    are then known by step (failure behaviours, reruns from a step)."""
+
+    def step(self) -> tuple[bool, Any]:
+        self._workchain._enter_step(self._fn.__name__)
+        return super().step()
+
+
+class _Step(_FunctionCall):
+    def create_stepper(self, workchain: Any) -> _StepStepper:
+        return _StepStepper(workchain, self._fn)
+
+    def recreate_stepper(self, saved_state: Any, workchain: Any) -> _StepStepper:
+        load_context = LoadSaveContext(workchain=workchain, func_spec=self)
+        return _StepStepper.recreate_from(saved_state, load_context)  # type: ignore[return-value]
+
+
+def _named_steps(instruction: Any, names: list[str]) -> Any:
+    """The outline with each step made a :class:`_Step`; ``names`` gets the step names in
+    outline order (each once)."""
+    if isinstance(instruction, _FunctionCall):
+        name = instruction._fn.__name__
+        if name not in names:
+            names.append(name)
+        return instruction if isinstance(instruction, _Step) else _Step(instruction._fn)
+    if isinstance(instruction, _Block):
+        instruction._instruction[:] = [_named_steps(i, names) for i in instruction._instruction]
+    elif isinstance(instruction, _If):
+        for conditional in instruction._ifs:
+            _named_steps(conditional.body, names)
+    elif isinstance(instruction, _While):
+        _named_steps(instruction.body, names)
+    return instruction
+
+
+def _step_name(step: str | Callable[..., Any]) -> str:
+    return step if isinstance(step, str) else step.__name__
+
+
 class WorkChainSpec(ProcessSpec, plumpy.WorkChainSpec):
-    """A process spec with an ``outline``."""
+    """A process spec with an ``outline`` and, for some steps, a failure behaviour."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._step_names: list[str] = []
+        self._failure_behaviours: dict[str, FailureBehaviour] = {}
+
+    def outline(self, *commands: Any) -> None:
+        super().outline(*commands)
+        self._step_names = []
+        self._outline = _named_steps(self._outline, self._step_names)
+
+    @property
+    def step_names(self) -> list[str]:
+        """The names of the outline's steps, in outline order (a repeated step once)."""
+        return list(self._step_names)
+
+    def on_failure(
+        self,
+        step: str | Callable[..., Any],
+        *,
+        go_back_to: str | Callable[..., Any],
+        attempts: int = 1,
+    ) -> None:
+        """When a child that ``step`` waited for (``ToContext``) fails, go back to the
+        earlier step ``go_back_to`` and run from there, with the context as it was when
+        that step began; at most ``attempts`` times, then the workflow goes on as without
+        (its next step sees the failed child). Declare it after the outline."""
+        name, target = _step_name(step), _step_name(go_back_to)
+        if not self._step_names:
+            raise ValueError(f"on_failure({name!r}): declare the outline first.")
+        for what in (name, target):
+            if what not in self._step_names:
+                raise ValueError(
+                    f"on_failure: {what!r} is no step of the outline (its steps: "
+                    f"{', '.join(self._step_names)})."
+                )
+        if self._step_names.index(target) >= self._step_names.index(name):
+            raise ValueError(
+                f"on_failure({name!r}): go_back_to={target!r} must be a step before {name!r}."
+            )
+        self._failure_behaviours[name] = FailureBehaviour(name, target, attempts)
+
+    @property
+    def failure_behaviours(self) -> dict[str, FailureBehaviour]:
+        """The declared failure behaviours by the name of their step."""
+        return dict(self._failure_behaviours)
 
 
 class ToContext(dict):
@@ -88,7 +218,7 @@ def append_(node: ProcessNode) -> _Append:
 class ChildrenWaiting(InterruptibleWaiting):
     """WAITING until the workflow's submitted children have terminated.
 
-    ``data`` is a list of ``{"pk", "key", "action"}``: plain, so it is checkpointed.
+    ``data`` is a list of ``{"pk", "key", "action", "step"}``: plain, so it is checkpointed.
     """
 
     async def execute(self) -> Any:
@@ -146,10 +276,30 @@ class WorkChain(Process):
         self._steps_done = 0
         self._children_in_step = 0
         self._resumed = False
+        #: The step running now (None between steps of a workflow just loaded).
+        self._step: str | None = None
+        #: A rerun's replay: {"of": pk, "until": step} until the step is reached.
+        self._replay: dict[str, Any] | None = None
+        #: The context and stepper as they were when each go-back target step began.
+        self._snapshots: dict[str, dict[str, Any]] = {}
+        #: How many times each step's failure behaviour went back.
+        self._went_back: dict[str, int] = {}
 
     def on_create(self) -> None:
         super().on_create()
         self._stepper = self.spec().get_outline().create_stepper(self)
+        assert self.node is not None
+        if self.node.get_attribute(RERUN_FROM) is not None:
+            self._replay = {
+                "of": self.node.get_attribute(RERUN_OF),
+                "until": self.node.get_attribute(RERUN_FROM),
+            }
+
+    def prepare_node(self, node: ProcessNode) -> None:
+        super().prepare_node(node)
+        plain = _plain_inputs(dict(self.inputs))
+        if plain:
+            node.set_attribute(PLAIN_INPUTS, plain)
 
     # -- persistence -----------------------------------------------------------------------
     def save_instance_state(self, out_state: Any, save_context: Any) -> None:
@@ -159,6 +309,9 @@ class WorkChain(Process):
         out_state["steps_done"] = self._steps_done
         if self._stepper is not None:
             out_state["stepper_state"] = self._stepper.save()
+        out_state["replay"] = self._replay
+        out_state["snapshots"] = self._snapshots
+        out_state["went_back"] = self._went_back
 
     def load_instance_state(self, saved_state: Any, load_context: Any) -> None:
 
@@ -168,6 +321,10 @@ class WorkChain(Process):
         self._steps_done = int(saved_state.get("steps_done", 0))
         self._children_in_step = 0
         self._resumed = True
+        self._step = None
+        self._replay = saved_state.get("replay")
+        self._snapshots = dict(saved_state.get("snapshots") or {})
+        self._went_back = dict(saved_state.get("went_back") or {})
         self._stepper = None
         if saved_state.get("stepper_state") is not None:
             self._stepper = (
@@ -214,7 +371,7 @@ class WorkChain(Process):
                     f"ToContext({key}=...) takes the node of a submitted process, not "
                     f"{type(node).__name__}; use self.submit(...)."
                 )
-            self._awaiting.append({"pk": node.pk, "key": key, "action": action})
+            self._awaiting.append({"pk": node.pk, "key": key, "action": action, "step": self._step})
 
     def resolve_awaited(self, awaited: list[dict[str, Any]]) -> None:
 
@@ -227,6 +384,69 @@ class WorkChain(Process):
                 self.ctx[item["key"]] = [*self.ctx[item["key"]], node]
             else:
                 self.ctx[item["key"]] = node
+        self._apply_failure_behaviour(awaited)
+
+    # -- steps by name: failure behaviours and reruns --------------------------------------
+    def _enter_step(self, name: str) -> None:
+        """Called as each step begins (by the outline's steppers)."""
+        self._step = name
+        if self._replay is not None and name == self._replay["until"]:
+            self.report(
+                f"step {name}: the rerun of process {self._replay['of']} runs again from here"
+            )
+            self._replay = None
+        if name in self._go_back_targets():
+            # The stepper stands at this step, about to run it: restored, it runs it again.
+            self._snapshots[name] = {
+                "ctx": encode_value(dict(self.ctx)),
+                "stepper": self._stepper.save(),
+            }
+
+    @classmethod
+    def _go_back_targets(cls) -> set[str]:
+        return {b.go_back_to for b in cls.spec().failure_behaviours.values()}
+
+    def _apply_failure_behaviour(self, awaited: list[dict[str, Any]]) -> None:
+        """Go back to an earlier step when a child awaited by a step with a failure
+        behaviour failed and attempts are left."""
+        behaviours = self.spec().failure_behaviours
+        for item in awaited:
+            behaviour = behaviours.get(item.get("step") or "")
+            if behaviour is None:
+                continue
+            child = load_node(item["pk"])
+            if child.is_finished_ok:
+                continue
+            self._go_back(behaviour, child)
+            return
+
+    def _go_back(self, behaviour: FailureBehaviour, failed: ProcessNode) -> None:
+        """Start again from ``behaviour.go_back_to`` because ``failed`` failed, if
+        attempts are left (else a report line, and the workflow goes on as without)."""
+        why = failed.exit_message or failed.process_state or "failed"
+        done = self._went_back.get(behaviour.step, 0)
+        snapshot = self._snapshots.get(behaviour.go_back_to)
+        if done >= behaviour.attempts or snapshot is None:
+            self.report(
+                f"step {behaviour.step}: process {failed.pk} failed ({why}); no attempts left "
+                f"to go back to step {behaviour.go_back_to}"
+            )
+            return
+        self._went_back[behaviour.step] = done + 1
+        self.report(
+            f"step {behaviour.step}: process {failed.pk} failed ({why}); going back to step "
+            f"{behaviour.go_back_to} (attempt {done + 1} of {behaviour.attempts})"
+        )
+        assert self.node is not None
+        entry = {
+            "step": behaviour.step,
+            "failed": failed.pk,
+            "to": behaviour.go_back_to,
+            "attempt": done + 1,
+        }
+        self.node.set_attribute(WENT_BACK, [*self.node.get_attribute(WENT_BACK, []), entry])
+        self.ctx = Context(decode_value(snapshot["ctx"]))
+        self._stepper = self.spec().get_outline().recreate_stepper(snapshot["stepper"], self)
 
     # -- children --------------------------------------------------------------------------
     def submit(self, process: Any, /, **inputs: Any) -> ProcessNode:
@@ -235,7 +455,36 @@ class WorkChain(Process):
         assert self.node is not None
         call_key = f"{self._steps_done}.{self._children_in_step}"
         self._children_in_step += 1
+        if self._replay is not None:
+            reused = self._reuse(call_key, process)
+            if reused is not None:
+                return reused
         return launch_child(self.node, process, inputs, call_key, resumed=self._resumed)
+
+    def _reuse(self, call_key: str, process: Any) -> ProcessNode | None:
+        """In a rerun's replay: the child the earlier run launched under ``call_key`` (or
+        reused itself), when it is of the same process; recorded in REUSED_CALLS."""
+        assert self.node is not None and self._replay is not None
+        earlier = load_node(self._replay["of"])
+        assert isinstance(earlier, ProcessNode)
+        child = find_called(earlier, call_key)
+        if child is None:
+            pk = (earlier.get_attribute(REUSED_CALLS) or {}).get(call_key)
+            child = load_node(pk) if pk is not None else None
+        process_class = getattr(process, "process_class", process)
+        if not isinstance(child, ProcessNode) or child.process_type != (
+            process_class.process_type()
+        ):
+            self.report(
+                f"step {self._step}: process {earlier.pk} launched no such child here; "
+                "launching it anew"
+            )
+            return None
+        self.node.set_attribute(
+            REUSED_CALLS, {**(self.node.get_attribute(REUSED_CALLS) or {}), call_key: child.pk}
+        )
+        self.report(f"step {self._step}: reusing process {child.pk} of process {earlier.pk}")
+        return child
 
     def kill_children(self, message: str) -> None:
         """Kill the children still running, wherever they run (without waiting)."""
@@ -283,3 +532,24 @@ class WorkChain(Process):
         """Attach several outputs at once (``self.out_many(dict(job.outputs.items()))``)."""
         for label, value in outputs.items():
             self.out(label, value)
+
+
+def _plain_inputs(inputs: dict[str, Any]) -> dict[str, Any]:
+    """The inputs that are no nodes (a namespace's plain values, ``metadata``), nested as
+    given: nodes have their input links, these would be lost."""
+    plain: dict[str, Any] = {}
+    for key, value in inputs.items():
+        if isinstance(value, Node):
+            continue
+        if isinstance(value, dict) or hasattr(value, "items"):
+            inner = _plain_inputs(dict(value))
+            if inner:
+                plain[key] = inner
+        elif isinstance(value, str | int | float | bool | Code) or value is None:
+            plain[key] = encode_value(value)  # a code as {"__code__": pk}
+        elif isinstance(value, list | tuple) and all(isinstance(v, _SCALARS) for v in value):
+            plain[key] = list(value)
+    return plain
+
+
+_SCALARS = (str, int, float, bool)
