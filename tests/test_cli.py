@@ -173,6 +173,7 @@ def test_outdated_schema_is_reported_and_migrated(run_cli, veglia_home):
         connection.execute("UPDATE alembic_version SET version_num = '0001'")
         tables = ("report_outbox", "report_runs", "process_leases", "repository_blobs")
         tables += ("repository_chunks",)
+        tables += ("pipeline_elements", "pipeline_sources")
         for table in (*tables, "group_nodes", "groups", "pipeline_setups"):
             connection.execute(f"DROP TABLE {table}")
         for index in ("ix_nodes_cache_hash", "ix_nodes_similarity_key", "ix_nodes_mtime"):
