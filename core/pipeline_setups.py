@@ -38,6 +38,7 @@ __all__ = [
     "parse_setup_toml",
     "set_pipeline_enabled",
     "setup_toml",
+    "toml_value",
 ]
 
 #: The keys of a setup as a TOML file or dict gives it, at the top level.
@@ -54,6 +55,10 @@ TOP_KEYS = (
 )
 #: The keys of its ``[source]`` table.
 SOURCE_KEYS = ("entry_point", "computer", "settings")
+#: The built-in workflow a setup of several steps runs (``inputs.steps``), by entry point,
+#: and its input that takes the element: the table and the intake need nothing more.
+CHAIN_PROCESS = "core.chain"
+CHAIN_PORT = "files"
 
 
 def check_name(name: Any) -> str:
@@ -108,6 +113,12 @@ class PipelineSetup:
     @property
     def is_stored(self) -> bool:
         return self.pk is not None
+
+    @property
+    def steps(self) -> list[dict[str, Any]]:
+        """The steps of a setup that runs several one after another (else none)."""
+        steps = self.inputs.get("steps") if self.process == CHAIN_PROCESS else None
+        return [step for step in steps if isinstance(step, Mapping)] if steps else []
 
     @property
     def computer(self) -> str | None:
@@ -435,7 +446,18 @@ def setup_toml(setup: PipelineSetup) -> str:
     tables = {name: data.pop(name) for name in ("inputs", "options")}
     lines = [f"{key} = {_toml_value(value)}" for key, value in data.items()]
     for name, table in tables.items():
-        lines += ["", f"[{name}]", *_toml_table(table)]
+        # A list of tables (a chain's steps) reads better as [[inputs.steps]] blocks.
+        blocks = {
+            key: value
+            for key, value in table.items()
+            if isinstance(value, list) and value and all(isinstance(v, Mapping) for v in value)
+        }
+        plain = {key: value for key, value in table.items() if key not in blocks}
+        if plain or not blocks:
+            lines += ["", f"[{name}]", *_toml_table(plain)]
+        for key, items in blocks.items():
+            for item in items:
+                lines += ["", f"[[{name}.{_toml_key(key)}]]", *_toml_table(item)]
     settings = source.pop("settings")
     lines += ["", "[source]", *_toml_table(source), "", "[source.settings]"]
     lines += _toml_table(settings)
@@ -454,6 +476,11 @@ def _toml_table(table: Mapping[str, Any]) -> list[str]:
 def _toml_key(key: str) -> str:
     bare = key and all(c.isascii() and (c.isalnum() or c in "-_") for c in key)
     return key if bare else json.dumps(key)
+
+
+def toml_value(value: Any) -> str:
+    """A plain value as TOML writes it inline (``"wc -l *"``, ``{ n = 1 }``)."""
+    return _toml_value(value)
 
 
 def _toml_value(value: Any) -> str:

@@ -25,6 +25,7 @@ import json
 import os
 import re
 import select
+import shlex
 import shutil
 import signal
 import subprocess
@@ -376,3 +377,130 @@ def test_every_veglia_command_of_the_verdi_table_exists():
                         break
                     parent, here = here, found
     assert not missing, missing
+
+
+# -- a journey through a terminal ----------------------------------------------------------------
+class Terminal:
+    """A program in a tmux pane, driven as a person would: wait for a prompt on the screen,
+    type the answer, press Enter. The tmux server is this test's own (its own socket)."""
+
+    def __init__(self, command: list[str], env: dict[str, str], socket: str) -> None:
+        self.tmux = ["tmux", "-L", socket]
+        self.lines = 0
+        shell = f'{shlex.join(command)}; echo "[exit $?]"; sleep 600'
+        size = ["-x", "220", "-y", "50"]
+        subprocess.run(
+            [*self.tmux, "-f", "/dev/null", "new-session", "-d", "-s", "journey", *size, shell],
+            env=env,
+            check=True,
+            timeout=30,
+        )
+
+    def screen(self) -> list[str]:
+        """Every line the pane showed, wrapped lines joined, trailing empty ones dropped."""
+        text = subprocess.run(
+            [*self.tmux, "capture-pane", "-p", "-J", "-S", "-", "-t", "journey"],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=30,
+        ).stdout
+        return text.rstrip().splitlines()
+
+    def expect(self, prompt: str, timeout: float = 60.0) -> None:
+        """Wait until a new last line is the prompt ``prompt`` (it starts with it and ends
+        with a colon, as click's prompts do)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            lines = self.screen()
+            last = lines[-1].strip() if lines else ""
+            if len(lines) > self.lines and last.startswith(prompt) and last.endswith(":"):
+                self.lines = len(lines)
+                return
+            if time.monotonic() > deadline:
+                raise AssertionError(f"no prompt {prompt!r}; the screen:\n" + "\n".join(lines))
+            time.sleep(0.1)
+
+    def answer(self, prompt: str, text: str) -> None:
+        self.expect(prompt)
+        if text:
+            subprocess.run([*self.tmux, "send-keys", "-t", "journey", "-l", text], check=True)
+        subprocess.run([*self.tmux, "send-keys", "-t", "journey", "Enter"], check=True)
+
+    def wait_for(self, text: str, timeout: float = 60.0) -> str:
+        deadline = time.monotonic() + timeout
+        while True:
+            screen = "\n".join(self.screen())
+            if text in screen:
+                return screen
+            if time.monotonic() > deadline:
+                raise AssertionError(f"no {text!r} on the screen:\n{screen}")
+            time.sleep(0.1)
+
+    def close(self) -> None:
+        subprocess.run([*self.tmux, "kill-server"], capture_output=True, timeout=30)
+
+
+def test_pipeline_create_of_two_steps_through_a_terminal(profile, veglia_home: Path, tmp_path):
+    """docs/pipelines.md's "Asked for each part", typed into `veglia pipeline create` in a
+    terminal (tmux): two steps, one wrong choice explained and asked again."""
+    if shutil.which("tmux") is None:
+        from veglia_fixtures.services import service_missing
+
+        service_missing("tmux is not installed (Debian package `tmux`)")
+    from veglia.pipeline_setups import load_pipeline_setup
+
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    env = {
+        key: value for key, value in os.environ.items() if not key.startswith(("VEGLIA_", "TMUX"))
+    }
+    env.update(VEGLIA_HOME=str(veglia_home), TERM="xterm", COLUMNS="200")
+    veglia = str(Path(sys.executable).parent / "veglia")
+    terminal = Terminal([veglia, "pipeline", "create"], env, f"veglia-test-{os.getpid()}")
+    try:
+        for prompt, text in [
+            ("data source", "core.folder"),
+            ("path", str(runs)),
+            ("glob", "*.txt"),
+            ("group_by", ""),
+            ("settled", "5"),
+            ("computer", ""),  # where the source is read: localhost
+            ("process", "core.shell"),
+            ("input_port", ""),  # files
+            ("computer", ""),
+            ("fixed input", "command = 'sort *.txt > sorted.txt'"),
+            ("fixed input", "outputs = ['sorted.txt']"),
+            ("fixed input", ""),
+            ("option", ""),
+            ("max_active", "2"),
+            ("Add a step after it", "y"),
+            ("process", "core.arithmetic.add"),  # not offered: explained, asked again
+            ("process", "core.shell"),
+            ("input_port", ""),
+            ("computer", ""),
+            ("fixed input", "command = 'uniq -c sorted.txt > counts.txt'"),
+            ("fixed input", "outputs = ['counts.txt']"),
+            ("fixed input", ""),
+            ("option", "max_wallclock_seconds = 600"),
+            ("option", ""),
+            ("Add a step after it", "n"),
+            ("name", "sort-then-count"),
+            ("Enable it now", "y"),
+        ]:
+            terminal.answer(prompt, text)
+        screen = terminal.wait_for("[exit ")
+    finally:
+        terminal.close()
+    assert "[exit 0]" in screen, screen
+    assert "'core.arithmetic.add' is not one of the processes offered" in screen
+    assert "Please answer again." in screen
+    assert "Created pipeline setup 'sort-then-count' version 1 (enabled)" in screen
+    setup = load_pipeline_setup("sort-then-count")
+    assert setup.process == "core.chain" and setup.max_active == 2 and setup.enabled
+    steps = setup.inputs["steps"]
+    assert [step["inputs"]["command"] for step in steps] == [
+        "sort *.txt > sorted.txt",
+        "uniq -c sorted.txt > counts.txt",
+    ]
+    assert steps[1]["options"] == {"computer": "localhost", "max_wallclock_seconds": 600}

@@ -269,6 +269,7 @@ def test_create_asks_for_each_part_and_asks_again_after_a_wrong_choice(any_profi
         "queue_name = 'short'",
         "",
         "2",  # max_active
+        "",  # no step after it
         "two words",  # not a name: asked again
         "count-lines",
         "y",

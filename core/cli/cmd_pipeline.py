@@ -23,6 +23,7 @@ from veglia.pipeline_setups import (
     parse_toml_value,
     set_pipeline_enabled,
     setup_toml,
+    toml_value,
 )
 from veglia.storage.times import format_seconds
 
@@ -41,12 +42,18 @@ def _read_file(path: str) -> dict[str, Any]:
     return parse_setup_toml(Path(path).read_text(encoding="utf-8"), where=path)
 
 
+def process_text(setup: PipelineSetup) -> str:
+    """What a setup runs: its process, or its steps' in order."""
+    steps = setup.steps
+    return " then ".join(str(step.get("process")) for step in steps) if steps else setup.process
+
+
 def _stored(setup: PipelineSetup, what: str) -> None:
     state = "enabled" if setup.enabled else "disabled"
     hint = "" if setup.enabled else f"; enable it with `veglia pipeline enable {setup.name}`"
     echo_success(
         f"{what} pipeline setup {setup.name!r} version {setup.version} ({state}): "
-        f"{setup.process} on each element of {setup.source}{hint}."
+        f"{process_text(setup)} on each element of {setup.source}{hint}."
     )
 
 
@@ -88,7 +95,7 @@ def pipeline_list(state: CliState, all_versions: bool, raw: bool) -> None:
             setup.name,
             setup.version,
             "yes" if setup.enabled else "no",
-            setup.process,
+            process_text(setup),
             setup.source,
             format_time(setup.created) if raw else relative_time(setup.created),
             progress_summary(progress[setup.name]),
@@ -224,9 +231,10 @@ def pipeline_show(
         ("created by", setup.created_by or ""),
     ]
     print_table(("Field", "Value"), rows)
+    steps = setup.steps
     for title, values in (
         ("Source settings", setup.source_settings),
-        ("Fixed inputs", setup.inputs),
+        ("Fixed inputs", {k: v for k, v in setup.inputs.items() if not (steps and k == "steps")}),
         ("Options", {k: v for k, v in setup.options.items() if k != "computer"}),
     ):
         console.print("")
@@ -234,6 +242,9 @@ def pipeline_show(
             print_table((title, "Value"), sorted(values.items()))
         else:
             console.print(f"{title}: none")
+    if steps:
+        console.print("")
+        print_table(("Step", "Process", "Input port", "Fixed inputs", "Options"), _step_rows(steps))
     console.print("")
     print_table(
         ("Progress", "Value"),
@@ -256,6 +267,31 @@ def pipeline_show(
             f"Their runs: `veglia process list --setup {name} -a` (every run, with its element).",
             markup=False,
         )
+
+
+def _step_rows(steps: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    """A chain's steps one a row, their inputs and options as TOML writes them."""
+
+    def pairs(values: Any) -> str:
+        if not isinstance(values, dict) or not values:
+            return ""
+        return ", ".join(f"{key} = {toml_value(value)}" for key, value in values.items())
+
+    rows = []
+    for number, step in enumerate(steps, 1):
+        port = str(step.get("input_port", ""))
+        if step.get("from_output"):
+            port += f" (from {step['from_output']})"
+        rows.append(
+            (
+                number,
+                step.get("process", ""),
+                port,
+                pairs(step.get("inputs")),
+                pairs(step.get("options")),
+            )
+        )
+    return rows
 
 
 @pipeline_group.command("enable")

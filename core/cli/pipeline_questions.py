@@ -1,6 +1,8 @@
 """The questions of ``veglia pipeline create`` (VRPipe's UC2, steps 2 to 11): the data
 source and its settings, the process to run on each element and the input that takes it,
-the computer, fixed inputs and options, a summary, a name, enable or not.
+the computer, fixed inputs and options, then step by step the processes to run on the
+outputs of the one before (offered when an input fits them), a summary, a name, enable or
+not.
 
 A wrong answer is explained and asked again (UC1 4a); nothing is stored until every answer
 fits together (the check of :mod:`veglia.engine.pipeline_setup_check`).
@@ -20,12 +22,15 @@ from rich.markup import escape
 from veglia.cli.output import console, echo_error, echo_info
 from veglia.datasources import DataSource
 from veglia.engine.pipeline_setup_check import checked_setup, element_port, process_class_of
-from veglia.entry_points import get_entry_points, load_entry_point
+from veglia.engine.pipeline_steps import ANY_INPUT, Step, fitting_inputs, output_types
+from veglia.entry_points import get_entry_points, load_entry_point, load_process_class
 from veglia.exceptions import NotExistent, PipelineSetupError, VegliaError
 from veglia.manage import get_profile
 from veglia.orm.computers import Computer, load_computer
 from veglia.orm.data import SinglefileData
 from veglia.pipeline_setups import (
+    CHAIN_PORT,
+    CHAIN_PROCESS,
     PipelineSetup,
     check_name,
     load_pipeline_setup,
@@ -39,8 +44,6 @@ T = TypeVar("T")
 #: The name a setup has while it is checked, before one is asked for.
 DRAFT_NAME = "new-setup"
 PROCESS_GROUPS = ("workflows", "calculations")
-#: How an offered input reads when it is a namespace that takes any inputs.
-ANY_INPUT = "<an input of its process>"
 
 
 def _summary(obj: Any) -> str:
@@ -167,6 +170,16 @@ def _processes(takes_files: bool) -> dict[str, list[str]]:
     return offered
 
 
+def _offer(offered: dict[str, list[str]], what: str) -> str:
+    """List the offered processes, each with its docstring's first sentence; the chosen one."""
+    for name, ports in offered.items():
+        group = next(g for g in PROCESS_GROUPS if any(e.name == name for e in get_entry_points(g)))
+        about = _summary(load_entry_point(group, name))
+        echo_info(f"  {name:22} {escape(about)} (inputs for {what}: {escape(', '.join(ports))})")
+    names = list(offered)
+    return _ask("process", _choice(names, "processes", "; see `veglia plugin show` for each"))
+
+
 def _ask_process(source_class: type[DataSource]) -> tuple[str, list[str]]:
     offered = _processes(source_class.needs_transport)
     kind = "files" if source_class.needs_transport else "nodes"
@@ -174,14 +187,7 @@ def _ask_process(source_class: type[DataSource]) -> tuple[str, list[str]]:
         f"\n[bold]process[/bold]: the workflow or calc job run on each element. Those with an "
         f"input that takes {kind}:"
     )
-    for name, ports in offered.items():
-        group = next(g for g in PROCESS_GROUPS if any(e.name == name for e in get_entry_points(g)))
-        about = _summary(load_entry_point(group, name))
-        echo_info(
-            f"  {name:22} {escape(about)} (inputs for an element: {escape(', '.join(ports))})"
-        )
-    names = list(offered)
-    name = _ask("process", _choice(names, "processes", "; see `veglia plugin show` for each"))
+    name = _offer(offered, "an element")
     return name, offered[name]
 
 
@@ -225,6 +231,97 @@ def _ask_pairs(title: str, about: str, hint: str) -> dict[str, Any]:
         for key in keys[:-1]:
             table = table.setdefault(key, {})
         table[keys[-1]] = value
+
+
+# -- steps after the first process -------------------------------------------------------------
+def _processes_after(previous: str) -> dict[str, list[str]]:
+    """The installed processes with an input that fits an output of ``previous``."""
+    given = output_types(load_process_class(previous))
+    offered: dict[str, list[str]] = {}
+    for group in PROCESS_GROUPS:
+        for entry_point in get_entry_points(group):
+            try:
+                process_class = load_entry_point(group, entry_point.name)
+                ports = fitting_inputs(process_class, given)
+            except (VegliaError, AttributeError):
+                continue  # `veglia plugin list` shows what is broken
+            # A chain in a chain is only a longer chain: its steps are offered one by one.
+            if ports and entry_point.name != CHAIN_PROCESS:
+                offered[entry_point.name] = ports
+    return offered
+
+
+def _ask_step_port(step: Step, previous: str, candidates: list[str]) -> str:
+    echo_info(
+        f"\n[bold]input_port[/bold]: the input of {step.process} that takes the outputs of "
+        f"{previous} (a namespace takes each under its name, a file under its file name)"
+    )
+    process_class = process_class_of(step.as_setup())
+    plain = [candidate for candidate in candidates if ANY_INPUT not in candidate]
+    anywhere = [c.split(f".{ANY_INPUT}")[0] + "." for c in candidates if ANY_INPUT in c]
+
+    def convert(answer: str) -> str:
+        element_port(replace(step.as_setup(), input_port=answer), process_class)
+        if answer not in plain and not any(answer.startswith(a) for a in anywhere):
+            raise PipelineSetupError(
+                f"input {answer!r} of {step.process} takes nothing that {previous} gives; "
+                f"answer with one of: {', '.join(candidates)}."
+            )
+        return answer
+
+    return _ask("input_port", convert, plain[0] if plain else None)
+
+
+def _ask_steps(draft: PipelineSetup, first: dict[str, Any], computer: str) -> list[dict[str, Any]]:
+    """The steps after the first process, each asked with its input, inputs and options;
+    each is checked with those before it (the whole chain, as the daemon will run it)."""
+    steps = [first]
+    while click.confirm("\n  Add a step after it (run on its outputs)?", default=False):
+        previous = steps[-1]["process"]
+        offered = _processes_after(previous)
+        if not offered:
+            echo_info(f"  No installed workflow or calc job takes what {previous} gives.")
+            break
+        echo_info(
+            f"\n[bold]step {len(steps) + 1}[/bold]: a workflow or calc job run on the outputs "
+            f"of {previous}. Those with an input that fits them:"
+        )
+        process = _offer(offered, f"the outputs of {previous}")
+        step = Step(len(steps) + 1, process, "")
+        step = replace(step, input_port=_ask_step_port(step, previous, offered[process]))
+        computer = _ask_computer(f"the computer {process} runs on", computer)
+        while True:
+            inputs = _ask_pairs(
+                "fixed input", "the same for every element", _process_inputs(step.as_setup())
+            )
+            options = _ask_pairs(
+                "option",
+                "queue_name, max_wallclock_seconds, resources, monitors, ...",
+                "\n  e.g. queue_name = 'short'",
+            )
+            added = replace(step, inputs=inputs, options={"computer": computer, **options})
+            try:
+                checked_setup(_chain(draft, [*steps, added.to_dict()]))
+                break
+            except PipelineSetupError as exc:
+                echo_error(escape(str(exc).removeprefix(f"Pipeline setup {DRAFT_NAME}: inputs: ")))
+                echo_info(
+                    f"  Please give the fixed inputs and options of step {step.number} again."
+                )
+        steps.append(added.to_dict())
+    return steps
+
+
+def _chain(draft: PipelineSetup, steps: list[dict[str, Any]]) -> PipelineSetup:
+    """The setup running ``steps`` one after another: the chain workflow, with the steps
+    as its input (so a setup of steps is stored, edited and run as any other)."""
+    return replace(
+        draft,
+        process=CHAIN_PROCESS,
+        input_port=CHAIN_PORT,
+        inputs={"steps": steps},
+        options={"computer": steps[0]["options"]["computer"]},
+    )
 
 
 def _process_inputs(draft: PipelineSetup) -> str:
@@ -291,6 +388,15 @@ def ask_setup() -> PipelineSetup:
         except PipelineSetupError as exc:
             echo_error(escape(str(exc)))
             echo_info("  Please give the fixed inputs and options again.")
+    first = {
+        "process": checked.process,
+        "input_port": checked.input_port,
+        "inputs": checked.inputs,
+        "options": checked.options,
+    }
+    steps = _ask_steps(checked, first, computer)
+    if len(steps) > 1:
+        checked = checked_setup(_chain(checked, steps))
     echo_info("\n[bold]Summary[/bold] (`veglia pipeline show NAME --toml` prints it again):")
     console.print(setup_toml(checked).split("\n", 1)[1], markup=False, end="")
     echo_info("\n[bold]name[/bold]: what to call it (a word, e.g. align-reads)")

@@ -327,14 +327,12 @@ def place_element(
     for value in forms:
         try:
             target[name] = value
-            _validate(setup, process_class, builder)
+            _validate(setup, process_class, builder, kind)
             return
         except VegliaError as exc:
             message = str(exc)
             if not isinstance(exc, PipelineSetupError):
-                message = (
-                    f"input_port {setup.input_port!r} cannot take {kind} of {setup.source}: {exc}"
-                )
+                message = f"input_port {setup.input_port!r} cannot take {_of(setup, kind)}: {exc}"
                 exc = _fail(setup, message)
             first = first or exc
     assert first is not None
@@ -357,7 +355,14 @@ def _check_monitors(setup: PipelineSetup, monitors: Any) -> None:
         raise _fail(setup, f"options.monitors: {exc}") from None
 
 
-def _validate(setup: PipelineSetup, process_class: type[Process], builder: ProcessBuilder) -> None:
+def _of(setup: PipelineSetup, kind: str) -> str:
+    # A step of a chain has no source of its own: its element is the previous step's outputs.
+    return f"{kind} of {setup.source}" if setup.source else kind
+
+
+def _validate(
+    setup: PipelineSetup, process_class: type[Process], builder: ProcessBuilder, kind: str
+) -> None:
     """Validate the inputs as a launch does: defaults filled in, then every port and the
     namespaces' validators (``core.shell`` wants a command or a code)."""
     ports = process_class.spec().inputs
@@ -366,10 +371,9 @@ def _validate(setup: PipelineSetup, process_class: type[Process], builder: Proce
     if error is not None:
         where = error.port.removeprefix("inputs.").removeprefix("inputs")
         if where.startswith(setup.input_port):
-            kind = "a file" if source_of(setup).needs_transport else "a node"
             raise _fail(
                 setup,
-                f"input_port {setup.input_port!r} cannot take {kind} of {setup.source}: "
+                f"input_port {setup.input_port!r} cannot take {_of(setup, kind)}: "
                 f"{error.message}; name an input that does.",
             )
         prefix = f"input {where!r}: " if where else "inputs: "
