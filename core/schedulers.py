@@ -283,6 +283,26 @@ class Scheduler(ABC):
         is (a request over the queue's limits, a queue that is down)."""
         return False
 
+    def move_command(
+        self, job_id: str, queue: str, wallclock_seconds: int | None, running: bool
+    ) -> str | None:
+        """The command line that moves a job to ``queue`` with a new wall-time limit
+        (``wallclock_seconds``; None keeps the job's), or None when this batch system cannot
+        move a job in that state (``running``: the job has started; else it is pending).
+
+        The engine moves a job whose similar jobs took longer than its queue allows (see
+        docs/pipelines.md, "Moving a job to a longer queue"); it asks for each job, so an
+        implementation may say yes for pending jobs only. Validate ``job_id`` as
+        ``kill_command`` does."""
+        return None
+
+    def parse_move_output(self, retval: int, stdout: str, stderr: str) -> None:
+        """Raise :class:`SchedulerError` with the batch system's message when the move
+        command failed; by default an exit status other than 0 is a failure."""
+        if retval != 0:
+            message = (stderr.strip() or stdout.strip() or "(no output)")[:2000]
+            raise SchedulerError(f"Moving the job failed (exit {retval}): {message}")
+
     # -- run through a transport ---------------------------------------------------------
     def submit(self, transport: Transport, workdir: str, script_name: str) -> str:
         """Submit the script in ``workdir``; return the job id."""
@@ -306,6 +326,27 @@ class Scheduler(ABC):
     def kill(self, transport: Transport, job_id: str) -> bool:
         retval, stdout, stderr = transport.exec_command(self.kill_command(job_id), timeout=120)
         return self.parse_kill_output(retval, stdout, stderr)
+
+    def move(
+        self,
+        transport: Transport,
+        job_id: str,
+        queue: str,
+        wallclock_seconds: int | None,
+        running: bool,
+    ) -> None:
+        """Move the job to ``queue`` with the new wall-time limit; :class:`SchedulerError`
+        with the batch system's message when it refused, or when it cannot move a job in
+        that state (``move_command`` is None)."""
+        command = self.move_command(job_id, queue, wallclock_seconds, running)
+        if command is None:
+            state = "running" if running else "pending"
+            raise SchedulerError(
+                f"{type(self).__name__} cannot move a {state} job to another queue; leave it "
+                "where it is, or cancel it and submit it again in the other queue."
+            )
+        retval, stdout, stderr = transport.exec_command(command, timeout=120)
+        self.parse_move_output(retval, stdout, stderr)
 
     def get_queues(self, transport: Transport) -> list[QueueInfo]:
         """The queues the batch system offers, with their limits ([] when it cannot say)."""

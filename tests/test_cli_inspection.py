@@ -391,6 +391,7 @@ def test_computer_setup_asks_again_after_invalid_answers(run_cli, local, tmp_pat
         "module load x",  # prepend_text
         "",  # append_text
         "short:time=1h; long",  # queues
+        "",  # move_jobs
         "",  # trace (the plugins' properties are asked after the built-in ones)
         "0",  # trace_interval: not more than 0
         "30",

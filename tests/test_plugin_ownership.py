@@ -29,7 +29,7 @@ ALLOWED: dict[str, str] = {}
 BUILTIN_OPTIONS = {
     "resources", "max_memory_kb", "max_wallclock_seconds", "queue_name", "account", "qos",
     "custom_scheduler_commands", "prepend_text", "append_text", "environment_variables",
-    "additional_retrieve_list", "parser_name", "withmpi", "right_size",
+    "additional_retrieve_list", "parser_name", "withmpi", "right_size", "move_queue",
 }  # fmt: skip
 
 

@@ -164,6 +164,8 @@ SETUP_FIELDS: list[SetupField] = [
     _F("append_text", "--append-text", "Shell lines after each job.", _text),
     _F("queues", "--queues", "Queues with limits, 'short:mem=4G:time=1h; long:time=2d' "
        "(empty: ask the scheduler).", _queues),
+    _F("move_jobs", "--move-jobs", "Move a job to a queue with a longer time limit when "
+       "similar jobs took longer than its queue allows (yes/no).", parse_yes_no),
 ]  # fmt: skip
 
 

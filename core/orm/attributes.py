@@ -46,7 +46,7 @@ WENT_BACK = "went_back"
 PLAIN_INPUTS = "plain_inputs"
 
 # -- calc jobs: what they were asked to run ----------------------------------------------------
-#: The job options (``metadata.options``), as right-sizing or unblock left them.
+#: The job options (``metadata.options``), as right-sizing, unblock or a queue move left them.
 OPTIONS = "options"
 #: The label of the computer.
 COMPUTER = "computer"
@@ -61,6 +61,10 @@ CACHE_HASH = "cache_hash"
 CACHED_FROM = "cached_from"
 #: {option: {"from", "to"}} of the requests right-sizing changed.
 RIGHT_SIZED = "right_sized"
+#: [{"state", "from", "to", "wallclock_seconds", "reason", "moved", "time", ...}]: the
+#: moves to a queue with a longer limit, and those veglia could not make, once per state
+#: ("pending", "running"); see ``veglia.engine.calcjob.queue_move``.
+QUEUE_MOVES = "queue_moves"
 
 # -- calc jobs: how they ran -------------------------------------------------------------------
 #: The job's command lines as its script runs them, without the plugins' wraps (a list).

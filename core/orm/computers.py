@@ -43,6 +43,8 @@ COMPUTER_PROPERTIES: dict[str, Any] = {
     # Queues with their limits, as the scheduler.queues option writes them; empty: ask the
     # scheduler (sinfo), which is what the restart policy uses to move jobs.
     "queues": "",
+    # Move a job whose similar jobs took longer than its queue allows to a longer queue.
+    "move_jobs": True,
 }
 
 

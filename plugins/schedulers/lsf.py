@@ -365,6 +365,29 @@ class LsfScheduler(Scheduler):
     def unsatisfiable_reason(self, reason: str) -> bool:
         return bool(_UNSATISFIABLE.search(reason or ""))
 
+    # -- move -------------------------------------------------------------------------------
+    def move_command(
+        self, job_id: str, queue: str, wallclock_seconds: int | None, running: bool
+    ) -> str | None:
+        """``bswitch QUEUE ID``, then ``bmod -W MINUTES ID``, pending or running: bswitch(1)
+        "Switches unfinished jobs from one queue to another", and for a job already
+        dispatched "its nice value and resource limits remain the same", hence the bmod of
+        the run limit, which for a running job needs ``LSB_MOD_ALL_JOBS=Y`` in lsf.conf
+        (set at installation). Switched first: the job's old limit fits the longer queue."""
+        job = _check_job_id(job_id)
+        command = f"bswitch {shlex.quote(check_directive_value('queue_name', queue))} {job}"
+        if wallclock_seconds is not None:
+            seconds = positive_int("max_wallclock_seconds", wallclock_seconds)
+            command += f" && bmod -W {math.ceil(seconds / 60)} {job}"
+        return command
+
+    def parse_move_output(self, retval: int, stdout: str, stderr: str) -> None:
+        if retval != 0:
+            raise SchedulerError(
+                f"bswitch or bmod refused to move the job (exit {retval}): "
+                f"{shown_output(stderr, stdout)}"
+            )
+
     # -- kill -------------------------------------------------------------------------------
     def kill_command(self, job_id: str) -> str:
         return f"bkill {_check_job_id(job_id)}"

@@ -256,6 +256,30 @@ class PbsProScheduler(Scheduler):
             )
         return [_job_info(fields) for fields in parse_qstat_full(stdout)]
 
+    # -- move -------------------------------------------------------------------------------
+    def move_command(
+        self, job_id: str, queue: str, wallclock_seconds: int | None, running: bool
+    ) -> str | None:
+        """``qmove QUEUE ID``, then ``qalter -l walltime=HH:MM:SS ID``, while the job is
+        queued; None once it runs (pbs_movejob(3B): "A job in the Running, Transiting, or
+        Exiting state cannot be moved."). Moved first: the job's walltime fits the longer
+        queue it goes to, while the new one may be over the old queue's limit."""
+        if running:
+            return None
+        job = shlex.quote(_check_job_id(job_id))
+        command = f"qmove {shlex.quote(check_directive_value('queue_name', queue))} {job}"
+        if wallclock_seconds is not None:
+            seconds = positive_int("max_wallclock_seconds", wallclock_seconds)
+            command += f" && qalter -l walltime={format_hms(seconds)} {job}"
+        return command
+
+    def parse_move_output(self, retval: int, stdout: str, stderr: str) -> None:
+        if retval != 0:
+            raise SchedulerError(
+                f"qmove or qalter refused to move the job (exit {retval}): "
+                f"{shown_output(stderr, stdout)}"
+            )
+
     # -- kill -------------------------------------------------------------------------------
     def kill_command(self, job_id: str) -> str:
         return f"qdel {shlex.quote(_check_job_id(job_id))}"

@@ -201,6 +201,17 @@ class SgeScheduler(Scheduler):
         infos = [_job_info(element) for element in root.iter("job_list")]
         return infos + array_summaries(infos)
 
+    # -- move -------------------------------------------------------------------------------
+    def move_command(
+        self, job_id: str, queue: str, wallclock_seconds: int | None, running: bool
+    ) -> str | None:
+        """None: not moved. ``qalter -q`` changes a pending job's queue, but its new wall
+        time would need ``qalter -l h_rt=...``, and qalter's ``-l`` replaces the job's
+        whole list of resource requests (its ``h_vmem`` too), so a move could silently
+        drop the memory request."""
+        _check_job_id(job_id)
+        return None
+
     # -- kill -------------------------------------------------------------------------------
     def kill_command(self, job_id: str) -> str:
         return f"qdel {_check_job_id(job_id)}"

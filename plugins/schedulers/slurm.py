@@ -132,6 +132,13 @@ def _check_job_id(job_id: str) -> str:
     return check_job_id(job_id, _JOB_ID, "a SLURM job id (digits, optionally _N for an array task)")
 
 
+def _slurm_time(seconds: int) -> str:
+    """``[D-]HH:MM:SS``, which sbatch's ``--time`` and scontrol's ``TimeLimit=`` both read.
+    SLURM counts in minutes and rounds seconds up; the seconds are passed exactly."""
+    days, rest = divmod(positive_int("max_wallclock_seconds", seconds), 86400)
+    return f"{f'{days}-' if days else ''}{format_hms(rest)}"
+
+
 class SlurmScheduler(Scheduler):
     """SLURM through ``sbatch``, ``squeue``, ``scontrol``, ``sacct`` and ``scancel``.
 
@@ -163,10 +170,7 @@ class SlurmScheduler(Scheduler):
             f"#SBATCH --cpus-per-task={resources.num_cores_per_mpiproc}",
         ]
         if template.max_wallclock_seconds is not None:
-            seconds = positive_int("max_wallclock_seconds", template.max_wallclock_seconds)
-            days, rest = divmod(seconds, 86400)
-            # SLURM counts in minutes and rounds seconds up; D-HH:MM:SS passes them exactly.
-            lines.append(f"#SBATCH --time={f'{days}-' if days else ''}{format_hms(rest)}")
+            lines.append(f"#SBATCH --time={_slurm_time(template.max_wallclock_seconds)}")
         if template.max_memory_kb == 0:  # the sbatch manual: all the memory of each node
             lines.append("#SBATCH --mem=0")
         elif template.max_memory_kb is not None:
@@ -331,6 +335,29 @@ class SlurmScheduler(Scheduler):
 
     def unsatisfiable_reason(self, reason: str) -> bool:
         return reason.split(",")[0].strip("() ") in _UNSATISFIABLE
+
+    # -- move -------------------------------------------------------------------------------
+    def move_command(
+        self, job_id: str, queue: str, wallclock_seconds: int | None, running: bool
+    ) -> str | None:
+        """``scontrol update JobId=N Partition=Q TimeLimit=T`` while the job is pending;
+        None once it runs: scontrol refuses to change a running job's partition ("Job is no
+        longer pending execution for job N", exit 1, recorded here), and only the SLURM
+        administrator may raise a running job's time limit (scontrol(1), TimeLimit)."""
+        if running:
+            return None
+        partition = shlex.quote(check_directive_value("queue_name", queue))
+        command = f"scontrol update JobId={_check_job_id(job_id)} Partition={partition}"
+        if wallclock_seconds is not None:
+            command += f" TimeLimit={_slurm_time(wallclock_seconds)}"
+        return command
+
+    def parse_move_output(self, retval: int, stdout: str, stderr: str) -> None:
+        if retval != 0:
+            raise SchedulerError(
+                f"scontrol update refused to move the job (exit {retval}): "
+                f"{shown_output(stderr, stdout)}"
+            )
 
     # -- kill -------------------------------------------------------------------------------
     def kill_command(self, job_id: str) -> str:

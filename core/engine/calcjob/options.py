@@ -76,6 +76,13 @@ OPTIONS: list[tuple[str, type, Any, str]] = [
     ("parser_name", str, None, "Entry point of the parser (veglia.parsers)."),
     ("withmpi", bool, None, "Run the code through the computer's mpirun."),
     ("right_size", bool, None, "Adjust requests from similar jobs' history."),
+    (
+        "move_queue",
+        bool,
+        None,
+        "Move the job to a queue with a longer time limit when similar jobs took longer "
+        "than its queue allows (default: the computer's move_jobs).",
+    ),
 ]
 
 

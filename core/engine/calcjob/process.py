@@ -7,7 +7,8 @@ only the step it was in, and the steps are idempotent (see :mod:`~veglia.engine.
 
 At about 520 lines this is over the house's 450 on purpose: it is the one class whose methods
 are the checkpointed steps and what subclasses override; what could live elsewhere has
-moved out (options, holds, right-sizing, tracing, kill, caching, preflight, commands).
+moved out (options, holds, right-sizing, queue moves, tracing, kill, caching, preflight,
+commands).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from typing import Any, TypeVar
 import plumpy
 from plumpy.process_states import ProcessState
 
-from veglia.engine.calcjob import holds, job_script, kill, live_trace, tasks, tracing
+from veglia.engine.calcjob import holds, job_script, kill, live_trace, queue_move, tasks, tracing
 from veglia.engine.calcjob.caching import from_cache
 from veglia.engine.calcjob.calcinfo import CalcInfo
 from veglia.engine.calcjob.commands import RETRIEVE, UPLOAD, JobWaiting
@@ -429,6 +430,8 @@ class CalcJob(Process):
             written = write_poll(node, changes, self.__dict__.setdefault("_clock_written", {}))
         if written and attr.STARTED_AT in changes:
             tracing.updated(self, "RUNNING")
+        if info is not None and not done:  # a longer queue before it outlives its own
+            await queue_move.consider(self, info)
         running = info is not None and info.state == JobState.RUNNING
         # Read before the monitors, with every other job's reads and theirs: one call.
         trace_reads = live_trace.requests_of(self) if running else []
