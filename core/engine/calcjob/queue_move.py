@@ -14,9 +14,9 @@ node's ``queue_moves`` attribute, once per state: a job is never moved twice for
 reason, and a failed move is not tried again at the next poll. The restart policy
 (``core.restart``) still handles a job the batch system killed for its time anyway.
 
-Cheap per poll: the history is read once per job, the queues (the node's, else the
-computer's, at most one scheduler command per computer every ``QUEUES_TTL`` seconds) only
-when the history says something; in between, a running job's poll compares two numbers.
+Cheap per poll: the queues are read once per job (the node's, else the computer's, at most
+one scheduler command per computer every ``QUEUES_TTL`` seconds), the history once per job
+and only where there are queues; in between, a running job's poll compares two numbers.
 
 On by default; off for a computer with ``move_jobs`` set to no, or for one job with the
 option ``move_queue = False`` (see docs/pipelines.md, "Moving a job to a longer queue").
@@ -96,6 +96,17 @@ async def consider(process: CalcJob, info: JobInfo) -> None:
         return
     node = process.node
     assert node is not None
+    options = dict(node.options or {})
+    requested = options.get("max_wallclock_seconds")
+    # The queues first (the computer's, listed once per QUEUES_TTL): on a computer without
+    # any (the direct scheduler's), no job reads its history.
+    queues = memo.queues
+    if queues is None:
+        queues = memo.queues = await _queues(process)
+    current = _current(queues, info, options)
+    if current is None:
+        memo.decided |= {_PENDING, _RUNNING}  # no queues known, or not this one
+        return
     if not memo.expected_read:
         memo.expected_read = True
         advice = recommend(node.get_attribute(attr.SIMILARITY_KEY) or "", exclude_pk=node.pk)
@@ -105,15 +116,6 @@ async def consider(process: CalcJob, info: JobInfo) -> None:
         memo.decided |= {_PENDING, _RUNNING}  # nothing to go by
         return
     expected, samples = memo.expected
-    options = dict(node.options or {})
-    requested = options.get("max_wallclock_seconds")
-    queues = memo.queues
-    if queues is None:
-        queues = memo.queues = await _queues(process)
-    current = _current(queues, info, options)
-    if current is None:
-        memo.decided |= {_PENDING, _RUNNING}  # no queues known, or not this one
-        return
     took = f"{samples} similar jobs took {expected} s (mean + 1 SD of their run time)"
     if state == _PENDING:
         memo.decided.add(state)
