@@ -72,6 +72,7 @@ def test_worker_kills_a_broker_restart_and_outages_strand_no_job(
         source_computer="chaos",
         settled=0,
         command=f"cat *.txt >> {element_ledger}; sleep 1",
+        wallclock=60,  # the default partition's limit
     )
     daemon(2)
     nodes = []

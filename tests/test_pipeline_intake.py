@@ -66,6 +66,7 @@ def make_setup(
     settled: float = 3,
     max_active: int | None = None,
     command: str = "cat *.txt",
+    wallclock: int = 600,
     **source: object,
 ):
     from veglia.pipeline_setups import PipelineSetup, set_pipeline_enabled
@@ -75,7 +76,7 @@ def make_setup(
         "process": "core.shell",
         "input_port": "files",
         "inputs": {"command": command},
-        "options": {"computer": computer, "max_wallclock_seconds": 600},
+        "options": {"computer": computer, "max_wallclock_seconds": wallclock},
         "source": {
             "entry_point": "core.folder",
             "settings": {"path": folder, "glob": "*.txt", "settled": settled, **source},
