@@ -126,6 +126,7 @@ HOMES = {
 }
 
 TESTING_ALL = ["Call", "FakeCluster", "FakeNode", "FakeScheduler", "FakeTransport"]
+CONTRACTS_ALL = ["MonitorContract", "SchedulerContract", "TransportContract"]
 
 
 def test_veglia_all_is_pinned():
@@ -140,6 +141,13 @@ def test_plugin_api_all_is_pinned():
 
 def test_testing_all_is_pinned():
     assert veglia.testing.__all__ == TESTING_ALL
+
+
+def test_contracts_all_is_pinned():
+    """Plugin packages subclass these in their tests (docs/plugins.md)."""
+    import veglia.testing.contracts
+
+    assert veglia.testing.contracts.__all__ == CONTRACTS_ALL
 
 
 @pytest.mark.parametrize(

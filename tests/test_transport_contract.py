@@ -1,299 +1,49 @@
 """The contract every registered transport keeps, built-in or from another package.
 
-As tests/test_scheduler_contract.py does for schedulers: each entry point of
-``veglia.transports`` is loaded and checked to be a complete, documented ``Transport``
-subclass that refuses parameters it does not know. Then the same behaviour is asked of
-every transport this machine can open: ``core.local``, ``core.ssh`` on the loopback sshd
-(skipped without it, failed under CI=true), and ``veglia.testing.FakeTransport``, so a
-plugin tested against the fake meets the same observable results as on a real computer.
-A third party's transport is checked for its structure; to run the behaviour over it too,
-add how to open it to OPENERS.
+veglia.testing.contracts.TransportContract, run over every ``veglia.transports`` entry
+point and ``veglia.testing.FakeTransport``: each is a complete, documented ``Transport``
+subclass that refuses parameters it does not know, and behaves the same on every
+transport this machine can open: ``core.local``, ``core.ssh`` on the loopback sshd
+(skipped without it, failed under CI=true), and the fake, so a plugin tested against the
+fake meets the same observable results as on a real computer. Another package's
+transport is checked for its structure here; its own tests open it (docs/plugins.md).
 """
 
 from __future__ import annotations
 
-import inspect
 import posixpath
-import shlex
-import time
 import uuid
-from collections.abc import Callable, Iterator
-from importlib.metadata import entry_points
+from collections.abc import Iterator
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
-from veglia.exceptions import TransportError, TransportTimeoutError
 from veglia.plugins.transports.local import LocalTransport
 from veglia.plugins.transports.ssh import SshTransport
 from veglia.testing import FakeTransport
-from veglia.transports import AuthOption, FileStat, Transport
-
-ENTRY_POINTS = {ep.name: ep for ep in entry_points(group="veglia.transports")}
-#: Transports that are no entry point of veglia's, by a name for the test ids.
-OTHERS: dict[str, type[Transport]] = {"veglia.testing.FakeTransport": FakeTransport}
-NAMES = sorted(ENTRY_POINTS) + sorted(OTHERS)
+from veglia.testing.contracts import TransportContract
+from veglia.transports import Transport
 
 
-def _class(name: str) -> type[Transport]:
-    return OTHERS[name] if name in OTHERS else ENTRY_POINTS[name].load()
+class TestTransports(TransportContract):
+    entry_points = "*"
+    others: ClassVar = {"veglia.testing.FakeTransport": FakeTransport}
 
-
-# -- structure: every entry point -------------------------------------------------------
-@pytest.mark.parametrize("name", NAMES)
-def test_a_transport_is_a_complete_documented_transport_subclass(name):
-    cls = _class(name)
-    assert inspect.isclass(cls) and issubclass(cls, Transport)
-    assert not inspect.isabstract(cls), f"unimplemented: {sorted(cls.__abstractmethods__)}"
-    assert inspect.getdoc(cls) != inspect.getdoc(Transport), "document the transport class"
-    for method in sorted(Transport.__abstractmethods__):
-        base = inspect.getattr_static(Transport, method)
-        if isinstance(base, property):
-            assert isinstance(inspect.getattr_static(cls, method), property), method
-            continue
-        wanted = inspect.signature(base).parameters
-        missing = set(wanted) - set(inspect.signature(getattr(cls, method)).parameters)
-        assert not missing, f"{cls.__name__}.{method} does not take {sorted(missing)}"
-
-
-@pytest.mark.parametrize("name", NAMES)
-def test_connection_parameters_are_declared_and_others_refused(name):
-    cls = _class(name)
-    options = cls.auth_options
-    assert all(isinstance(option, AuthOption) for option in options)
-    names = [option.name for option in options]
-    assert len(names) == len(set(names)), f"{name} declares a parameter twice"
-    for option in options:
-        assert option.description, f"{name}: describe {option.name}"
-    transport = cls("localhost")  # made without connecting
-    assert not transport.is_open
-    transport.close()  # harmless on a transport never opened
-    with pytest.raises(TransportError, match="does not accept no_such_option"):
-        cls("localhost", no_such_option=1)
-
-
-# -- behaviour: the transports this machine can open --------------------------------------
-def _open_local(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Transport]:
-    with LocalTransport() as local:
-        local.cwd = str(tmp_path / "remote")
-        local.makedirs(local.cwd)
-        yield local
-
-
-def _open_ssh(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Transport]:
-    ssh = request.getfixturevalue("ssh_transport")  # skips without sshd, fails under CI
-    home = request.getfixturevalue("services_env")["SSH_USER_HOME"]
-    ssh.cwd = posixpath.join(home, f"veglia-contract-{uuid.uuid4().hex[:8]}")
-    ssh.makedirs(ssh.cwd)
-    yield ssh
-    ssh.rmtree(ssh.cwd)
-
-
-def _open_fake(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Transport]:
-    with FakeTransport(root=str(tmp_path / "fake")) as fake:
-        fake.cwd = str(fake.root / "remote")
-        fake.makedirs(fake.cwd)
-        yield fake
-
-
-#: How to open each transport class here, with an empty folder as its cwd.
-OPENERS: dict[type, Callable[[pytest.FixtureRequest, Path], Iterator[Transport]]] = {
-    LocalTransport: _open_local,
-    SshTransport: _open_ssh,
-    FakeTransport: _open_fake,
-}
-
-
-@pytest.fixture(params=NAMES)
-def transport(request, tmp_path):
-    cls = _class(request.param)
-    opener = OPENERS.get(cls)
-    if opener is None:
-        pytest.skip(
-            f"{request.param}: this contract does not know how to open {cls.__qualname__} "
-            "here; add it to OPENERS in tests/test_transport_contract.py"
-        )
-    yield from opener(request, tmp_path)
-
-
-@pytest.fixture
-def local(tmp_path):
-    """A folder on this machine, the other side of copies."""
-    folder = tmp_path / "local"
-    folder.mkdir()
-    return folder
-
-
-def _fifo(transport: Transport, path: str) -> None:
-    code, _, err = transport.exec_command(f"mkfifo {path}", workdir=transport.cwd)
-    assert code == 0, err
-
-
-def test_files_round_trip(transport, local):
-    source = local / "in.txt"
-    source.write_bytes(b"line 1\nline 2\n")
-    transport.putfile(source, "in.txt")
-    info = transport.stat("in.txt")
-    assert isinstance(info, FileStat) and info.is_file and not info.is_dir
-    assert info.size == 14 and abs(info.mtime - time.time()) < 300
-    assert transport.read_bytes("in.txt") == b"line 1\nline 2\n"
-    assert transport.read_bytes("in.txt", offset=7) == b"line 2\n"
-    assert transport.read_bytes("in.txt", offset=7, size=4) == b"line"
-    assert transport.read_bytes("in.txt", offset=100) == b""
-    transport.getfile("in.txt", local / "back.txt")
-    assert (local / "back.txt").read_bytes() == source.read_bytes()
-    transport.write_bytes("out.txt", b"first")
-    transport.write_bytes("out.txt", b"2nd")  # overwritten, not appended
-    assert transport.read_bytes("out.txt") == b"2nd"
-    transport.write_bytes(posixpath.join(transport.cwd, "abs.txt"), b"")
-    assert transport.listdir() == transport.listdir(".") == ["abs.txt", "in.txt", "out.txt"]
-    assert transport.stat("abs.txt").size == 0
-    assert transport.exists("in.txt") and transport.isfile("in.txt")
-    assert not transport.isdir("in.txt") and not transport.is_real_dir("in.txt")
-
-
-def test_trees_round_trip(transport, local):
-    tree = local / "tree"
-    (tree / "sub" / "deeper").mkdir(parents=True)
-    (tree / "a.txt").write_text("a")
-    (tree / "sub" / "deeper" / "b.txt").write_text("b")
-    transport.put(tree, "copy")
-    assert transport.listdir("copy") == ["a.txt", "sub"]
-    assert transport.isdir("copy/sub/deeper") and transport.is_real_dir("copy/sub")
-    transport.get("copy", local / "back")
-    assert (local / "back" / "sub" / "deeper" / "b.txt").read_text() == "b"
-    transport.put(tree / "a.txt", "single.txt")  # put and get take files too
-    transport.get("single.txt", local / "single.txt")
-    assert (local / "single.txt").read_text() == "a"
-
-
-def test_stat_follows_links_and_lstat_does_not(transport):
-    transport.write_bytes("target.txt", b"t")
-    transport.makedirs("folder")
-    transport.symlink("target.txt", "file-link")
-    transport.symlink("folder", "folder-link")
-    assert transport.stat("file-link").is_file and transport.lstat("file-link").is_symlink
-    assert transport.lstat("target.txt").is_file and not transport.lstat("target.txt").is_symlink
-    assert transport.isdir("folder-link") and not transport.is_real_dir("folder-link")
-    assert transport.is_real_dir("folder") and transport.is_real_dir(".")
-    assert not transport.is_real_dir("missing") and not transport.exists("missing")
-    for method in (transport.stat, transport.lstat):
-        with pytest.raises(TransportError, match="missing"):
-            method("missing")
-
-
-def test_only_regular_files_are_read(transport, local):
-    """A job's folder is not trusted: a link may lead anywhere, a FIFO would block."""
-    transport.write_bytes("target.txt", b"t")
-    transport.symlink("target.txt", "link.txt")
-    _fifo(transport, "pipe")
-    for name in ("link.txt", "pipe"):
-        with pytest.raises(TransportError, match="not a regular file"):
-            transport.read_bytes(name)
-        with pytest.raises(TransportError, match="not a regular file"):
-            transport.getfile(name, local / name)
-        assert not (local / name).exists()
-
-
-def test_get_regular_copies_regular_files_and_names_the_rest(transport, local):
-    transport.makedirs("out/sub")
-    transport.write_bytes("out/a.txt", b"a")
-    transport.write_bytes("out/sub/b.txt", b"b")
-    transport.symlink("a.txt", "out/link.txt")
-    transport.symlink("/", "out/root-link")
-    _fifo(transport, "out/sub/pipe")
-    skipped = transport.get_regular("out", local / "out")
-    assert sorted(skipped) == ["out/link.txt", "out/root-link", "out/sub/pipe"]
-    copied = sorted(str(p.relative_to(local)) for p in (local / "out").rglob("*"))
-    assert copied == ["out/a.txt", "out/sub", "out/sub/b.txt"]
-    assert transport.get_regular("out/a.txt", local / "one.txt", "a") == []
-    assert (local / "one.txt").read_bytes() == b"a"
-    assert transport.get_regular("out/link.txt", local / "no.txt", "link") == ["link"]
-    assert not (local / "no.txt").exists()
-
-
-def test_commands(transport):
-    code, out, err = transport.exec_command("pwd; echo oops >&2; exit 3", workdir=transport.cwd)
-    assert (code, out.strip(), err.strip()) == (3, transport.cwd, "oops")
-    transport.makedirs("sub")
-    assert transport.exec_command("pwd", workdir="sub")[1].strip() == transport.path("sub")
-    assert transport.exec_command("cat", stdin=b"from stdin") == (0, "from stdin", "")
-    assert transport.exec_command("echo \"$((6 * 7))\" 'it''s'")[1] == "42 its\n"
-    assert transport.exec_command("printf 'é\\n'")[1] == "é\n"
-    assert transport.whoami() == transport.exec_command("whoami")[1].strip()
-
-
-def test_home_is_the_commands_home_and_a_real_folder(transport):
-    home = transport.home()
-    assert home.startswith("/") and transport.is_real_dir(home)
-    assert transport.exec_command('printf "%s" "$HOME"')[1] == home
-
-
-def test_a_command_past_its_timeout_is_stopped(transport):
-    started = time.monotonic()
-    with pytest.raises(TransportTimeoutError, match="timeout of 1"):
-        transport.exec_command("sleep 30", timeout=1)
-    assert time.monotonic() - started < 20
-    assert transport.exec_command("true")[0] == 0  # still usable afterwards
-
-
-def test_an_error_quotes_a_long_command_cut_short_in_one_line(transport):
-    """A ``python3 -c`` program is kilobytes: the error names its first line, cut short."""
-    program = "# a program that sleeps\nimport time\n" + "x = 1\n" * 500 + "time.sleep(30)\n"
-    with pytest.raises(TransportTimeoutError) as raised:
-        transport.exec_command(f"python3 -c {shlex.quote(program)}", timeout=1)
-    assert str(raised.value) == (
-        f"`python3 -c '# a program that sleeps...` on {transport.hostname} ran past its "
-        "timeout of 1 s."
-    )
-    long_line = "echo " + "a" * 300 + "; sleep 30"
-    with pytest.raises(TransportTimeoutError) as raised:
-        transport.exec_command(long_line, timeout=1)
-    assert f"`{long_line[:77]}...` on {transport.hostname}" in str(raised.value)
-
-
-def test_remove_makedirs_and_rmtree(transport):
-    transport.write_bytes("target.txt", b"t")
-    transport.symlink("target.txt", "link.txt")
-    transport.remove("link.txt")  # the link, not what it points to
-    assert transport.listdir() == ["target.txt"]
-    transport.remove("target.txt")
-    with pytest.raises(TransportError, match="missing.txt"):
-        transport.remove("missing.txt")
-    transport.makedirs("a/b/c")
-    transport.makedirs("a/b/c")  # exist_ok by default
-    with pytest.raises(TransportError):
-        transport.makedirs("a/b", exist_ok=False)
-    transport.write_bytes("a/b/c/file.txt", b"x")
-    transport.rmtree("a")
-    assert transport.listdir() == []
-    transport.rmtree("a")  # gone already: no error
-
-
-def test_missing_paths_raise_transport_errors(transport, local):
-    with pytest.raises(TransportError, match="missing.txt"):
-        transport.getfile("missing.txt", local / "x")
-    assert not (local / "x").exists()
-    with pytest.raises(TransportError, match="missing.txt"):
-        transport.read_bytes("missing.txt")
-    with pytest.raises(TransportError, match="missing"):
-        transport.listdir("missing")
-    transport.write_bytes("file.txt", b"")
-    with pytest.raises(TransportError):
-        transport.listdir("file.txt")
-
-
-def test_paths_are_relative_to_cwd(transport):
-    assert transport.path("a/../b.txt") == posixpath.join(transport.cwd, "b.txt")
-    assert transport.path("/x/y") == "/x/y"
-    assert transport.cwd in transport.gotocomputer_command(".")
-
-
-def test_a_transport_can_be_closed_and_opened_again(transport):
-    transport.close()
-    assert not transport.is_open
-    transport.open()
-    assert transport.is_open
-    assert transport.exec_command("true")[0] == 0
-    transport.write_bytes("after.txt", b"x")
-    assert transport.read_bytes("after.txt") == b"x"
+    def open_transport(
+        self, cls: type[Transport], folder: Path, request: pytest.FixtureRequest
+    ) -> Iterator[Transport]:
+        if cls is LocalTransport:
+            with LocalTransport() as local:
+                local.cwd = str(folder / "remote")
+                local.makedirs(local.cwd)
+                yield local
+        elif cls is SshTransport:
+            ssh = request.getfixturevalue("ssh_transport")  # skips without sshd, fails in CI
+            home = request.getfixturevalue("services_env")["SSH_USER_HOME"]
+            ssh.cwd = posixpath.join(home, f"veglia-contract-{uuid.uuid4().hex[:8]}")
+            ssh.makedirs(ssh.cwd)
+            yield ssh
+            ssh.rmtree(ssh.cwd)
+        else:
+            yield from super().open_transport(cls, folder, request)

@@ -25,6 +25,9 @@ Both can also be registered as entry points of a test package (``fake.transport 
 "veglia.testing:FakeTransport"``) to run a whole calc job through the engine; see
 docs/plugins.md, "Testing your plugin".
 
+The contracts the engine relies on, as test classes a plugin package subclasses over its
+own entry points, are in :mod:`veglia.testing.contracts` (which needs pytest).
+
 One module per double: :mod:`~veglia.testing.transport`, :mod:`~veglia.testing.scheduler`,
 :mod:`~veglia.testing.cluster`, :mod:`~veglia.testing.node`; import them from here.
 """
