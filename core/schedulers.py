@@ -202,9 +202,6 @@ def environment_problem(variables: Any) -> str | None:
 class Scheduler(ABC):
     """One batch system. Subclasses write command lines and parse what they print."""
 
-    #: Whether ``get_jobs`` learns how a finished job ended (exit code, OOM, timeout).
-    reports_finished_jobs: bool = False
-
     #: ``(exit code, stdout, stderr)`` of the list command when it lists no job (for ids
     #: the batch system does not know): the scheduler contract test checks that it parses
     #: to no job, while garbage and a failed command raise :class:`SchedulerError`.
@@ -304,18 +301,11 @@ class Scheduler(ABC):
             raise SchedulerError(f"Moving the job failed (exit {retval}): {message}")
 
     # -- run through a transport ---------------------------------------------------------
-    def submit(self, transport: Transport, workdir: str, script_name: str) -> str:
-        """Submit the script in ``workdir``; return the job id."""
-        retval, stdout, stderr = transport.exec_command(
-            self.submit_command(script_name), workdir=workdir, timeout=120
-        )
-        return self.parse_submit_output(retval, stdout, stderr)
-
     def get_jobs(self, transport: Transport, job_ids: list[str]) -> dict[str, JobInfo]:
         """The jobs the batch system still knows of, by id, in one command for all.
 
-        A job missing from the result has left the batch system. Schedulers with
-        ``reports_finished_jobs`` also return recently finished jobs, with state DONE, their
+        A job missing from the result has left the batch system. A batch system that keeps
+        finished jobs a while (SLURM, PBS Pro, LSF) returns them too, with state DONE, their
         exit code and ``failure``.
         """
         if not job_ids:

@@ -26,6 +26,18 @@ def test_daemon_without_broker_runs_submitted_jobs(profile, daemon, run_cli):
     assert [n.outputs.stdout.get_content() for n in nodes] == [b"0\n", b"1\n", b"2\n"]
     status = run_cli("-p", "test", "daemon", "status", "--raw")
     assert status.exit_code == 0 and len(status.stdout.splitlines()) == 1
+    # The worker's counts, as the benches in bench/ read them from its status file.
+    (worker,) = _workers(profile)
+    counts: dict = {}
+    deadline = time.monotonic() + 10
+    while not counts.get("scheduler_queries"):  # written once a second
+        assert time.monotonic() < deadline, counts
+        time.sleep(0.2)
+        counts = json.loads(DaemonFiles(profile).worker_status(worker["pid"]).read_text())
+    assert counts["transport_opens"] >= 1
+    for key in ("monitor_calls", "file_reads", "monitor_cycles", "monitor_cycle_seconds"):
+        assert counts[key] >= 0, key
+    assert counts["child_queries"] == 0  # no workflow waited on children
 
 
 def test_killed_worker_loses_nothing_and_submits_nothing_twice(broker_profile, daemon):

@@ -26,6 +26,7 @@ from veglia.engine.calcjob.live_trace import (
     parse_series,
 )
 from veglia.engine.calcjob.monitor_runner import MonitorRunner
+from veglia.engine.metrics import METRICS
 from veglia.engine.runner import get_runner
 from veglia.entry_points import CalculationFactory, WorkflowFactory
 from veglia.hookspecs import hookimpl
@@ -210,10 +211,9 @@ def test_many_jobs_one_read_per_cycle(profile, tmp_path):
 
         return await asyncio.gather(*(one(p) for p in processes))
 
-    batcher = runner.file_batcher(computer)
-    before = batcher.reads
+    before = METRICS.file_reads
     assert runner.loop.run_until_complete(cycle()) == [None] * 12
-    assert batcher.reads == before + 1
+    assert METRICS.file_reads == before + 1
     for i, process in enumerate(processes):
         assert live_trace.current(process).series == [TraceSample(START, 1000, i, None, i, 2000, i)]
 

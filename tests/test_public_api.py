@@ -194,3 +194,24 @@ def test_a_parser_must_implement_parse():
             return None
 
     assert Nothing(calcjob=None).parse(None, {}) is None
+
+
+LAZY_PACKAGES = ["veglia", "veglia.orm", "veglia.engine", "veglia.engine.calcjob", "veglia.views"]
+
+
+@pytest.mark.parametrize("name", LAZY_PACKAGES)
+def test_lazily_exported_names_are_listed_before_use_and_unknown_ones_named(name):
+    """What a user's editor or ``dir()`` sees of a package whose names load on first use."""
+    code = (
+        f"import {name} as p; "
+        "print(sorted(set(p.__all__) - set(dir(p)))); "
+        "print(all(getattr(p, n) is getattr(p, n) for n in p.__all__)); "
+        "print(sorted(set(p.__all__) - set(vars(p))))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert result.stdout.split("\n")[:3] == ["[]", "True", "[]"]  # listed, then kept
+    package = importlib.import_module(name)
+    with pytest.raises(AttributeError, match=rf"^module '{name}' has no attribute 'nosuch'$"):
+        package.nosuch  # noqa: B018

@@ -19,7 +19,8 @@ def workdir(tmp_path):
 def _submit(scheduler, transport, workdir, commands, **options):
     script = scheduler.get_submit_script(JobTemplate(commands=commands, **options))
     transport.write_bytes(f"{workdir}/job.sh", script.encode())
-    return scheduler.submit(transport, workdir, "job.sh")
+    command = scheduler.submit_command("job.sh")
+    return scheduler.parse_submit_output(*transport.exec_command(command, workdir=workdir))
 
 
 def _wait_gone(scheduler, transport, job_id, seconds=10):

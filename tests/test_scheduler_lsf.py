@@ -211,7 +211,6 @@ def test_job_list_maps_every_state_exit_code_and_failure():
     assert pending.wallclock_seconds == 0 and pending.details["start_time"] == ""
     assert jobs["4093"].reason.startswith("TERM_MEMLIMIT")
     assert jobs["4108"].title == "scan|a=1"  # the name is last: it may hold the delimiter
-    assert LsfScheduler.reports_finished_jobs is True
 
 
 def test_exit_reason_given_as_its_keyword_or_its_description_alone_is_understood():

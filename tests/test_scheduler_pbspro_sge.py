@@ -225,7 +225,6 @@ def test_sge_submit_kill_and_failures():
     assert scheduler.classify_failure(None, "std::bad_alloc\n") is JobFailure.OUT_OF_MEMORY
     assert scheduler.classify_failure(None, "MemoryError\n") is JobFailure.OUT_OF_MEMORY
     assert scheduler.classify_failure(None, "all fine\n") is None
-    assert SgeScheduler.reports_finished_jobs is False
 
 
 # -- continuation lines, Torque, malformed output --------------------------------------------

@@ -528,7 +528,9 @@ def cluster(slurm, services_env, ssh_transport):
         ssh_transport.makedirs(workdir)
         script = scheduler.get_submit_script(JobTemplate(commands=commands, **options))
         ssh_transport.write_bytes(f"{workdir}/job.sh", script.encode())
-        job_id = scheduler.submit(ssh_transport, workdir, "job.sh")
+        command = scheduler.submit_command("job.sh")
+        retval, stdout, stderr = ssh_transport.exec_command(command, workdir=workdir, timeout=120)
+        job_id = scheduler.parse_submit_output(retval, stdout, stderr)
         submitted.append(job_id)
         return job_id
 

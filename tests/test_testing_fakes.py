@@ -117,6 +117,12 @@ def test_a_monitor_reads_the_nodes_job_info():
 
 
 # -- FakeScheduler --------------------------------------------------------------------------
+def _submit(scheduler, transport, workdir, script):
+    """Submitted as the engine submits: the scheduler's command, run in the work dir."""
+    command = scheduler.submit_command(script)
+    return scheduler.parse_submit_output(*transport.exec_command(command, workdir=workdir))
+
+
 def test_the_test_drives_the_fake_schedulers_jobs():
     cluster = FakeCluster()
     scheduler = FakeScheduler(cluster)
@@ -124,8 +130,8 @@ def test_the_test_drives_the_fake_schedulers_jobs():
         transport.makedirs("job")
         transport.write_bytes("job/run.sh", b"echo ran > out.txt; exit 3\n")
         workdir = transport.path("job")
-        job_id = scheduler.submit(transport, workdir, "run.sh")
-        assert scheduler.submit(transport, workdir, "run.sh") == job_id  # a replayed submit
+        job_id = _submit(scheduler, transport, workdir, "run.sh")
+        assert _submit(scheduler, transport, workdir, "run.sh") == job_id  # a replayed submit
         assert cluster.submitted == [job_id]
         assert scheduler.get_jobs(transport, [job_id])[job_id].state is JobState.QUEUED
         cluster.set_state(job_id, JobState.QUEUED_HELD, reason="JobHeldUser")
@@ -140,17 +146,17 @@ def test_the_test_drives_the_fake_schedulers_jobs():
         cluster.forget(job_id)
         assert scheduler.get_jobs(transport, [job_id]) == {}
 
-        second = scheduler.submit(transport, transport.path("."), "other.sh")
+        second = _submit(scheduler, transport, transport.path("."), "other.sh")
         assert scheduler.kill(transport, second)
         info = scheduler.get_jobs(transport, [second])[second]
         assert (info.state, info.failure) == (JobState.DONE, JobFailure.CANCELLED)
-        third = scheduler.submit(transport, transport.path("job"), "third.sh")
+        third = _submit(scheduler, transport, transport.path("job"), "third.sh")
         cluster.finish(third, exit_code=137, failure=JobFailure.OUT_OF_MEMORY)
         assert scheduler.get_jobs(transport, [third])[third].failure is JobFailure.OUT_OF_MEMORY
 
         cluster.refuse_next_submission("invalid partition", permanent=True)
         with pytest.raises(SchedulerSubmitError, match="invalid partition") as caught:
-            scheduler.submit(transport, transport.path("."), "x.sh")
+            _submit(scheduler, transport, transport.path("."), "x.sh")
         assert caught.value.permanent
     assert all(command.startswith("printf ") for command in transport.commands[:4])
 

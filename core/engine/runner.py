@@ -87,9 +87,6 @@ class Runner:
             poller.computer, poller.interval = current, interval
         return poller
 
-    def pollers(self) -> list[JobPoller]:
-        return list(self._pollers.values())
-
     def file_batcher(self, computer: Computer) -> FileBatcher:
         """What reads the watched files of all jobs on ``computer``, one call per cycle."""
         assert computer.pk is not None
@@ -98,9 +95,6 @@ class Runner:
             batcher = self._file_batchers[computer.pk] = FileBatcher(self, computer)
         batcher.computer = self.current_computer(computer)
         return batcher
-
-    def file_batchers(self) -> list[FileBatcher]:
-        return list(self._file_batchers.values())
 
     def instantiate(self, process_class: type[Process], inputs: dict[str, Any]) -> Process:
         return process_class(inputs=inputs, loop=self.loop, communicator=self.communicator)

@@ -21,6 +21,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from veglia.engine.metrics import METRICS
 from veglia.transports import Transport
 
 __all__ = ["TransportLease", "TransportQueue"]
@@ -38,7 +39,6 @@ class _Entry:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     users: int = 0
     last_open: float = float("-inf")
-    opens: int = 0
     close_handle: asyncio.TimerHandle | None = None
     version: str = ""
     #: Replaced by a connection with newer settings: closed when its last user is done.
@@ -67,11 +67,6 @@ class TransportQueue:
     def __init__(self, idle_timeout: float = 60.0) -> None:
         self.idle_timeout = idle_timeout
         self._entries: dict[tuple[Any, ...], _Entry] = {}
-        self._retired_opens = 0
-
-    def total_opens(self) -> int:
-        """Connection opens so far, all computers together (the daemon reports it)."""
-        return self._retired_opens + sum(entry.opens for entry in self._entries.values())
 
     def _entry(
         self, key: tuple[Any, ...], factory: Callable[[], Transport], safe: float, version: str
@@ -90,7 +85,6 @@ class TransportQueue:
 
     def _retire(self, key: tuple[Any, ...], entry: _Entry) -> None:
         del self._entries[key]
-        self._retired_opens += entry.opens
         entry.retired = True
         if entry.users == 0:
             self._shut(entry)
@@ -127,7 +121,7 @@ class TransportQueue:
                     if wait > 0:
                         await asyncio.sleep(wait)
                     entry.last_open = time.monotonic()
-                    entry.opens += 1
+                    METRICS.transport_opens += 1
                     await lease.run(entry.transport.open)
             yield lease
         finally:

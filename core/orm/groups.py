@@ -180,10 +180,6 @@ class Group:
         """How many nodes the group holds."""
         return group_sizes([self.pk]).get(self.pk, 0)
 
-    @property
-    def is_empty(self) -> bool:
-        return self.count() == 0
-
     def delete(self) -> None:
         """Delete the group; its nodes stay."""
         with get_storage().session() as session:

@@ -43,7 +43,6 @@ class FakeScheduler(Scheduler):
     output to the template's stdout and stderr files; every request is accepted.
     """
 
-    reports_finished_jobs = True
     example_empty_listing = (0, f"{_MARKER}\n", "")
 
     #: The cluster of every FakeScheduler made without one.

@@ -7,8 +7,18 @@ times are ISO-8601 strings in UTC, sizes bytes, durations seconds.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from typing import TYPE_CHECKING
+
+from veglia.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from veglia.views.job import job_view
+    from veglia.views.node import node_view
+    from veglia.views.overview import overview_view
+    from veglia.views.pipelines import pipeline_view, pipelines_view
+    from veglia.views.processes import processes_view
+    from veglia.views.rows import process_row, process_rows
+    from veglia.views.workflow import workflow_view
 
 __all__ = [
     "job_view",
@@ -22,6 +32,8 @@ __all__ = [
     "workflow_view",
 ]
 
+# Lazy: `process list` imports veglia.views.rows alone; the job and workflow views load the
+# ORM and the engine, which it does without.
 _HOMES = {
     "job_view": "veglia.views.job",
     "node_view": "veglia.views.node",
@@ -35,9 +47,4 @@ _HOMES = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    # Lazy: `process list` imports veglia.views.rows alone; the job and workflow views load
-    # the ORM and the engine, which it does without.
-    if name not in _HOMES:
-        raise AttributeError(f"module 'veglia.views' has no attribute {name!r}")
-    return getattr(importlib.import_module(_HOMES[name]), name)
+__getattr__, __dir__ = lazy_exports(__name__, _HOMES)

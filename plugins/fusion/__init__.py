@@ -13,17 +13,17 @@ When Fusion is off the file is never read.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
+
+from veglia.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from veglia.plugins.fusion.trace_file import TRACE_PATH, fusion_enabled, read_trace
 
 __all__ = ["TRACE_PATH", "fusion_enabled", "read_trace"]
 
-
-def __getattr__(name: str) -> Any:
-    """The names of ``trace_file``, loaded on first use: every veglia process loads this
-    package with its hook module (``veglia --help`` too), and ``trace_file`` brings the ORM."""
-    if name not in __all__:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    # Lazy: the ORM and SQLAlchemy only for a process that reads a trace.
-    from veglia.plugins.fusion import trace_file
-
-    return getattr(trace_file, name)
+# Lazy: every veglia process loads this package with its hook module (``veglia --help``
+# too), and ``trace_file`` brings the ORM and SQLAlchemy, wanted only to read a trace.
+__getattr__, __dir__ = lazy_exports(
+    __name__, dict.fromkeys(__all__, "veglia.plugins.fusion.trace_file")
+)

@@ -229,7 +229,6 @@ class LsfScheduler(Scheduler):
     host failure does not rerun them behind the engine's back.
     """
 
-    reports_finished_jobs = True
     example_empty_listing = (255, "", "Job <999> is not found\n")
 
     def script_header(self, template: JobTemplate) -> list[str]:

@@ -172,7 +172,6 @@ class PbsProScheduler(Scheduler):
     script changes to ``$PBS_O_WORKDIR``, the directory it was submitted from.
     """
 
-    reports_finished_jobs = True
     example_empty_listing = (35, "", "qstat: Unknown Job Id 999.server\n")
 
     #: The batch system's name in messages.

@@ -2,8 +2,8 @@
 
 Grid Engine forgets a job as soon as it ends: ``qstat`` lists only queued, running and
 suspended jobs, and how a job ended is only in the accounting file (``qacct``, which scans
-the whole file and is too slow to poll). So ``reports_finished_jobs`` is False here and
-``classify_failure`` has only the job's stderr to go by.
+the whole file and is too slow to poll). So a finished job is simply missing from the list
+here, and ``classify_failure`` has only the job's stderr to go by.
 """
 
 from __future__ import annotations
@@ -110,7 +110,6 @@ class SgeScheduler(Scheduler):
     ``smp``.
     """
 
-    reports_finished_jobs = False
     example_empty_listing = (
         0,
         '<?xml version="1.0"?>\n<job_info xmlns:xsd="http://www.w3.org/2001/XMLSchema">\n'

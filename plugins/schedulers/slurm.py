@@ -149,7 +149,6 @@ class SlurmScheduler(Scheduler):
     the engine's back, which then sees it finish twice.
     """
 
-    reports_finished_jobs = True
     example_empty_listing = (
         0,
         f"{_MARKER}squeue rc=1\nslurm_load_jobs error: {_INVALID_ID}\n"

@@ -12,8 +12,9 @@ the processes that use the runner.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from veglia.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from veglia.engine.calcjob.calcinfo import CalcInfo, CodeInfo
@@ -28,10 +29,4 @@ _EXPORTS = {
 __all__ = ["CalcInfo", "CalcJob", "CodeInfo"]
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'veglia.engine.calcjob' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

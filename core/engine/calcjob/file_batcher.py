@@ -12,6 +12,7 @@ import asyncio
 import time
 from typing import TYPE_CHECKING, Any
 
+from veglia.engine.metrics import METRICS
 from veglia.file_reads import DEFAULT_BUDGET
 
 if TYPE_CHECKING:
@@ -33,8 +34,6 @@ class FileBatcher:
         self.runner = runner
         self.computer = computer
         self.budget = budget
-        #: Transport calls made (one per batch; the daemon reports it).
-        self.reads = 0
         self._pending: list[tuple[list[dict[str, Any]], asyncio.Future]] = []
         self._task: asyncio.Task | None = None
 
@@ -60,7 +59,7 @@ class FileBatcher:
             payload = {"budget": self.budget, "requests": [r for rs, _ in batch for r in rs]}
             try:
                 async with self.runner.lease_transport(self.computer) as lease:
-                    self.reads += 1
+                    METRICS.file_reads += 1
                     answers = await lease.run(lease.transport.read_files, payload)
             except Exception as exc:  # every job of the batch logs it and goes on
                 for _, future in batch:

@@ -8,6 +8,7 @@ import time
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
+from veglia.engine.metrics import METRICS
 from veglia.plugin_manager import call_each, has_implementations
 from veglia.schedulers import JobInfo
 
@@ -31,7 +32,6 @@ class JobPoller:
         self.runner = runner
         self.computer = computer
         self.interval = interval
-        self.queries = 0
         self._waiters: dict[str, list[asyncio.Future]] = defaultdict(list)
         self._task: asyncio.Task | None = None
         self._last_poll = float("-inf")
@@ -40,8 +40,6 @@ class JobPoller:
         #: monitor cycles ended: the bench's cycle time, counted at the next poll.
         self.delivered_at = 0.0
         self.monitors_done_at = 0.0
-        self.cycles = 0
-        self.cycle_seconds = 0.0
 
     async def next_update(self, job_id: str) -> JobInfo | None:
         """The job's info from the next poll; None when the scheduler no longer knows it."""
@@ -71,8 +69,8 @@ class JobPoller:
                             future.set_exception(exc)
                 continue
             if self.monitors_done_at > self.delivered_at > 0:
-                self.cycles += 1
-                self.cycle_seconds += self.monitors_done_at - self.delivered_at
+                METRICS.monitor_cycles += 1
+                METRICS.monitor_cycle_seconds += self.monitors_done_at - self.delivered_at
             self.delivered_at = time.monotonic()
             for job_id, futures in waiters.items():
                 for future in futures:
@@ -82,7 +80,7 @@ class JobPoller:
     async def _query(self, job_ids: list[str]) -> dict[str, JobInfo]:
         scheduler = self.computer.get_scheduler()
         async with self.runner.lease_transport(self.computer) as lease:
-            self.queries += 1
+            METRICS.scheduler_queries += 1
             infos = await lease.run(scheduler.get_jobs, lease.transport, job_ids)
             await lease.run(computer_contacted, self.computer, lease.transport)
             return infos

@@ -43,6 +43,7 @@ from veglia.engine.calcjob.monitor_lanes import (
     run_coroutine,
 )
 from veglia.engine.calcjob.monitors import MonitorResult, MonitorSpec, load_monitor, now
+from veglia.engine.metrics import METRICS
 from veglia.engine.runner import get_runner
 from veglia.exceptions import MonitorError, MonitorTimeout, TransportError
 from veglia.orm import attributes as attr
@@ -52,10 +53,8 @@ if TYPE_CHECKING:
     from veglia.engine.calcjob import CalcJob
     from veglia.engine.transport_queue import TransportLease
 
-__all__ = ["CALLS", "MonitorRunner", "run_monitors"]
+__all__ = ["MonitorRunner", "run_monitors"]
 
-#: Monitor calls made in this process (the daemon worker reports it; bench/ reads it).
-CALLS = {"count": 0}
 #: Seconds a monitor's run of faults must span, besides counting ``max_failures``, before
 #: it is disabled: a fault counts per poll, and polls may come every tenth of a second.
 FAULT_WINDOW = 60.0
@@ -331,7 +330,7 @@ class MonitorRunner:
     def _start(self, spec: MonitorSpec, lease: TransportLease, state: dict[str, Any]) -> None:
         """Hand the monitor's call to its entry point's lane (a fault found before it runs
         is its answer at once)."""
-        CALLS["count"] += 1
+        METRICS.monitor_calls += 1
         data = copy.deepcopy(state["data"])  # the lane's thread works on its own copy
         files: Known | None = None
         try:

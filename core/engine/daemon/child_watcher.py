@@ -13,6 +13,7 @@ import logging
 
 import sqlalchemy as sa
 
+from veglia.engine.metrics import METRICS
 from veglia.manage import get_storage
 from veglia.orm.process_nodes import TERMINAL_STATES
 from veglia.storage.models import Node
@@ -31,7 +32,6 @@ class ChildWatcher:
         self._waiters: dict[int, list[asyncio.Future]] = {}
         self._task: asyncio.Task | None = None
         self._wake: asyncio.Event | None = None
-        self.queries = 0
 
     def wake(self) -> None:
         """A process on this loop terminated: look now rather than at the next interval
@@ -60,7 +60,7 @@ class ChildWatcher:
 
     def _terminated(self, pks: list[int]) -> list[int]:
 
-        self.queries += 1
+        METRICS.child_queries += 1
         with get_storage().session() as session:
             return list(
                 session.scalars(

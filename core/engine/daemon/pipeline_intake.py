@@ -22,6 +22,7 @@ from veglia.datasources import DataSource, Known, Listing, combined_checksum
 from veglia.engine.daemon import leases
 from veglia.engine.daemon.housekeeping import log_failure
 from veglia.engine.launch import submit
+from veglia.engine.metrics import METRICS
 from veglia.engine.pipeline_setup_check import run_builder, source_of
 from veglia.engine.process import NODE_ATTRIBUTES
 from veglia.engine.runner import Runner
@@ -73,8 +74,6 @@ class PipelineIntake:
         self.worker = str(leases.this_worker())
         #: Each setup version's last listing cache: files unchanged are not read again.
         self._known: dict[int, Known] = {}
-        #: Runs started by this intake (the daemon reports it).
-        self.started = 0
 
     @property
     def interval(self) -> float:
@@ -182,7 +181,7 @@ class PipelineIntake:
                 with contextlib.suppress(Exception):
                     mark_started(runs, self.worker)
             started += len(runs)
-        self.started += started
+        METRICS.pipeline_runs_started += started
         return started
 
     async def _read(self, computer: Computer | None, rows: list[ElementRow]) -> dict[int, Any]:

@@ -21,7 +21,6 @@ from plumpy.communications import LoopCommunicator, convert_to_comm
 
 from veglia.config.profile import Profile
 from veglia.engine.calcjob.kill import PendingCancelSweeper, owe_cancel
-from veglia.engine.calcjob.monitor_runner import CALLS as MONITOR_CALLS
 from veglia.engine.daemon import leases
 from veglia.engine.daemon.broker_tasks import create_communicator
 from veglia.engine.daemon.control import apply_database_requests
@@ -33,6 +32,7 @@ from veglia.engine.daemon.outages import OutageWatcher
 from veglia.engine.daemon.pipeline_intake import PipelineIntake
 from veglia.engine.daemon.rpc_queue import SharedRpcQueue
 from veglia.engine.daemon.task_bridge import task_bridge
+from veglia.engine.metrics import METRICS
 from veglia.engine.persistence import load_process
 from veglia.engine.runner import Runner, set_runner
 from veglia.exceptions import NotExistent, ProcessClassError, StepAbandoned
@@ -366,6 +366,9 @@ class Worker:
 
     def _status_now(self) -> None:
         repaired = self.housekeeper.repaired if self.housekeeper is not None else None
+        counts = METRICS.as_status()
+        if self.intake is None:  # only the worker that runs the intake starts pipeline runs
+            del counts["pipeline_runs_started"]
         write_json(
             self.files.worker_status(os.getpid()),
             {
@@ -373,13 +376,6 @@ class Worker:
                 "pid": os.getpid(),
                 "active": len(self.active),
                 "time": time.time(),
-                "transport_opens": self.runner.transport_queue.total_opens(),
-                "scheduler_queries": sum(p.queries for p in self.runner.pollers()),
-                "monitor_calls": MONITOR_CALLS["count"],
-                "file_reads": sum(b.reads for b in self.runner.file_batchers()),
-                "monitor_cycles": sum(p.cycles for p in self.runner.pollers()),
-                "monitor_cycle_seconds": sum(p.cycle_seconds for p in self.runner.pollers()),
-                "child_queries": self.runner.child_watcher.queries,
-                **({} if self.intake is None else {"pipeline_runs_started": self.intake.started}),
+                **counts,
             },
         )
