@@ -213,12 +213,12 @@ class PipelineIntake:
             return None
         try:
             element_nodes = self._element_nodes(row, contents)
-        except _ContentChanged:
-            # Its next listing has the new content (a new element); this one never runs.
-            release_claims([row.id], self.worker)
-            return None
         except VegliaError as exc:
             mark_refused(row.id, f"its nodes could not be loaded: {exc}", self.worker)
+            return None
+        if element_nodes is None:
+            # Its next listing has the new content (a new element); this one never runs.
+            release_claims([row.id], self.worker)
             return None
         kind = "a file" if source.needs_transport else "a node"
         try:
@@ -242,14 +242,15 @@ class PipelineIntake:
             NODE_ATTRIBUTES.reset(token)
 
     @staticmethod
-    def _element_nodes(row: ElementRow, contents: list[bytes] | None) -> dict[str, Node]:
-        """The element's files as SinglefileData by file name (checked against its
-        checksum), or its nodes by UUID (``contents`` None: a source of nodes)."""
+    def _element_nodes(row: ElementRow, contents: list[bytes] | None) -> dict[str, Node] | None:
+        """The element's files as SinglefileData by file name, or its nodes by UUID
+        (``contents`` None: a source of nodes); None when the files changed since they were
+        listed (their checksum is not the element's)."""
         if contents is None:
             return {uuid: load_node(uuid) for uuid in row.files}
         digests = [hashlib.sha256(content).hexdigest() for content in contents]
         if combined_checksum(digests) != row.checksum:
-            raise _ContentChanged(row.identity)
+            return None
         nodes: dict[str, Node] = {}
         for path, content in zip(row.files, contents, strict=True):
             name = path.rsplit("/", 1)[-1]
@@ -279,7 +280,3 @@ class PipelineIntake:
             f"pipeline {setup.name}: all {progress.seen} elements ended ({failed} failed)",
             "\n".join(lines),
         )
-
-
-class _ContentChanged(Exception):
-    """An element's files changed between its listing and its start."""
