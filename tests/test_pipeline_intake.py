@@ -173,7 +173,8 @@ def test_files_dropped_over_ssh_run_once_through_a_killed_worker_and_a_restart(
 ):
     """Two workers with a broker; the source is a folder on the SSH host, the runs on this
     machine. The worker taking in elements is killed while it starts them, and the daemon
-    is stopped and started again: every element still has exactly one run."""
+    is stopped and started again: every element still has exactly one run. A file still
+    being written is not taken; a touched one starts nothing; a changed one runs again."""
     import uuid
 
     from veglia.engine.runner import set_runner
@@ -187,7 +188,7 @@ def test_files_dropped_over_ssh_run_once_through_a_killed_worker_and_a_restart(
         transport.makedirs(folder)
         for i in range(40):
             drop_over_ssh(transport, folder, f"s{i:03d}.txt", f"sample {i}\n")
-        make_setup("from-ssh", folder, source_computer="drop", settled=0)
+        make_setup("from-ssh", folder, source_computer="drop", settled=2)
         daemon(2)
         victim = DaemonFiles(profile).read_status()["workers"][0]["pid"]  # the first: intake
         until(lambda: runs_of("from-ssh"), 60, "the first runs")
@@ -200,16 +201,31 @@ def test_files_dropped_over_ssh_run_once_through_a_killed_worker_and_a_restart(
         for i in range(60, 65):
             drop_over_ssh(transport, folder, f"s{i:03d}.txt", f"sample {i}\n")
         until(lambda: len(runs_of("from-ssh")) == 65, 60, "a run for each of 65 files")
+        # Written in place, a line every half second: not taken while it grows.
+        for part in range(6):
+            transport.exec_command(f"echo part {part} >> {folder}/s900.txt")
+            time.sleep(0.5)
+            assert "s900.txt" not in runs_of("from-ssh")
+        until(lambda: "s900.txt" in runs_of("from-ssh"), 30, "s900.txt, once left alone")
+        # Touched (its content the same): nothing. Changed: a second run.
+        transport.exec_command(f"touch {folder}/s000.txt")
+        transport.write_bytes(f"{folder}/s001.txt", b"sample 1, again\n")
+        until(lambda: len(runs_of("from-ssh")["s001.txt"]) == 2, 30, "s001.txt to run again")
+        time.sleep(4)  # the touched s000.txt has settled and been looked at again
         runs = runs_of("from-ssh")
         until(lambda: ended([pk for pks in runs.values() for pk in pks]), 180, "every run")
         time.sleep(3)  # looks after the last: nothing new
         transport.rmtree(folder)
     runs = runs_of("from-ssh")
     assert {identity: len(pks) for identity, pks in runs.items()} == {
-        f"s{i:03d}.txt": 1 for i in range(65)
+        **{f"s{i:03d}.txt": 1 for i in range(65)},
+        "s001.txt": 2,
+        "s900.txt": 1,
     }
-    assert all(load_node(pks[0]).is_finished_ok for pks in runs.values())
+    assert all(load_node(pk).is_finished_ok for pks in runs.values() for pk in pks)
     assert stdout(runs["s007.txt"][0]) == b"sample 7\n"
+    assert stdout(runs["s001.txt"][1]) == b"sample 1, again\n"
+    assert stdout(runs["s900.txt"][0]) == b"".join(b"part %d\n" % n for n in range(6))
     workers = DaemonFiles(profile).read_status()["workers"]
     assert victim not in [w["pid"] for w in workers]
     set_runner(None)
