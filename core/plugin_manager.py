@@ -7,6 +7,11 @@ Two environment variables help people debug plugins:
     to an empty string to load none (handy to bisect a broken plugin).
 ``VEGLIA_TRACE_PLUGINS``
     When set to ``1``, every hook call is written to stderr with its arguments and result.
+
+The engine asks plugins for what they contribute (options, computer properties, job-script
+wraps, trace fields, panels, ...) through :func:`gather` and its stricter forms, and tells
+them of events through :func:`call_each`: both call one plugin at a time through pluggy, so
+that tracing sees each call and one broken plugin does not silence the others.
 """
 
 from __future__ import annotations
@@ -20,15 +25,17 @@ import pluggy
 
 from veglia import hookspecs
 from veglia.entry_points import GROUPS, clear_cache, get_entry_points
-from veglia.exceptions import EntryPointLoadError
+from veglia.exceptions import ConfigurationError, EntryPointLoadError, PluginError, VegliaError
 
 __all__ = [
     "build_plugin_manager",
     "call_each",
+    "gather",
+    "gather_named",
+    "gather_strict",
     "get_plugin_manager",
     "has_implementations",
     "reset_plugin_manager",
-    "results_of_each",
 ]
 
 _manager: pluggy.PluginManager | None = None
@@ -94,24 +101,102 @@ def call_each(hook_name: str, **kwargs: object) -> list[tuple[str, BaseException
     For hooks where one broken plugin must not keep the others (or the engine) from their
     work; returns (plugin name, exception) for those that raised.
     """
-    return results_of_each(hook_name, **kwargs)[1]
+    return gather(hook_name, **kwargs)[1]
 
 
-def results_of_each(
-    hook_name: str, **kwargs: object
-) -> tuple[list[tuple[str, object]], list[tuple[str, BaseException]]]:
-    """As :func:`call_each`, with what each implementation returned: (plugin name, result)
-    for those that returned something other than None, then the errors."""
-    results: list[tuple[str, object]] = []
+def gather(
+    hook_name: str, /, *, first_registered_first: bool = False, **kwargs: object
+) -> tuple[list[tuple[str, Any]], list[tuple[str, BaseException]]]:
+    """What every plugin contributes to a hook: (plugin name, contribution), then (plugin
+    name, exception) for those that raised; a plugin that raises costs only its own part.
+
+    The one way veglia asks plugins for anything: each implementation is called through
+    pluggy (a caller that leaves the others out), so ``VEGLIA_TRACE_PLUGINS`` and pluggy's
+    hook-call monitoring see every call. Contributions come in pluggy's order (the last
+    registered first, ``tryfirst`` ones before), or the entry points' order with
+    ``first_registered_first``; a hook declared to return a list has its lists flattened
+    into one contribution each, and None (nothing) is left out.
+    """
+    callers = _single_callers(get_plugin_manager(), hook_name)
+    if first_registered_first:
+        callers = callers[::-1]
+    flatten = _returns_list(hook_name)
+    contributions: list[tuple[str, Any]] = []
     errors: list[tuple[str, BaseException]] = []
-    for name, caller in _single_callers(get_plugin_manager(), hook_name):
+    for name, caller in callers:
         try:
+            # A list of one result, or none: pluggy leaves out None.
             returned = caller(**kwargs)
         except Exception as exc:
             errors.append((name, exc))
             continue
-        results += [(name, result) for result in returned]
-    return results, errors
+        for result in returned:
+            if not flatten:
+                contributions.append((name, result))
+            elif isinstance(result, str | bytes) or not isinstance(result, Iterable):
+                # The plugin's mistake, costing its part as an exception would.
+                message = f"{hook_name} must return a list, not {type(result).__name__}"
+                errors.append((name, PluginError(message)))
+            else:
+                contributions += [(name, item) for item in result]
+    return contributions, errors
+
+
+def gather_strict(
+    hook_name: str,
+    /,
+    *,
+    error: type[VegliaError] = PluginError,
+    first_registered_first: bool = False,
+    **kwargs: object,
+) -> list[tuple[str, Any]]:
+    """As :func:`gather`, for hooks whose every contribution is needed (a catalogue, a job
+    script): the first plugin that raised is raised as ``error``, naming it."""
+    contributions, errors = gather(
+        hook_name, first_registered_first=first_registered_first, **kwargs
+    )
+    if errors:
+        plugin, exc = errors[0]
+        raise error(f"Plugin {plugin!r} failed in {hook_name}: {exc}") from exc
+    return contributions
+
+
+def gather_named(
+    hook_name: str,
+    kind: type,
+    what: str,
+    builtin: Iterable[str] = (),
+    *,
+    first_registered_first: bool = True,
+) -> list[tuple[str, Any]]:
+    """As :func:`gather_strict`, for catalogue hooks (options, properties): each
+    contribution must be a ``kind`` with a ``name`` no built-in (``builtin``) nor other
+    plugin has; otherwise a :class:`ConfigurationError` names the plugins (what is
+    ``what``, the one seen first keeps the name). In the entry points' order unless
+    ``first_registered_first`` is False."""
+    origin = dict.fromkeys(builtin, "veglia")
+    contributions = gather_strict(
+        hook_name, error=ConfigurationError, first_registered_first=first_registered_first
+    )
+    for plugin, item in contributions:
+        if not isinstance(item, kind):
+            raise ConfigurationError(
+                f"Plugin {plugin!r} returned {item!r} from {hook_name}; it must return "
+                f"{kind.__module__}.{kind.__qualname__} objects."
+            )
+        if item.name in origin:
+            raise ConfigurationError(
+                f"{what} {item.name!r} of plugin {plugin!r} clashes with the one of "
+                f"{origin[item.name]!r}; one of them must rename it."
+            )
+        origin[item.name] = plugin
+    return contributions
+
+
+def _returns_list(hook_name: str) -> bool:
+    # The hookspec's return annotation (a string: hookspecs postpones annotations) says
+    # whether a plugin hands in several contributions at once; declared once, there.
+    return str(getattr(hookspecs, hook_name).__annotations__.get("return")).startswith("list[")
 
 
 #: hook name -> (the manager and implementations they were built for, the callers)

@@ -17,7 +17,7 @@ from veglia.config.private_paths import private_file, private_folder
 from veglia.engine.daemon import DaemonFiles
 from veglia.engine.daemon.files import write_json
 from veglia.exceptions import DaemonError
-from veglia.plugin_manager import get_plugin_manager, results_of_each
+from veglia.plugin_manager import gather, gather_strict
 
 
 def _files(state: CliState):
@@ -38,8 +38,7 @@ class _StartCommand(click.Command):
 
     def get_params(self, ctx: click.Context) -> list[click.Parameter]:
         if self._plugin_options is None:
-            hook = get_plugin_manager().hook.daemon_start_options
-            self._plugin_options = [option for found in hook() for option in found or []]
+            self._plugin_options = [option for _, option in gather_strict("daemon_start_options")]
         return [*super().get_params(ctx), *self._plugin_options]
 
 
@@ -161,12 +160,11 @@ def daemon_status(state: CliState, raw: bool) -> int:
 
 def _plugin_status_lines(state: CliState, files: DaemonFiles) -> None:
     """What plugins serve beside the daemon (the ``daemon_status_lines`` hook)."""
-    results, errors = results_of_each(
+    results, errors = gather(
         "daemon_status_lines", profile=state.profile, start_options=files.read_start_options()
     )
-    for _, lines in results:
-        for line in lines:  # type: ignore[attr-defined]
-            click.echo(line)
+    for _, line in results:
+        click.echo(line)
     for plugin, exc in errors:
         echo_warning(f"plugin {plugin} failed in daemon_status_lines: {exc}")
 

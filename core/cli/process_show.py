@@ -10,7 +10,7 @@ from veglia.cli.output import console, echo_warning, print_table
 from veglia.cli.process_format import format_time, print_logs, relative_time
 from veglia.orm.attributes import ATTEMPTS
 from veglia.orm.process_nodes import ProcessNode
-from veglia.plugin_manager import results_of_each
+from veglia.plugin_manager import gather
 from veglia.views.detail import ATTEMPT_HEADERS, attempt_rows, process_facts
 from veglia.views.rows import format_state, stopped_by
 
@@ -28,12 +28,11 @@ def _plugin_tables(node: ProcessNode) -> None:
     """The tables plugins add (process_show_tables); a broken plugin costs a warning."""
     from rich.markup import escape
 
-    results, errors = results_of_each("process_show_tables", node=node)
-    for _, tables in results:
-        for headers, rows in tables or []:
-            if rows:
-                print_table(headers, rows)
-                console.print("")
+    results, errors = gather("process_show_tables", node=node)
+    for _, (headers, rows) in results:
+        if rows:
+            print_table(headers, rows)
+            console.print("")
     for plugin, exc in errors:
         echo_warning(escape(f"plugin {plugin} failed to show its tables: {exc}"))
 

@@ -29,7 +29,7 @@ from veglia.config.values import (
     parse_text,
     url_with_schemes,
 )
-from veglia.exceptions import ConfigurationError, InvalidOptionError
+from veglia.exceptions import InvalidOptionError
 
 __all__ = [
     "Option",
@@ -345,32 +345,15 @@ def get_options() -> dict[str, Option]:
     """Every option, built-in and from plugins, by name (collected once per plugin manager)."""
     global _catalogue
     # Lazy: config sits below the plugin manager (which reads options).
-    from veglia.plugin_manager import get_plugin_manager
+    from veglia.plugin_manager import gather_named, get_plugin_manager
 
     manager = get_plugin_manager()
     if _catalogue is None or _catalogue[0] is not manager:
-        _catalogue = (manager, _collect_options(manager))
-    return _catalogue[1]
-
-
-def _collect_options(manager: Any) -> dict[str, Option]:
-    options = {option.name: option for option in BUILTIN_OPTIONS}
-    origin = dict.fromkeys(options, "veglia")
-    for impl in manager.hook.register_options.get_hookimpls():
-        for option in impl.function() or []:
-            if not isinstance(option, Option):
-                raise ConfigurationError(
-                    f"Plugin {impl.plugin_name!r} returned {option!r} from register_options; "
-                    "it must return veglia.config.options.Option objects."
-                )
-            if option.name in options:
-                raise ConfigurationError(
-                    f"Option {option.name!r} of plugin {impl.plugin_name!r} clashes with the "
-                    f"one of {origin[option.name]!r}; one of them must rename it."
-                )
+        options = {option.name: option for option in BUILTIN_OPTIONS}
+        for _, option in gather_named("register_options", Option, "Option", options):
             options[option.name] = option
-            origin[option.name] = impl.plugin_name
-    return options
+        _catalogue = (manager, options)
+    return _catalogue[1]
 
 
 def get_option(name: str) -> Option:

@@ -15,7 +15,7 @@ from veglia.exceptions import ConfigurationError, NotExistent
 from veglia.exceptions import ConfigurationError as _Error
 from veglia.manage import get_profile, get_storage
 from veglia.orm.users import get_default_user
-from veglia.plugin_manager import get_plugin_manager
+from veglia.plugin_manager import gather_named, get_plugin_manager
 from veglia.storage import models
 from veglia.workdir_root import expand_root
 
@@ -81,42 +81,36 @@ def _collected() -> tuple[dict[str, ComputerProperty], dict[str, Any]]:
 
     manager = get_plugin_manager()
     if _plugin_properties is None or _plugin_properties[0] is not manager:
-        added = _collect_plugin_properties(manager)
+        added = _collect_plugin_properties()
         defaults = {**COMPUTER_PROPERTIES, **{name: p.default for name, p in added.items()}}
         _plugin_properties = (manager, added, defaults)
     return _plugin_properties[1], _plugin_properties[2]
 
 
-def _collect_plugin_properties(manager: Any) -> dict[str, ComputerProperty]:
+def _collect_plugin_properties() -> dict[str, ComputerProperty]:
     # A computer's own fields (and setup's names for them) are not properties either.
-    origin = dict.fromkeys(COMPUTER_PROPERTIES, "veglia")
     reserved = {f.name for f in fields(Computer)} | {"transport", "scheduler"}
     added: dict[str, ComputerProperty] = {}
-    # pluggy lists the last registered first: reversed, the entry points' order.
-    for impl in reversed(manager.hook.computer_properties.get_hookimpls()):
-        for prop in impl.function() or []:
-            if not isinstance(prop, ComputerProperty):
-                raise ConfigurationError(
-                    f"Plugin {impl.plugin_name!r} returned {prop!r} from computer_properties; "
-                    "it must return veglia.orm.computers.ComputerProperty objects."
-                )
-            if prop.name in reserved:
-                raise ConfigurationError(
-                    f"Computer property {prop.name!r} of plugin {impl.plugin_name!r} is a "
-                    "field of every computer; rename it."
-                )
-            if prop.name in origin:
-                raise ConfigurationError(
-                    f"Computer property {prop.name!r} of plugin {impl.plugin_name!r} clashes "
-                    f"with the one of {origin[prop.name]!r}; one of them must rename it."
-                )
-            origin[prop.name] = impl.plugin_name
-            added[prop.name] = prop
+    # In pluggy's order (the last registered first): the order `computer setup` asks them in.
+    for plugin, prop in gather_named(
+        "computer_properties",
+        ComputerProperty,
+        "Computer property",
+        COMPUTER_PROPERTIES,
+        first_registered_first=False,
+    ):
+        if prop.name in reserved:
+            raise ConfigurationError(
+                f"Computer property {prop.name!r} of plugin {plugin!r} is a field of every "
+                "computer; rename it."
+            )
+        added[prop.name] = prop
     return added
 
 
 def plugin_computer_properties() -> dict[str, ComputerProperty]:
-    """The properties the loaded plugins add, by name, in registration order."""
+    """The properties the loaded plugins add, by name, in pluggy's order (the last
+    registered first)."""
     return _collected()[0]
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from veglia.plugin_manager import results_of_each
+from veglia.plugin_manager import gather
 
 __all__ = ["Panel", "plugin_panels"]
 
@@ -25,14 +25,13 @@ class Panel:
 def plugin_panels() -> list[dict[str, Any]]:
     """Every plugin's panels (``overview_panels``); a broken plugin gets a panel saying so,
     and the others still show."""
-    results, errors = results_of_each("overview_panels")
+    results, errors = gather("overview_panels")
     panels = []
-    for plugin, returned in results:
-        for panel in returned or []:  # type: ignore[attr-defined]
-            if not isinstance(panel, Panel):
-                errors.append((plugin, TypeError(f"returned {type(panel).__name__}, not Panel")))
-                continue
-            panels.append(panel.as_dict())
+    for plugin, panel in results:
+        if not isinstance(panel, Panel):
+            errors.append((plugin, TypeError(f"returned {type(panel).__name__}, not Panel")))
+            continue
+        panels.append(panel.as_dict())
     for plugin, exc in errors:
         panels.append(
             Panel(f"plugin {plugin}", [("error", f"its overview panel failed: {exc}")]).as_dict()

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from veglia.exceptions import PluginError
-from veglia.plugin_manager import results_of_each
+from veglia.plugin_manager import gather
 
 __all__ = [
     "EXIT_STATUS_FILE",
@@ -113,7 +113,7 @@ def wraps_for(node: Any, computer: Any) -> list[JobScriptWrap]:
     """The wraps every plugin gives this job, outermost first. A plugin that raises or
     returns something else fails the submission with its name: a job script half wrapped
     would measure nothing, or worse, not run what it should."""
-    results, errors = results_of_each("job_script_wrap", node=node, computer=computer)
+    results, errors = gather("job_script_wrap", node=node, computer=computer)
     if errors:
         plugin, exc = errors[0]
         raise PluginError(f"plugin {plugin} failed to wrap the job script: {exc}") from exc

@@ -13,8 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from veglia.exceptions import ConfigurationError
-from veglia.plugin_manager import results_of_each
+from veglia.plugin_manager import gather_named
 from veglia.relative_paths import checked_relative
 from veglia.schedulers import JobResources, SchedulerError, environment_problem
 
@@ -139,25 +138,5 @@ class CalcJobOption:
 def plugin_calcjob_options(builtin: set[str]) -> list[CalcJobOption]:
     """The options of the loaded plugins, in registration order; an error names the plugin
     that returned something else than options, or the two sides of a clash."""
-    origin = dict.fromkeys(builtin, "veglia")
-    options: list[CalcJobOption] = []
-    results, errors = results_of_each("calcjob_options")
-    if errors:
-        plugin, exc = errors[0]
-        raise ConfigurationError(f"Plugin {plugin!r} failed in calcjob_options: {exc}") from exc
-    # pluggy lists the last registered first: reversed, the entry points' order.
-    for plugin, returned in reversed(results):
-        for option in returned or []:
-            if not isinstance(option, CalcJobOption):
-                raise ConfigurationError(
-                    f"Plugin {plugin!r} returned {option!r} from calcjob_options; it must "
-                    "return veglia.engine.calcjob.options.CalcJobOption objects."
-                )
-            if option.name in origin:
-                raise ConfigurationError(
-                    f"Calc-job option {option.name!r} of plugin {plugin!r} clashes with the "
-                    f"one of {origin[option.name]!r}; one of them must rename it."
-                )
-            origin[option.name] = plugin
-            options.append(option)
-    return options
+    named = gather_named("calcjob_options", CalcJobOption, "Calc-job option", builtin)
+    return [option for _, option in named]

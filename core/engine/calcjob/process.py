@@ -55,7 +55,7 @@ from veglia.orm import attributes as attr
 from veglia.orm.computers import Code, Computer
 from veglia.orm.data import FolderData, RemoteData
 from veglia.orm.process_nodes import CalcJobNode
-from veglia.plugin_manager import get_plugin_manager, results_of_each
+from veglia.plugin_manager import gather, get_plugin_manager
 from veglia.schedulers import JobFailure, JobInfo, JobState, SchedulerError, SchedulerSubmitError
 from veglia.workdir_root import private_root
 
@@ -583,7 +583,7 @@ class CalcJob(Process):
         retrieved files: recorded as the monitor's own, or None."""
         node = self.node
         assert node is not None
-        results, errors = results_of_each("job_stopped_beside", node=node, folder=folder)
+        results, errors = gather("job_stopped_beside", node=node, folder=folder)
         for plugin, exc in errors:
             node.add_log("WARNING", f"plugin {plugin} failed to read the job's stop: {exc}")
         for plugin, stop in results:
