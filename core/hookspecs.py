@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from veglia.engine.calcjob.job_script import JobScriptWrap
     from veglia.engine.calcjob.options import CalcJobOption
     from veglia.orm.computers import ComputerProperty
+    from veglia.storage.plugin_schema import PluginMigrations
     from veglia.views.panels import Panel
 
 hookspec = pluggy.HookspecMarker("veglia")
@@ -103,6 +104,40 @@ def overview_panels() -> list[Panel]:
     a query or two: no connection to a computer or a service.
     Never put a secret in a panel: whoever may read the overview sees it. An exception
     shows as a panel naming your plugin, and the other panels still show.
+    """
+
+
+@hookspec
+def storage_migrations() -> PluginMigrations | list[PluginMigrations]:
+    """Own tables in the profile's database, made and changed by Alembic migrations of
+    your own.
+
+    Called when a profile's storage is opened, checked or migrated. Return a
+    :class:`veglia.plugin_api.PluginMigrations`: a ``name`` for your version table
+    (``alembic_version_<name>``), your tables' ``MetaData`` (your tables only; build it
+    with ``veglia.storage.tables.NAMING_CONVENTION``), the folder of your migration files
+    (plain Alembic revisions: ``revision``, ``down_revision``, ``upgrade()`` with
+    ``alembic.op``) and the ``head`` revision they end at. ``veglia storage migrate`` runs
+    the core's migrations first, then yours, so a foreign key of yours may refer to a core
+    table (``ForeignKey(veglia.storage.tables.nodes.c.id)``). While your tables are
+    behind (absent, on a profile made before your plugin was installed), ``veglia status``
+    and every command that opens the storage say to run ``veglia storage migrate``. A
+    table name that the core or another plugin uses is an error that names both. Test
+    that your metadata matches your migrations with
+    ``StorageBackend.schema_differences()[<your plugin's entry-point name>] == []``.
+    """
+
+
+@hookspec
+def change_stamp_parts() -> list[Any]:
+    """Make the web pages that watch the database notice changes to your tables.
+
+    Called when a page starts watching the database, and once a second while it does.
+    Return SQLAlchemy ``select`` statements of one value each on your own tables (the
+    newest id, a count of pending rows), cheap to compute: an index or a small table.
+    They go into the one statement that stamps the database; when one of their values
+    moves, the pages reload what is not node-bound (the overview's panels). An exception
+    is logged and leaves your parts out.
     """
 
 

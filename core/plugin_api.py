@@ -9,7 +9,8 @@ that test.
   in ``veglia.hookspecs``), :class:`Option` declares a configuration option
   (``register_options``), :class:`JobScriptWrap` what a plugin puts around a job's commands
   (``job_script_wrap``), :class:`Panel` a table it adds to the overview page
-  (``overview_panels``);
+  (``overview_panels``), :class:`PluginMigrations` its own tables and their Alembic
+  migrations (``storage_migrations``);
 - transports (``veglia.transports``): :class:`Transport`, :class:`FileStat`,
   :class:`AuthOption`;
 - schedulers (``veglia.schedulers``): :class:`Scheduler`, :class:`JobTemplate`,
@@ -69,6 +70,7 @@ from veglia.schedulers import (
     QueueInfo,
     Scheduler,
 )
+from veglia.storage.plugin_schema import PluginMigrations
 from veglia.testing import FakeCluster, FakeNode, FakeScheduler, FakeTransport
 from veglia.transports import AuthOption, FileStat, Transport
 from veglia.views.panels import Panel
@@ -107,6 +109,7 @@ __all__ = [
     "Option",
     "Panel",
     "Parser",
+    "PluginMigrations",
     "QueueInfo",
     "Scheduler",
     "SchedulerError",

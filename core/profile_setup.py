@@ -74,11 +74,17 @@ def create_profile(config: Config, name: str, options: dict[str, Any]) -> SetupR
 def _fill_storage(profile: Profile, report: SetupReport) -> None:
     storage = StorageBackend.from_profile(profile)
     try:
-        before, after = storage.migrate()
+        before, after = storage.migrate(plugins=False)
         report.actions.append(
             f"migrated the database {profile.storage_url_masked} from "
             f"{before or 'empty'} to schema {after}"
         )
+        for plugin, plugin_before, plugin_after in storage.migrate_plugins():
+            if plugin_before != plugin_after:
+                report.actions.append(
+                    f"migrated the tables of plugin {plugin!r} from "
+                    f"{plugin_before or 'absent'} to {plugin_after}"
+                )
         email = profile.get_option("user.email") or _default_email()
         computer_label = profile.get_option("computer.default")
         with storage.session() as session:

@@ -171,8 +171,9 @@ def test_outdated_schema_is_reported_and_migrated(run_cli, veglia_home):
     # The database as the release before this one left it: schema 0001.
     with sqlite3.connect(database) as connection:
         connection.execute("UPDATE alembic_version SET version_num = '0001'")
-        tables = ("report_outbox", "report_runs", "process_leases", "repository_blobs")
-        tables += ("repository_chunks",)
+        # Schema 0001 had no outbox, nor did Tower keep its own tables then.
+        tables = ("report_outbox", "report_runs", "alembic_version_tower", "process_leases")
+        tables += ("repository_blobs", "repository_chunks")
         tables += ("pipeline_elements", "pipeline_sources")
         for table in (*tables, "group_nodes", "groups", "pipeline_setups"):
             connection.execute(f"DROP TABLE {table}")
@@ -180,10 +181,50 @@ def test_outdated_schema_is_reported_and_migrated(run_cli, veglia_home):
             connection.execute(f"DROP INDEX {index}")
     status = run_cli("status")
     assert status.exit_code == 1 and "veglia storage migrate" in status.stdout
-    assert "at schema 0001; this release needs 0010" in status.stdout
+    assert "at schema 0001; this release needs 0011" in status.stdout
     migrated = run_cli("storage", "migrate")
-    assert migrated.exit_code == 0 and "from 0001 to 0010" in migrated.stdout
+    assert migrated.exit_code == 0 and "from 0001 to 0011" in migrated.stdout
+    assert "Migrated the tables of plugin 'core.tower' from absent to 0001" in migrated.stdout
     assert run_cli("status").exit_code == 0
+
+
+def test_a_profile_of_the_release_before_keeps_its_outbox_through_storage_migrate(
+    run_cli, veglia_home
+):
+    """Tower's tables were the core's (schema 0010); `storage migrate` hands them to Tower's
+    own migrations, and every queued record is still there to send."""
+    import sqlite3
+
+    assert run_cli("presto", "--no-broker").exit_code == 0
+    database = veglia_home / "profiles" / "presto" / "storage.sqlite"
+    with sqlite3.connect(database) as connection:
+        # As the release before left it: schema 0010, the outbox in it, no Tower version.
+        connection.execute("UPDATE alembic_version SET version_num = '0010'")
+        connection.execute("DROP TABLE alembic_version_tower")
+        for task in range(1, 8):
+            connection.execute(
+                "INSERT INTO report_outbox (reporter, run_key, kind, task_id, attempt, payload,"
+                " status, tries, created) VALUES ('tower', 'run-1', 'task', ?, 1, '{}', ?, 0,"
+                " '2026-12-01 10:00:00')",
+                (task, "sent" if task <= 2 else "pending"),
+            )
+        connection.execute(
+            "INSERT INTO report_runs (reporter, run_key, state, data) "
+            "VALUES ('tower', 'run-1', 'begun', '{}')"
+        )
+    status = run_cli("status")
+    assert status.exit_code == 1 and "at schema 0010; this release needs 0011" in status.stdout
+    migrated = run_cli("storage", "migrate")
+    assert migrated.exit_code == 0, migrated.output
+    assert "from 0010 to 0011" in migrated.stdout
+    assert "Migrated the tables of plugin 'core.tower' from absent to 0001" in migrated.stdout
+    assert run_cli("status").exit_code == 0
+    info = run_cli("storage", "info", "--raw").stdout
+    assert "schema of core.tower\t0001 (needs 0001)" in info
+    shown = run_cli("tower", "status")
+    assert shown.exit_code == 0, shown.output
+    assert "pending:   5" in shown.stdout and "sent:      2" in shown.stdout
+    assert "1 begun" in shown.stdout
 
 
 def test_profiles_can_be_listed_switched_and_deleted(run_cli, veglia_home):

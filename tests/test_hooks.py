@@ -550,3 +550,69 @@ def test_job_script_wrap_that_fails_stops_the_submission_with_the_plugins_name(
         JobScriptWrap("Bad Name")
     with pytest.raises(PluginError, match="cannot hold a newline"):
         JobScriptWrap("test.x", prefix="a\nb")
+
+
+class _TablesPlugin:
+    def __init__(self, migrations):
+        self.migrations = migrations
+
+    @hookspecs.hookimpl
+    def storage_migrations(self):
+        return self.migrations
+
+
+def _own_table(name: str, table: str, tmp_path: Path):
+    import sqlalchemy as sa
+
+    from veglia.plugin_api import PluginMigrations
+
+    metadata = sa.MetaData()
+    sa.Table(table, metadata, sa.Column("id", sa.Integer, primary_key=True))
+    versions = tmp_path / name
+    versions.mkdir()
+    (versions / "0001_first.py").write_text(
+        "import sqlalchemy as sa\nfrom alembic import op\n"
+        "revision = '0001'\ndown_revision = None\n"
+        f"def upgrade():\n    op.create_table({table!r}, sa.Column('id', sa.Integer, "
+        "primary_key=True))\n"
+    )
+    return PluginMigrations(name, metadata, versions, head="0001")
+
+
+def test_storage_migrations_of_two_plugins_each_keep_their_own_version(manager_with, tmp_path):
+    import sqlalchemy as sa
+
+    from veglia.storage import StorageBackend
+
+    manager_with(
+        _TablesPlugin(_own_table("first", "first_things", tmp_path)),
+        _TablesPlugin([_own_table("second", "second_things", tmp_path)]),
+    )
+    storage = StorageBackend(f"sqlite:///{tmp_path / 'db.sqlite'}", tmp_path / "repo")
+    storage.migrate()
+    storage.check_schema()
+    with storage.engine.connect() as connection:
+        for name in ("first", "second"):
+            version = f"SELECT version_num FROM alembic_version_{name}"
+            assert connection.exec_driver_sql(version).scalar() == "0001"
+    assert {"first_things", "second_things"} <= set(sa.inspect(storage.engine).get_table_names())
+    storage.close()
+
+
+def test_storage_migrations_that_take_a_core_table_or_a_taken_name_are_refused(
+    manager_with, tmp_path
+):
+    from veglia.storage import StorageBackend
+
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    manager_with(_TablesPlugin(_own_table("mine", "nodes", tmp_path)))
+    with pytest.raises(PluginError, match="declares table 'nodes', which veglia's core owns"):
+        StorageBackend(url, tmp_path / "repo").check_schema()
+    manager_with(
+        _TablesPlugin(_own_table("same", "a_things", tmp_path)),
+        _TablesPlugin(_own_table("same", "b_things", tmp_path / "same")),
+    )
+    with pytest.raises(PluginError, match="both name their migrations 'same'"):
+        StorageBackend(url, tmp_path / "repo").check_schema()
+    with pytest.raises(PluginError, match="1 to 40 lower-case letters"):
+        _own_table("Has-Dash", "x", tmp_path)

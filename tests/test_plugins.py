@@ -155,3 +155,41 @@ def test_external_monitor_stops_a_real_job(example_plugin, profile):
     assert node.exit_status == 150
     assert "out.log has 2 NaN values (limit 1)" in node.exit_message
     assert node.get_attribute("monitor_provenance")["nan"]["version"] == "0.1.0"
+
+
+# SQLite's expression indexes cannot be reflected, so the core's are not compared there.
+@pytest.mark.filterwarnings("ignore:.*expression-based index")
+def test_an_external_plugin_s_storage_migrations_make_its_own_table(
+    example_plugin, run_cli, veglia_home
+):
+    """A plugin package's own table: made with a new profile, made again by `storage
+    migrate` on a profile from before the plugin was installed, compared with its code."""
+    import sqlite3
+
+    made = run_cli("presto", "--no-broker")
+    assert made.exit_code == 0, made.output
+    assert "migrated the tables of plugin 'example' from absent to 0001" in made.stdout
+    database = veglia_home / "profiles" / "presto" / "storage.sqlite"
+    with sqlite3.connect(database) as connection:
+        connection.execute("INSERT INTO example_notes (node_id, text) VALUES (1, 'hi')")
+        version = connection.execute("SELECT version_num FROM alembic_version_example")
+        assert version.fetchall() == [("0001",)]
+        # A profile made before the plugin was installed has neither its table nor its version.
+        connection.execute("DROP TABLE example_notes")
+        connection.execute("DROP TABLE alembic_version_example")
+    status = run_cli("status")
+    assert status.exit_code == 1
+    assert "tables of plugin 'example'" in status.stdout and "are absent" in status.stdout
+    assert "veglia storage migrate" in status.stdout
+    migrated = run_cli("storage", "migrate")
+    assert migrated.exit_code == 0, migrated.output
+    assert "already at schema" in migrated.stdout
+    assert "Migrated the tables of plugin 'example' from absent to 0001" in migrated.stdout
+    assert run_cli("status").exit_code == 0
+    assert "schema of example\t0001 (needs 0001)" in run_cli("storage", "info", "--raw").stdout
+
+    from veglia.storage import StorageBackend
+
+    storage = StorageBackend(f"sqlite:///{database}", database.parent / "repo")
+    assert storage.schema_differences()["example"] == []
+    storage.close()

@@ -273,3 +273,26 @@ def test_file_sizes_are_whole_numbers_on_every_database(any_profile):
     sizes = queries.file_sizes([node.pk for node in stored])
     assert sizes == {stored[0].pk: 3, stored[1].pk: 5}
     assert json.dumps(sizes)
+
+
+def test_the_change_stamp_moves_with_a_plugin_s_own_tables_through_change_stamp_parts(
+    any_profile, monkeypatch
+):
+    """Tower's outbox is its own table: its part of the stamp comes from its hook, and the
+    overview's panel reloads when a record is queued."""
+    from veglia.plugin_manager import reset_plugin_manager
+    from veglia.plugins.tower import outbox
+
+    before = queries.change_stamp()
+    assert len(before.plugins) == 4
+    outbox.enqueue("run-1", "task", 1, 1, {})
+    after = queries.change_stamp()
+    assert after.plugins != before.plugins
+    assert (after.nodes, after.newest_log, after.pipelines) == (
+        before.nodes,
+        before.newest_log,
+        before.pipelines,
+    )
+    monkeypatch.setenv("VEGLIA_PLUGINS", "core.trace")
+    reset_plugin_manager()
+    assert queries.change_stamp().plugins == ()

@@ -12,6 +12,7 @@ import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 
+from veglia.config.profile import mask_url
 from veglia.exceptions import (
     NotExistent,
     RepositoryIntegrityError,
@@ -62,9 +63,17 @@ def test_a_database_at_the_newest_schema_opens_without_alembic(storage_url, tmp_
 # there; test_migration_0006_adds_the_scale_indexes_and_downgrades checks that they exist.
 @pytest.mark.filterwarnings("ignore:.*expression-based index")
 def test_models_match_migrations(storage):
+    # The core's tables against the core's migrations, each plugin's against its own.
+    differences = storage.schema_differences()
+    assert differences == {"core": [], "core.tower": []}, "tables changed without a migration"
     with storage.engine.connect() as connection:
-        differences = compare_metadata(MigrationContext.configure(connection), Base.metadata)
-    assert differences == [], "models changed without an Alembic migration"
+        context = MigrationContext.configure(connection)
+        unfiltered = compare_metadata(context, Base.metadata)
+    # Without the filter, only the plugins' tables (and their indexes) and version table
+    # differ from the core's.
+    left_to_plugins = {(diff[1].table if diff[0] == "remove_index" else diff[1]).name
+                       for diff in unfiltered}  # fmt: skip
+    assert left_to_plugins == {"report_outbox", "report_runs", "alembic_version_tower"}
 
 
 def test_database_from_newer_release_is_refused(storage):
@@ -336,9 +345,9 @@ def test_migration_0006_adds_the_scale_indexes_and_downgrades(storage):
         command.downgrade(config, "0005")
     assert storage.schema_status().current == "0005"
     assert not set(INDEXED_ATTRIBUTES) & _index_names(storage)
-    with pytest.raises(SchemaOutdatedError, match="needs 0010"):
+    with pytest.raises(SchemaOutdatedError, match="needs 0011"):
         storage.check_schema()
-    assert storage.migrate() == ("0005", "0010")
+    assert storage.migrate() == ("0005", "0011")
     assert set(INDEXED_ATTRIBUTES) <= _index_names(storage)
 
 
@@ -537,3 +546,83 @@ def test_a_transaction_held_across_an_await_is_committed_before_another_task_wri
     assert "held open across an await" in caplog.text
     observer.close()
     observer.close()
+
+
+def _rows(backend, table):
+    with backend.engine.connect() as connection:
+        return [tuple(row) for row in connection.execute(sa.select(table).order_by(table.c.id))]
+
+
+@pytest.mark.filterwarnings("ignore:.*expression-based index")
+def test_a_database_of_the_release_before_keeps_every_outbox_record_as_its_plugin_adopts_it(
+    storage_url, tmp_path
+):
+    """Releases before core schema 0011 kept the reporters' outbox in the core's schema; now
+    the plugin's own migrations own it, and migrating loses no record."""
+    from datetime import datetime, timezone
+
+    from veglia.plugins.tower import tables as tower_tables
+
+    backend = StorageBackend(storage_url, tmp_path / "repo")
+    # As the release before left a profile: core schema 0010, with the outbox (its 0002
+    # made these tables, in this very shape), records in it and no version table of Tower's.
+    backend.migrate("0010")
+    tower_tables.metadata.create_all(backend.engine)
+    sent = datetime(2026, 12, 1, 10, 0, tzinfo=timezone.utc)
+    with backend.engine.begin() as connection:
+        connection.execute(
+            tower_tables.report_outbox.insert(),
+            [
+                {"reporter": "tower", "run_key": "run-1", "kind": "task", "task_id": task,
+                 "payload": {"task": task}, "status": "pending" if task > 1 else "sent",
+                 "sent_at": None if task > 1 else sent}
+                for task in range(1, 6)
+            ],
+        )  # fmt: skip
+        connection.execute(
+            tower_tables.report_runs.insert(),
+            {"reporter": "tower", "run_key": "run-1", "remote_id": "w1", "state": "begun"},
+        )
+    outbox = _rows(backend, tower_tables.report_outbox)
+    runs = _rows(backend, tower_tables.report_runs)
+    assert len(outbox) == 5
+
+    with pytest.raises(SchemaOutdatedError, match="needs 0011. Run `veglia storage migrate`"):
+        backend.check_schema()
+    assert backend.migrate() == ("0010", "0011")
+    backend.check_schema()
+    assert _rows(backend, tower_tables.report_outbox) == outbox
+    assert _rows(backend, tower_tables.report_runs) == runs
+    [(plugin, _, status)] = backend.plugin_schema_status()
+    assert (plugin, status.current) == ("core.tower", "0001")
+    assert backend.schema_differences() == {"core": [], "core.tower": []}
+    backend.close()
+
+
+def test_the_core_schema_alone_has_no_plugin_table(storage_url, tmp_path):
+    backend = StorageBackend(storage_url, tmp_path / "repo", plugins=[])
+    assert backend.migrate() == (None, "0011")
+    backend.check_schema()
+    tables = set(sa.inspect(backend.engine).get_table_names())
+    assert "nodes" in tables and not tables & {"report_outbox", "report_runs"}
+    backend.close()
+
+
+def test_plugin_tables_behind_are_reported_and_migrated(storage_url, tmp_path):
+    backend = StorageBackend(storage_url, tmp_path / "repo")
+    backend.migrate(plugins=False)
+    with pytest.raises(SchemaOutdatedError) as refused:
+        backend.check_schema()
+    assert str(refused.value) == (
+        f"The tables of plugin 'core.tower' in the database at {mask_url(backend.url)} are "
+        "absent; "
+        "the plugin needs 0001. Run `veglia storage migrate` (back up the database first)."
+    )
+    assert backend.migrate_plugins() == [("core.tower", None, "0001")]
+    backend.check_schema()
+    assert backend.migrate_plugins() == [("core.tower", "0001", "0001")]
+    with backend.engine.begin() as connection:
+        connection.execute(sa.text("UPDATE alembic_version_tower SET version_num = 'beef'"))
+    with pytest.raises(SchemaNewerError, match="plugin 'core.tower'.*Upgrade the plugin"):
+        backend.check_schema()
+    backend.close()

@@ -21,11 +21,13 @@ def storage_group() -> None:
 @storage_group.command("migrate")
 @pass_state
 def storage_migrate(state: CliState) -> None:
-    """Bring the database schema up to this release's version."""
+    """Bring the database schema up to this release's version, then each plugin's tables
+    up to the installed plugin's."""
     profile = state.config.get_profile(state.profile_name)
     storage = StorageBackend.from_profile(profile)
     try:
-        before, after = storage.migrate()
+        before, after = storage.migrate(plugins=False)
+        moved = storage.migrate_plugins()
     finally:
         storage.close()
     if before == after:
@@ -34,6 +36,12 @@ def storage_migrate(state: CliState) -> None:
         echo_success(
             f"Migrated the database of {profile.name!r} from {before or 'empty'} to {after}."
         )
+    for plugin, plugin_before, plugin_after in moved:
+        if plugin_before != plugin_after:
+            echo_success(
+                f"Migrated the tables of plugin {plugin!r} from "
+                f"{plugin_before or 'absent'} to {plugin_after}."
+            )
 
 
 @storage_group.command("info")
@@ -45,6 +53,7 @@ def storage_info(state: CliState, raw: bool) -> None:
     storage = StorageBackend.from_profile(profile)
     try:
         status = storage.schema_status()
+        plugins = storage.plugin_schema_status()
     finally:
         storage.close()
     rows = [
@@ -53,6 +62,10 @@ def storage_info(state: CliState, raw: bool) -> None:
         ("schema", status.current or "empty"),
         ("needed", status.head),
         ("up to date", status.up_to_date),
+    ]
+    rows += [
+        (f"schema of {plugin}", f"{plugin_status.current or 'absent'} (needs {plugin_status.head})")
+        for plugin, _, plugin_status in plugins
     ]
     print_table(("Property", "Value"), rows, raw=raw)
 

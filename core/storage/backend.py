@@ -18,6 +18,7 @@ from sqlalchemy.engine import Connection, Engine
 from veglia.config.private_paths import private_file, private_folder
 from veglia.config.profile import mask_url
 from veglia.exceptions import (
+    PluginError,
     SchemaNewerError,
     SchemaOutdatedError,
     StorageError,
@@ -29,6 +30,8 @@ from veglia.storage.tables import repository_files
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session, sessionmaker
+
+    from veglia.storage.plugin_schema import PluginMigrations
 
 LOGGER = logging.getLogger("veglia.storage")
 
@@ -43,7 +46,7 @@ __all__ = [
 _MIGRATIONS = Path(__file__).parent / "migrations"
 #: The newest migration of this release (a test checks it against the migrations folder):
 #: a database at it is up to date without Alembic, a third of a command's start-up.
-SCHEMA_HEAD = "0010"
+SCHEMA_HEAD = "0011"
 
 
 def _driver_url(url: str) -> str:
@@ -198,8 +201,16 @@ class SchemaStatus:
 class StorageBackend:
     """The database and file repository of one profile."""
 
-    def __init__(self, url: str, repository_path: Path | str, repository: str = "folder") -> None:
+    def __init__(
+        self,
+        url: str,
+        repository_path: Path | str,
+        repository: str = "folder",
+        plugins: list[tuple[str, PluginMigrations]] | None = None,
+    ) -> None:
         self.url = url
+        #: The plugins' own tables, as (plugin name, migrations); None: the loaded plugins'.
+        self._plugins = plugins
         self.engine = create_db_engine(url)
         #: The transaction held open in each thread (:meth:`hold`).
         self._pending = threading.local()
@@ -230,15 +241,20 @@ class StorageBackend:
         return config
 
     def schema_status(self) -> SchemaStatus:
+        """Where the core schema stands (each plugin's: :meth:`plugin_schema_status`)."""
+        return self._status(self._alembic_config(), None)
+
+    def _status(self, config: Any, version_table: str | None) -> SchemaStatus:
         from alembic.runtime.migration import MigrationContext
         from alembic.script import ScriptDirectory
 
-        script = ScriptDirectory.from_config(self._alembic_config())
+        script = ScriptDirectory.from_config(config)
         head = script.get_current_head()
         known = {rev.revision for rev in script.walk_revisions()}
+        opts = {"version_table": version_table} if version_table else {}
         try:
             with self.engine.connect() as connection:
-                current = MigrationContext.configure(connection).get_current_revision()
+                current = MigrationContext.configure(connection, opts=opts).get_current_revision()
         except sa.exc.OperationalError as exc:
             raise StorageUnavailable(
                 f"Cannot reach the database at {mask_url(self.url)}: {exc.orig}. Check that "
@@ -247,19 +263,56 @@ class StorageBackend:
         assert head is not None
         return SchemaStatus(current, head, known)
 
-    def _recorded_revision(self) -> str | None:
-        """The revision the database records, read without Alembic; None when unknown."""
+    def plugins(self) -> list[tuple[str, PluginMigrations]]:
+        """The plugins that own tables here, as (plugin name, their migrations)."""
+        if self._plugins is None:
+            # Lazy: the plugin manager only when the schema is checked or migrated.
+            from veglia.storage.plugin_schema import plugin_migrations
+            from veglia.storage.tables import metadata
+
+            self._plugins = plugin_migrations(metadata)
+        return self._plugins
+
+    def plugin_schema_status(self) -> list[tuple[str, PluginMigrations, SchemaStatus]]:
+        """Where each plugin's tables stand against its migrations."""
+        statuses = []
+        for plugin, migrations in self.plugins():
+            status = self._status(migrations.alembic_config(), migrations.version_table)
+            if status.head != migrations.head:
+                raise PluginError(
+                    f"Plugin {plugin!r} says its schema head is {migrations.head!r}, but its "
+                    f"migrations in {migrations.versions} end at {status.head!r}: make them "
+                    "agree (or upgrade the plugin)."
+                )
+            statuses.append((plugin, migrations, status))
+        return statuses
+
+    def _recorded_revisions(self, tables: list[str]) -> list[str | None]:
+        """The revision each version table records, read without Alembic; None when
+        unknown (no such table: Alembic's path says what is missing)."""
+        found: list[str | None] = []
         try:
             with self.engine.connect() as connection:
-                return connection.execute(
-                    sa.text("SELECT version_num FROM alembic_version")
-                ).scalar()
-        except sa.exc.DBAPIError:  # no such table, no database: Alembic's path says which
-            return None
+                for table in tables:
+                    try:
+                        found.append(
+                            connection.execute(sa.text(f"SELECT version_num FROM {table}")).scalar()
+                        )
+                    except sa.exc.DBAPIError:
+                        found.append(None)
+                        # PostgreSQL refuses every statement of a failed transaction.
+                        connection.rollback()
+        except sa.exc.DBAPIError:  # no database: Alembic's path says so
+            return [None] * len(tables)
+        return found
 
     def check_schema(self) -> None:
-        """Raise unless the schema is exactly what this release expects."""
-        if self._recorded_revision() == SCHEMA_HEAD:
+        """Raise unless the core's schema and every plugin's are what this release and the
+        installed plugins expect."""
+        plugins = self.plugins()
+        tables = ["alembic_version"] + [migrations.version_table for _, migrations in plugins]
+        heads = [SCHEMA_HEAD] + [migrations.head for _, migrations in plugins]
+        if self._recorded_revisions(tables) == heads:
             return
         status = self.schema_status()
         if status.newer:
@@ -273,9 +326,24 @@ class StorageBackend:
                 f"The database at {mask_url(self.url)} is {where}; this release needs "
                 f"{status.head}. Run `veglia storage migrate` (back up the database first)."
             )
+        for plugin, _, status in self.plugin_schema_status():
+            if status.newer:
+                raise SchemaNewerError(
+                    f"The tables of plugin {plugin!r} in the database at {mask_url(self.url)} "
+                    f"are at schema {status.current}, newer than the installed plugin knows. "
+                    "Upgrade the plugin."
+                )
+            if not status.up_to_date:
+                where = "absent" if status.empty else f"at schema {status.current}"
+                raise SchemaOutdatedError(
+                    f"The tables of plugin {plugin!r} in the database at {mask_url(self.url)} "
+                    f"are {where}; the plugin needs {status.head}. Run `veglia storage "
+                    "migrate` (back up the database first)."
+                )
 
-    def migrate(self, revision: str = "head") -> tuple[str | None, str]:
-        """Bring the schema to ``revision``; return ``(before, after)``."""
+    def migrate(self, revision: str = "head", plugins: bool = True) -> tuple[str | None, str]:
+        """Bring the core schema to ``revision``, then (at ``head``, unless ``plugins`` is
+        false) every plugin's to its head; return the core's ``(before, after)``."""
         status = self.schema_status()
         if status.newer:
             self.check_schema()
@@ -285,7 +353,58 @@ class StorageBackend:
         with self.engine.begin() as connection:
             config.attributes["connection"] = connection
             command.upgrade(config, revision)
-        return status.current, self.schema_status().current or ""
+        after = self.schema_status().current or ""
+        if plugins and revision == "head":
+            self.migrate_plugins()
+        return status.current, after
+
+    def migrate_plugins(self) -> list[tuple[str, str | None, str]]:
+        """Bring each plugin's tables to its head (the core first: :meth:`migrate`); return
+        (plugin name, before, after) for each."""
+        from alembic import command
+
+        moved = []
+        for plugin, migrations, status in self.plugin_schema_status():
+            if status.newer:
+                self.check_schema()
+            with self.engine.begin() as connection:
+                command.upgrade(migrations.alembic_config(connection), "head")
+            moved.append((plugin, status.current, status.head))
+        return moved
+
+    def schema_differences(self) -> dict[str, list[Any]]:
+        """What the database has that the tables declared in code do not, and the other
+        way round: the core's (key ``"core"``) and each plugin's (by plugin name), each
+        compared on its own tables only. Empty lists when the migrations and the code
+        agree (a test of a plugin with tables asserts this)."""
+        # Lazy: Alembic only for this check (tests, a plugin author's).
+        from alembic.autogenerate import compare_metadata
+        from alembic.runtime.migration import MigrationContext
+
+        from veglia.storage.tables import metadata
+
+        plugins = self.plugins()
+        owned = {table for _, migrations in plugins for table in migrations.tables}
+
+        def only(tables: set[str] | None) -> Any:
+            def include(name: str | None, type_: str, parent_names: Any) -> bool:
+                if type_ != "table" or name is None:
+                    return True
+                if name.startswith("alembic_version"):
+                    return False
+                return name in tables if tables is not None else name not in owned
+
+            return include
+
+        differences = {}
+        with self.engine.connect() as connection:
+            context = MigrationContext.configure(connection, opts={"include_name": only(None)})
+            differences["core"] = compare_metadata(context, metadata)
+            for plugin, migrations in plugins:
+                opts = {"include_name": only(migrations.tables)}
+                context = MigrationContext.configure(connection, opts=opts)
+                differences[plugin] = compare_metadata(context, migrations.metadata)
+        return differences
 
     # -- sessions ---------------------------------------------------------------------
     def _new_session(self) -> Session:

@@ -26,8 +26,6 @@ __all__ = [
     "Node",
     "PipelineSetup",
     "ProcessLease",
-    "ReportOutbox",
-    "ReportRun",
     "RepositoryBlob",
     "RepositoryChunk",
     "RepositoryFile",
@@ -91,18 +89,6 @@ class RepositoryChunk(Base):
     """A piece of the content of a :class:`RepositoryBlob`."""
 
     __table__ = tables.repository_chunks
-
-
-class ReportOutbox(Base):
-    """Records a reporter plugin must deliver: kept until they are sent."""
-
-    __table__ = tables.report_outbox
-
-
-class ReportRun(Base):
-    """A run as a reporter knows it remotely (a Seqera Platform workflow id, say)."""
-
-    __table__ = tables.report_runs
 
 
 class ProcessLease(Base):

@@ -5,6 +5,7 @@ only reads or writes rows (the CLI's listings, the engine's hot statements) uses
 directly, and so never imports SQLAlchemy's ORM, which costs a command about a quarter of
 its start-up. Schema changes go through an Alembic migration in ``migrations/versions``; a
 test compares this metadata against the migrated database so the two never drift apart.
+Plugins keep tables of their own out of it (:mod:`veglia.storage.plugin_schema`).
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from veglia.storage.times import utcnow
 __all__ = [
     "INDEXED_ATTRIBUTES",
     "LINK_TYPES",
+    "NAMING_CONVENTION",
     "JsonType",
     "authinfos",
     "codes",
@@ -53,8 +55,6 @@ __all__ = [
     "pipeline_setups",
     "pipeline_sources",
     "process_leases",
-    "report_outbox",
-    "report_runs",
     "repository_blobs",
     "repository_chunks",
     "repository_files",
@@ -66,7 +66,8 @@ __all__ = [
 #: returned; call: process -> process it launched.
 LINK_TYPES = ("input", "create", "output", "call")
 
-# Named constraints so Alembic migrations can refer to them on every backend.
+# Named constraints so Alembic migrations can refer to them on every backend. A plugin's
+# own tables (``storage_migrations``) take the same convention.
 NAMING_CONVENTION = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
     "uq": "uq_%(table_name)s_%(column_0_N_name)s",
@@ -279,43 +280,6 @@ repository_chunks = Table(
     # one without the content that follows it in overflow pages.
     Column("written", Float, nullable=False),
     Column("content", LargeBinary, nullable=False),
-)
-
-#: Records a reporter plugin must deliver: kept until they are sent. The unique key makes
-#: queueing idempotent: a record queued twice is stored once.
-report_outbox = Table(
-    "report_outbox",
-    metadata,
-    _id(),
-    _text("reporter", 64, index=True),
-    _text("run_key", 255, index=True),
-    # a task event ("submitted", "running", "task" for its end) or "complete" (the run ended)
-    _text("kind", 16),
-    Column("task_id", Integer, nullable=False, default=0),
-    Column("attempt", Integer, nullable=False, default=1),
-    _json("payload"),
-    # pending, sent ("failed" in rows of 0.x, sent again by the reporter's retry command)
-    _text("status", 16, default="pending", index=True),
-    Column("tries", Integer, nullable=False, default=0),
-    Column("last_error", Text, nullable=True),
-    _time("created"),
-    Column("sent_at", DateTime(timezone=True), nullable=True),
-    UniqueConstraint("reporter", "run_key", "kind", "task_id", "attempt"),
-)
-
-#: A run as a reporter knows it remotely (a Seqera Platform workflow id, say).
-report_runs = Table(
-    "report_runs",
-    metadata,
-    _id(),
-    _text("reporter", 64),
-    _text("run_key", 255),
-    Column("remote_id", String(255), nullable=True),
-    # new, begun, completed, or refused (``data["refused"]`` says which request and why)
-    _text("state", 16, default="new"),
-    _json("data"),
-    Column("last_sent", DateTime(timezone=True), nullable=True),
-    UniqueConstraint("reporter", "run_key"),
 )
 
 #: Which daemon worker runs an active process, and since when it last said so.

@@ -16,11 +16,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "calcjob_options",
+    "change_stamp_parts",
     "daemon_started",
     "daemon_stopping",
     "overview_panels",
     "register_commands",
     "register_options",
+    "storage_migrations",
     "trace_ready",
     "trace_updated",
 ]
@@ -32,6 +34,32 @@ _SENDER_STOP = threading.Event()
 @hookimpl
 def register_options() -> list:
     return list(OPTIONS)
+
+
+@hookimpl
+def storage_migrations() -> Any:
+    """The outbox and runs are Tower's own tables, with Tower's own migrations."""
+    # Lazy: SQLAlchemy's table definitions only when the storage is opened.
+    from veglia.plugins.tower.tables import MIGRATIONS
+
+    return MIGRATIONS
+
+
+@hookimpl
+def change_stamp_parts() -> list[Any]:
+    """The outbox's newest record, pending count, runs and last send: what the overview
+    panel shows."""
+    # Lazy: SQLAlchemy only when a page watches the database.
+    import sqlalchemy as sa
+
+    from veglia.plugins.tower.tables import report_outbox, report_runs
+
+    return [
+        sa.select(sa.func.max(report_outbox.c.id)),
+        sa.select(sa.func.count()).where(report_outbox.c.status == "pending"),
+        sa.select(sa.func.count()).select_from(report_runs),
+        sa.select(sa.func.max(report_runs.c.last_sent)),
+    ]
 
 
 @hookimpl

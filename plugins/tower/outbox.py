@@ -15,7 +15,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from veglia.manage import get_storage
-from veglia.storage.models import ReportOutbox, ReportRun
+from veglia.plugins.tower.models import ReportOutbox, ReportRun
 
 __all__ = [
     "REPORTER",

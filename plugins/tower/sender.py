@@ -25,9 +25,9 @@ from veglia.manage import get_storage
 from veglia.plugins.tower import outbox, payload
 from veglia.plugins.tower.client import TowerClient
 from veglia.plugins.tower.exceptions import RetryLater, SettingsRejected, TowerRefused
+from veglia.plugins.tower.models import ReportRun
 from veglia.plugins.tower.runs import unsubmitted_jobs
 from veglia.plugins.tower.settings import TowerSettings, check_settings, settings_of
-from veglia.storage.models import ReportRun
 
 __all__ = ["SendReport", "TowerSender"]
 

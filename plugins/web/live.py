@@ -61,7 +61,7 @@ def view_key(name: str, params: dict[str, Any]) -> ViewKey:
 class Changes:
     """What changed since the probe before: the pks of the nodes written (and of those a
     write shows on, such as a new step's caller), None when any may have; and whether
-    anything else the views of everything show did (the reporters' outbox, the daemon's
+    anything else the views of everything show did (a plugin's tables, the daemon's
     workers)."""
 
     nodes: frozenset[int] | None = frozenset()

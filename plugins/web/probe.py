@@ -99,7 +99,7 @@ class ChangeProbe:
         # Links are stored with the node they lead to: only a new node brings new ones.
         touched = written | nodes_touched_by(new, after_log)
         elsewhere = (
-            stamp.reporters != before.reporters
+            stamp.plugins != before.plugins
             or stamp.pipelines != before.pipelines
             or outside != outside_before
         )

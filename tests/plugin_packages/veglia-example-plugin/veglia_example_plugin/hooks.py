@@ -1,4 +1,4 @@
-"""Hook implementations: an option and a command."""
+"""Hook implementations: an option, a command and a table of its own."""
 
 import click
 
@@ -32,3 +32,10 @@ def register_commands(cli):
 @hookimpl
 def profile_loaded(profile):
     LOADED.append(profile.name)
+
+
+@hookimpl
+def storage_migrations():
+    from veglia_example_plugin.tables import MIGRATIONS
+
+    return MIGRATIONS
