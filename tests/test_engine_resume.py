@@ -6,7 +6,7 @@ import asyncio
 
 from veglia import engine, orm
 from veglia.engine.calcjob import tasks as calcjob_tasks
-from veglia.engine.persistence import load_process
+from veglia.engine.persistence import load_process, save_checkpoint
 from veglia.engine.runner import Runner, set_runner
 from veglia.entry_points import CalculationFactory
 
@@ -48,6 +48,31 @@ def test_job_killed_after_submission_resumes_without_resubmitting(profile):
     assert node.job_id == job_id
     assert sum(log.message.startswith("submitted job") for log in node.logs) == 1
     assert node.outputs.stdout.get_content() == b"done\n"
+
+
+def test_what_a_job_keeps_in_memory_is_not_checkpointed_and_starts_afresh(profile):
+    """``CalcJob.runtime`` (failed polls, the monitors' calls, the live trace read...) lives
+    in the process object only: the checkpoint is the same plain data, and a worker that
+    loads the job starts with a fresh one."""
+    runner = Runner()
+    set_runner(runner)
+    process = runner.instantiate(ShellJob, {"command": orm.Str("sleep 1; echo done")})
+    _crash_when(process, runner, lambda node: node.job_id is not None)
+    process.runtime.update_failures = 2
+    process.runtime.links_reported.add(("watcher", "out.log"))
+    save_checkpoint(process)
+    node = process.node.refresh()
+    checkpoint = node.get_checkpoint()
+    assert "update_failures" not in checkpoint and "links_reported" not in checkpoint
+
+    fresh = Runner()
+    set_runner(fresh)
+    resumed = load_process(node, loop=fresh.loop)
+    assert resumed.runtime is not process.runtime
+    assert resumed.runtime.update_failures == 0 and not resumed.runtime.links_reported
+    assert resumed.runtime.live_trace.job is resumed and resumed.runtime.queue_moves.job is resumed
+    fresh.run_until_terminated(resumed)
+    assert node.refresh().is_finished_ok, node.exit_message
 
 
 def test_a_checkpoint_naming_a_class_from_before_the_engine_moved_still_loads(profile):

@@ -14,12 +14,12 @@ from types import SimpleNamespace
 import pytest
 
 from veglia import engine, orm
-from veglia.engine.calcjob import live_trace
 from veglia.engine.calcjob.job_script import JobScriptWrap
 from veglia.engine.calcjob.live_trace import (
     MAX_POINTS,
     SERIES_FILE,
     SERIES_HEADER,
+    JobLiveTrace,
     LiveTrace,
     TraceSample,
     downsample,
@@ -203,11 +203,11 @@ def test_many_jobs_one_read_per_cycle(profile, tmp_path):
 
     async def cycle():
         async def one(process):
-            reads = live_trace.requests_of(process)
+            reads = process.runtime.live_trace.requests()
             if process.node.get_attribute(attr.MONITORS):
                 async with runner.lease_transport(computer) as lease:
                     return await MonitorRunner(process).run_cycle(lease, reads)
-            return await live_trace.refresh(process, reads)
+            return await process.runtime.live_trace.refresh(reads)
 
         return await asyncio.gather(*(one(p) for p in processes))
 
@@ -215,7 +215,9 @@ def test_many_jobs_one_read_per_cycle(profile, tmp_path):
     assert runner.loop.run_until_complete(cycle()) == [None] * 12
     assert METRICS.file_reads == before + 1
     for i, process in enumerate(processes):
-        assert live_trace.current(process).series == [TraceSample(START, 1000, i, None, i, 2000, i)]
+        assert process.runtime.live_trace.current().series == [
+            TraceSample(START, 1000, i, None, i, 2000, i)
+        ]
 
 
 def test_downsampling_keeps_at_most_240_points_the_peaks_and_the_whole_run():
@@ -245,26 +247,24 @@ def test_a_worker_restart_mid_job_loses_no_sample_and_repeats_none(profile, tmp_
     series = tmp_path / SERIES_FILE
     series.write_text(SERIES_HEADER + "\n" + "".join(_line(i, 0, i) + "\n" for i in range(10)))
 
-    def poll(process):
-        runner = get_runner()
-        runner.loop.run_until_complete(live_trace.refresh(process, live_trace.requests_of(process)))
+    def poll(trace):
+        get_runner().loop.run_until_complete(trace.refresh(trace.requests()))
 
-    worker = SimpleNamespace(
-        node=node, computer=get_runner().computers.by_label("localhost").computer
-    )
+    computer = get_runner().computers.by_label("localhost").computer
+    worker = JobLiveTrace(SimpleNamespace(node=node, computer=computer))
     poll(worker)  # the first poll writes at once
     with series.open("a") as out:
         out.write("".join(_line(i, 0, i) + "\n" for i in range(10, 15)) + _line(15, 0, 15)[:9])
     poll(worker)  # kept in this process only: written a minute later
-    assert len(live_trace.current(worker).series) == 15
+    assert len(worker.current().series) == 15
     assert len(LiveTrace.of(load_node(node.pk)).series) == 10
 
     # The worker dies; another loads the job as the database has it, and polls.
-    restarted = SimpleNamespace(node=load_node(node.pk), computer=worker.computer)
+    restarted = JobLiveTrace(SimpleNamespace(node=load_node(node.pk), computer=computer))
     with series.open("a") as out:
         out.write(_line(15, 0, 15)[9:] + "\n" + _line(16, 0, 16) + "\n")
     poll(restarted)
-    assert [s.rss for s in LiveTrace.of(restarted.node).series] == list(range(17))
+    assert [s.rss for s in LiveTrace.of(restarted.job.node).series] == list(range(17))
 
 
 def test_the_restart_policy_gives_a_job_stopped_near_its_memory_limit_more(sampled, tmp_path):

@@ -386,12 +386,12 @@ def _plugin_stamp_parts() -> list[Any]:
     moves with the others' changes only) and is logged, as the overview shows its panel's
     error."""
     # Lazy: the plugin manager only when a page watches the database.
-    from veglia.plugin_manager import results_of_each
+    from veglia.plugin_manager import gather
 
-    results, errors = results_of_each("change_stamp_parts")
+    parts, errors = gather("change_stamp_parts")
     for plugin, error in errors:
         LOGGER.warning("plugin %r: change_stamp_parts failed: %s", plugin, error)
-    return [part for _, result in results for part in result]
+    return [part for _, part in parts]
 
 
 def recent_writes(since: datetime, limit: int) -> dict[int, datetime]:

@@ -80,9 +80,9 @@ def plugin_migrations(core: MetaData) -> list[tuple[str, PluginMigrations]]:
     share a name or a table, nor take a table of the ``core`` metadata."""
     # Lazy: the plugin manager imports every plugin's hook module, which storage alone
     # (a test's StorageBackend) need not.
-    from veglia.plugin_manager import results_of_each
+    from veglia.plugin_manager import gather
 
-    results, errors = results_of_each("storage_migrations")
+    results, errors = gather("storage_migrations")
     for plugin, error in errors:
         raise PluginError(
             f"Plugin {plugin!r} failed to name its tables (storage_migrations): "

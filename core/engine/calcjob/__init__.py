@@ -1,10 +1,11 @@
 """Calc jobs: one job on a computer, from upload through the scheduler to its parsed outputs.
 
-``process`` is the :class:`CalcJob` and its steps; ``commands`` the checkpointed WAITING
-commands it steps through; ``tasks`` the transport work of each step. Around them: the job's
-``options``, ``holds`` (blocked submissions, unreachable computers), ``right_sizing`` with
+``process`` is the :class:`CalcJob`, its steps and what it does to itself, with ``runtime``
+what it keeps in memory; ``commands`` the checkpointed WAITING commands it steps through;
+``tasks`` the transport work of each step. Around them: the job's ``options``, ``holds``
+(the notifications of blocked submissions and unreachable computers), ``right_sizing`` with
 its ``history``, the polling ``job_poller``, ``monitors`` and their ``monitor_runner``,
-``kill``, ``trace`` and ``tracing``, and ``caching``.
+``live_trace`` and ``queue_move``, ``kill`` (the cancellers), ``trace`` and ``caching``.
 
 The names below load when first used: the runner imports ``job_poller`` from here, below
 the processes that use the runner.

@@ -2,7 +2,8 @@
 
 Identical means the same calculation, code, computer, options and inputs, where an input is
 compared by content (type, attributes, file hashes), not by identity. The outputs of the
-earlier job are copied onto the new node, which records where they came from.
+earlier job are copied onto the new node, which records where they came from
+(``CalcJob._from_cache``, with the functions here).
 """
 
 from __future__ import annotations
@@ -14,19 +15,17 @@ from typing import TYPE_CHECKING, Any
 import sqlalchemy as sa
 
 from veglia.engine.calcjob.trace import build_record
-from veglia.engine.exit_codes import ExitCode
-from veglia.engine.process import flatten_inputs
-from veglia.manage import get_profile, get_storage
+from veglia.manage import get_storage
 from veglia.orm import attributes as attr
-from veglia.orm.attributes import CACHE_HASH, OPTIONS
+from veglia.orm.attributes import CACHE_HASH
 from veglia.orm.nodes import Node, StoredBlob, load_node
 from veglia.storage import models
 from veglia.storage.attribute_text import attribute_text
 
 if TYPE_CHECKING:
-    from veglia.engine.calcjob import CalcJob
+    from veglia.orm.computers import Code, Computer
 
-__all__ = ["calcjob_hash", "find_cached", "from_cache", "node_hash", "node_hashes"]
+__all__ = ["calcjob_hash", "clone", "find_cached", "measured_of", "node_hash", "node_hashes"]
 
 
 def node_hash(node: Node, files: list[tuple[str, str]] | None = None) -> str:
@@ -60,13 +59,19 @@ def node_hashes(nodes: list[Node]) -> dict[str, str]:
     return {node.uuid: node_hash(node, files[node.pk]) for node in nodes}
 
 
-def calcjob_hash(process: CalcJob, inputs: list[tuple[str, Any]]) -> str:
-    code = process.code
+def calcjob_hash(
+    process_type: str,
+    computer_label: str,
+    code: Code | None,
+    options: dict[str, Any] | None,
+    inputs: list[tuple[str, Any]],
+) -> str:
+    """A digest of what makes a calc job's results what they are (``CalcJob.cache_hash``)."""
     content = {
-        "process_type": process.process_type(),
-        "computer": process.computer.label,
+        "process_type": process_type,
+        "computer": computer_label,
         "code": [code.executable, code.prepend_text, code.append_text] if code else None,
-        "options": process.node.get_attribute(OPTIONS) if process.node else {},
+        "options": options,
         "inputs": sorted(
             (label, node_hash(value)) for label, value in inputs if isinstance(value, Node)
         ),
@@ -102,46 +107,6 @@ def clone(node: Node) -> Node:
     return copy
 
 
-def from_cache(process: CalcJob) -> ExitCode | None:
-    """With caching on: the outputs of an identical finished job, copied, or None. The
-    job's hash is always recorded, so a later job with caching on can reuse this one."""
-    if process.node is None:
-        return None
-    # The hash's reads, what it records, and the copied outputs: in the commit of the state
-    # change that follows.
-    with process.closing_writes():
-        return _from_cache(process)
-
-
-def _from_cache(process: CalcJob) -> ExitCode | None:
-    node = process.node
-    assert node is not None
-    inputs = flatten_inputs(
-        {k: v for k, v in process.inputs.items() if k not in process.non_db_inputs}
-    )
-    digest = calcjob_hash(process, inputs)
-    node.set_attribute(attr.CACHE_HASH, digest)
-    if not _caching_enabled(process):
-        return None
-    source = find_cached(digest, node.pk)
-    if source is None:
-        return None
-    for label, output in source.outputs.items():
-        process.out(label.replace("__", "."), clone(output))
-    # What the run measured travels with its outputs: a cached job still reports it.
-    copied = {
-        k: source.get_attribute(k)
-        for k in (attr.GPU_METRICS,)
-        if source.get_attribute(k) is not None
-    }
-    measured = source.get_attribute(attr.TRACE_RECORD)
-    if measured:
-        copied[attr.TRACE_RECORD] = _record_of_cached(process, measured)
-    node.set_attributes({attr.CACHED_FROM: {"pk": source.pk, "uuid": source.uuid}, **copied})
-    process.report(f"cached from process {source.pk}: not run again")
-    return ExitCode(source.exit_status or 0, source.exit_message)
-
-
 #: What a trace record holds of the run itself, as measured; the rest is this job's own.
 _MEASURED_FIELDS = (
     "realtime", "pcpu", "pmem", "rss", "vmem", "peak_rss", "peak_vmem", "rchar", "wchar",
@@ -150,15 +115,18 @@ _MEASURED_FIELDS = (
 )  # fmt: skip
 
 
-def _record_of_cached(process: CalcJob, measured: dict[str, Any]) -> dict[str, Any]:
-    """This job's trace record with what the cached run measured (the plugins' blocks
-    under ``extras`` too), as Nextflow reports a cached task's metrics."""
-    assert process.node is not None
-    record = build_record(process.node, process.computer).to_dict()
-    record.update({k: measured[k] for k in _MEASURED_FIELDS if k in measured})
-    return record
-
-
-def _caching_enabled(process: CalcJob) -> bool:
-    explicit = process.metadata.get("cache")
-    return bool(get_profile().get_option("caching.enabled") if explicit is None else explicit)
+def measured_of(source: Node, node: Node, computer: Computer) -> dict[str, Any]:
+    """What the cached run ``source`` measured, as attributes of the job ``node`` that reuses
+    it: its GPU block, and the job's own trace record with the run's measurements (the
+    plugins' blocks under ``extras`` too), as Nextflow reports a cached task's metrics."""
+    copied = {
+        k: source.get_attribute(k)
+        for k in (attr.GPU_METRICS,)
+        if source.get_attribute(k) is not None
+    }
+    measured = source.get_attribute(attr.TRACE_RECORD)
+    if measured:
+        record = build_record(node, computer).to_dict()
+        record.update({k: measured[k] for k in _MEASURED_FIELDS if k in measured})
+        copied[attr.TRACE_RECORD] = record
+    return copied

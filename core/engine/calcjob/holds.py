@@ -1,21 +1,31 @@
 """Why a calc job waits for someone: a submission no retry can fix (blocked until a person
 unblocks it), or a computer that cannot be reached (paused until it is back). Each sends
 its notification once per cause, however many jobs it holds.
+
+The job's side (its node's marks, its report) is ``CalcJob.block``,
+``CalcJob.computer_unreachable`` and ``CalcJob.on_playing``; here are the notifications,
+which belong to a computer and a cause rather than to one job.
 """
 
 from __future__ import annotations
 
 import hashlib
-import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from veglia.notifications import clear_event, event_pending, notify, notify_once
-from veglia.orm import attributes as attr
 
 if TYPE_CHECKING:
-    from veglia.engine.calcjob.process import CalcJob
+    from veglia.orm.computers import Computer
 
-__all__ = ["BLOCKED", "block", "computer_reached", "computer_unreachable", "first_line", "release"]
+__all__ = [
+    "BLOCKED",
+    "blocked_event",
+    "first_line",
+    "notify_back",
+    "notify_blocked",
+    "notify_unblocked",
+    "notify_unreachable",
+]
 
 BLOCKED = "blocked"
 
@@ -30,65 +40,42 @@ def blocked_event(computer: str, reason: str) -> str:
     return f"blocked-{computer}-{digest}"
 
 
-def block(process: CalcJob, reason: str, cause: str = "") -> str:
-    """Hold the job until ``veglia process unblock``; tell the user once per cause."""
-    node = process.node
-    assert node is not None
-    label = process.computer.label
-    node.set_attribute(attr.BLOCKED, {"reason": reason, "time": time.time(), "computer": label})
-    process.report(f"blocked: {reason}")
+def notify_blocked(label: str, pk: int, reason: str, cause: str = "") -> None:
+    """Tell the user once per computer and cause that jobs wait for them."""
     notify_once(
         blocked_event(label, reason),
         "jobs_blocked",
         f"jobs on {label} are blocked: {first_line(reason)[:120]}",
         (
             cause
-            or f"The scheduler of {label} refused process {node.pk} (and will refuse "
+            or f"The scheduler of {label} refused process {pk} (and will refuse "
             "any job asking the same)"
         )
         + f":\n\n{reason}\n\nThe jobs wait. Fix the cause (the account, queue, option "
         "or work dir), then resume them with `veglia process unblock --all`, or "
         "`veglia process unblock PK --option NAME=VALUE` to change a job's option.",
     )
-    return BLOCKED
 
 
-def release(process: CalcJob) -> None:
-    """Played again: the job is no longer held for an outage or a block."""
-    node = process.node
-    if node is None:
-        return
-    if node.get_attribute(attr.UNREACHABLE):
-        node.delete_attribute(attr.UNREACHABLE)
-    blocked = node.get_attribute(attr.BLOCKED)
-    if blocked:
-        node.delete_attribute(attr.BLOCKED)
-        process.report("unblocked: uploading and submitting again")
-        clear_event(blocked_event(blocked.get("computer", ""), blocked["reason"]))
+def notify_unblocked(blocked: dict[str, Any]) -> None:
+    """A job's block (its ``blocked`` mark) is lifted: the next job blocked so is told of."""
+    clear_event(blocked_event(blocked.get("computer", ""), blocked["reason"]))
 
 
-def computer_unreachable(process: CalcJob, reason: str) -> None:
-    """Mark the job paused for an outage, not by a person (the daemon plays it when the
-    computer is back, ``veglia.engine.daemon.outages``), with one notification per outage
-    of a computer, not one per job or poll."""
-    node = process.node
-    assert node is not None
-    computer = process.computer
-    since = (node.get_attribute(attr.UNREACHABLE) or {}).get("since") or time.time()
-    node.set_attribute(attr.UNREACHABLE, {"computer": computer.label, "since": since})
+def notify_unreachable(computer: Computer, pid: Any, reason: str) -> None:
+    """One notification per outage of a computer, not one per job or poll."""
     notify_once(
         f"unreachable-{computer.label}",
         "computer_unreachable",
         f"computer {computer.label} is unreachable",
         f"veglia could not reach {computer.label} ({computer.hostname}) and paused its jobs, "
-        f"process {process.pid} first: {reason}\n\nOnce it is back: `veglia process play "
+        f"process {pid} first: {reason}\n\nOnce it is back: `veglia process play "
         "--all`.",
     )
 
 
-def computer_reached(process: CalcJob) -> None:
+def notify_back(computer: Computer) -> None:
     """A transport task went through: the one that ends an outage says so, once."""
-    computer = process.computer
     key = f"unreachable-{computer.label}"
     if event_pending(key) and clear_event(key):
         notify(

@@ -11,7 +11,11 @@ the computer answers.
 
 One canceller at a time per job: each attempt is made under the process's lease (the process
 has ended, so no worker runs it), and a job the scheduler no longer lists is not cancelled
-again. A monitor that stops a job cancels it from its step (:func:`cancel`).
+again.
+
+The process's own part is methods of ``CalcJob``: marking its job when it is killed
+(``on_kill``), and the cancel a monitor that stops the job makes from its step
+(``cancel_job``, then ``wait_until_job_gone``). Here is what runs beside any one process.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ import weakref
 from typing import TYPE_CHECKING, Any
 
 from veglia.engine.daemon import leases
-from veglia.engine.runner import Runner, get_runner
+from veglia.engine.runner import Runner
 from veglia.exceptions import SchedulerError, TransportError
 from veglia.manage import get_profile, get_storage
 from veglia.orm import attributes as attr
@@ -32,18 +36,9 @@ from veglia.orm.queries import cancel_pending_pks
 from veglia.schedulers import JobState
 
 if TYPE_CHECKING:
-    from veglia.engine.calcjob.process import CalcJob
     from veglia.orm.process_nodes import CalcJobNode
 
-__all__ = [
-    "PendingCancelSweeper",
-    "cancel",
-    "cancels_of",
-    "job_active",
-    "mark_cancel_pending",
-    "owe_cancel",
-    "wait_until_gone",
-]
+__all__ = ["PendingCancelSweeper", "cancels_of", "job_active", "owe_cancel"]
 
 LOGGER = logging.getLogger("veglia.engine")
 #: The longest wait between two attempts at a pending cancel (the computer is down for long).
@@ -78,41 +73,6 @@ def owe_cancel(node: CalcJobNode | None, computer_label: str | None = None) -> b
         },
     )
     return True
-
-
-async def cancel(process: CalcJob) -> bool:
-    """Cancel the job from a step (a monitor stopped it); False when there was none."""
-    node = process.node
-    if not job_active(node):
-        return False
-    assert node is not None
-    computer = process.computer
-    await process.with_retries("kill", computer.get_scheduler().kill, node.job_id)
-    node.set_attributes({attr.JOB_CANCELLED: True})
-    process.report(f"cancelled job {node.job_id}")
-    return True
-
-
-def mark_cancel_pending(process: CalcJob) -> None:
-    """The process is being killed: record that its scheduler job is still to be cancelled
-    (in the commit of the kill), and start cancelling it on this runner's loop when it runs.
-    Nothing here waits for the computer."""
-    node = process.node
-    computer = process.computer
-    if not owe_cancel(node, computer.label):
-        return
-    assert node is not None
-    process.report(
-        f"cancel of job {node.job_id} on {computer.label} pending: veglia cancels it as soon "
-        "as the computer answers"
-    )
-    runner = get_runner()
-    if runner.loop.is_running():  # not the CLI acting on a checkpoint: it would not wait
-        # A daemon worker tries until the computer answers; a foreground run (which waits
-        # for it, see CalcJob.step_until_terminated) as often as a transport task, then
-        # leaves the job to the daemon.
-        daemon = bool(node.get_attribute(attr.DAEMON))
-        cancels_of(runner).request(node.pk, None if daemon else runner.retry_attempts)
 
 
 def _cancel_on(transport: Any, scheduler: Any, job_id: str) -> bool:
@@ -261,16 +221,3 @@ class PendingCancelSweeper:
             except Exception as exc:  # the database is away: look again
                 LOGGER.warning("could not look for pending cancels: %s", exc)
             await asyncio.sleep(self.interval)
-
-
-async def wait_until_gone(process: CalcJob, polls: int = 30) -> None:
-    """After a cancel: until the scheduler no longer runs the job (no orphan is left)."""
-    node = process.node
-    assert node is not None
-    poller = get_runner().poller(process.computer)
-    for _ in range(polls):
-        info = await poller.next_update(node.job_id)
-        if info is None or info.state == JobState.DONE:
-            node.set_attributes({attr.SCHEDULER_STATE: JobState.DONE.value})
-            return
-    process.report(f"job {node.job_id} still listed {polls} polls after its cancel")

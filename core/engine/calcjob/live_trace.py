@@ -42,6 +42,7 @@ __all__ = [
     "JSON_FILE",
     "MAX_POINTS",
     "SERIES_FILE",
+    "JobLiveTrace",
     "LiveTrace",
     "TraceSample",
     "downsample",
@@ -289,17 +290,6 @@ def _requests(workdir: str, value: dict[str, Any]) -> list[dict[str, Any]]:
     ]  # fmt: skip
 
 
-def requests_of(process: CalcJob) -> list[dict[str, Any]]:
-    """The two reads of a running job's live trace; none when its wraps write none."""
-    node = process.node
-    assert node is not None
-    if not LiveTrace.expected(node) or not node.remote_workdir:
-        return []
-    kept = _memo(process).get("value")
-    known = kept if kept is not None else node.get_attribute(attr.TRACE_LIVE) or {}
-    return _requests(node.remote_workdir, known)
-
-
 def _blocks(entry: list[Any]) -> dict[str, dict[str, Any]] | None:
     _, kind, size, _, _, _, encoded = entry
     if kind != "f" or size > JSON_TAIL or not encoded:
@@ -343,62 +333,72 @@ def _absorb(value: dict[str, Any], answers: list[Any]) -> None:
         value["updated"] = int(max(known_stamps))
 
 
-def _memo(process: CalcJob) -> dict[str, Any]:
-    """What this process last read of the job's trace and when it last wrote it. The
-    node's in-memory copy is not enough: any other write on the node reloads its
-    attributes from the database, dropping values only noted."""
-    return process.__dict__.setdefault("_trace_live", {})
+class JobLiveTrace:
+    """A running job's live trace as its process reads it (``CalcJob.runtime.live_trace``):
+    what it last read, in this process at once (monitors see it), and in the database every
+    ``WRITE_INTERVAL`` seconds. The node's in-memory copy is not enough: any other write on
+    the node reloads its attributes from the database, dropping values only noted."""
 
+    def __init__(self, job: CalcJob) -> None:
+        self.job = job
+        #: The ``trace_live`` value as last read; None until the first read.
+        self.value: dict[str, Any] | None = None
+        #: time.monotonic() of the last database write.
+        self.written_at = float("-inf")
+        #: Read, not yet written.
+        self.pending = False
 
-def current(process: CalcJob) -> LiveTrace | None:
-    """The job's live trace as this process last read it."""
-    node = process.node
-    assert node is not None
-    value = _memo(process).get("value")
-    return LiveTrace.from_attribute(
-        value if value is not None else node.get_attribute(attr.TRACE_LIVE)
-    )
+    def _known(self) -> dict[str, Any]:
+        node = self.job.node
+        assert node is not None
+        return self.value if self.value is not None else node.get_attribute(attr.TRACE_LIVE) or {}
 
+    def requests(self) -> list[dict[str, Any]]:
+        """The two reads of a running job's live trace; none when its wraps write none."""
+        node = self.job.node
+        assert node is not None
+        if not LiveTrace.expected(node) or not node.remote_workdir:
+            return []
+        return _requests(node.remote_workdir, self._known())
 
-def take(process: CalcJob, answers: list[Any]) -> None:
-    """Keep what the reads found on the node: in this process at once (monitors see it),
-    in the database every WRITE_INTERVAL seconds."""
-    node = process.node
-    assert node is not None
-    memo = _memo(process)
-    kept = memo.get("value")
-    known = kept if kept is not None else node.get_attribute(attr.TRACE_LIVE) or {}
-    # A shallow copy: _absorb replaces the series and blocks, it never changes them in place.
-    value = dict(known)
-    _absorb(value, answers)
-    if value == known:
-        return
-    memo["value"] = value
-    if time.monotonic() - memo.get("at", float("-inf")) >= WRITE_INTERVAL:
-        node.set_attribute(attr.TRACE_LIVE, value)
-        memo.update(at=time.monotonic(), pending=False)
-    else:
-        # Not noted on the node too: that deep-copies the series (a millisecond a job at each
-        # poll), and the next write on the node drops it anyway. Monitors read the memo.
-        memo["pending"] = True
+    def current(self) -> LiveTrace | None:
+        """The job's live trace as this process last read it."""
+        return LiveTrace.from_attribute(self._known())
 
+    def take(self, answers: list[Any]) -> None:
+        """Keep what the reads found: in this process at once, in the database every
+        WRITE_INTERVAL seconds."""
+        node = self.job.node
+        assert node is not None
+        known = self._known()
+        # A shallow copy: _absorb replaces the series and blocks, it never changes them in place.
+        value = dict(known)
+        _absorb(value, answers)
+        if value == known:
+            return
+        self.value = value
+        if time.monotonic() - self.written_at >= WRITE_INTERVAL:
+            node.set_attribute(attr.TRACE_LIVE, value)
+            self.written_at, self.pending = time.monotonic(), False
+        else:
+            # Not noted on the node too: that deep-copies the series (a millisecond a job at
+            # each poll), and the next write on the node drops it anyway. Monitors read this.
+            self.pending = True
 
-def flush(process: CalcJob) -> None:
-    """Write what was only noted: the job left RUNNING, or stops."""
-    memo = _memo(process)
-    node = process.node
-    if memo.get("pending") and node is not None:
-        node.set_attribute(attr.TRACE_LIVE, memo["value"])
-        memo.update(at=time.monotonic(), pending=False)
+    def flush(self) -> None:
+        """Write what was only noted: the job left RUNNING, or stops."""
+        node = self.job.node
+        if self.pending and node is not None:
+            node.set_attribute(attr.TRACE_LIVE, self.value)
+            self.written_at, self.pending = time.monotonic(), False
 
-
-async def refresh(process: CalcJob, requests: list[dict[str, Any]]) -> None:
-    """Read a job's live trace with the other jobs' reads of this cycle, and keep it."""
-    node = process.node
-    assert node is not None
-    try:
-        answers = await get_runner().file_batcher(process.computer).read(requests)
-    except Exception as exc:  # the computer's fault: the poller's backoff handles it
-        node.add_log("DEBUG", f"live trace: reading it failed: {exc}")
-        return
-    take(process, answers)
+    async def refresh(self, requests: list[dict[str, Any]]) -> None:
+        """Read the job's live trace with the other jobs' reads of this cycle, and keep it."""
+        node = self.job.node
+        assert node is not None
+        try:
+            answers = await get_runner().file_batcher(self.job.computer).read(requests)
+        except Exception as exc:  # the computer's fault: the poller's backoff handles it
+            node.add_log("DEBUG", f"live trace: reading it failed: {exc}")
+            return
+        self.take(answers)

@@ -29,7 +29,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from veglia.engine.calcjob import kill, live_trace
+from veglia.engine.calcjob import live_trace
 from veglia.engine.calcjob.file_watch import (
     Known,
     links_in,
@@ -46,14 +46,13 @@ from veglia.engine.calcjob.monitors import MonitorResult, MonitorSpec, load_moni
 from veglia.engine.metrics import METRICS
 from veglia.engine.runner import get_runner
 from veglia.exceptions import MonitorError, MonitorTimeout, TransportError
-from veglia.orm import attributes as attr
 from veglia.orm.attributes import MONITOR_STATE, MONITORS
 
 if TYPE_CHECKING:
     from veglia.engine.calcjob import CalcJob
     from veglia.engine.transport_queue import TransportLease
 
-__all__ = ["MonitorRunner", "run_monitors"]
+__all__ = ["MonitorRunner"]
 
 #: Seconds a monitor's run of faults must span, besides counting ``max_failures``, before
 #: it is disabled: a fault counts per poll, and polls may come every tenth of a second.
@@ -138,7 +137,7 @@ def _fresh_state(spec: MonitorSpec) -> dict[str, Any]:
 
 
 @dataclass
-class _Call:
+class MonitorCall:
     """A monitor call in flight on its lane; it may outlive the cycle that started it."""
 
     future: Future[Any]
@@ -157,7 +156,7 @@ class _Call:
         return at - self.started >= (self.overruns + 1) * self.timeout
 
 
-def _acts(call: _Call) -> bool:
+def _acts(call: MonitorCall) -> bool:
     """Whether a finished call's answer stops the job (or switches monitors off)."""
     if call.overruns or call.future.cancelled() or call.future.exception() is not None:
         return False
@@ -182,19 +181,16 @@ class MonitorRunner:
 
     def _specs(self) -> list[MonitorSpec]:
         """The job's monitors, read once per process: they are fixed at submission."""
-        specs = getattr(self.process, "_monitor_specs", None)
-        if specs is None:
-            specs = [MonitorSpec(**data) for data in self.node.get_attribute(MONITORS, [])]
-            self.process._monitor_specs = specs  # type: ignore[attr-defined]
-        return specs
+        runtime = self.process.runtime
+        if runtime.monitor_specs is None:
+            data = self.node.get_attribute(MONITORS, [])
+            runtime.monitor_specs = [MonitorSpec(**each) for each in data]
+        return runtime.monitor_specs
 
-    def calls(self) -> dict[str, _Call]:
+    def calls(self) -> dict[str, MonitorCall]:
         """The job's monitor calls in flight, by monitor name (they live with the process:
         a call may outlive its cycle)."""
-        calls = getattr(self.process, "_monitor_calls", None)
-        if calls is None:
-            calls = self.process._monitor_calls = {}  # type: ignore[attr-defined]
-        return calls
+        return self.process.runtime.monitor_calls
 
     def _load(self, spec: MonitorSpec) -> Any:
         """The monitor's function (loaded once per cycle; an error raised again each time)."""
@@ -256,7 +252,7 @@ class MonitorRunner:
             self.node.add_log("WARNING", f"monitor {names}: reading the files failed: {exc}")
             return None
         if trace_reads:
-            live_trace.take(self.process, answers[: len(trace_reads)])
+            self.process.runtime.live_trace.take(answers[: len(trace_reads)])
         by_name, start = {}, len(trace_reads)
         for name, count in counts:
             by_name[name] = answers[start : start + count]
@@ -266,7 +262,7 @@ class MonitorRunner:
 
     def _report_links(self, name: str, answers: list[Any], workdir: str) -> None:
         """Say once per job and link that a watched file was not read for a link on its way."""
-        reported: set[tuple[str, str]] = self.process.__dict__.setdefault("_links_reported", set())
+        reported = self.process.runtime.links_reported
         for path, link in links_in(answers).items():
             if (name, link) not in reported:
                 reported.add((name, link))
@@ -291,7 +287,7 @@ class MonitorRunner:
         until = time.monotonic() + get_runner().poller(self.process.computer).interval
         due = self._due(specs, states)
         self._answers = await self._read_watched(due, trace_reads or [])
-        self._trace = live_trace.current(self.process)
+        self._trace = self.process.runtime.live_trace.current()
         started = []
         for spec, state in due:
             if self._answers is None and spec.name in self._watched:
@@ -358,7 +354,7 @@ class MonitorRunner:
         except Exception as exc:
             future = Future()
             future.set_exception(exc)
-        self.calls()[spec.name] = _Call(future, time.monotonic(), spec.timeout, data, files)
+        self.calls()[spec.name] = MonitorCall(future, time.monotonic(), spec.timeout, data, files)
 
     async def _wait(self, specs: list[MonitorSpec], started: list[str], until: float) -> None:
         """Wait for the calls started this cycle until the first answer that acts, in call
@@ -504,33 +500,3 @@ class MonitorRunner:
     def _attach_outputs(self, name: str, outputs: dict[str, Any]) -> None:
         for key, value in outputs.items():
             self.process.out(f"monitor_outputs.{name}_{key}", value)
-
-
-async def run_monitors(process: CalcJob, trace_reads: list[dict[str, Any]] | None = None) -> bool:
-    """After a poll: the job's monitors (its live trace read first, ``trace_reads``); True
-    when one of them stopped the job, which is then cancelled and gone from the scheduler."""
-    runner = get_runner()
-    monitors = MonitorRunner(process)
-    async with runner.lease_transport(process.computer) as lease:
-        outcome = await monitors.run_cycle(lease, trace_reads)
-    runner.poller(process.computer).monitors_done_at = time.monotonic()
-    if outcome is None:
-        return False
-    monitors.forget_calls()
-    name, result = outcome
-    assert process.node is not None
-    process.node.set_attribute(
-        attr.STOPPED_BY_MONITOR,
-        {
-            "name": name,
-            "message": result.message,
-            "time": time.time(),
-            "retrieve": result.retrieve or result.parse,
-            "parse": result.parse,
-            "override_exit_code": result.override_exit_code,
-        },
-    )
-    process.report(f"monitor {name} stops the job: {result.message}")
-    await kill.cancel(process)
-    await kill.wait_until_gone(process)
-    return True

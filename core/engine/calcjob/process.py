@@ -5,10 +5,15 @@ The transport work happens in the WAITING state, one command at a time (see
 step is checkpointed before the next begins; a process loaded from its checkpoint re-runs
 only the step it was in, and the steps are idempotent (see :mod:`~veglia.engine.calcjob.tasks`).
 
-At about 520 lines this is over the house's 450 on purpose: it is the one class whose methods
-are the checkpointed steps and what subclasses override; what could live elsewhere has
-moved out (options, holds, right-sizing, queue moves, tracing, kill, caching, preflight,
-commands).
+Over the house's 450 lines on purpose: cohesion comes before a line count (see
+docs/development.md). What the job does to itself (blocks and outages, the cancel of its
+job, its trace record, right-sizing, reuse of a cached run, a monitor's stop) is methods
+here, not functions elsewhere that take a ``CalcJob`` and call back into it; its in-memory
+state is one typed object, ``self.runtime`` (:mod:`~veglia.engine.calcjob.runtime`), with the
+live trace and the queue moves as objects of their own there. What needs no process lives
+beside it: the options, the WAITING commands, the transport tasks, the notifications of
+``holds``, the cancellers of ``kill``, the record of ``trace``, the hashes of ``caching``,
+the arithmetic of ``right_sizing``.
 """
 
 from __future__ import annotations
@@ -28,11 +33,10 @@ from typing import Any, TypeVar
 import plumpy
 from plumpy.process_states import ProcessState
 
-from veglia.engine.calcjob import holds, job_script, kill, live_trace, queue_move, tasks, tracing
-from veglia.engine.calcjob.caching import from_cache
+from veglia.engine.calcjob import caching, holds, job_script, kill, right_sizing, tasks
 from veglia.engine.calcjob.calcinfo import CalcInfo
 from veglia.engine.calcjob.commands import RETRIEVE, UPLOAD, JobWaiting
-from veglia.engine.calcjob.monitor_runner import run_monitors
+from veglia.engine.calcjob.monitor_runner import MonitorRunner
 from veglia.engine.calcjob.monitors import (
     load_monitor,
     parse_monitors,
@@ -43,9 +47,16 @@ from veglia.engine.calcjob.options import define_options
 from veglia.engine.calcjob.poll_writes import write_poll
 from veglia.engine.calcjob.preflight import check_computer
 from veglia.engine.calcjob.queues import queues_of
-from veglia.engine.calcjob.right_sizing import right_size
+from veglia.engine.calcjob.runtime import CalcJobRuntime
+from veglia.engine.calcjob.trace import (
+    TraceRecord,
+    attributes_of,
+    build_record,
+    finish_record,
+    measured_usage,
+)
 from veglia.engine.exit_codes import ExitCode
-from veglia.engine.process import Process, plain_data
+from veglia.engine.process import Process, flatten_inputs, plain_data
 from veglia.engine.runner import get_runner
 from veglia.engine.waiting import InterruptibleWaiting
 from veglia.entry_points import ParserFactory
@@ -55,7 +66,12 @@ from veglia.orm import attributes as attr
 from veglia.orm.computers import Code, Computer
 from veglia.orm.data import FolderData, RemoteData
 from veglia.orm.process_nodes import CalcJobNode
-from veglia.plugin_manager import gather, get_plugin_manager
+from veglia.plugin_manager import (
+    call_each,
+    gather,
+    get_plugin_manager,
+    has_implementations,
+)
 from veglia.schedulers import JobFailure, JobInfo, JobState, SchedulerError, SchedulerSubmitError
 from veglia.workdir_root import private_root
 
@@ -86,6 +102,19 @@ class CalcJob(Process):
     """Base class of calculations that run a job on a computer through its scheduler."""
 
     _node_class = CalcJobNode
+
+    #: What this process keeps in memory while it runs the job; never checkpointed.
+    runtime: CalcJobRuntime
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        # Before plumpy's: entering the first state reads the computer.
+        self.runtime = CalcJobRuntime.of(self)
+        super().__init__(*args, **kwargs)
+
+    def load_instance_state(self, saved_state: Any, load_context: Any) -> None:
+        # plumpy loads a checkpoint without calling __init__; a loaded process starts afresh.
+        self.runtime = CalcJobRuntime.of(self)
+        super().load_instance_state(saved_state, load_context)
 
     @classmethod
     def get_state_classes(cls) -> dict[Any, Any]:
@@ -180,7 +209,7 @@ class CalcJob(Process):
     def computer(self) -> Computer:
         """The job's computer, with its settings as stored now (a daemon worker follows
         changes while the job runs)."""
-        computer = self.__dict__.get("_computer")
+        computer = self.runtime.computer
         if computer is None:
             if self.code is not None:
                 computer = self.code.computer
@@ -194,7 +223,7 @@ class CalcJob(Process):
                 computer = get_runner().computers.by_label(label).computer
         if computer.pk is not None:
             computer = get_runner().current_computer(computer)
-        self.__dict__["_computer"] = computer
+        self.runtime.computer = computer
         return computer
 
     def prepare_node(self, node: Any) -> None:
@@ -230,10 +259,85 @@ class CalcJob(Process):
         return f"{self.process_type()}|{code}|{self.computer.label}"
 
     async def run(self) -> Any:
-        cached = from_cache(self)
+        cached = self._from_cache()
         if cached is not None:
             return cached
         return plumpy.Wait(None, msg="Waiting to upload", data=UPLOAD)
+
+    # -- caching (see caching) ----------------------------------------------------------
+    def cache_hash(self) -> str:
+        """What makes this job's results what they are: the calculation, code, computer,
+        options and inputs by content (:func:`~veglia.engine.calcjob.caching.calcjob_hash`)."""
+        node = self.node
+        inputs = flatten_inputs(
+            {k: v for k, v in self.inputs.items() if k not in self.non_db_inputs}
+        )
+        options = node.get_attribute(attr.OPTIONS) if node else {}
+        return caching.calcjob_hash(
+            self.process_type(), self.computer.label, self.code, options, inputs
+        )
+
+    def _from_cache(self) -> ExitCode | None:
+        """With caching on: the outputs of an identical finished job, copied, or None. The
+        job's hash is always recorded, so a later job with caching on can reuse this one."""
+        node = self.node
+        if node is None:
+            return None
+        # The hash's reads, what it records, and the copied outputs: in the commit of the
+        # state change that follows.
+        with self.closing_writes():
+            digest = self.cache_hash()
+            node.set_attribute(attr.CACHE_HASH, digest)
+            explicit = self.metadata.get("cache")
+            if not (get_profile().get_option("caching.enabled") if explicit is None else explicit):
+                return None
+            source = caching.find_cached(digest, node.pk)
+            if source is None:
+                return None
+            for label, output in source.outputs.items():
+                self.out(label.replace("__", "."), caching.clone(output))
+            # What the run measured travels with its outputs: a cached job still reports it.
+            measured = caching.measured_of(source, node, self.computer)
+            node.set_attributes(
+                {attr.CACHED_FROM: {"pk": source.pk, "uuid": source.uuid}, **measured}
+            )
+            self.report(f"cached from process {source.pk}: not run again")
+            return ExitCode(source.exit_status or 0, source.exit_message)
+
+    # -- holds: waiting for someone (see holds) ---------------------------------------------
+    def computer_unreachable(self, reason: str) -> None:
+        """Paused for an outage, not by a person: the daemon plays it when the computer is
+        back (``veglia.engine.daemon.outages``)."""
+        node = self.node
+        assert node is not None
+        computer = self.computer
+        since = (node.get_attribute(attr.UNREACHABLE) or {}).get("since") or time.time()
+        node.set_attribute(attr.UNREACHABLE, {"computer": computer.label, "since": since})
+        holds.notify_unreachable(computer, self.pid, reason)
+
+    def block(self, reason: str, cause: str = "") -> str:
+        """Hold the job until ``veglia process unblock``; tell the user once per cause."""
+        node = self.node
+        assert node is not None
+        label = self.computer.label
+        node.set_attribute(attr.BLOCKED, {"reason": reason, "time": time.time(), "computer": label})
+        self.report(f"blocked: {reason}")
+        holds.notify_blocked(label, node.pk, reason, cause)
+        return holds.BLOCKED
+
+    def on_playing(self) -> None:
+        super().on_playing()
+        # Played again: the job is no longer held for an outage or a block.
+        node = self.node
+        if node is None:
+            return
+        if node.get_attribute(attr.UNREACHABLE):
+            node.delete_attribute(attr.UNREACHABLE)
+        blocked = node.get_attribute(attr.BLOCKED)
+        if blocked:
+            node.delete_attribute(attr.BLOCKED)
+            self.report("unblocked: uploading and submitting again")
+            holds.notify_unblocked(blocked)
 
     # -- transport steps -----------------------------------------------------------------------
     async def with_retries(self, name: str, function: Any, *args: Any) -> Any:
@@ -250,7 +354,8 @@ class CalcJob(Process):
                         stack.enter_async_context(runner.lease_transport(self.computer))
                     )
                     result = await lease.run(function, lease.transport, *args)
-                holds.computer_reached(self)
+                # A transport task went through: the one that ends an outage says so, once.
+                holds.notify_back(self.computer)
                 return result
             except (TransportError, OSError) as exc:
                 self.report(f"{name} attempt {attempt}/{runner.retry_attempts} failed: {exc}")
@@ -268,10 +373,6 @@ class CalcJob(Process):
             return await state.before_a_call(awaitable)
         return await awaitable
 
-    def computer_unreachable(self, reason: str) -> None:
-        """Paused for an outage, not by a person: the daemon plays it when it is back."""
-        holds.computer_unreachable(self, reason)
-
     def _workdir(self, transport: Any) -> str:
         """The job's folder; its root is made private and checked first (once per
         connection): a root another user controls is refused."""
@@ -287,15 +388,13 @@ class CalcJob(Process):
         except UnsafeWorkdirError as exc:
             if not node.get_attribute(attr.DAEMON):
                 raise  # a foreground run ends with the reason; nobody would unblock it
-            return holds.block(
-                self, str(exc), f"veglia refused the work dir of {self.computer.label}"
-            )
+            return self.block(str(exc), f"veglia refused the work dir of {self.computer.label}")
         return None
 
     async def _upload(self) -> None:
         node = self.node
         assert node is not None
-        right_size(self)
+        self._right_size()
         sandbox = Path(tempfile.mkdtemp(prefix="veglia-sandbox-"))
         try:
             calcinfo = self.prepare_for_submission(sandbox)
@@ -348,6 +447,25 @@ class CalcJob(Process):
                 self.out("remote_folder", remote)
             self.report(f"uploaded to {label}:{workdir}")
 
+    def _right_size(self) -> None:
+        """Adjust the node's requests from similar jobs' history, once per job, and say what
+        changed or looks too big (see right_sizing)."""
+        node = self.node
+        assert node is not None
+        explicit = self.options.get("right_size")
+        mode = "off" if explicit is False else get_profile().get_option("resources.right_size")
+        if mode == "off" or node.get_attribute(attr.RIGHT_SIZED) is not None:
+            return
+        similarity_key = node.get_attribute(attr.SIMILARITY_KEY)
+        review = right_sizing.review(dict(node.options), mode, similarity_key, node.pk)
+        for line in review.warnings:
+            self.report(line)
+        if not review.changed:
+            return
+        node.set_attributes({attr.OPTIONS: review.options, attr.RIGHT_SIZED: review.record})
+        for line in review.changes:
+            self.report(line)
+
     async def do_submit(self) -> ExitCode | None:
         node = self.node
         assert node is not None
@@ -364,7 +482,7 @@ class CalcJob(Process):
             if not getattr(exc, "permanent", True):
                 raise TransportTaskFailed(str(exc)) from None
             if isinstance(exc, SchedulerSubmitError) and not exc.resource_request:
-                return holds.block(self, str(exc))
+                return self.block(str(exc))
             # A request the queue cannot give: a restart policy may pick another queue.
             self.report(f"submission rejected: {exc}")
             node.set_attribute(
@@ -384,12 +502,8 @@ class CalcJob(Process):
                 }
             )
             self.report(f"submitted job {job_id}")
-        tracing.updated(self, "SUBMITTED")
+        self.trace_updated("SUBMITTED")
         return None
-
-    def on_playing(self) -> None:
-        super().on_playing()
-        holds.release(self)
 
     async def _record_queues(self) -> None:
         """The queues and their limits, on the node, for a restart policy to choose from."""
@@ -413,7 +527,7 @@ class CalcJob(Process):
             info = await get_runner().poller(self.computer).next_update(node.job_id)
         except (TransportError, SchedulerError) as exc:
             return await self._update_failed(exc)
-        self._update_failures = 0
+        self.runtime.update_failures = 0
         done = info is None or info.state == JobState.DONE
         changes = {attr.SCHEDULER_STATE: JobState.DONE.value if done else info.state.value}
         if (
@@ -427,26 +541,56 @@ class CalcJob(Process):
         # One write, none while nothing changes, and the clock alone only now and then.
         # The last poll's goes in the commit of the state change to RETRIEVE.
         with self.closing_writes() if done else nullcontext():
-            written = write_poll(node, changes, self.__dict__.setdefault("_clock_written", {}))
+            written = write_poll(node, changes, self.runtime.clock_written)
         if written and attr.STARTED_AT in changes:
-            tracing.updated(self, "RUNNING")
+            self.trace_updated("RUNNING")
         if info is not None and not done:  # a longer queue before it outlives its own
-            await queue_move.consider(self, info)
+            await self.runtime.queue_moves.consider(info)
         running = info is not None and info.state == JobState.RUNNING
+        live = self.runtime.live_trace
         # Read before the monitors, with every other job's reads and theirs: one call.
-        trace_reads = live_trace.requests_of(self) if running else []
+        trace_reads = live.requests() if running else []
         if not done and node.get_attribute(attr.MONITORS):
-            if await run_monitors(self, trace_reads):
-                live_trace.flush(self)
+            if await self._run_monitors(trace_reads):
+                live.flush()
                 await self._record_queues()  # for a restart policy that moves the job
                 return True
         elif trace_reads:
             # Only a read, of what a later poll reads again: a kill or pause cuts it short
             # (a computer that stopped answering would otherwise hold the kill).
-            await self._before_the_call(live_trace.refresh(self, trace_reads))
+            await self._before_the_call(live.refresh(trace_reads))
         if not running:
-            live_trace.flush(self)
+            live.flush()
         return done
+
+    async def _run_monitors(self, trace_reads: list[dict[str, Any]]) -> bool:
+        """After a poll: the job's monitors (its live trace read first, ``trace_reads``); True
+        when one of them stopped the job, which is then cancelled and gone from the scheduler."""
+        runner = get_runner()
+        monitors = MonitorRunner(self)
+        async with runner.lease_transport(self.computer) as lease:
+            outcome = await monitors.run_cycle(lease, trace_reads)
+        runner.poller(self.computer).monitors_done_at = time.monotonic()
+        if outcome is None:
+            return False
+        monitors.forget_calls()
+        name, result = outcome
+        assert self.node is not None
+        self.node.set_attribute(
+            attr.STOPPED_BY_MONITOR,
+            {
+                "name": name,
+                "message": result.message,
+                "time": time.time(),
+                "retrieve": result.retrieve or result.parse,
+                "parse": result.parse,
+                "override_exit_code": result.override_exit_code,
+            },
+        )
+        self.report(f"monitor {name} stops the job: {result.message}")
+        await self.cancel_job()
+        await self.wait_until_job_gone()
+        return True
 
     def monitor_exit_code(self) -> ExitCode:
         assert self.node is not None
@@ -458,11 +602,10 @@ class CalcJob(Process):
     async def _update_failed(self, exc: Exception) -> bool:
 
         runner = get_runner()
-        failures = getattr(self, "_update_failures", 0) + 1
-        self._update_failures = failures
+        failures = self.runtime.update_failures = self.runtime.update_failures + 1
         self.report(f"update attempt {failures}/{runner.retry_attempts} failed: {exc}")
         if failures >= runner.retry_attempts:
-            self._update_failures = 0
+            self.runtime.update_failures = 0
             raise TransportTaskFailed(str(exc))
         await asyncio.sleep(runner.retry_interval * 2 ** (failures - 1))
         return False
@@ -476,7 +619,7 @@ class CalcJob(Process):
         folder, outcome = await self.with_retries(
             "retrieve", tasks.retrieve, self.computer, node.remote_workdir, patterns, last_info
         )
-        record = await tracing.gather(self)
+        record = await self.gather_trace()
         if outcome.get("failure") in (
             JobFailure.OUT_OF_MEMORY.value,
             JobFailure.OUT_OF_WALLTIME.value,
@@ -492,12 +635,12 @@ class CalcJob(Process):
         node = self.node
         assert node is not None
         # Everything is worked out first, then written in one patch and the reports.
-        values = {attr.JOB_OUTCOME: copy.deepcopy(outcome), **tracing.attributes_of(record)}
+        values = {attr.JOB_OUTCOME: copy.deepcopy(outcome), **attributes_of(record)}
         # The measurement on the trace record: a plugin's exact one (a tracer's), else the batch
         # system's (SLURM's sacct, which counts every process of the job, as it does against
         # the memory request right-sizing sets), else a plugin's estimate (/usr/bin/time's
-        # largest single process, the trace sampler's samples): see tracing.measured_usage.
-        usage = tracing.measured_usage(values[attr.TRACE_RECORD]) or (last or {}).get("usage")
+        # largest single process, the trace sampler's samples): see trace.measured_usage.
+        usage = measured_usage(values[attr.TRACE_RECORD]) or (last or {}).get("usage")
         if usage and usage.get("peak_memory_kb") is not None:
             values[attr.USAGE] = usage
         files = sum(1 for p in folder.rglob("*") if p.is_file())
@@ -517,14 +660,110 @@ class CalcJob(Process):
 
     def on_terminal_state_recorded(self) -> None:
         super().on_terminal_state_recorded()
-        tracing.ready(self)
+        self.trace_ready()
 
-    # -- kill -----------------------------------------------------------------------------
+    # -- the trace record (see trace) ------------------------------------------------------
+    async def gather_trace(self) -> TraceRecord:
+        """The job's trace record, with what ``collect_trace`` plugins add from its work dir."""
+        node = self.node
+        assert node is not None
+        workdir = node.remote_workdir
+        try:
+            async with get_runner().lease_transport(self.computer) as lease:
+
+                def in_workdir(transport: Any) -> TraceRecord:
+                    transport.cwd = workdir or "/"
+                    return self._trace_with_plugins(transport)
+
+                return await lease.run(in_workdir, lease.transport)
+        except (TransportError, OSError) as exc:  # the trace must never cost the job
+            node.add_log("DEBUG", f"trace collected without the computer: {exc}")
+            return self._trace_with_plugins(None)
+
+    def _trace_with_plugins(self, transport: Any) -> TraceRecord:
+        node = self.node
+        assert node is not None
+        computer = self.computer
+        record = build_record(node, computer)
+        for plugin, exc in call_each(
+            "collect_trace", node=node, transport=transport, record=record, computer=computer
+        ):
+            node.add_log("WARNING", f"plugin {plugin} failed to collect the trace: {exc}")
+        return record
+
+    def trace_updated(self, status: str) -> None:
+        """Tell ``trace_updated`` reporters the job was submitted or started."""
+        if not has_implementations("trace_updated"):
+            return  # no reporter listens: build nothing on the hot path
+        node = self.node
+        assert node is not None
+        record = build_record(node, self.computer, status)
+        for plugin, exc in call_each("trace_updated", node=node, record=record):
+            node.add_log("WARNING", f"plugin {plugin} failed to report the trace: {exc}")
+
+    def trace_ready(self) -> None:
+        """The process has terminated: finish the record, store it, hand it to reporters."""
+        node = self.node
+        assert node is not None
+        data = node.get_attribute(attr.TRACE_RECORD)
+        record = TraceRecord.from_dict(data) if data else self._trace_with_plugins(None)
+        if record.gpu_metrics is None and node.get_attribute(attr.GPU_METRICS) is not None:
+            record.gpu_metrics = node.get_attribute(attr.GPU_METRICS)  # copied from the cache
+        finish_record(record, node.refresh())
+        node.set_attributes(attributes_of(record))
+        for plugin, exc in call_each("trace_ready", node=node, record=record):
+            node.add_log("WARNING", f"plugin {plugin} failed to report the trace: {exc}")
+
+    # -- kill (see kill) -------------------------------------------------------------------
     def on_kill(self, msg: Any) -> None:
         # Never waits for the computer (a hung one held the kill, and the worker's loop, for
         # its whole connect timeout): the job is marked to cancel, and cancelled beside.
-        kill.mark_cancel_pending(self)
+        self._mark_cancel_pending()
         super().on_kill(msg)
+
+    def _mark_cancel_pending(self) -> None:
+        """Record that the job is still to be cancelled (in the commit of the kill), and
+        start cancelling it on this runner's loop when it runs. Nothing here waits for the
+        computer."""
+        node = self.node
+        computer = self.computer
+        if not kill.owe_cancel(node, computer.label):
+            return
+        assert node is not None
+        self.report(
+            f"cancel of job {node.job_id} on {computer.label} pending: veglia cancels it as "
+            "soon as the computer answers"
+        )
+        runner = get_runner()
+        if runner.loop.is_running():  # not the CLI acting on a checkpoint: it would not wait
+            # A daemon worker tries until the computer answers; a foreground run (which waits
+            # for it, see step_until_terminated) as often as a transport task, then leaves
+            # the job to the daemon.
+            daemon = bool(node.get_attribute(attr.DAEMON))
+            kill.cancels_of(runner).request(node.pk, None if daemon else runner.retry_attempts)
+
+    async def cancel_job(self) -> bool:
+        """Cancel the job from a step (a monitor stopped it); False when there was none."""
+        node = self.node
+        if not kill.job_active(node):
+            return False
+        assert node is not None
+        await self.with_retries("kill", self.computer.get_scheduler().kill, node.job_id)
+        node.set_attributes({attr.JOB_CANCELLED: True})
+        self.report(f"cancelled job {node.job_id}")
+        return True
+
+    async def wait_until_job_gone(self, polls: int = 30) -> None:
+        """After a cancel: until the scheduler no longer runs the job (no orphan is left)."""
+        node = self.node
+        assert node is not None
+        poller = get_runner().poller(self.computer)
+        for _ in range(polls):
+            info = await poller.next_update(node.job_id)
+            if info is None or info.state == JobState.DONE:
+                node.set_attributes({attr.SCHEDULER_STATE: JobState.DONE.value})
+                return
+        self.report(f"job {node.job_id} still listed {polls} polls after its cancel")
 
     async def step_until_terminated(self) -> None:
         await super().step_until_terminated()

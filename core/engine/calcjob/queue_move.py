@@ -24,7 +24,6 @@ option ``move_queue = False`` (see docs/pipelines.md, "Moving a job to a longer 
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import math
 import time
@@ -41,7 +40,7 @@ if TYPE_CHECKING:
     from veglia.engine.calcjob.process import CalcJob
     from veglia.orm.computers import Computer
 
-__all__ = ["MOVE_AT", "QUEUES_TTL", "consider"]
+__all__ = ["MOVE_AT", "QUEUES_TTL", "QueueMoves"]
 
 LOGGER = logging.getLogger("veglia.engine")
 
@@ -55,177 +54,192 @@ _PENDING, _RUNNING = "pending", "running"
 _listed: dict[str, tuple[float, list[QueueInfo]]] = {}
 
 
-@dataclasses.dataclass
-class _Memo:
-    """What one process worked out: the states decided, and what it read once."""
+class QueueMoves:
+    """A job's queue moves (``CalcJob.runtime.queue_moves``): the states decided (each
+    once), and what deciding them read once per process."""
 
-    decided: set[str]
-    expected: tuple[int, int] | None = None  # (seconds, samples)
-    expected_read: bool = False
-    queues: list[QueueInfo] | None = None
-    deadline: float | None = None  # running: the elapsed seconds at which to decide
-    limit: int | None = None  # running: what ends it
-    limit_is_request: bool = False
+    def __init__(self, job: CalcJob) -> None:
+        self.job = job
+        #: The states decided, "pending" and "running"; None until the first poll reads them.
+        self.decided: set[str] | None = None
+        self.expected: tuple[int, int] | None = None  # (seconds, samples)
+        self.expected_read = False
+        self.queues: list[QueueInfo] | None = None
+        self.deadline: float | None = None  # running: the elapsed seconds at which to decide
+        self.limit: int | None = None  # running: what ends it
+        self.limit_is_request = False
 
+    def _decided(self) -> set[str]:
+        if self.decided is None:
+            job = self.job
+            node = job.node
+            assert node is not None
+            # After a restart: the states decided before it stay decided.
+            done = {entry.get("state") for entry in node.get_attribute(attr.QUEUE_MOVES) or []}
+            explicit = job.options.get("move_queue")  # the job's word wins over its computer's
+            enabled = explicit if explicit is not None else job.computer.get_property("move_jobs")
+            if not enabled:
+                done |= {_PENDING, _RUNNING}
+            self.decided = done
+        return self.decided
 
-def _memo(process: CalcJob) -> _Memo:
-    memo = process.__dict__.get("_queue_move")
-    if memo is None:
-        node = process.node
+    async def consider(self, info: JobInfo) -> None:
+        """At a poll of a job the scheduler still has: move it, or say why not, once per state."""
+        if info.state is JobState.QUEUED:
+            state = _PENDING
+        elif info.state is JobState.RUNNING:
+            state = _RUNNING
+        else:
+            return
+        decided = self._decided()
+        if state in decided:
+            return
+        node = self.job.node
         assert node is not None
-        # After a restart: the states decided before it stay decided.
-        done = {entry.get("state") for entry in node.get_attribute(attr.QUEUE_MOVES) or []}
-        explicit = process.options.get("move_queue")  # the job's word wins over its computer's
-        enabled = explicit if explicit is not None else process.computer.get_property("move_jobs")
-        if not enabled:
-            done |= {_PENDING, _RUNNING}
-        memo = process.__dict__["_queue_move"] = _Memo(decided=done)
-    return memo
-
-
-async def consider(process: CalcJob, info: JobInfo) -> None:
-    """At a poll of a job the scheduler still has: move it, or say why not, once per state."""
-    if info.state is JobState.QUEUED:
-        state = _PENDING
-    elif info.state is JobState.RUNNING:
-        state = _RUNNING
-    else:
-        return
-    memo = _memo(process)
-    if state in memo.decided:
-        return
-    node = process.node
-    assert node is not None
-    options = dict(node.options or {})
-    requested = options.get("max_wallclock_seconds")
-    # The queues first (the computer's, listed once per QUEUES_TTL): on a computer without
-    # any (the direct scheduler's), no job reads its history.
-    queues = memo.queues
-    if queues is None:
-        queues = memo.queues = await _queues(process)
-    current = _current(queues, info, options)
-    if current is None:
-        memo.decided |= {_PENDING, _RUNNING}  # no queues known, or not this one
-        return
-    if not memo.expected_read:
-        memo.expected_read = True
-        advice = recommend(node.get_attribute(attr.SIMILARITY_KEY) or "", exclude_pk=node.pk)
-        if advice.wallclock_seconds is not None:
-            memo.expected = (advice.wallclock_seconds, advice.samples)
-    if memo.expected is None:
-        memo.decided |= {_PENDING, _RUNNING}  # nothing to go by
-        return
-    expected, samples = memo.expected
-    took = f"{samples} similar jobs took {expected} s (mean + 1 SD of their run time)"
-    if state == _PENDING:
-        memo.decided.add(state)
-        limit = current.max_wallclock_seconds
-        if limit is None or expected <= limit:
+        options = dict(node.options or {})
+        requested = options.get("max_wallclock_seconds")
+        # The queues first (the computer's, listed once per QUEUES_TTL): on a computer without
+        # any (the direct scheduler's), no job reads its history.
+        queues = self.queues
+        if queues is None:
+            queues = self.queues = await self._queues()
+        current = _current(queues, info, options)
+        if current is None:
+            decided |= {_PENDING, _RUNNING}  # no queues known, or not this one
             return
-        reason = f"{took}, over the {limit} s limit of queue {current.name}"
-    else:
-        if memo.deadline is None:
-            limits = [v for v in (requested, current.max_wallclock_seconds) if v]
-            if not limits or expected <= min(limits):
-                memo.decided.add(state)
+        if not self.expected_read:
+            self.expected_read = True
+            advice = recommend(node.get_attribute(attr.SIMILARITY_KEY) or "", exclude_pk=node.pk)
+            if advice.wallclock_seconds is not None:
+                self.expected = (advice.wallclock_seconds, advice.samples)
+        if self.expected is None:
+            decided |= {_PENDING, _RUNNING}  # nothing to go by
+            return
+        expected, samples = self.expected
+        took = f"{samples} similar jobs took {expected} s (mean + 1 SD of their run time)"
+        if state == _PENDING:
+            decided.add(state)
+            limit = current.max_wallclock_seconds
+            if limit is None or expected <= limit:
                 return
-            memo.limit = min(limits)
-            memo.limit_is_request = memo.limit == requested
-            memo.deadline = MOVE_AT * memo.limit
-        elapsed = _elapsed(node, info)
-        if elapsed is None or elapsed < memo.deadline:
-            return
-        memo.decided.add(state)
-        what = (
-            "its wall-time request"
-            if memo.limit_is_request
-            else f"the limit of queue {current.name}"
-        )
-        reason = f"ran {elapsed:.0f} s of the {memo.limit} s of {what}, and {took}"
-    await _move(process, state, current, queues, expected, reason, options)
-
-
-async def _move(
-    process: CalcJob,
-    state: str,
-    current: QueueInfo,
-    queues: list[QueueInfo],
-    expected: int,
-    reason: str,
-    options: dict[str, Any],
-) -> None:
-    node = process.node
-    assert node is not None and node.job_id
-    requested = options.get("max_wallclock_seconds")
-    target = choose_queue(
-        queues,
-        current.name,
-        wallclock_seconds=expected,
-        memory_kb=options.get("max_memory_kb") or None,  # 0 is a whole node's: any queue's
-        nodes=(options.get("resources") or {}).get("num_machines"),
-    )
-    entry: dict[str, Any] = {"state": state, "from": current.name, "reason": reason}
-    if target is None or target.name == current.name:
-        why = (
-            "no available queue allows that (with the job's memory and nodes)"
-            if target is None
-            else "its own queue allows that; veglia does not raise a running job's request"
-        )
-        line = f"left in queue {current.name}: {reason}; {why}"
-        _record(process, {**entry, "to": None, "moved": False}, line)
-        return
-    seconds = max(expected, requested or 0)
-    if target.max_wallclock_seconds is not None:
-        seconds = min(seconds, target.max_wallclock_seconds)
-    entry |= {"to": target.name, "wallclock_seconds": seconds}
-    running = state == _RUNNING
-    computer = process.computer
-    scheduler = computer.get_scheduler()
-    if scheduler.move_command(node.job_id, target.name, seconds, running) is None:
-        _record(
-            process,
-            {**entry, "moved": False},
-            f"left in queue {current.name}: {reason}; {computer.scheduler_type} cannot move a "
-            f"{state} job to another queue",
-        )
-        return
-    try:
-        async with get_runner().lease_transport(computer) as lease:
-            await lease.run(
-                scheduler.move, lease.transport, node.job_id, target.name, seconds, running
+            reason = f"{took}, over the {limit} s limit of queue {current.name}"
+        else:
+            if self.deadline is None:
+                limits = [v for v in (requested, current.max_wallclock_seconds) if v]
+                if not limits or expected <= min(limits):
+                    decided.add(state)
+                    return
+                self.limit = min(limits)
+                self.limit_is_request = self.limit == requested
+                self.deadline = MOVE_AT * self.limit
+            elapsed = _elapsed(node, info)
+            if elapsed is None or elapsed < self.deadline:
+                return
+            decided.add(state)
+            what = (
+                "its wall-time request"
+                if self.limit_is_request
+                else f"the limit of queue {current.name}"
             )
-    except (SchedulerError, TransportError, OSError) as exc:
-        _record(
-            process,
-            {**entry, "moved": False, "error": str(exc)},
-            f"could not move the job from queue {current.name} to {target.name}: {exc} "
-            f"({reason}); not tried again",
+            reason = f"ran {elapsed:.0f} s of the {self.limit} s of {what}, and {took}"
+        await self._move(state, current, queues, expected, reason, options)
+
+    async def _move(
+        self,
+        state: str,
+        current: QueueInfo,
+        queues: list[QueueInfo],
+        expected: int,
+        reason: str,
+        options: dict[str, Any],
+    ) -> None:
+        node = self.job.node
+        assert node is not None and node.job_id
+        requested = options.get("max_wallclock_seconds")
+        target = choose_queue(
+            queues,
+            current.name,
+            wallclock_seconds=expected,
+            memory_kb=options.get("max_memory_kb") or None,  # 0 is a whole node's: any queue's
+            nodes=(options.get("resources") or {}).get("num_machines"),
         )
-        return
-    options |= {"queue_name": target.name, "max_wallclock_seconds": seconds}
-    _record(
-        process,
-        {**entry, "moved": True},
-        f"moved from queue {current.name} to {target.name} with a time limit of "
-        f"{_shown(seconds)} while {state}: {reason}",
-        options,
-    )
+        entry: dict[str, Any] = {"state": state, "from": current.name, "reason": reason}
+        if target is None or target.name == current.name:
+            why = (
+                "no available queue allows that (with the job's memory and nodes)"
+                if target is None
+                else "its own queue allows that; veglia does not raise a running job's request"
+            )
+            line = f"left in queue {current.name}: {reason}; {why}"
+            self._record({**entry, "to": None, "moved": False}, line)
+            return
+        seconds = max(expected, requested or 0)
+        if target.max_wallclock_seconds is not None:
+            seconds = min(seconds, target.max_wallclock_seconds)
+        entry |= {"to": target.name, "wallclock_seconds": seconds}
+        running = state == _RUNNING
+        computer = self.job.computer
+        scheduler = computer.get_scheduler()
+        if scheduler.move_command(node.job_id, target.name, seconds, running) is None:
+            self._record(
+                {**entry, "moved": False},
+                f"left in queue {current.name}: {reason}; {computer.scheduler_type} cannot move a "
+                f"{state} job to another queue",
+            )
+            return
+        try:
+            async with get_runner().lease_transport(computer) as lease:
+                await lease.run(
+                    scheduler.move, lease.transport, node.job_id, target.name, seconds, running
+                )
+        except (SchedulerError, TransportError, OSError) as exc:
+            self._record(
+                {**entry, "moved": False, "error": str(exc)},
+                f"could not move the job from queue {current.name} to {target.name}: {exc} "
+                f"({reason}); not tried again",
+            )
+            return
+        options |= {"queue_name": target.name, "max_wallclock_seconds": seconds}
+        self._record(
+            {**entry, "moved": True},
+            f"moved from queue {current.name} to {target.name} with a time limit of "
+            f"{_shown(seconds)} while {state}: {reason}",
+            options,
+        )
 
+    def _record(
+        self,
+        entry: dict[str, Any],
+        line: str,
+        options: dict[str, Any] | None = None,
+    ) -> None:
+        node = self.job.node
+        assert node is not None
+        moves = [*(node.get_attribute(attr.QUEUE_MOVES) or []), {**entry, "time": time.time()}]
+        values: dict[str, Any] = {attr.QUEUE_MOVES: moves}
+        if options is not None:
+            values[attr.OPTIONS] = options
+        node.set_attributes(values)
+        self.job.report(line)
 
-def _record(
-    process: CalcJob,
-    entry: dict[str, Any],
-    line: str,
-    options: dict[str, Any] | None = None,
-) -> None:
-    node = process.node
-    assert node is not None
-    moves = [*(node.get_attribute(attr.QUEUE_MOVES) or []), {**entry, "time": time.time()}]
-    values: dict[str, Any] = {attr.QUEUE_MOVES: moves}
-    if options is not None:
-        values[attr.OPTIONS] = options
-    node.set_attributes(values)
-    process.report(line)
+    async def _queues(self) -> list[QueueInfo]:
+        """The node's queues when a restart policy recorded them, else the computer's: declared,
+        or listed by the scheduler (reused for ``QUEUES_TTL`` seconds by its other jobs)."""
+        node = self.job.node
+        assert node is not None
+        stored = node.get_attribute(attr.QUEUES)
+        if stored:
+            return queues_from_attribute(stored)
+        computer = self.job.computer
+        if computer.get_property("queues"):
+            return queues_of(computer, None)
+        key = computer.uuid or computer.label
+        listed = _listed.get(key)
+        if listed is not None and time.monotonic() - listed[0] < QUEUES_TTL:
+            return listed[1]
+        queues = await _list(computer)
+        _listed[key] = (time.monotonic(), queues)
+        return queues
 
 
 def _current(queues: list[QueueInfo], info: JobInfo, options: dict[str, Any]) -> QueueInfo | None:
@@ -247,26 +261,6 @@ def _elapsed(node: Any, info: JobInfo) -> float | None:
 
 def _shown(seconds: int) -> str:
     return f"{seconds} s" if seconds < 120 else f"{seconds} s ({math.ceil(seconds / 60)} min)"
-
-
-async def _queues(process: CalcJob) -> list[QueueInfo]:
-    """The node's queues when a restart policy recorded them, else the computer's: declared,
-    or listed by the scheduler (reused for ``QUEUES_TTL`` seconds by its other jobs)."""
-    node = process.node
-    assert node is not None
-    stored = node.get_attribute(attr.QUEUES)
-    if stored:
-        return queues_from_attribute(stored)
-    computer = process.computer
-    if computer.get_property("queues"):
-        return queues_of(computer, None)
-    key = computer.uuid or computer.label
-    listed = _listed.get(key)
-    if listed is not None and time.monotonic() - listed[0] < QUEUES_TTL:
-        return listed[1]
-    queues = await _list(computer)
-    _listed[key] = (time.monotonic(), queues)
-    return queues
 
 
 async def _list(computer: Computer) -> list[QueueInfo]:

@@ -1,21 +1,30 @@
 """Trace records: what a calc job did, in the shape Nextflow's trace and Seqera Platform use.
 
 When a job ends the engine builds a :class:`TraceRecord`, lets plugins add to it through
-the ``collect_trace`` hook (a GPU block, say), stores it on the node, and hands it to
-reporters through ``trace_ready`` (which send it on, to Seqera Platform say).
+the ``collect_trace`` hook (a GPU block, say), stores it on the node (:func:`attributes_of`),
+and hands it to reporters through ``trace_ready`` (which send it on, to Seqera Platform say):
+``CalcJob.gather_trace``, ``CalcJob.trace_updated`` and ``CalcJob.trace_ready``.
 """
 
 from __future__ import annotations
 
 import copy
+import math
 import time
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from veglia.orm.attributes import CACHE_HASH
+from veglia.orm.attributes import CACHE_HASH, GPU_METRICS, TRACE_RECORD
 from veglia.schedulers import JobResources
 
-__all__ = ["TRANSIENT_FIELDS", "TraceRecord", "build_record", "finish_record"]
+__all__ = [
+    "TRANSIENT_FIELDS",
+    "TraceRecord",
+    "attributes_of",
+    "build_record",
+    "finish_record",
+    "measured_usage",
+]
 
 
 @dataclass
@@ -147,3 +156,39 @@ def finish_record(record: TraceRecord, node: Any) -> TraceRecord:
     if record.submit is not None:
         record.duration = record.complete - record.submit
     return record
+
+
+def attributes_of(record: TraceRecord) -> dict[str, Any]:
+    """The node attributes that carry the record (and its GPU block, if a plugin found one)."""
+    values: dict[str, Any] = {TRACE_RECORD: record.to_dict()}
+    if record.gpu_metrics is not None:
+        values[GPU_METRICS] = record.gpu_metrics
+    return values
+
+
+def measured_usage(record: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Peak memory, run time and CPU use measured for the job, as the trace record has them
+    (bytes and ms there): the batch system's (``build_record``) or a plugin's
+    (``collect_trace``; an exact one replaces the batch system's, an estimate such as
+    /usr/bin/time's only stands in for it); None when nothing did, or its numbers are not ones a
+    machine could make."""
+    record = record or {}
+    source, peak, realtime = (record.get(k) for k in ("measured_by", "peak_rss", "realtime"))
+
+    def sane(value: Any, limit: float) -> bool:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return False
+        if isinstance(value, float) and not math.isfinite(value):
+            return False
+        return 0 <= value < limit  # a 400-digit int compares; it cannot become a float
+
+    if not source or not sane(peak, 2**63):
+        return None
+    usage = {
+        "peak_memory_kb": int(peak) // 1024,
+        "runtime_seconds": realtime / 1000 if sane(realtime, 2**53) else None,
+        "source": source,
+    }
+    if sane(record.get("pcpu"), 2**53):
+        usage["cpu_percent"] = record["pcpu"]
+    return usage
