@@ -381,6 +381,7 @@ class StorageBackend:
         from alembic.autogenerate import compare_metadata
         from alembic.runtime.migration import MigrationContext
 
+        # Lazy: the core tables module, as the other storage checks read it.
         from veglia.storage.tables import metadata
 
         plugins = self.plugins()

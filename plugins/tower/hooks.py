@@ -52,6 +52,7 @@ def change_stamp_parts() -> list[Any]:
     # Lazy: SQLAlchemy only when a page watches the database.
     import sqlalchemy as sa
 
+    # Lazy: Tower's tables with SQLAlchemy, for the same reason.
     from veglia.plugins.tower.tables import report_outbox, report_runs
 
     return [
