@@ -30,25 +30,6 @@ KNOWN: set[tuple[str, str]] = set()
 KNOWN_CIRCLES: list[frozenset[str]] = [
     frozenset(
         {
-            "veglia.config.config",
-            "veglia.config.options",
-            "veglia.config.profile",
-            "veglia.config.values",
-            "veglia.engine.calcjob.job_script",
-            "veglia.engine.calcjob.options",
-            "veglia.hookspecs",
-            "veglia.manage",
-            "veglia.orm.computers",
-            "veglia.orm.users",
-            "veglia.plugin_manager",
-            "veglia.storage.backend",
-            "veglia.storage.plugin_schema",
-            "veglia.storage.repository_db",
-            "veglia.views.panels",
-        }
-    ),
-    frozenset(
-        {
             "veglia.engine.calcjob",
             "veglia.engine.calcjob.commands",
             "veglia.engine.calcjob.live_trace",

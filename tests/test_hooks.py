@@ -76,7 +76,7 @@ def test_register_options_clash_names_both_sides(manager_with):
 
 def test_register_options_must_return_options(manager_with):
     manager_with(_OptionPlugin({"name": "not.an.option"}))
-    with pytest.raises(ConfigurationError, match="must return veglia.config.options.Option"):
+    with pytest.raises(ConfigurationError, match="must return veglia.plugin_types.Option"):
         get_options()
 
 
@@ -137,7 +137,7 @@ def test_calcjob_options_clash_or_wrong_type_names_the_plugin(manager_with):
     with pytest.raises(ConfigurationError, match="'mylab_tag' of plugin .* clashes with the "):
         add.spec()
     manager_with(_JobOptionPlugin(("mylab_tag", str, None, "Tag.")))
-    with pytest.raises(ConfigurationError, match="must return veglia.engine.calcjob.options.Calc"):
+    with pytest.raises(ConfigurationError, match="must return veglia.plugin_types.CalcJobOp"):
         add.spec()
     with pytest.raises(ValueError, match="must be a lower-case word"):
         CalcJobOption("my-tag", str, "Tag.")
@@ -215,7 +215,7 @@ def test_computer_properties_clash_or_wrong_type_names_the_plugin(manager_with, 
     with pytest.raises(ConfigurationError, match="'hostname' of plugin .* is a field of every"):
         property_defaults()
     manager_with(_PropertyPlugin({"name": "mylab_on"}))
-    with pytest.raises(ConfigurationError, match="must return veglia.orm.computers.ComputerPr"):
+    with pytest.raises(ConfigurationError, match="must return veglia.plugin_types.ComputerPr"):
         property_defaults()
 
 
