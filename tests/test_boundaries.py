@@ -30,17 +30,6 @@ KNOWN: set[tuple[str, str]] = set()
 KNOWN_CIRCLES: list[frozenset[str]] = [
     frozenset(
         {
-            "veglia.engine.calcjob",
-            "veglia.engine.calcjob.commands",
-            "veglia.engine.calcjob.live_trace",
-            "veglia.engine.calcjob.monitor_runner",
-            "veglia.engine.calcjob.process",
-            "veglia.engine.calcjob.queue_move",
-            "veglia.engine.calcjob.runtime",
-        }
-    ),
-    frozenset(
-        {
             "veglia.engine.calcjob.file_batcher",
             "veglia.engine.calcjob.job_poller",
             "veglia.engine.persistence",
