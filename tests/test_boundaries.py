@@ -39,13 +39,6 @@ KNOWN_CIRCLES: list[frozenset[str]] = [
     ),
     frozenset(
         {
-            "veglia.file_reads",
-            "veglia.python_program",
-            "veglia.transports",
-        }
-    ),
-    frozenset(
-        {
             "veglia.orm.data",
             "veglia.orm.nodes",
             "veglia.orm.process_nodes",
@@ -58,7 +51,6 @@ KNOWN_CIRCLES: list[frozenset[str]] = [
             "veglia.plugins.web.verify",
         }
     ),
-    frozenset({"veglia.engine.daemon.broker_tasks", "veglia.engine.daemon.task_pipeline"}),
     frozenset({"veglia.engine.pipeline_setup_check", "veglia.pipeline_setups"}),
 ]
 
