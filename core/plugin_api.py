@@ -10,7 +10,9 @@ that test.
   (``register_options``), :class:`JobScriptWrap` what a plugin puts around a job's commands
   (``job_script_wrap``), :class:`Panel` a table it adds to the overview page
   (``overview_panels``), :class:`PluginMigrations` its own tables and their Alembic
-  migrations (``storage_migrations``);
+  migrations (``storage_migrations``); what a hook is handed, as Protocols to type an
+  implementation with: :class:`ProfileLike`, :class:`ProcessNodeLike`,
+  :class:`CalcJobNodeLike`, :class:`ComputerLike` (``veglia.plugin_types``);
 - transports (``veglia.transports``): :class:`Transport`, :class:`FileStat`,
   :class:`AuthOption`;
 - schedulers (``veglia.schedulers``): :class:`Scheduler`, :class:`JobTemplate`,
@@ -61,6 +63,7 @@ from veglia.exceptions import (
 from veglia.hookspecs import hookimpl
 from veglia.orm.computers import ComputerProperty
 from veglia.parsers import Parser
+from veglia.plugin_types import CalcJobNodeLike, ComputerLike, ProcessNodeLike, ProfileLike
 from veglia.schedulers import (
     JobFailure,
     JobInfo,
@@ -79,9 +82,11 @@ __all__ = [
     "AuthOption",
     "CalcInfo",
     "CalcJob",
+    "CalcJobNodeLike",
     "CalcJobOption",
     "CodeInfo",
     "CommandOutputTooLarge",
+    "ComputerLike",
     "ComputerProperty",
     "DataSource",
     "DataSourceError",
@@ -110,6 +115,8 @@ __all__ = [
     "Panel",
     "Parser",
     "PluginMigrations",
+    "ProcessNodeLike",
+    "ProfileLike",
     "QueueInfo",
     "Scheduler",
     "SchedulerError",

@@ -33,9 +33,11 @@ PLUGIN_API_ALL = [
     "AuthOption",
     "CalcInfo",
     "CalcJob",
+    "CalcJobNodeLike",
     "CalcJobOption",
     "CodeInfo",
     "CommandOutputTooLarge",
+    "ComputerLike",
     "ComputerProperty",
     "DataSource",
     "DataSourceError",
@@ -64,6 +66,8 @@ PLUGIN_API_ALL = [
     "Panel",
     "Parser",
     "PluginMigrations",
+    "ProcessNodeLike",
+    "ProfileLike",
     "QueueInfo",
     "Scheduler",
     "SchedulerError",
@@ -86,17 +90,14 @@ PLUGIN_API_ALL = [
 
 #: Where each name of the plugin API is defined: it is re-exported, never redefined.
 HOMES = {
-    "veglia.config.options": ["Option"],
     "veglia.engine.calcjob.calcinfo": ["CalcInfo", "CodeInfo"],
     "veglia.engine.calcjob": ["CalcJob"],
     "veglia.engine.exit_codes": ["ExitCode"],
     "veglia.engine.calcjob.monitors": ["MonitorResult"],
     "veglia.engine.calcjob.file_watch": ["FileSlice", "FileWatch", "watch_files"],
     "veglia.engine.calcjob.live_trace": ["LiveTrace", "TraceSample", "watch_trace"],
-    "veglia.engine.calcjob.options": ["CalcJobOption"],
-    "veglia.engine.calcjob.job_script": ["JobScriptWrap", "packaged_shell"],
+    "veglia.engine.calcjob.job_script": ["packaged_shell"],
     "veglia.engine.calcjob.guards": ["Guard", "guard_of", "guarded", "positive_kwarg"],
-    "veglia.orm.computers": ["ComputerProperty"],
     "veglia.datasources": ["DataSource", "Element", "Listing", "Setting"],
     "veglia.exceptions": [
         "CommandOutputTooLarge",
@@ -112,6 +113,17 @@ HOMES = {
     ],
     "veglia.hookspecs": ["hookimpl"],
     "veglia.parsers": ["Parser"],
+    "veglia.plugin_types": [
+        "CalcJobNodeLike",
+        "CalcJobOption",
+        "ComputerLike",
+        "ComputerProperty",
+        "JobScriptWrap",
+        "Option",
+        "Panel",
+        "ProcessNodeLike",
+        "ProfileLike",
+    ],
     "veglia.schedulers": [
         "JobFailure",
         "JobInfo",
@@ -124,7 +136,6 @@ HOMES = {
     "veglia.storage.plugin_schema": ["PluginMigrations"],
     "veglia.testing": ["FakeCluster", "FakeNode", "FakeScheduler", "FakeTransport"],
     "veglia.transports": ["AuthOption", "FileStat", "Transport"],
-    "veglia.views.panels": ["Panel"],
 }
 
 TESTING_ALL = ["Call", "FakeCluster", "FakeNode", "FakeScheduler", "FakeTransport"]
