@@ -51,7 +51,6 @@ KNOWN_CIRCLES: list[frozenset[str]] = [
             "veglia.plugins.web.verify",
         }
     ),
-    frozenset({"veglia.engine.pipeline_setup_check", "veglia.pipeline_setups"}),
 ]
 
 
