@@ -21,7 +21,7 @@ from plumpy.process_states import ProcessState
 
 from veglia.engine.builder import ProcessBuilder
 from veglia.engine.exit_codes import ExitCode, ExitCodes
-from veglia.engine.persistence import checkpoint_of, decode_value, encode_value, save_checkpoint
+from veglia.engine.persistence import checkpoint_of, decode_value, encode_value, load_checkpoint
 from veglia.engine.process_spec import ProcessSpec
 from veglia.engine.runner import get_runner
 from veglia.entry_points import get_entry_points
@@ -37,7 +37,14 @@ from veglia.storage.outage import is_storage_outage
 if TYPE_CHECKING:
     from veglia.storage.backend import HeldTransaction
 
-__all__ = ["CALLED_BY", "NODE_ATTRIBUTES", "TO_DAEMON", "Process"]
+__all__ = [
+    "CALLED_BY",
+    "NODE_ATTRIBUTES",
+    "TO_DAEMON",
+    "Process",
+    "load_process",
+    "save_checkpoint",
+]
 
 #: The workflow node creating processes here, and the call key of the one being created.
 CALLED_BY: contextvars.ContextVar[tuple[ProcessNode, str | None] | None] = contextvars.ContextVar(
@@ -395,6 +402,18 @@ class Process(plumpy.Process):
         if self.node is not None:
             self.node.set_attributes({PAUSED: False, PAUSED_REASON: ""})
             self.node.add_log("REPORT", "Played")
+
+
+def save_checkpoint(process: Process) -> None:
+    """Write the process's checkpoint into its node."""
+    assert process.node is not None
+    process.node.set_checkpoint(checkpoint_of(process))
+
+
+def load_process(node: ProcessNode, **context: Any) -> Process:
+    """Recreate the live process from its node's checkpoint (``loop``, ``communicator``):
+    a :class:`Process`, whatever else the checkpoint names (it is refused)."""
+    return load_checkpoint(node, Process, **context)
 
 
 def _commit_stray_writes(held: HeldTransaction) -> None:
