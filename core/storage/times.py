@@ -12,6 +12,7 @@ __all__ = ["as_utc", "database_epoch", "format_seconds", "utcnow"]
 
 
 def utcnow() -> datetime:
+    """Now, as an aware UTC datetime: what every stored time is."""
     return datetime.now(timezone.utc)
 
 
