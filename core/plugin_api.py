@@ -18,7 +18,9 @@ that test.
   :class:`QueueInfo`;
 - calculations and parsers (``veglia.calculations``, ``veglia.parsers``): :class:`CalcJob`,
   :class:`CalcInfo`, :class:`CodeInfo`, :class:`ExitCode`, :class:`Parser`;
-- monitors (``veglia.monitors``): :class:`MonitorResult`; :func:`watch_files` with
+- monitors (``veglia.monitors``): :class:`Monitor` (a monitor function's signature, for
+  type checkers), returning a :data:`MonitorOutcome` (a message, a :class:`MonitorResult`
+  or None); :func:`watch_files` with
   :class:`FileWatch` declares the files a monitor reads, handed over as :class:`FileSlice`
   objects read for many jobs at once; a monitor taking ``trace`` gets the job's
   :class:`LiveTrace` (:class:`TraceSample` points), :func:`watch_trace` lets it read it
@@ -43,7 +45,7 @@ from veglia.engine.calcjob.file_watch import FileSlice, FileWatch, watch_files
 from veglia.engine.calcjob.guards import Guard, guard_of, guarded, positive_kwarg
 from veglia.engine.calcjob.job_script import JobScriptWrap, packaged_shell
 from veglia.engine.calcjob.live_trace import LiveTrace, TraceSample, watch_trace
-from veglia.engine.calcjob.monitors import MonitorResult
+from veglia.engine.calcjob.monitors import Monitor, MonitorOutcome, MonitorResult
 from veglia.engine.calcjob.options import CalcJobOption
 from veglia.engine.exit_codes import ExitCode
 from veglia.exceptions import (
@@ -104,7 +106,9 @@ __all__ = [
     "JobTemplate",
     "Listing",
     "LiveTrace",
+    "Monitor",
     "MonitorError",
+    "MonitorOutcome",
     "MonitorResult",
     "Option",
     "Panel",

@@ -357,7 +357,8 @@ class Transport(ABC):
                     f"Could not learn the home folder on {self.hostname}: {shown_output(err, out)}"
                 )
             self.__dict__["_home"] = out
-        return self.__dict__["_home"]
+        home: str = self.__dict__["_home"]
+        return home
 
     def whoami(self) -> str:
         """The user name the transport runs commands as."""
