@@ -196,7 +196,10 @@ def python_command() -> str:
 def read_via_command(transport: Transport, payload: dict) -> list | None:
     """The answers from one ``python3`` command on the computer; None when it has no
     ``python3`` (exit 127), so the caller falls back to :func:`read_per_file`."""
-    return _PROGRAM.ask(transport, payload, what="Reading the watched files", timeout=120)
+    result: list[Any] | None = _PROGRAM.ask(
+        transport, payload, what="Reading the watched files", timeout=120
+    )
+    return result
 
 
 def _matches(transport: Transport, pattern: str) -> list[str]:

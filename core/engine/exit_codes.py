@@ -26,7 +26,8 @@ class ExitCodes(dict):
 
     def __getattr__(self, label: str) -> ExitCode:
         try:
-            return self[label]
+            result: ExitCode = self[label]
+            return result
         except KeyError:
             raise AttributeError(f"no exit code {label!r} (known: {', '.join(self)})") from None
 

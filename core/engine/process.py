@@ -35,6 +35,8 @@ from veglia.orm.process_nodes import TERMINAL_STATES, ProcessNode
 from veglia.storage.outage import is_storage_outage
 
 if TYPE_CHECKING:
+    from plumpy.utils import AttributesFrozendict
+
     from veglia.storage.backend import HeldTransaction
 
 __all__ = ["CALLED_BY", "NODE_ATTRIBUTES", "TO_DAEMON", "Process"]
@@ -127,6 +129,13 @@ class Process(plumpy.Process):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.node: ProcessNode | None = None
+
+    if TYPE_CHECKING:
+        # plumpy's is Optional: None only before the process is set up, and the steps,
+        # parsers and hooks that read it all run after. (For type checkers only: the
+        # property stays plumpy's.)
+        @property
+        def inputs(self) -> AttributesFrozendict: ...
 
     @property
     def metadata(self) -> dict[str, Any]:

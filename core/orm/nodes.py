@@ -276,7 +276,8 @@ class Node:
 
     @property
     def attributes(self) -> dict[str, Any]:
-        return _copy(self._attributes)
+        result: dict[str, Any] = _copy(self._attributes)
+        return result
 
     def get_attribute(self, key: str, default: Any = None) -> Any:
         return _copy(self._attributes.get(key, default))
@@ -343,7 +344,8 @@ class Node:
 
     @property
     def extras(self) -> dict[str, Any]:
-        return _copy(self._extras)
+        result: dict[str, Any] = _copy(self._extras)
+        return result
 
     def set_extra(self, key: str, value: Any) -> None:
         """Extras are free annotations; they may change at any time."""

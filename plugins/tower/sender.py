@@ -75,14 +75,16 @@ class TowerSender:
     # -- the pause survives restarts, and ends when the settings change ------------------------
     def _state(self) -> dict[str, Any]:
         try:
-            return json.loads(self.state_file.read_text())
+            result: dict[str, Any] = json.loads(self.state_file.read_text())
+            return result
         except (OSError, ValueError):
             return {}
 
     def paused_reason(self) -> str:
         state = self._state()
         if state.get("settings") == _settings_id(self.settings):
-            return state.get("message", "")
+            result: str = state.get("message", "")
+            return result
         return ""
 
     def _pause(self, message: str) -> None:

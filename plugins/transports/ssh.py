@@ -266,8 +266,10 @@ class SshTransport(Transport):
                 handle.seek(offset)
                 if size is None:
                     handle.prefetch()
-                    return handle.read()
-                return handle.read(size)
+                    result: bytes = handle.read()
+                    return result
+                result: bytes = handle.read(size)
+                return result
         except (OSError, paramiko.SSHException, EOFError) as exc:
             raise self._error("read", source, exc) from None
 

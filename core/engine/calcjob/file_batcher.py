@@ -43,7 +43,8 @@ class FileBatcher:
         self._pending.append((requests, future))
         if self._task is None or self._task.done():
             self._task = asyncio.ensure_future(self._read_batches())
-        return await future
+        result: list[Any] = await future
+        return result
 
     async def _gather(self) -> None:
         count, quiet, deadline = -1, 0, time.monotonic() + GATHER

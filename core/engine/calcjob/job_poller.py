@@ -47,7 +47,8 @@ class JobPoller:
         self._waiters[job_id].append(future)
         if self._task is None or self._task.done():
             self._task = asyncio.ensure_future(self._poll_loop())
-        return await future
+        result: JobInfo | None = await future
+        return result
 
     async def _poll_loop(self) -> None:
         while self._waiters:
@@ -83,7 +84,8 @@ class JobPoller:
             METRICS.scheduler_queries += 1
             infos = await lease.run(scheduler.get_jobs, lease.transport, job_ids)
             await lease.run(computer_contacted, self.computer, lease.transport)
-            return infos
+            result: dict[str, JobInfo] = infos
+            return result
 
 
 def computer_contacted(computer: Computer, transport: Any) -> None:

@@ -102,6 +102,7 @@ class CalcJob(Process):
     """Base class of calculations that run a job on a computer through its scheduler."""
 
     _node_class = CalcJobNode
+    node: CalcJobNode | None  # the node _node_class makes
 
     #: What this process keeps in memory while it runs the job; never checkpointed.
     runtime: CalcJobRuntime
@@ -194,7 +195,8 @@ class CalcJob(Process):
         if not parser_name:
             return None
         parser = ParserFactory(parser_name)(self)
-        return parser.parse(retrieved, outcome)
+        result: ExitCode | None = parser.parse(retrieved, outcome)
+        return result
 
     # -- the node --------------------------------------------------------------------------
     @property
@@ -627,7 +629,8 @@ class CalcJob(Process):
             await self._record_queues()
         with self.closing_writes():  # what the retrieval found, with the state change
             self._record_retrieval(folder, outcome, record, last)
-        return folder
+        result: Path = folder
+        return result
 
     def _record_retrieval(
         self, folder: Path, outcome: dict[str, Any], record: Any, last: dict[str, Any] | None

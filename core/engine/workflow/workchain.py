@@ -236,6 +236,7 @@ class WorkChain(Process):
 
     _spec_class = WorkChainSpec
     _node_class = WorkflowNode
+    node: WorkflowNode | None  # the node _node_class makes
     _entry_point_group = "workflows"
     #: Whether the end of this workflow, when no other called it, is notified. Off for
     #: wrappers of a single job (the restart policy), which would mail once per job.
