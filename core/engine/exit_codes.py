@@ -21,13 +21,12 @@ class ExitCode:
         return ExitCode(self.status, message, self.label)
 
 
-class ExitCodes(dict):
+class ExitCodes(dict[str, ExitCode]):
     """Exit codes by label, with attribute access (``cls.exit_codes.ERROR_X``)."""
 
     def __getattr__(self, label: str) -> ExitCode:
         try:
-            result: ExitCode = self[label]
-            return result
+            return self[label]
         except KeyError:
             raise AttributeError(f"no exit code {label!r} (known: {', '.join(self)})") from None
 

@@ -31,7 +31,9 @@ NO_DAEMON_WARNING_EVERY = 60.0
 _warned_at = float("-inf")
 
 
-def _split(process: type[Process] | ProcessBuilder, inputs: dict[str, Any]) -> tuple[type, dict]:
+def _split(
+    process: type[Process] | ProcessBuilder, inputs: dict[str, Any]
+) -> tuple[type, dict[str, Any]]:
     if isinstance(process, ProcessBuilder):
         return process.process_class, {**process.to_dict(), **inputs}
     return process, inputs

@@ -107,7 +107,7 @@ class Process(plumpy.Process):
         spec.outputs.dynamic = False
 
     @classmethod
-    def get_builder(cls) -> Any:
+    def get_builder(cls) -> ProcessBuilder:
 
         return ProcessBuilder(cls)
 
@@ -136,6 +136,10 @@ class Process(plumpy.Process):
         # property stays plumpy's.)
         @property
         def inputs(self) -> AttributesFrozendict: ...
+
+        # plumpy's says plumpy's ProcessSpec; it is made of _spec_class, veglia's.
+        @classmethod
+        def spec(cls) -> ProcessSpec: ...
 
     @property
     def metadata(self) -> dict[str, Any]:
@@ -210,6 +214,7 @@ class Process(plumpy.Process):
         node = getattr(load_context, "node", None)
         if node is None or node.pk != saved_state["node_pk"]:
             node = load_node(saved_state["node_pk"])
+        assert isinstance(node, ProcessNode)  # a checkpoint names its process's node
         self.node = node
 
     # -- a database that went away ---------------------------------------------------------
@@ -264,7 +269,8 @@ class Process(plumpy.Process):
         were emitted (a parser's Python runs before the step's first write, not while it
         holds SQLite's write lock); none is stored should the block raise. As in aiida-core,
         a parser's outputs are attached once it has returned."""
-        self._deferred_outputs = deferred = []
+        deferred: list[tuple[str, Node]] = []
+        self._deferred_outputs = deferred
         try:
             yield
         finally:
@@ -312,7 +318,9 @@ class Process(plumpy.Process):
         if self.node is None:
             return
 
-        state = self._state.LABEL.value
+        label = self._state.LABEL
+        assert isinstance(label, ProcessState)  # plumpy's process states are labelled so
+        state = label.value
         terminal = state in TERMINAL_STATES
         exit_with, self._exit_to_write = self._exit_to_write, None
         self.node.set_state_and_checkpoint(

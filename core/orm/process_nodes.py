@@ -124,7 +124,7 @@ class ProcessNode(Node):
         """Both in one write (and the exit status and message ``exit_with``, when given):
         the engine does this at every state change."""
         self.process_state = state
-        columns = {"process_state": state, "checkpoint": checkpoint}
+        columns: dict[str, Any] = {"process_state": state, "checkpoint": checkpoint}
         if exit_with is not None:
             self.exit_status, self.exit_message = exit_with
             columns.update(exit_status=exit_with[0], exit_message=exit_with[1])

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 import sqlalchemy as sa
 
 from veglia.exceptions import NotExistent, RepositoryIntegrityError
-from veglia.storage.repository import FileRepository
+from veglia.storage.repository import ByteSource, FileRepository
 from veglia.storage.tables import repository_blobs, repository_chunks, repository_files
 
 if TYPE_CHECKING:
@@ -85,7 +85,7 @@ class DatabaseRepository:
             return sa.func.extract("epoch", sa.func.clock_timestamp())
         return (sa.func.julianday("now") - 2440587.5) * 86400.0
 
-    def put_stream(self, stream: BinaryIO) -> tuple[str, int]:
+    def put_stream(self, stream: ByteSource) -> tuple[str, int]:
         """Store the stream's bytes; return ``(sha256, size)``. Memory holds one chunk."""
         digest = hashlib.sha256()
         size = 0

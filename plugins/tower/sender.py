@@ -179,7 +179,7 @@ class TowerSender:
                 latest[task_id] = task
         return list(latest.values())
 
-    def _workflow(self, run: Any, tasks: list[dict[str, Any]], completed: bool) -> dict:
+    def _workflow(self, run: Any, tasks: list[dict[str, Any]], completed: bool) -> dict[str, Any]:
         return payload.workflow(
             run.data.get("meta") or {},
             tasks,
@@ -189,7 +189,9 @@ class TowerSender:
             completed=completed,
         )
 
-    def _progress(self, run: Any, tasks: list[dict[str, Any]], ended: bool = False) -> dict:
+    def _progress(
+        self, run: Any, tasks: list[dict[str, Any]], ended: bool = False
+    ) -> dict[str, Any]:
         peaks = dict(run.data.get("peaks") or {})
         result = payload.progress(tasks, unsubmitted_jobs(run.run_key), peaks, ended)
         run.data = {**run.data, "peaks": peaks}

@@ -266,10 +266,10 @@ class SshTransport(Transport):
                 handle.seek(offset)
                 if size is None:
                     handle.prefetch()
-                    result: bytes = handle.read()
-                    return result
-                result: bytes = handle.read(size)
-                return result
+                    whole: bytes = handle.read()
+                    return whole
+                part: bytes = handle.read(size)
+                return part
         except (OSError, paramiko.SSHException, EOFError) as exc:
             raise self._error("read", source, exc) from None
 

@@ -136,7 +136,7 @@ class Site:
         self.placeholder = secrets.token_hex(16)
         #: The last content block rendered for the watchers of a view with the same user:
         #: (view key, user, can operate) -> (the view, its HTML).
-        self._live_renders: dict[tuple, tuple[dict[str, Any], str]] = {}
+        self._live_renders: dict[tuple[Any, ...], tuple[dict[str, Any], str]] = {}
 
     # -- who asks ------------------------------------------------------------------------
     def user(self, request: Request) -> User | None:

@@ -34,8 +34,8 @@ class FileBatcher:
         self.runner = runner
         self.computer = computer
         self.budget = budget
-        self._pending: list[tuple[list[dict[str, Any]], asyncio.Future]] = []
-        self._task: asyncio.Task | None = None
+        self._pending: list[tuple[list[dict[str, Any]], asyncio.Future[Any]]] = []
+        self._task: asyncio.Task[Any] | None = None
 
     async def read(self, requests: list[dict[str, Any]]) -> list[Any]:
         """The answers to ``requests``, read together with other jobs' requests."""

@@ -32,8 +32,8 @@ class JobPoller:
         self.runner = runner
         self.computer = computer
         self.interval = interval
-        self._waiters: dict[str, list[asyncio.Future]] = defaultdict(list)
-        self._task: asyncio.Task | None = None
+        self._waiters: dict[str, list[asyncio.Future[Any]]] = defaultdict(list)
+        self._task: asyncio.Task[Any] | None = None
         self._last_poll = float("-inf")
         self._listeners: list[Any] = []
         #: When the last poll's answers were handed to the jobs, and when the last of their

@@ -91,20 +91,20 @@ class PendingCancels:
 
     def __init__(self, runner: Runner) -> None:
         self.runner = runner
-        self._tasks: dict[int, asyncio.Task] = {}
+        self._tasks: dict[int, asyncio.Task[Any]] = {}
 
-    def request(self, pk: int, attempts: int | None = None) -> asyncio.Task:
+    def request(self, pk: int, attempts: int | None = None) -> asyncio.Task[Any]:
         task = self._tasks.get(pk)
         if task is None or task.done():
             task = self._tasks[pk] = self.runner.loop.create_task(self._cancel(pk, attempts))
             task.add_done_callback(lambda done: self._forget(pk, done))
         return task
 
-    def _forget(self, pk: int, task: asyncio.Task) -> None:
+    def _forget(self, pk: int, task: asyncio.Task[Any]) -> None:
         if self._tasks.get(pk) is task:
             del self._tasks[pk]
 
-    def under_way(self, pk: int) -> asyncio.Task | None:
+    def under_way(self, pk: int) -> asyncio.Task[Any] | None:
         return self._tasks.get(pk)
 
     async def _cancel(self, pk: int, attempts: int | None) -> None:
