@@ -277,8 +277,8 @@ class TowerSender:
         now = time.time()
         for run in runs:
             last = run.last_sent.timestamp() if run.last_sent else 0
-            if now - last < HEARTBEAT_SECONDS:
-                continue
+            if now - last < HEARTBEAT_SECONDS or run.remote_id is None:
+                continue  # recently heard from; or never created on the Platform (begun runs are)
             try:
                 progress = self._progress(run, self._tasks(run.run_key))
                 client.heartbeat(run.remote_id, {"progress": progress})

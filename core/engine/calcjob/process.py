@@ -537,7 +537,7 @@ class CalcJob(Process):
         self.runtime.update_failures = 0
         done = info is None or info.state == JobState.DONE
         state = JobState.DONE if info is None or done else info.state
-        changes = {attr.SCHEDULER_STATE: state.value}
+        changes: dict[str, Any] = {attr.SCHEDULER_STATE: state.value}
         if (
             info is not None
             and info.state == JobState.RUNNING
@@ -765,7 +765,7 @@ class CalcJob(Process):
     async def wait_until_job_gone(self, polls: int = 30) -> None:
         """After a cancel: until the scheduler no longer runs the job (no orphan is left)."""
         node = self.node
-        assert node is not None
+        assert node is not None and node.job_id  # monitors run on a submitted job
         poller = get_runner().poller(self.computer)
         for _ in range(polls):
             info = await poller.next_update(node.job_id)
