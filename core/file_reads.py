@@ -114,7 +114,7 @@ def link_above(
     return posixpath.join(top, walked) if walked else None
 
 
-def read_requests(payload: dict[str, Any]) -> list[Any]:
+def read_requests(payload: "dict[str, Any]") -> "list[Any]":  # noqa: UP037
     """Answer ``payload`` (``{"budget": N, "requests": [...]}``): one list of entries per
     request. Only the standard library, and Python 3.6 syntax: this function's source runs
     on the computer."""

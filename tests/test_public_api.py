@@ -92,7 +92,7 @@ HOMES = {
     "veglia.engine.calcjob.calcinfo": ["CalcInfo", "CodeInfo"],
     "veglia.engine.calcjob": ["CalcJob"],
     "veglia.engine.exit_codes": ["ExitCode"],
-    "veglia.engine.calcjob.monitors": ["MonitorResult"],
+    "veglia.engine.calcjob.monitors": ["Monitor", "MonitorOutcome", "MonitorResult"],
     "veglia.engine.calcjob.file_watch": ["FileSlice", "FileWatch", "watch_files"],
     "veglia.engine.calcjob.live_trace": ["LiveTrace", "TraceSample", "watch_trace"],
     "veglia.engine.calcjob.options": ["CalcJobOption"],

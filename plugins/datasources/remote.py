@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 __all__ = ["ask", "hash_files", "list_files", "read_text", "stat_paths"]
 
 
-def list_files(root: str, pattern: str) -> dict[str, Any]:
+def list_files(root: str, pattern: str) -> "dict[str, Any]":  # noqa: UP037
     """The regular files matching ``pattern`` (``**`` crosses folders) below ``root``."""
     root = os.path.expanduser(root)
     if not os.path.isdir(root):
@@ -52,7 +52,7 @@ def list_files(root: str, pattern: str) -> dict[str, Any]:
     return {"root": root, "now": time.time(), "files": found}
 
 
-def stat_paths(paths: list[Any]) -> dict[str, Any]:
+def stat_paths(paths: "list[Any]") -> "dict[str, Any]":  # noqa: UP037
     """``[path, size, mtime]`` per path (size and mtime null when it is no regular file)."""
     found = []
     for path in paths:
@@ -69,7 +69,7 @@ def stat_paths(paths: list[Any]) -> dict[str, Any]:
     return {"now": time.time(), "files": found}
 
 
-def read_text(path: str) -> dict[str, Any]:
+def read_text(path: str) -> "dict[str, Any]":  # noqa: UP037
     """A text file's content (UTF-8) and its absolute path."""
     path = os.path.abspath(os.path.expanduser(path))
     try:
@@ -80,7 +80,7 @@ def read_text(path: str) -> dict[str, Any]:
     return {"path": path, "text": data.decode("utf-8", "replace")}
 
 
-def hash_files(files: list[Any]) -> list[Any]:
+def hash_files(files: "list[Any]") -> "list[Any]":  # noqa: UP037
     """``[path, sha256, problem]`` per ``[path, size, mtime]`` asked."""
     answers = []
     for path, size, mtime in files:
@@ -106,7 +106,7 @@ def hash_files(files: list[Any]) -> list[Any]:
     return answers
 
 
-def answer(payload: dict[str, Any]) -> object:
+def answer(payload: "dict[str, Any]") -> object:  # noqa: UP037
     if payload["op"] == "list":
         return list_files(payload["root"], payload["glob"])
     if payload["op"] == "stat":

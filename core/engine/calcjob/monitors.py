@@ -65,7 +65,7 @@ class MonitorResult:
 
 #: What a monitor returns: a message (kill the job with it), a MonitorResult, or None (let
 #: it run).
-MonitorOutcome: TypeAlias = "str | MonitorResult | None"
+MonitorOutcome: TypeAlias = str | MonitorResult | None
 
 
 class Monitor(Protocol):
