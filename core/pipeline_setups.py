@@ -115,7 +115,7 @@ class PipelineSetup:
         return self.pk is not None
 
     @property
-    def steps(self) -> list[dict[str, Any]]:
+    def steps(self) -> list[Mapping[str, Any]]:
         """The steps of a setup that runs several one after another (else none)."""
         steps = self.inputs.get("steps") if self.process == CHAIN_PROCESS else None
         return [step for step in steps if isinstance(step, Mapping)] if steps else []

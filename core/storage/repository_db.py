@@ -78,7 +78,7 @@ class DatabaseRepository:
     def __repr__(self) -> str:
         return "DatabaseRepository()"
 
-    def _now(self) -> sa.ColumnElement[float]:
+    def _now(self) -> sa.ColumnElement[Any]:
         """The database's clock in epoch seconds: hosts that share the database need not
         agree on the time for ``maintain``'s grace period."""
         if self._storage.engine.dialect.name == "postgresql":
@@ -169,7 +169,7 @@ class DatabaseRepository:
         """The blob's content as a stream that reads one chunk at a time."""
         chunks = self._blob_chunks(sha256)
         if chunks is not None:
-            return io.BufferedReader(_ChunkReader(self, sha256, chunks), CHUNK_SIZE)  # type: ignore[return-value]
+            return io.BufferedReader(_ChunkReader(self, sha256, chunks), CHUNK_SIZE)
         try:
             return self.fallback.open(sha256)
         except NotExistent:

@@ -83,7 +83,7 @@ def new_uuid() -> str:
     return str(uuid_module.uuid4())
 
 
-class JsonType(TypeDecorator):
+class JsonType(TypeDecorator[Any]):
     """JSON, stored as JSONB on PostgreSQL.
 
     Not ``JSON().with_variant(JSONB(), "postgresql")``: that imports SQLAlchemy's PostgreSQL
