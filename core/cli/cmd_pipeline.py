@@ -127,8 +127,9 @@ def eta_text(progress: Progress, parallel: int | None) -> str:
     if progress.eta_seconds is None or progress.seconds_per_run is None:
         return "unknown until a run is done"
     at_once = f", {parallel} at once" if parallel else ""
+    eta = format_seconds(progress.eta_seconds)
     return (
-        f"about {format_seconds(progress.eta_seconds)} for {left} "
+        f"{eta if eta.startswith('under') else 'about ' + eta} for {left} "
         f"(a run took {format_seconds(progress.seconds_per_run)} on average{at_once})"
     )
 

@@ -124,6 +124,7 @@ def format_queues(queues: list[dict[str, Any]]) -> str:
 
 
 def parse_positive_int(text: Any) -> int:
+    """A whole number greater than zero, as typed."""
     try:
         value = int(str(text).strip())
     except ValueError:
@@ -160,6 +161,7 @@ _FALSE = {"0", "false", "no", "n", "off"}
 
 
 def parse_boolean(text: Any) -> bool:
+    """yes or no as typed (true/false, 1/0, on/off, any case); a ``bool`` passes as is."""
     if isinstance(text, bool):
         return text
     lowered = str(text).strip().lower()

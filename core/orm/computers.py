@@ -342,6 +342,8 @@ class Computer:
 
 
 def load_computer(label: str | int) -> Computer:
+    """The computer of this label (or pk); :class:`~veglia.exceptions.NotExistent`, naming
+    the computers there are, if none."""
     with get_storage().session() as session:
         if isinstance(label, int) or str(label).isdigit():
             row = session.get(models.Computer, int(label))

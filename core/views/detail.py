@@ -16,6 +16,7 @@ from veglia.engine.progress import Progress, format_seconds, workflow_progress
 from veglia.orm.attributes import (
     CANCEL_PENDING,
     CODE,
+    QUEUE_MOVES,
     RERUN_FROM,
     RERUN_OF,
     RESTART,
@@ -73,6 +74,23 @@ def restart_text(restart: dict[str, Any] | None) -> str | None:
     if not restart:
         return None
     return f"attempt {restart['attempt']}, after process {restart['previous']} {restart['reason']}"
+
+
+def queue_moves_text(moves: list[dict[str, Any]] | None) -> str | None:
+    """Each queue-move decision (one per state at most): the move, or why the job stayed."""
+    if not moves:
+        return None
+    shown = []
+    for move in moves:
+        if move.get("moved"):
+            shown.append(
+                f"{move['from']} -> {move['to']} while {move['state']}, time limit "
+                f"{move.get('wallclock_seconds')} s ({move['reason']})"
+            )
+        else:
+            why = move.get("error") or move["reason"]
+            shown.append(f"stayed in {move['from']} while {move['state']} ({why})")
+    return "; ".join(shown)
 
 
 def right_sized_text(changes: dict[str, Any] | None) -> str | None:
@@ -201,6 +219,7 @@ def process_facts(
             ("paused", outage_text(node.unreachable, when) if node.paused else None),
             ("cancel pending", cancel_pending_text(attrs.get(CANCEL_PENDING), when)),
             ("resubmitted", restart_text(attrs.get(RESTART))),
+            ("queue moves", queue_moves_text(attrs.get(QUEUE_MOVES))),
             ("used", usage_text(node.usage)),
             ("right-sized", right_sized_text(node.right_sized)),
         ]

@@ -8,11 +8,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from veglia.datasources import Element, Known, combined_checksum
+from veglia.plugin_api import Element, Known, combined_checksum
 from veglia.plugins.datasources.remote import ask
 
 if TYPE_CHECKING:
-    from veglia.transports import Transport
+    from veglia.plugin_api import Transport
 
 __all__ = ["Checksums", "assemble", "checksums", "computer_path", "unchanged"]
 

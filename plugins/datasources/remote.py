@@ -26,11 +26,10 @@ import stat
 import time
 from typing import TYPE_CHECKING, Any
 
-from veglia.exceptions import DataSourceError
-from veglia.python_program import PythonProgram
+from veglia.plugin_api import DataSourceError, PythonProgram
 
 if TYPE_CHECKING:
-    from veglia.transports import Transport
+    from veglia.plugin_api import Transport
 
 __all__ = ["ask", "hash_files", "list_files", "read_text", "stat_paths"]
 

@@ -13,6 +13,15 @@ import logging
 import re
 import shlex
 
+from veglia.plugin_api import (
+    JobFailure,
+    JobInfo,
+    JobState,
+    JobTemplate,
+    Scheduler,
+    SchedulerError,
+    shown_output,
+)
 from veglia.plugins.schedulers.directives import (
     check_directive_value,
     check_job_id,
@@ -27,8 +36,6 @@ from veglia.plugins.schedulers.directives import (
     positive_int,
     safe_job_name,
 )
-from veglia.schedulers import JobFailure, JobInfo, JobState, JobTemplate, Scheduler, SchedulerError
-from veglia.transports import shown_output
 
 __all__ = ["PbsProScheduler", "TorqueScheduler", "parse_qstat_full"]
 

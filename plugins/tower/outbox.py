@@ -14,7 +14,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from veglia.manage import get_storage
+from veglia.plugin_api import get_storage
 from veglia.plugins.tower.models import ReportOutbox, ReportRun
 
 __all__ = [

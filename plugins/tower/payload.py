@@ -12,7 +12,7 @@ import time
 from collections import Counter
 from typing import Any
 
-from veglia.engine.process import launch_context
+from veglia.plugin_api import launch_context
 from veglia.plugins.tower import schema
 
 __all__ = ["metrics", "progress", "task", "workflow"]

@@ -21,7 +21,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from veglia.manage import get_storage
+from veglia.plugin_api import get_storage
 from veglia.plugins.tower import outbox, payload
 from veglia.plugins.tower.client import TowerClient
 from veglia.plugins.tower.exceptions import RetryLater, SettingsRejected, TowerRefused

@@ -17,13 +17,17 @@ from typing import Any
 
 import paramiko
 
-from veglia.exceptions import (
+from veglia.plugin_api import (
+    AuthOption,
+    FileStat,
     HostKeyError,
+    Transport,
     TransportConnectionError,
     TransportError,
     TransportTimeoutError,
+    shown_command,
+    shown_output,
 )
-from veglia.transports import AuthOption, FileStat, Transport, shown_command, shown_output
 
 #: Seconds an SFTP request may wait for the server's answer.
 SFTP_TIMEOUT = 120.0

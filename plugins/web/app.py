@@ -30,7 +30,7 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from veglia.exceptions import NotExistent
+from veglia.plugin_api import NotExistent
 from veglia.plugins.web import actions, pages
 from veglia.plugins.web.auth import TOKEN_USER, User, find_user, new_csrf_token, tokens_match
 from veglia.plugins.web.live import LiveHub, ViewKey, view_key

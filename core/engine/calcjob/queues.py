@@ -49,6 +49,7 @@ def queues_of(computer: Computer, transport: Transport | None) -> list[QueueInfo
 
 
 def queues_from_attribute(values: list[dict[str, Any]] | None) -> list[QueueInfo]:
+    """The queues a node stored (its ``QUEUES`` attribute), as :class:`QueueInfo` objects."""
     return [QueueInfo(**value) for value in values or []]
 
 
