@@ -10,7 +10,10 @@ import functools
 import inspect
 from collections.abc import Callable
 from importlib.metadata import EntryPoint, entry_points
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from veglia.engine.process import Process
 
 from veglia.exceptions import (
     EntryPointLoadError,
@@ -156,7 +159,7 @@ DataSourceFactory = _factory(
 )
 
 
-def load_process_class(process_type: str) -> type:
+def load_process_class(process_type: str) -> type[Process]:
     """The class of a process type as nodes record it: a ``veglia.calculations`` or
     ``veglia.workflows`` entry point name, or ``module:QualName``."""
     if ":" in process_type:
@@ -172,10 +175,12 @@ def load_process_class(process_type: str) -> type:
                 f"Process class {process_type!r} cannot be imported: {exc}. Install the "
                 "package that provides it, or put its module on the PYTHONPATH."
             ) from None
-        return target
+        process_class: type[Process] = target
+        return process_class
     for group in ("calculations", "workflows"):
         if any(ep.name == process_type for ep in get_entry_points(group)):
-            return load_entry_point(group, process_type)
+            loaded: type[Process] = load_entry_point(group, process_type)
+            return loaded
     known = [ep.name for group in ("calculations", "workflows") for ep in get_entry_points(group)]
     raise MissingEntryPointError(
         f"No calculation or workflow {process_type!r}. Installed: {', '.join(known) or 'none'}."

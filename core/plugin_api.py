@@ -53,7 +53,9 @@ top without loading the engine; a name from the engine loads the engine.
   :func:`parse_series` and :func:`evenly` (a sampler's series, thinned); a job's JSON trace
   file (:func:`read_trace_file`, :func:`parse_trace`, capped at :data:`MAX_TRACE_BYTES`) and
   its ``proc`` block put on a trace record (:func:`apply_proc_block`);
-- monitors (``veglia.monitors``): :class:`MonitorResult`; :func:`watch_files` with
+- monitors (``veglia.monitors``): :class:`Monitor` (a monitor function's signature, for
+  type checkers), returning a :data:`MonitorOutcome` (a message, a :class:`MonitorResult`
+  or None); :func:`watch_files` with
   :class:`FileWatch` declares the files a monitor reads, handed over as :class:`FileSlice`
   objects read for many jobs at once; a monitor taking ``trace`` gets the job's
   :class:`LiveTrace`, :func:`watch_trace` lets it read it itself when called directly;
@@ -120,7 +122,13 @@ if TYPE_CHECKING:
         parse_series,
         watch_trace,
     )
-    from veglia.engine.calcjob.monitors import MonitorResult, MonitorSpec, load_monitor
+    from veglia.engine.calcjob.monitors import (
+        Monitor,
+        MonitorOutcome,
+        MonitorResult,
+        MonitorSpec,
+        load_monitor,
+    )
     from veglia.engine.calcjob.options import CalcJobOption
     from veglia.engine.calcjob.queues import choose_queue, queues_from_attribute
     from veglia.engine.calcjob.trace_file import (
@@ -276,7 +284,9 @@ __all__ = [
     "Listing",
     "LiveTrace",
     "LocalTransportBase",
+    "Monitor",
     "MonitorError",
+    "MonitorOutcome",
     "MonitorResult",
     "MonitorSpec",
     "Node",
@@ -468,6 +478,8 @@ _HOMES = {
     "apply_proc_block": "veglia.engine.calcjob.trace_file",
     "parse_trace": "veglia.engine.calcjob.trace_file",
     "read_trace_file": "veglia.engine.calcjob.trace_file",
+    "Monitor": "veglia.engine.calcjob.monitors",
+    "MonitorOutcome": "veglia.engine.calcjob.monitors",
     "MonitorResult": "veglia.engine.calcjob.monitors",
     "MonitorSpec": "veglia.engine.calcjob.monitors",
     "load_monitor": "veglia.engine.calcjob.monitors",

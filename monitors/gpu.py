@@ -103,11 +103,12 @@ def gpu_idle(
     readings = [s.gpu for s in window]
     if not readings or any(r is None or r >= threshold for r in readings):
         return None
+    idle = [r for r in readings if r is not None]  # all of them, as checked above
     name = trace.gpu.get("name")
     gpu = f"GPU {name}" if name else "GPU"
     return MonitorResult(
         message=f"{gpu} idle: under {threshold:g}% in all {len(readings)} samples of the last "
-        f"{seconds:g} s (at most {max(readings):g}%)",
+        f"{seconds:g} s (at most {max(idle):g}%)",
         retrieve=True,
     )
 

@@ -4,6 +4,7 @@ data source): create, list, show, enable, disable, edit."""
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -270,7 +271,7 @@ def pipeline_show(
         )
 
 
-def _step_rows(steps: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+def _step_rows(steps: list[Mapping[str, Any]]) -> list[tuple[Any, ...]]:
     """A chain's steps one a row, their inputs and options as TOML writes them."""
 
     def pairs(values: Any) -> str:

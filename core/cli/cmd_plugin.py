@@ -89,7 +89,8 @@ def _ports(namespace: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str
     names (``files``: namespace of SinglefileData, any names), else its ports'."""
     for name, port in namespace.items():
         full = f"{prefix}{name}"
-        if not isinstance(port, Mapping):
+        nested = isinstance(port, Mapping)  # a namespace of ports (plumpy's PortNamespace)
+        if not nested:
             yield full, _type_name(port.valid_type), port
         elif port.dynamic or not port:
             of = f" of {_type_name(port.valid_type)}" if port.valid_type is not None else ""

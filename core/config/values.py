@@ -70,7 +70,7 @@ QUEUE_HELP = (
 )
 
 
-def parse_queues(text: str | list) -> list[dict[str, Any]]:
+def parse_queues(text: str | list[Any]) -> list[dict[str, Any]]:
     """Parse queue definitions (``"short:mem=4G:time=1h; long:time=2d"``) into dicts."""
     if isinstance(text, list):
         return [_check_queue(dict(q)) for q in text]

@@ -76,7 +76,8 @@ def process_class_of(setup: PipelineSetup) -> type[Process]:
 def source_of(setup: PipelineSetup) -> DataSource:
     """The setup's data source, built from its settings (so they are checked)."""
     try:
-        return DataSourceFactory(setup.source)(setup.source_settings)
+        result: DataSource = DataSourceFactory(setup.source)(setup.source_settings)
+        return result
     except VegliaError as exc:
         raise _fail(setup, str(exc)) from None
 

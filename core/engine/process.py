@@ -35,6 +35,8 @@ from veglia.orm.process_nodes import TERMINAL_STATES, ProcessNode
 from veglia.storage.outage import is_storage_outage
 
 if TYPE_CHECKING:
+    from plumpy.utils import AttributesFrozendict
+
     from veglia.storage.backend import HeldTransaction
 
 __all__ = ["CALLED_BY", "NODE_ATTRIBUTES", "TO_DAEMON", "Process"]
@@ -105,7 +107,7 @@ class Process(plumpy.Process):
         spec.outputs.dynamic = False
 
     @classmethod
-    def get_builder(cls) -> Any:
+    def get_builder(cls) -> ProcessBuilder:
 
         return ProcessBuilder(cls)
 
@@ -127,6 +129,17 @@ class Process(plumpy.Process):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.node: ProcessNode | None = None
+
+    if TYPE_CHECKING:
+        # plumpy's is Optional: None only before the process is set up, and the steps,
+        # parsers and hooks that read it all run after. (For type checkers only: the
+        # property stays plumpy's.)
+        @property
+        def inputs(self) -> AttributesFrozendict: ...
+
+        # plumpy's says plumpy's ProcessSpec; it is made of _spec_class, veglia's.
+        @classmethod
+        def spec(cls) -> ProcessSpec: ...
 
     @property
     def metadata(self) -> dict[str, Any]:
@@ -201,6 +214,7 @@ class Process(plumpy.Process):
         node = getattr(load_context, "node", None)
         if node is None or node.pk != saved_state["node_pk"]:
             node = load_node(saved_state["node_pk"])
+        assert isinstance(node, ProcessNode)  # a checkpoint names its process's node
         self.node = node
 
     # -- a database that went away ---------------------------------------------------------
@@ -255,7 +269,8 @@ class Process(plumpy.Process):
         were emitted (a parser's Python runs before the step's first write, not while it
         holds SQLite's write lock); none is stored should the block raise. As in aiida-core,
         a parser's outputs are attached once it has returned."""
-        self._deferred_outputs = deferred = []
+        deferred: list[tuple[str, Node]] = []
+        self._deferred_outputs = deferred
         try:
             yield
         finally:
@@ -303,7 +318,9 @@ class Process(plumpy.Process):
         if self.node is None:
             return
 
-        state = self._state.LABEL.value
+        label = self._state.LABEL
+        assert isinstance(label, ProcessState)  # plumpy's process states are labelled so
+        state = label.value
         terminal = state in TERMINAL_STATES
         exit_with, self._exit_to_write = self._exit_to_write, None
         self.node.set_state_and_checkpoint(

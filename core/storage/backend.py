@@ -497,6 +497,7 @@ class StorageBackend:
         With ``held`` (from :meth:`hold`, still open) the block continues that transaction
         and commits it, with what was written in it before.
         """
+        shared: _Shared
         if held is not None and held.open:
             shared = held
         elif self._joinable() is not None:
@@ -537,10 +538,12 @@ class StorageBackend:
     def insert(self, table: Any) -> Any:
         """An INSERT for this database's dialect, which has ``on_conflict_do_nothing``."""
         if self.engine.dialect.name == "postgresql":
-            from sqlalchemy.dialects.postgresql import insert
-        else:
-            from sqlalchemy.dialects.sqlite import insert
-        return insert(table)
+            from sqlalchemy.dialects import postgresql
+
+            return postgresql.insert(table)
+        from sqlalchemy.dialects import sqlite
+
+        return sqlite.insert(table)
 
     def close(self) -> None:
         self.engine.dispose()

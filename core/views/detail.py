@@ -52,13 +52,13 @@ def _epoch(seconds: float) -> datetime:
     return datetime.fromtimestamp(seconds, timezone.utc)
 
 
-def monitor_stop_text(stop: dict | None, when: TimeText = _iso) -> str | None:
+def monitor_stop_text(stop: dict[str, Any] | None, when: TimeText = _iso) -> str | None:
     if not stop:
         return None
     return f"{stop['name']} at {when(_epoch(stop['time']))}: {stop['message']}"
 
 
-def usage_text(usage: dict | None) -> str | None:
+def usage_text(usage: dict[str, Any] | None) -> str | None:
     if not usage:
         return None
     memory = usage.get("peak_memory_kb")
@@ -70,7 +70,7 @@ def usage_text(usage: dict | None) -> str | None:
     return ", ".join(p for p in parts if p) + f" (from {usage.get('source', '?')})"
 
 
-def restart_text(restart: dict | None) -> str | None:
+def restart_text(restart: dict[str, Any] | None) -> str | None:
     if not restart:
         return None
     return f"attempt {restart['attempt']}, after process {restart['previous']} {restart['reason']}"
@@ -93,7 +93,7 @@ def queue_moves_text(moves: list[dict[str, Any]] | None) -> str | None:
     return "; ".join(shown)
 
 
-def right_sized_text(changes: dict | None) -> str | None:
+def right_sized_text(changes: dict[str, Any] | None) -> str | None:
     if not changes:
         return None
     return "; ".join(f"{name} {c['from']} -> {c['to']}" for name, c in changes.items())
@@ -159,7 +159,7 @@ def rerun_text(attrs: dict[str, Any]) -> str | None:
 ATTEMPT_HEADERS = ("Attempt", "PK", "Job", "Queue", "Memory", "Time", "Exit", "Outcome")
 
 
-def attempt_rows(attempts: list[dict] | None) -> list[tuple[Any, ...]]:
+def attempt_rows(attempts: list[dict[str, Any]] | None) -> list[tuple[Any, ...]]:
     """The restart policy's attempts, each with what it asked for and what happened."""
     return [
         (

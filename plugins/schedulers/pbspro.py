@@ -82,7 +82,7 @@ def _size_kb(text: str) -> int | None:
     if not match:
         return None
     number, prefix, unit = int(match.group(1)), match.group(2).lower(), match.group(3).lower()
-    size = number * 1024 ** "bkmgtp".index(prefix or "b") * (8 if unit == "w" else 1)
+    size: int = number * 1024 ** "bkmgtp".index(prefix or "b") * (8 if unit == "w" else 1)
     return size // 1024
 
 

@@ -32,7 +32,7 @@ _SENDER_STOP = threading.Event()
 
 
 @hookimpl
-def register_options() -> list:
+def register_options() -> list[Any]:
     return list(OPTIONS)
 
 

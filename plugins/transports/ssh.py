@@ -270,8 +270,10 @@ class SshTransport(Transport):
                 handle.seek(offset)
                 if size is None:
                     handle.prefetch()
-                    return handle.read()
-                return handle.read(size)
+                    whole: bytes = handle.read()
+                    return whole
+                part: bytes = handle.read(size)
+                return part
         except (OSError, paramiko.SSHException, EOFError) as exc:
             raise self._error("read", source, exc) from None
 

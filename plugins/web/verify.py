@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
@@ -61,7 +61,7 @@ def _damage(node: ProcessNode, check: FileCheck) -> Damage:
 
     producers = []
     for pk, made in sorted(check.producers().items()):
-        job = load_node(pk)
+        job = cast("ProcessNode", load_node(pk))  # what made a node is a process
         producers.append(
             {"pk": pk, "label": job.label or job.process_type, "url": f"/job/{pk}", "nodes": made}
         )

@@ -160,6 +160,7 @@ class RestartWorkChain(WorkChain):
         return not self.ctx.finished
 
     def run_job(self) -> ToContext:
+        assert self.node is not None
         self.ctx.attempt += 1
         inputs = plain_data(self.inputs["job"])
         metadata = dict(inputs.get("metadata") or {})
@@ -193,6 +194,7 @@ class RestartWorkChain(WorkChain):
         return ToContext(jobs=append_(node))
 
     def inspect_job(self) -> None:
+        assert self.node is not None
         job = self.ctx.jobs[-1]
         decision, reason, options = self._decide(job)
         if decision == "resubmit" and self.ctx.attempt >= self.ctx.max_attempts:
@@ -224,9 +226,11 @@ class RestartWorkChain(WorkChain):
             self.ctx.finished = True
 
     def results(self) -> ExitCode | None:
+        assert self.node is not None
         if self.ctx.exit is not None:
             self._tell_user(self.ctx.exit)
-            return self.ctx.exit
+            exit_code: ExitCode = self.ctx.exit
+            return exit_code
         job = self.ctx.jobs[-1]
         for label, node in job.outputs.items():
             self.out(label, node)
@@ -277,7 +281,9 @@ class RestartWorkChain(WorkChain):
         self.ctx.exit = self.exit_codes.ERROR_JOB_FAILED.format(message=message)
         return "stop", f"failed again ({message}); stopping", options
 
-    def _not_responding(self, message: str, options: dict[str, Any]) -> tuple[str, str, dict]:
+    def _not_responding(
+        self, message: str, options: dict[str, Any]
+    ) -> tuple[str, str, dict[str, Any]]:
         """Cancelled for not responding: resubmitted once, unchanged; a second time is a
         failure (UC2 12g)."""
         self.ctx.unresponsive += 1
@@ -291,7 +297,9 @@ class RestartWorkChain(WorkChain):
     def _queues(self, job: Any) -> list[QueueInfo]:
         return queues_from_attribute(job.get_attribute(QUEUES))
 
-    def _more_memory(self, job: Any, options: dict[str, Any], why: str) -> tuple[str, str, dict]:
+    def _more_memory(
+        self, job: Any, options: dict[str, Any], why: str
+    ) -> tuple[str, str, dict[str, Any]]:
 
         self.ctx.oom = True
         if options.get("max_memory_kb") == 0:  # all of a node's memory (--mem=0) already
@@ -325,7 +333,7 @@ class RestartWorkChain(WorkChain):
             options,
         )
 
-    def _more_time(self, job: Any, options: dict[str, Any]) -> tuple[str, str, dict]:
+    def _more_time(self, job: Any, options: dict[str, Any]) -> tuple[str, str, dict[str, Any]]:
         queues = self._queues(job)
         by_name = {q.name: q for q in queues}
         here = _queue_of(job, options)
@@ -362,7 +370,9 @@ class RestartWorkChain(WorkChain):
             options,
         )
 
-    def _other_queue(self, job: Any, options: dict[str, Any], why: str) -> tuple[str, str, dict]:
+    def _other_queue(
+        self, job: Any, options: dict[str, Any], why: str
+    ) -> tuple[str, str, dict[str, Any]]:
         """The queue cannot run the job as asked: another queue that can, or lower requests."""
         queues = self._queues(job)
         here = _queue_of(job, options)

@@ -29,7 +29,7 @@ _BLOCKED_MESSAGE = "Blocked until `veglia process unblock`"
 class JobWaiting(InterruptibleWaiting):
     """WAITING with the transport work of the current command; interruptible by kill/pause."""
 
-    async def execute(self) -> Any:
+    async def execute(self) -> Any:  # type: ignore[override]  # async, as plumpy's Waiting
         process: CalcJob = self.process  # type: ignore[assignment]
         command = self.data
         try:

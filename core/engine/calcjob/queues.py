@@ -39,7 +39,7 @@ def queues_of(computer: Computer, transport: Transport | None) -> list[QueueInfo
         return _from_definitions(parse_queues(declared))
     if transport is not None:
         try:
-            queues = computer.get_scheduler().get_queues(transport)
+            queues: list[QueueInfo] = computer.get_scheduler().get_queues(transport)
         except Exception as exc:  # limits help choose; without them the policy still works
             LOGGER.debug("could not list the queues of %s: %s", computer.label, exc)
             queues = []
