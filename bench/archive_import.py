@@ -24,6 +24,8 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
+from machine import describe
+
 VEGLIA = str(Path(sys.executable).parent / "veglia")
 PROFILE = "archivebench"
 NODES_PER_JOB = 4
@@ -153,6 +155,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-n", "--nodes", type=int, default=20000, help="nodes in the archive")
     args = parser.parse_args()
+    print(f"machine: {describe()}")
     home = Path(tempfile.mkdtemp(prefix="veglia-archivebench-"))
     os.environ["VEGLIA_HOME"] = str(home)
     subprocess.run(

@@ -52,6 +52,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from machine import describe
+
 VEGLIA = str(Path(sys.executable).parent / "veglia")
 AIIDA_VENV_VERDI = Path("/work/aiida-venv/bin/verdi")
 
@@ -140,6 +142,7 @@ def main() -> None:
     )
     parser.add_argument("--verdi", help="The verdi to compare with.")
     args = parser.parse_args()
+    print(f"machine: {describe()}")
     timer = hyperfine_time if shutil.which("hyperfine") else loop_time
     print(f"timing with {'hyperfine' if timer is hyperfine_time else 'a loop'}, {args.runs} runs")
     homes = veglia_homes(args.nodes)

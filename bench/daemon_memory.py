@@ -88,6 +88,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from machine import describe
+
 VEGLIA = str(Path(sys.executable).parent / "veglia")
 PROFILE = "memory"
 
@@ -253,6 +255,7 @@ def main() -> None:
         "--keep", type=float, default=0.0, help="seconds to keep the jobs waiting (to profile)"
     )
     args = parser.parse_args()
+    print(f"machine: {describe()}")
     check_process_ids(args.n)
     figures = bench(args.n, not args.no_broker, args.timeout, args.keep)
     print(f"supervisor RSS:      {figures['supervisor_mb']:.1f} MB")

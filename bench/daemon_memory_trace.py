@@ -32,6 +32,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 import daemon_memory
+from machine import describe
 
 FRAMES = 25
 
@@ -128,6 +129,8 @@ def main() -> None:
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if not args.child:
+        print(f"machine: {describe()}")
     if args.child is not None:  # one run, in a fresh interpreter
         snapshot(args.n, args.child)
         os._exit(0)  # the worker's broker threads: no orderly shutdown needed

@@ -20,31 +20,18 @@ slower, which is what ``known`` is for.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
-import platform
 import posixpath
-import re
 import shlex
 import sys
 import time
 import uuid
 from pathlib import Path
 
+from machine import describe
+
 SERVICES_ENV = Path(os.environ.get("VEGLIA_SERVICES_ENV", "/var/lib/veglia-services/services.env"))
 TARGET_FIRST, TARGET_SECOND = 60.0, 2.0
-
-
-def machine() -> str:
-    """The machine the figures were measured on."""
-    model = ""
-    with contextlib.suppress(OSError):
-        found = re.search(r"model name\s*:\s*(.+)", Path("/proc/cpuinfo").read_text())
-        model = found.group(1).strip() if found else ""
-    return (
-        f"{os.cpu_count()} CPUs ({model or platform.machine()}), load "
-        f"{os.getloadavg()[0]:.1f}, Python {platform.python_version()}"
-    )
 
 
 def fill(transport, folder: str, count: int, size: int) -> None:
@@ -109,7 +96,7 @@ def main() -> None:
     args = parser.parse_args()
     from veglia import TransportFactory
 
-    print(f"machine: {machine()}")
+    print(f"machine: {describe()}")
     results = {}
     name = f"veglia-bench-datasource-{uuid.uuid4().hex[:8]}"
     with TransportFactory("core.local")() as local:

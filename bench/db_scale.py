@@ -89,6 +89,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from machine import describe
+
 VEGLIA = str(Path(sys.executable).parent / "veglia")
 PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
 PROFILE = "dbscale"
@@ -339,6 +341,7 @@ def main() -> None:
     parser.add_argument("--smoke", action="store_true", help="3,000 nodes, one repeat.")
     parser.add_argument("--no-plans", action="store_true", help="Do not print query plans.")
     args = parser.parse_args()
+    print(f"machine: {describe()}")
     if args.smoke:
         args.nodes, args.repeat = 3000, 1
     sys.path.insert(0, str(Path(__file__).parent))

@@ -17,6 +17,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from machine import describe
+
 from veglia.engine.calcjob.trace import TraceRecord
 from veglia.plugins.fusion.hooks import collect_trace
 from veglia.plugins.transports.local import LocalTransport
@@ -39,6 +41,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-n", type=int, default=5000)
     args = parser.parse_args()
+    print(f"machine: {describe()}")
     folder = Path(tempfile.mkdtemp(prefix="veglia-fusion-"))
     try:
         (folder / ".fusion").mkdir()

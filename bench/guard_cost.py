@@ -19,14 +19,14 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from machine import describe
 
 from veglia.engine.calcjob.job_script import JobScriptWrap, wrap_commands
 from veglia.engine.calcjob.monitors import parse_monitors
@@ -149,19 +149,9 @@ def main() -> None:
     parser.add_argument("--short", type=int, default=50, help="how many short jobs")
     args = parser.parse_args()
     bash = subprocess.run(["bash", "-c", "echo $BASH_VERSION"], capture_output=True, text=True)
-    print(
-        f"machine: {platform.machine()}, {os.cpu_count()} CPUs ({_cpu_model()}), load "
-        f"{os.getloadavg()[0]:.1f}; bash {bash.stdout.strip()}; Python {sys.version.split()[0]}"
-    )
+    print(f"machine: {describe(f'bash {bash.stdout.strip()}')}")
     cpu_while_running(args.seconds, args.interval)
     short_jobs(args.short)
-
-
-def _cpu_model() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return "?"
 
 
 if __name__ == "__main__":

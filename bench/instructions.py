@@ -33,6 +33,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from machine import describe
+
 VEGLIA = str(Path(sys.executable).parent / "veglia")
 
 #: Run under callgrind: warm up, then count ``n`` jobs (argv: mode, n).
@@ -98,6 +100,7 @@ def main() -> None:
     parser.add_argument("-n", "--jobs", type=int, help="jobs (default 20, or 100 with --submit)")
     parser.add_argument("--submit", action="store_true", help="count submissions only")
     args = parser.parse_args()
+    print(f"machine: {describe()}")
     if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
         raise SystemExit("valgrind (with callgrind_control) is needed: apt-get install valgrind")
     mode = "submit" if args.submit else "run"

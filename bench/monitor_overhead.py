@@ -19,6 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from machine import describe
+
 VEGLIA = str(Path(sys.executable).parent / "veglia")
 
 
@@ -26,6 +28,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-n", "--jobs", type=int, default=1000)
     args = parser.parse_args()
+    print(f"machine: {describe()}")
     home = tempfile.mkdtemp(prefix="veglia-bench-")
     os.environ["VEGLIA_HOME"] = home
     try:

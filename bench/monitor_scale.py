@@ -47,6 +47,8 @@ import time
 import uuid
 from pathlib import Path
 
+from machine import describe
+
 VEGLIA = str(Path(sys.executable).parent / "veglia")
 SERVICES_ENV = Path(os.environ.get("VEGLIA_SERVICES_ENV", "/var/lib/veglia-services/services.env"))
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -75,6 +77,7 @@ def main() -> None:
         "--write-every", type=float, default=0, help="Jobs append a line every S seconds."
     )
     args = parser.parse_args()
+    print(f"machine: {describe()}")
     env = dict(line.split("=", 1) for line in SERVICES_ENV.read_text().split() if "=" in line)
     home = tempfile.mkdtemp(prefix="veglia-bench-")
     workdir = f"{env['SSH_USER_HOME']}/veglia-monscale-{uuid.uuid4().hex[:8]}"

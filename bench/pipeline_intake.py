@@ -21,30 +21,18 @@ started at the engine's rate (ratio near 1).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import logging
 import os
-import platform
-import re
 import shutil
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from machine import describe
+
 TARGET_TAKEN, TARGET_AGAIN = 60.0, 2.0
 WARM_UP = 50
-
-
-def machine() -> str:
-    model = ""
-    with contextlib.suppress(OSError):
-        found = re.search(r"model name\s*:\s*(.+)", Path("/proc/cpuinfo").read_text())
-        model = found.group(1).strip() if found else ""
-    return (
-        f"{os.cpu_count()} CPUs ({model or platform.machine()}), load "
-        f"{os.getloadavg()[0]:.1f}, Python {platform.python_version()}"
-    )
 
 
 def fill(folder: Path, count: int, size: int) -> None:
@@ -80,7 +68,7 @@ def run(count: int, size: int, home: Path) -> None:
     from veglia.pipeline_setups import PipelineSetup
     from veglia.profile_setup import create_profile
 
-    print(f"machine: {machine()}")
+    print(f"machine: {describe()}")
     create_profile(Config(), "bench", {"transport.safe_interval": "0"})
     load_profile("bench")
     logging.getLogger("veglia.engine").setLevel(logging.ERROR)  # "no daemon runs"

@@ -25,6 +25,7 @@ from pathlib import Path
 
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
+from machine import describe  # noqa: E402
 from throughput import peak_rss_mb  # noqa: E402 - beside this script
 
 VEGLIA = str(Path(sys.executable).parent / "veglia")
@@ -55,6 +56,7 @@ def main() -> None:
     parser.add_argument("-p", "--pipelines", type=int, default=20)
     parser.add_argument("-s", "--steps", type=int, default=10)
     args = parser.parse_args()
+    print(f"machine: {describe()}")
     home = tempfile.mkdtemp(prefix="veglia-bench-")
     os.environ["VEGLIA_HOME"] = home
     os.environ["PYTHONPATH"] = str(HERE)  # the workers import bench_workflows

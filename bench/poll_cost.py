@@ -22,6 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from machine import describe
+
 VEGLIA = str(Path(sys.executable).parent / "veglia")
 SERVICES_ENV = Path(os.environ.get("VEGLIA_SERVICES_ENV", "/var/lib/veglia-services/services.env"))
 
@@ -40,6 +42,7 @@ def main() -> None:
     parser.add_argument("--watch", type=float, default=20.0, help="Seconds to watch.")
     parser.add_argument("--monitors", action="store_true", help="Attach 2 monitors to each job.")
     args = parser.parse_args()
+    print(f"machine: {describe()}")
     env = dict(line.split("=", 1) for line in SERVICES_ENV.read_text().split() if "=" in line)
     home = tempfile.mkdtemp(prefix="veglia-bench-")
     os.environ["VEGLIA_HOME"] = home

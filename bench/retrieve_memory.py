@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import platform
 import re
 import shutil
 import subprocess
@@ -36,6 +35,8 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+
+from machine import describe
 
 VEGLIA = str(Path(sys.executable).parent / "veglia")
 PROFILE = "retrieve"
@@ -57,19 +58,6 @@ def parse_size(text: str) -> int:
     if not match:
         raise argparse.ArgumentTypeError(f"{text!r} is not a size such as 2G or 20M")
     return int(match.group(1)) * {"": 1, "K": 2**10, "M": 2**20, "G": 2**30}[match.group(2)]
-
-
-def machine() -> str:
-    """The machine the figures were measured on."""
-    model = ""
-    with contextlib.suppress(OSError):
-        found = re.search(r"model name\s*:\s*(.+)", Path("/proc/cpuinfo").read_text())
-        model = found.group(1).strip() if found else ""
-    memory = status_line("/proc/meminfo", "MemTotal") / 2**20
-    return (
-        f"{os.cpu_count()} CPUs ({model or platform.machine()}), {memory:.0f} GiB, "
-        f"Python {platform.python_version()}, load {os.getloadavg()[0]:.1f}"
-    )
 
 
 def status_line(path: str, field: str) -> float:
@@ -202,7 +190,7 @@ def main() -> None:
     parser.add_argument("--no-broker", action="store_true", help="a profile without RabbitMQ")
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds a job may take")
     args = parser.parse_args()
-    print(f"machine: {machine()}")
+    print(f"machine: {describe()}")
     for storage in args.storage or ["sqlite", "postgresql"]:
         figures = bench(storage, args.repository, args.size, not args.no_broker, args.timeout)
         verdict = "under" if figures["peak_increase_mb"] < TARGET_MB else "OVER"

@@ -297,6 +297,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from machine import describe
+
 VEGLIA = str(Path(sys.executable).parent / "veglia")
 PROBE = Path(__file__).resolve().parent / "probe"
 AIIDA_VENV_PYTHON = Path("/work/aiida-venv/bin/python")
@@ -918,6 +920,7 @@ def main() -> None:
     parser.add_argument("--aiida", action="store_true", help="Also run it through aiida-core.")
     parser.add_argument("--aiida-python", help="The Python of a venv with aiida-core.")
     args = parser.parse_args()
+    print(f"machine: {describe()}")
     print_calibration("before")
     if args.submit_only:
         cost = bench_submit_only(args.submit_only, args.profile)

@@ -19,6 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from machine import describe
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
@@ -28,6 +30,7 @@ def main() -> None:
     parser.add_argument("-n", type=int, default=1000, help="tasks")
     parser.add_argument("-r", type=int, default=10, help="runs they are spread over")
     args = parser.parse_args()
+    print(f"machine: {describe()}")
     os.environ["VEGLIA_HOME"] = tempfile.mkdtemp(prefix="veglia-tower-bench-")
 
     from veglia.plugins.tower import outbox, payload

@@ -19,15 +19,15 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from machine import describe
 
 from veglia.engine.calcjob.job_script import JobScriptWrap, wrap_commands
 from veglia.plugins.trace.hooks import job_script_wrap
@@ -138,11 +138,7 @@ def main() -> None:
     parser.add_argument("--interval", type=float, default=1.0, help="its sampling interval")
     parser.add_argument("--short", type=int, default=100, help="how many short jobs")
     args = parser.parse_args()
-    print(
-        f"machine: {platform.node()} {platform.machine()}, {os.cpu_count()} CPUs, "
-        f"{platform.system()} {platform.release()}; bash {_bash_version()}; "
-        f"Python {sys.version.split()[0]}"
-    )
+    print(f"machine: {describe(f'bash {_bash_version()}')}")
     cpu_while_running(args.seconds, args.interval)
     short_jobs(args.short)
 

@@ -51,12 +51,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import dataclasses
 import json
 import os
-import platform
-import re
 import resource
 import secrets
 import shutil
@@ -76,6 +73,7 @@ BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 
 from db_scale import PROFILE, drop_database, make_profile  # noqa: E402
+from machine import describe  # noqa: E402
 
 #: Calc jobs the big workflow called, and samples in the traced job's trace.
 WORKFLOW_STEPS = 2000
@@ -175,10 +173,6 @@ def serve(port: int, token: str) -> None:
 
 # -- the client ------------------------------------------------------------------------------
 def machine(backend: str) -> str:
-    model = ""
-    with contextlib.suppress(OSError):
-        found = re.search(r"model name\s*:\s*(.+)", Path("/proc/cpuinfo").read_text())
-        model = found.group(1).strip() if found else ""
     database = "SQLite (WAL)"
     if backend == "postgresql":
         import psycopg
@@ -186,10 +180,7 @@ def machine(backend: str) -> str:
         with psycopg.connect("postgresql://postgres@127.0.0.1:5432/postgres") as connection:
             row = connection.execute("SHOW server_version").fetchone()
         database = f"PostgreSQL {row[0] if row else '?'}"
-    return (
-        f"{os.cpu_count()} CPUs ({model or platform.machine()}), load "
-        f"{os.getloadavg()[0]:.1f}, Python {platform.python_version()}, {database}"
-    )
+    return describe(database)
 
 
 def free_port() -> int:

@@ -15,12 +15,19 @@ async def _ping(url: str, timeout: float) -> str:
 
     connection = await aio_pika.connect(url, timeout=timeout)
     try:
-        properties = connection.transport.connection.server_properties or {}
-        product = properties.get("product", "AMQP broker")
-        version = properties.get("version", "")
+        transport = connection.transport
+        assert transport is not None  # connected above
+        properties = transport.connection.server_properties or {}
+        product = _text(properties.get("product", "AMQP broker"))
+        version = _text(properties.get("version", ""))
         return f"{product} {version}".strip()
     finally:
         await connection.close()
+
+
+def _text(value: object) -> str:
+    """A server property as text: AMQP may send it as bytes."""
+    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
 
 
 def ping_broker(url: str, timeout: float = 5.0) -> str:

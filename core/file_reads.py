@@ -140,7 +140,7 @@ def link_above(
     return posixpath.join(top, walked) if walked else None
 
 
-def read_requests(payload: dict) -> list:
+def read_requests(payload: "dict[str, Any]") -> "list[Any]":  # noqa: UP037
     """Answer ``payload`` (``{"budget": N, "requests": [...]}``): one list of entries per
     request. Only the standard library, and Python 3.6 syntax: this function's source runs
     on the computer."""
@@ -219,10 +219,13 @@ def python_command() -> str:
     return _PROGRAM.command
 
 
-def read_via_command(transport: FileReader, payload: dict) -> list | None:
+def read_via_command(transport: FileReader, payload: dict[str, Any]) -> list[Any] | None:
     """The answers from one ``python3`` command on the computer; None when it has no
     ``python3`` (exit 127), so the caller falls back to :func:`read_per_file`."""
-    return _PROGRAM.ask(transport, payload, what="Reading the watched files", timeout=120)
+    result: list[Any] | None = _PROGRAM.ask(
+        transport, payload, what="Reading the watched files", timeout=120
+    )
+    return result
 
 
 def _matches(transport: FileReader, pattern: str) -> list[str]:
@@ -235,7 +238,7 @@ def _matches(transport: FileReader, pattern: str) -> list[str]:
     return [posixpath.join(folder, n) for n in sorted(fnmatch.filter(names, name))][:MAX_MATCHES]
 
 
-def read_per_file(transport: FileReader, payload: dict) -> list:
+def read_per_file(transport: FileReader, payload: dict[str, Any]) -> list[Any]:
     """The same answers as :func:`read_requests`, with the transport's file calls (no inode:
     a rotated file is only noticed when it is shorter than what was read)."""
     budget = payload.get("budget", DEFAULT_BUDGET)

@@ -200,7 +200,7 @@ class LocalTransportBase(Transport):
         return process.returncode, stdout.decode(errors="replace"), stderr.decode(errors="replace")
 
     def _communicate(
-        self, process: subprocess.Popen, command: str, stdin: bytes, timeout: float | None
+        self, process: subprocess.Popen[bytes], command: str, stdin: bytes, timeout: float | None
     ) -> tuple[bytes, bytes]:
         """Like ``Popen.communicate``, but reading at most :attr:`max_output` bytes of each
         stream: a command that prints more raises rather than fill the worker's memory."""

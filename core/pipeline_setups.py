@@ -115,7 +115,7 @@ class PipelineSetup:
         return self.pk is not None
 
     @property
-    def steps(self) -> list[dict[str, Any]]:
+    def steps(self) -> list[Mapping[str, Any]]:
         """The steps of a setup that runs several one after another (else none)."""
         steps = self.inputs.get("steps") if self.process == CHAIN_PROCESS else None
         return [step for step in steps if isinstance(step, Mapping)] if steps else []
@@ -257,7 +257,10 @@ _EXAMPLES = {
 
 def _newest_version(connection: Any, name: str) -> int | None:
     table = tables.pipeline_setups
-    return connection.scalar(sa.select(sa.func.max(table.c.version)).where(table.c.name == name))
+    result: int | None = connection.scalar(
+        sa.select(sa.func.max(table.c.version)).where(table.c.name == name)
+    )
+    return result
 
 
 def _insert(setup: PipelineSetup, version: int) -> PipelineSetup:
@@ -422,7 +425,8 @@ def parse_setup_toml(text: str, where: str = "the setup file") -> dict[str, Any]
         import tomli as tomllib
 
     try:
-        return tomllib.loads(text)
+        result: dict[str, Any] = tomllib.loads(text)
+        return result
     except tomllib.TOMLDecodeError as exc:
         raise PipelineSetupError(f"{where} is not valid TOML: {exc}; fix it there.") from None
 

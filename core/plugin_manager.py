@@ -95,7 +95,7 @@ def has_implementations(hook_name: str) -> bool:
     return bool(getattr(get_plugin_manager().hook, hook_name).get_hookimpls())
 
 
-def call_each(hook_name: str, **kwargs: object) -> list[tuple[str, BaseException]]:
+def call_each(hook_name: str, **kwargs: Any) -> list[tuple[str, BaseException]]:
     """Call every implementation of a hook, each shielded from the others' exceptions.
 
     For hooks where one broken plugin must not keep the others (or the engine) from their
@@ -163,7 +163,7 @@ def gather_strict(
 
 def gather_named(
     hook_name: str,
-    kind: type,
+    kind: type[Any],
     what: str,
     builtin: Iterable[str] = (),
     *,

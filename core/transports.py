@@ -15,7 +15,7 @@ import stat as stat_module
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from veglia import file_reads
 from veglia.exceptions import CommandOutputTooLarge, TransportError
@@ -28,6 +28,8 @@ __all__ = [
     "shown_command",
     "shown_output",
 ]
+
+_T = TypeVar("_T", bound="Transport")  # what `with SomeTransport(...) as t` gives
 
 #: The most veglia reads of a command's stdout, and of its stderr, in bytes: the default of
 #: the profile option ``transport.max_command_output``.
@@ -145,7 +147,7 @@ class Transport(ABC):
     def is_open(self) -> bool:
         """Whether the connection is open and usable."""
 
-    def __enter__(self) -> Transport:
+    def __enter__(self: _T) -> _T:
         self.open()
         return self
 
@@ -357,7 +359,8 @@ class Transport(ABC):
                     f"Could not learn the home folder on {self.hostname}: {shown_output(err, out)}"
                 )
             self.__dict__["_home"] = out
-        return self.__dict__["_home"]
+        home: str = self.__dict__["_home"]
+        return home
 
     def whoami(self) -> str:
         """The user name the transport runs commands as."""

@@ -11,9 +11,15 @@ import re
 import time
 from typing import Any
 
-from veglia.engine.calcjob.file_watch import FileSlice, FileWatch, watch_files
-from veglia.engine.calcjob.guards import Guard, guarded
-from veglia.engine.calcjob.monitors import MonitorError, MonitorResult
+from veglia.plugin_api import (
+    FileSlice,
+    FileWatch,
+    Guard,
+    MonitorError,
+    MonitorResult,
+    guarded,
+    watch_files,
+)
 
 __all__ = ["convergence", "file_pattern", "stalled_output"]
 

@@ -2,14 +2,25 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
-from veglia.engine.calcjob.guards import Guard, guarded, positive_kwarg
-from veglia.engine.calcjob.live_trace import LiveTrace, watch_trace
-from veglia.engine.calcjob.monitors import MonitorResult
-from veglia.plugins.fusion.gpu_idle import idle_by_average
+from veglia.plugin_api import (
+    Guard,
+    LiveTrace,
+    MonitorResult,
+    TraceFileUnusable,
+    guarded,
+    positive_kwarg,
+    read_trace_file,
+    watch_trace,
+)
 
 __all__ = ["gpu_idle"]
+
+#: Where Fusion keeps its trace (the ``core.fusion`` plugin's ``TRACE_PATH``): the fallback
+#: of a job without a live trace reads it by its documented path, not through the plugin.
+FUSION_TRACE = ".fusion/trace.json"
 
 
 #: The trace sampler's series read from a remembered offset: the first sample, the last, and
@@ -92,10 +103,39 @@ def gpu_idle(
     readings = [s.gpu for s in window]
     if not readings or any(r is None or r >= threshold for r in readings):
         return None
+    idle = [r for r in readings if r is not None]  # all of them, as checked above
     name = trace.gpu.get("name")
     gpu = f"GPU {name}" if name else "GPU"
     return MonitorResult(
         message=f"{gpu} idle: under {threshold:g}% in all {len(readings)} samples of the last "
-        f"{seconds:g} s (at most {max(readings):g}%)",
+        f"{seconds:g} s (at most {max(idle):g}%)",
         retrieve=True,
     )
+
+
+def idle_by_average(
+    transport: Any, threshold: float, seconds: float, state: dict[str, Any]
+) -> MonitorResult | None:
+    """Stop the job once the ``gpu.pct`` that Fusion keeps in ``.fusion/trace.json`` (the
+    average since the task started) has stayed under ``threshold`` for ``seconds``. No
+    trace, or no GPU block, is not a reason to act."""
+    try:
+        trace = read_trace_file(transport, FUSION_TRACE, missing=" (Fusion did not write it)")
+    except TraceFileUnusable:
+        return None
+    gpu = trace.get("gpu") or {}
+    pct = gpu.get("pct")
+    if not isinstance(pct, int | float) or isinstance(pct, bool):
+        return None
+    now = time.time()
+    if pct >= threshold:
+        state.pop("idle_since", None)
+        return None
+    since = state.setdefault("idle_since", now)
+    if now - since >= seconds:
+        return MonitorResult(
+            message=f"GPU {gpu.get('name', '')} idle ({pct}% < {threshold}%) for "
+            f"{now - since:.0f} s".replace("GPU  ", "GPU "),
+            retrieve=True,
+        )
+    return None

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from veglia.engine.calcjob.guards import Guard, guarded, positive_kwarg
-from veglia.engine.calcjob.live_trace import LiveTrace, watch_trace
-from veglia.engine.calcjob.monitors import MonitorResult
+from veglia.plugin_api import Guard, LiveTrace, MonitorResult, guarded, positive_kwarg, watch_trace
 
 __all__ = ["memory_ceiling"]
 

@@ -6,10 +6,7 @@ import functools
 import time
 from typing import Any
 
-from veglia.engine.calcjob.history import similar_waits
-from veglia.engine.calcjob.monitors import MonitorResult
-from veglia.manage import get_profile
-from veglia.orm.computers import load_computer
+from veglia.plugin_api import MonitorResult, get_profile, load_computer, similar_waits
 
 __all__ = ["pending_too_long"]
 

@@ -6,9 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from veglia.engine.calcjob.guards import positive_kwarg
-from veglia.engine.calcjob.live_trace import LiveTrace, watch_trace
-from veglia.engine.calcjob.monitors import MonitorResult
+from veglia.plugin_api import LiveTrace, MonitorResult, positive_kwarg, watch_trace
 
 __all__ = ["unresponsive"]
 

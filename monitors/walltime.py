@@ -5,8 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from veglia.engine.calcjob.guards import Guard, guarded, positive_kwarg
-from veglia.engine.calcjob.monitors import MonitorResult
+from veglia.plugin_api import Guard, MonitorResult, guarded, positive_kwarg
 
 __all__ = ["walltime_guard"]
 

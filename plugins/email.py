@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from veglia.config.options import Option
-from veglia.config.values import parse_boolean, parse_positive_int
-from veglia.hookspecs import hookimpl
+from veglia.plugin_api import Option, hookimpl, parse_boolean, parse_positive_int
 
 if TYPE_CHECKING:
     import smtplib

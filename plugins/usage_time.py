@@ -14,12 +14,11 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from veglia.hookspecs import hookimpl
+from veglia.plugin_api import hookimpl
 
 if TYPE_CHECKING:
     # Lazy: every process loads this hook module (`veglia --help` too); the engine when asked.
-    from veglia.engine.calcjob.job_script import JobScriptWrap
-    from veglia.orm.computers import ComputerProperty
+    from veglia.plugin_api import ComputerProperty, JobScriptWrap
 
 __all__ = ["USAGE_FILE", "measurement", "parse_usage"]
 
@@ -33,7 +32,7 @@ MAX_USAGE_BYTES = 65536
 def computer_properties() -> list[ComputerProperty]:
     """``measure_usage`` (``veglia computer setup --measure-usage yes``)."""
     # Lazy: every process loads this hook module; the ORM only when asked.
-    from veglia.orm.computers import ComputerProperty
+    from veglia.plugin_api import ComputerProperty
 
     return [
         ComputerProperty(
@@ -48,7 +47,7 @@ def job_script_wrap(node: Any, computer: Any) -> JobScriptWrap | None:
     if not computer.get_property("measure_usage"):
         return None
     # Lazy: the engine only in a process that writes job scripts.
-    from veglia.engine.calcjob.job_script import JobScriptWrap
+    from veglia.plugin_api import JobScriptWrap
 
     return JobScriptWrap(
         name="core.time",
@@ -66,7 +65,7 @@ def collect_trace(node: Any, transport: Any, record: Any, computer: Any) -> None
     if transport is None:
         return
     # Lazy: the transport's errors only for a process that collects traces.
-    from veglia.exceptions import TransportError
+    from veglia.plugin_api import TransportError
 
     try:
         info = transport.lstat(USAGE_FILE)

@@ -28,6 +28,9 @@ RULES = [
 KNOWN: set[tuple[str, str]] = set()
 #: Import circles still to be untied (issue #34, item 8); may only shrink, like KNOWN.
 KNOWN_CIRCLES: list[frozenset[str]] = [
+    # Merged from main (typing): the builder names the Process class it builds for, which
+    # makes builders (Process.get_builder).
+    frozenset({"veglia.engine.builder", "veglia.engine.process"}),
     frozenset(
         {
             "veglia.orm.data",
@@ -292,3 +295,75 @@ def test_the_lazy_import_check_wants_a_reason():
     )
     assert _unexplained_lazy_imports(bare) == [3]
     assert _unexplained_lazy_imports(explained) == []
+
+
+#: What a built-in plugin or monitor may import of veglia besides its own package: the public
+#: surface a third-party plugin has (issue #34), so the built-ins prove it is enough.
+PLUGIN_SURFACE = "veglia.plugin_api"
+#: Plugin or monitor modules that still import the core behind ``veglia.plugin_api``: none,
+#: and none may be added (what a built-in needs is added to the plugin API instead).
+PLUGIN_API_KNOWN: set[tuple[str, str]] = set()
+
+
+def own_package(module: str) -> str:
+    """The package a plugin or monitor module may import freely: ``veglia.plugins.web`` for
+    ``veglia.plugins.web.pages``, the module itself for a one-module plugin
+    (``veglia.plugins.email``), ``veglia.monitors`` for every monitor."""
+    if module == "veglia.monitors" or module.startswith("veglia.monitors."):
+        return "veglia.monitors"
+    return ".".join(module.split(".")[:3])
+
+
+def core_imports(module: str, source: str) -> set[tuple[str, str]]:
+    """``(module, imported)`` for each import of veglia by a plugin or monitor module that
+    is neither the plugin API nor its own package (``from veglia import orm`` counts)."""
+    if not module.startswith(("veglia.plugins", "veglia.monitors")):
+        return set()
+    own = own_package(module)
+    found = set()
+    for name in imported(source, module):
+        if name != "veglia" and not name.startswith("veglia."):
+            continue
+        if name == own or name.startswith(own + "."):
+            continue
+        if name == PLUGIN_SURFACE or name.startswith(PLUGIN_SURFACE + "."):
+            continue
+        found.add((module, name))
+    return found
+
+
+def test_plugins_and_monitors_import_only_the_plugin_api():
+    """The built-ins use the public surface: ``veglia.plugins`` and ``veglia.monitors``
+    import of veglia only ``veglia.plugin_api`` and their own package."""
+    found = set()
+    for folder in ("plugins", "monitors"):
+        for path in (ROOT / folder).rglob("*.py"):
+            found |= core_imports(module_name(path), path.read_text())
+    new = sorted(found - PLUGIN_API_KNOWN)
+    assert not new, "import it from veglia.plugin_api (add it there if missing):\n" + "\n".join(
+        f"{module} imports {name}" for module, name in new
+    )
+    stale = {module for module, _ in PLUGIN_API_KNOWN} - {module for module, _ in found}
+    assert not stale, f"no longer importing the core, remove from PLUGIN_API_KNOWN: {stale}"
+
+
+def test_the_plugin_api_check_catches_a_core_import_even_inside_a_function():
+    lazy = "def f():\n    # Lazy: start-up.\n    from veglia.orm.nodes import load_node\n"
+    assert core_imports("veglia.plugins.web.actions", lazy) == {
+        ("veglia.plugins.web.actions", "veglia.orm.nodes"),
+        ("veglia.plugins.web.actions", "veglia.orm.nodes.load_node"),
+    }
+    assert ("veglia.monitors.gpu", "veglia.orm") in core_imports(
+        "veglia.monitors.gpu", "from veglia import orm\n"
+    )
+    # Another plugin's package is not the plugin's own: share through the core instead.
+    assert core_imports("veglia.monitors.gpu", "from veglia.plugins.fusion import x\n")
+    assert core_imports("veglia.plugins.email", "from veglia.plugins.web import hooks\n")
+    allowed = (
+        "from veglia.plugin_api import hookimpl\n"
+        "from veglia.plugins.web.pages import render\n"
+        "from .probe import stamp\n"
+    )
+    assert core_imports("veglia.plugins.web.hooks", allowed) == set()
+    assert core_imports("veglia.monitors.gpu", "from veglia.monitors.basic import k\n") == set()
+    assert core_imports("veglia.engine.daemon", "from veglia.orm import Int\n") == set()

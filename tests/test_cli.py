@@ -270,7 +270,7 @@ def test_plugin_show_prints_docstring_and_signature(run_cli):
     result = run_cli("plugin", "show", "monitors", "core.always_kill")
     assert result.exit_code == 0
     assert "Kill the job at the first scheduler poll" in result.stdout
-    assert "core.always_kill(node: 'Any', transport: 'Any', message: 'str'" in result.stdout
+    assert "core.always_kill(node: Any, transport: Any, message: str" in result.stdout
     missing = run_cli("plugin", "show", "monitors", "core.nope")
     assert missing.exit_code == 5 and "Installed: core.always_kill" in missing.stderr
 

@@ -12,6 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from veglia.cli.cmd_pipeline import eta_text
+from veglia.pipeline_elements import Progress
+
 
 def ok(result):
     assert result.exit_code == 0, result.output
@@ -220,3 +223,8 @@ def test_process_list_setup_lists_exactly_its_runs_with_their_element(state, run
     assert "No active process matches" in ok(run_cli("process", "list", "--setup", "many")).stdout
     unknown = run_cli("process", "list", "--setup", "nope")
     assert unknown.exit_code != 0 and "No pipeline setup 'nope'" in unknown.stderr
+
+
+def test_runs_shorter_than_a_second_do_not_read_as_taking_no_time():
+    progress = Progress(seen=5, to_start=2, done=3, seconds_per_run=0.3, eta_seconds=0.2)
+    assert eta_text(progress, None) == "under 1s for 2 (a run took under 1s on average)"

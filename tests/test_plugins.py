@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import re
 import shutil
 import subprocess
 import sys
@@ -193,3 +194,66 @@ def test_an_external_plugin_s_storage_migrations_make_its_own_table(
     storage = StorageBackend(f"sqlite:///{database}", database.parent / "repo")
     assert storage.schema_differences()["example"] == []
     storage.close()
+
+
+def test_an_external_package_on_plugin_api_alone_runs_a_job_end_to_end(
+    example_plugin, profile, run_cli, tmp_path
+):
+    """The example package imports nothing of veglia but ``veglia.plugin_api``; with it
+    installed, a job runs through its scheduler, inside its job-script wrap, is watched by
+    its monitor, and leaves a note in its own table that ``process show`` prints."""
+    import ast
+
+    from veglia import engine, orm
+    from veglia.entry_points import CalculationFactory, clear_cache
+
+    package = EXAMPLE / "veglia_example_plugin"
+    for path in package.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("veglia."):
+                assert node.module == "veglia.plugin_api", f"{path.name}: {node.module}"
+    clear_cache()
+    computer = orm.Computer(
+        label="setsid",
+        hostname="localhost",
+        transport_type="core.local",
+        scheduler_type="example.setsid",
+        properties={"workdir": str(tmp_path / "work"), "minimum_poll_interval": 0.2},
+    ).store()
+    computer.configure()
+    builder = CalculationFactory("core.shell").get_builder()
+    builder.command = orm.Str("echo NaN >> out.log; echo started; exit 4")
+    builder.metadata.computer = "setsid"
+    builder.monitors = {"nan": {"entry_point": "example.nan_guard", "kwargs": {"limit": 5}}}
+    _, node = engine.run_get_node(builder)
+    assert node.computer_label == "setsid" and node.job_id.isdigit()  # its scheduler ran it
+    assert node.exit_status == 400, node.exit_message  # the command's own exit 4
+    wraps = [wrap["name"] for wrap in node.get_attribute("job_script_wraps")]
+    assert "example.stamp" in wraps, wraps
+    shown = run_cli("-p", "test", "process", "show", str(node.pk))
+    assert shown.exit_code == 0, shown.output
+    # The wrap's file, retrieved, became a row of the plugin's own table.
+    assert re.search(r"Example notes.*exit 4 on \S+", shown.stdout, re.DOTALL), shown.stdout
+
+    # Its monitor stops a job, through its scheduler's kill: nothing of the job runs on.
+    marker = f"sleep 300.{node.pk}"
+    builder.command = orm.Str(
+        f"echo NaN NaN NaN > out.log; bash -c 'exec -a \"{marker}\" sleep 300'"
+    )
+    builder.monitors = {"nan": {"entry_point": "example.nan_guard", "kwargs": {"limit": 1}}}
+    _, stopped = engine.run_get_node(builder)
+    assert stopped.exit_status == 150, stopped.exit_message
+    assert "out.log has 3 NaN values (limit 1)" in stopped.exit_message
+    left = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True)
+    assert left.stdout == "", f"still running: {left.stdout}"
+
+
+def test_the_external_package_passes_veglia_s_contracts_in_its_own_tests(tmp_path):
+    from test_contracts_for_plugins import _install, _pytest
+
+    package = tmp_path / EXAMPLE.name
+    shutil.copytree(EXAMPLE, package)
+    _install(package, tmp_path / "site")
+    result = _pytest(package, tmp_path / "site")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert re.fullmatch(r"\d+ passed in .*", result.stdout.strip().splitlines()[-1]), result.stdout

@@ -10,6 +10,7 @@ here (no LSF or PBS on this machine): their commands run against PATH stand-ins.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import threading
 import time
@@ -180,6 +181,8 @@ def test_a_running_job_core_direct_cannot_move_is_left_alone_with_one_note(profi
     assert report.count("left in queue short") == 1, report
     assert "of the 2 s of the limit of queue short, and 3 similar jobs took 60 s" in report
     assert "core.direct cannot move a running job to another queue" in report
+    shown = run_cli("-p", "test", "process", "show", str(node.pk)).stdout
+    assert re.search(r"queue moves\s+stayed in short while running \(ran \d+ s", shown), shown
 
 
 def test_nothing_happens_without_history_or_when_switched_off(profile, run_cli):
@@ -233,6 +236,8 @@ def test_a_running_job_is_moved_once_where_the_scheduler_can(mover, run_cli):
     assert (node.options["queue_name"], node.options["max_wallclock_seconds"]) == ("long", 60)
     report = _report(run_cli, node)
     assert report.count("moved from queue short to long with a time limit of 60 s") == 1
+    shown = run_cli("-p", "test", "process", "show", str(node.pk)).stdout
+    assert re.search(r"queue moves\s+short -> long while running, time limit 60 s", shown), shown
 
 
 def test_a_failed_move_is_reported_once_and_not_tried_again(mover, run_cli):

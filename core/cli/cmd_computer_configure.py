@@ -89,7 +89,7 @@ def _ask_auth(option: Any, current: Any) -> Any:
 @click.argument("label", shell_complete=complete_computer_labels)
 @click.option("-n", "--non-interactive", is_flag=True, help="Ask nothing; keep other values.")
 @pass_state
-def computer_configure(state: CliState, label: str, non_interactive: bool, **flags: Any) -> None:
+def computer_configure(state: CliState, /, label: str, non_interactive: bool, **flags: Any) -> None:
     """Set how you connect to computer LABEL: the options of its transport."""
 
     state.profile  # noqa: B018

@@ -104,7 +104,9 @@ def apply_changes(
 )
 @with_field_flags(skip=("label",), defaults=False)
 @pass_state
-def computer_set(state: CliState, label: str, reset: tuple[str, ...], **given: str | None) -> None:
+def computer_set(
+    state: CliState, /, label: str, reset: tuple[str, ...], **given: str | None
+) -> None:
     """Change computer LABEL: the fields and properties given as flags, the rest kept.
 
     The flags are those of `veglia computer setup`; `veglia computer relabel` renames it.
@@ -172,7 +174,7 @@ def computer_relabel(state: CliState, old: str, new: str) -> None:
 @with_field_flags(skip=("label",), defaults=False)
 @pass_state
 def computer_duplicate(
-    state: CliState, label: str, new: str, copy_configuration: bool, **given: str | None
+    state: CliState, /, label: str, new: str, copy_configuration: bool, **given: str | None
 ) -> None:
     """Make computer NEW_LABEL as a copy of LABEL, changing the fields given as flags.
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 
@@ -218,11 +218,14 @@ def _ask(field: SetupField, hint: str = "") -> Any:
             echo_info("  Please answer again.")
 
 
-def with_field_flags(*, skip: tuple[str, ...] = (), defaults: bool = True) -> Any:
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def with_field_flags(*, skip: tuple[str, ...] = (), defaults: bool = True) -> Callable[[F], F]:
     """A decorator adding one option per built-in field but ``skip``; with ``defaults``
     their help shows the default (setup), without it not (set, duplicate: they keep)."""
 
-    def decorate(function: Any) -> Any:
+    def decorate(function: F) -> F:
         for field in reversed([f for f in SETUP_FIELDS if f.name not in skip]):
             text = _flag_help(field) if defaults else field.help
             function = click.option(*field.flags.split(), field.name, help=text)(function)
@@ -237,7 +240,7 @@ class FieldFlagsCommand(click.Command):
     def get_params(self, ctx: click.Context) -> list[click.Parameter]:
         params = super().get_params(ctx)
         taken = {opt for param in params for opt in getattr(param, "opts", [])}
-        extra = [
+        extra: list[click.Parameter] = [
             click.Option([field.flags, field.name], help=_flag_help(field))
             for field in setup_fields()[len(SETUP_FIELDS) :]
             if field.flags not in taken  # then only asked, or its default
@@ -249,7 +252,7 @@ class FieldFlagsCommand(click.Command):
 @click.option("-n", "--non-interactive", is_flag=True, help="Ask nothing; use flags and defaults.")
 @with_field_flags()
 @pass_state
-def computer_setup(state: CliState, non_interactive: bool, **given: str | None) -> None:
+def computer_setup(state: CliState, /, non_interactive: bool, **given: str | None) -> None:
     """Create a computer, asking for each field not given as a flag."""
 
     state.profile  # noqa: B018 -- load the chosen profile
@@ -275,7 +278,10 @@ def computer_setup(state: CliState, non_interactive: bool, **given: str | None) 
         if name in values and values[name] != default
     }
     fields = ("label", "hostname", "transport", "scheduler", "description")
-    computer = Computer(*(values[name] for name in fields), properties=properties).store()
+    label, hostname, transport, scheduler, description = (values[name] for name in fields)
+    computer = Computer(
+        label, hostname, transport, scheduler, description, properties=properties
+    ).store()
     step = "configure" if not computer.needs_no_configuration else "test"
     echo_success(
         f"Computer {computer.label!r} (pk {computer.pk}) set up: {computer.transport_type}, "

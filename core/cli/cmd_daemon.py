@@ -20,7 +20,7 @@ from veglia.exceptions import DaemonError
 from veglia.plugin_manager import gather, gather_strict
 
 
-def _files(state: CliState):
+def _files(state: CliState) -> DaemonFiles:
 
     return DaemonFiles(state.profile)
 
@@ -97,7 +97,7 @@ def stop_daemon(state: CliState, timeout: float = 60.0) -> bool:
 @daemon_group.command("start", cls=_StartCommand)
 @click.argument("workers", type=click.IntRange(min=1), default=1)
 @pass_state
-def daemon_start(state: CliState, workers: int, **start_options: object) -> None:
+def daemon_start(state: CliState, /, workers: int, **start_options: object) -> None:
     """Start the daemon with WORKERS worker processes (default 1)."""
     start_daemon(state, workers, start_options)
 

@@ -122,16 +122,17 @@ def group_show(state: CliState, group_id: str, raw: bool) -> None:
     nodes = group.nodes
     members = []
     for node in nodes:
-        process = isinstance(node, ProcessNode)
         members.append(
             (
                 node.pk,
                 node.uuid if raw else node.uuid[:8],
                 type_name(node.node_type),
-                node.process_type if process else "",
+                node.process_type if isinstance(node, ProcessNode) else "",
                 node.label,
                 format_time(node.ctime) if raw else relative_time(node.ctime),
-                format_state(node.process_state, node.exit_status) if process else "",
+                format_state(node.process_state, node.exit_status)
+                if isinstance(node, ProcessNode)
+                else "",
             )
         )
     headers = ("PK", "UUID", "Type", "Process type", "Label", "Created", "State")

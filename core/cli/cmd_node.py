@@ -16,7 +16,7 @@ from veglia.cli.cmd_node_repo import print_content, print_listing, repo_group
 from veglia.cli.completion import complete_calcjob_pks, complete_node_pks
 from veglia.cli.graph_image import render_image
 from veglia.cli.node_args import load_calcjob
-from veglia.cli.output import console, echo_success, echo_warning, print_table
+from veglia.cli.output import binary_stdout, console, echo_success, echo_warning, print_table
 from veglia.cli.process_format import format_time, relative_time
 from veglia.cli.state import CliState, pass_state
 from veglia.exceptions import NotExistent
@@ -67,10 +67,10 @@ def node_show(state: CliState, identifiers: tuple[str, ...]) -> None:
         ]
         if isinstance(node, ProcessNode):
             rows.append(("process type", node.process_type))
-            state = format_state(
+            state_text = format_state(
                 node.process_state, node.exit_status, node.paused, stopped_by(node.attributes)
             )
-            rows.append(("state", state))
+            rows.append(("state", state_text))
         print_table(("Property", "Value"), [r for r in rows if r[1] not in (None, "")])
         for title, value in (("Attributes", node.attributes), ("Extras", node.extras)):
             console.print(f"\n[bold]{title}[/bold]")
@@ -127,7 +127,7 @@ def _retrieved(node: CalcJobNode) -> FolderData:
 
 def _cat(node: Node, path: str) -> None:
     content = node.get_object_content(path)
-    stream = click.get_binary_stream("stdout")
+    stream = binary_stdout()
     stream.write(content)
     stream.flush()
 
@@ -247,7 +247,9 @@ def calcjob_gotocomputer(state: CliState, identifier: str, run: bool) -> None:
             f"Calc job {node.pk} has no work dir yet (it is {node.process_state}); it gets one "
             "when its files are uploaded."
         )
-    computer = load_computer(node.computer_pk or node.computer_label)
+    key = node.computer_pk or node.computer_label
+    assert key is not None  # a job with a work dir ran on a computer
+    computer = load_computer(key)
     command = computer.get_transport().gotocomputer_command(workdir)
     if not run:
         click.echo(command)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import click
 
+from veglia.cli.output import binary_stdout
 from veglia.cli.state import CliState, pass_state
 from veglia.orm.files import NodeFile, folder_entries, node_files, read_file
 from veglia.orm.nodes import load_node
@@ -25,7 +26,7 @@ def print_listing(files: list[NodeFile], path: str, long: bool, what: str, owner
 
 
 def print_content(files: list[NodeFile], path: str, what: str) -> None:
-    stream = click.get_binary_stream("stdout")
+    stream = binary_stdout()
     stream.write(read_file(files, path, what))
     stream.flush()
 

@@ -4,6 +4,7 @@ data source): create, list, show, enable, disable, edit."""
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -126,8 +127,9 @@ def eta_text(progress: Progress, parallel: int | None) -> str:
     if progress.eta_seconds is None or progress.seconds_per_run is None:
         return "unknown until a run is done"
     at_once = f", {parallel} at once" if parallel else ""
+    eta = format_seconds(progress.eta_seconds)
     return (
-        f"about {format_seconds(progress.eta_seconds)} for {left} "
+        f"{eta if eta.startswith('under') else 'about ' + eta} for {left} "
         f"(a run took {format_seconds(progress.seconds_per_run)} on average{at_once})"
     )
 
@@ -269,7 +271,7 @@ def pipeline_show(
         )
 
 
-def _step_rows(steps: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+def _step_rows(steps: list[Mapping[str, Any]]) -> list[tuple[Any, ...]]:
     """A chain's steps one a row, their inputs and options as TOML writes them."""
 
     def pairs(values: Any) -> str:

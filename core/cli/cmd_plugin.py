@@ -44,12 +44,36 @@ def plugin_list(group: str | None, raw: bool) -> None:
     print_table(("Group", "Name", "Object", "Package"), rows, raw=raw)
 
 
+class _Written:
+    """An annotation shown as written (``int``, not ``'int'``)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
+
+
 def _signature(obj: Any) -> str:
+    """The signature as its author wrote it, also in a module with ``from __future__ import
+    annotations`` (where every annotation is a string)."""
     try:
         target = obj.__init__ if inspect.isclass(obj) else obj
-        return str(inspect.signature(target))
+        signature = inspect.signature(target)
     except (TypeError, ValueError):
         return ""
+
+    def written(annotation: Any) -> Any:
+        return _Written(annotation) if isinstance(annotation, str) else annotation
+
+    parameters = [
+        p.replace(annotation=written(p.annotation)) for p in signature.parameters.values()
+    ]
+    return str(
+        signature.replace(
+            parameters=parameters, return_annotation=written(signature.return_annotation)
+        )
+    )
 
 
 def _type_name(valid_type: Any) -> str:
@@ -65,7 +89,8 @@ def _ports(namespace: Mapping[str, Any], prefix: str = "") -> Iterator[tuple[str
     names (``files``: namespace of SinglefileData, any names), else its ports'."""
     for name, port in namespace.items():
         full = f"{prefix}{name}"
-        if not isinstance(port, Mapping):
+        nested = isinstance(port, Mapping)  # a namespace of ports (plumpy's PortNamespace)
+        if not nested:
             yield full, _type_name(port.valid_type), port
         elif port.dynamic or not port:
             of = f" of {_type_name(port.valid_type)}" if port.valid_type is not None else ""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import click
 
@@ -12,6 +12,9 @@ from veglia.cli.output import echo_success, echo_warning
 from veglia.cli.state import CliState, pass_state
 from veglia.exceptions import VegliaError
 from veglia.orm.queries import active_process_pks
+
+if TYPE_CHECKING:
+    from plumpy.ports import PortNamespace
 
 
 def _control(
@@ -63,7 +66,9 @@ def _option_value(text: str) -> tuple[str, Any]:
     from veglia.engine.calcjob import CalcJob
 
     name, sep, value_text = text.partition("=")
-    ports = CalcJob.spec().inputs["metadata"]["options"]
+    # the options namespace of the metadata namespace (plumpy types a port as either)
+    metadata = cast("PortNamespace", CalcJob.spec().inputs["metadata"])
+    ports = cast("PortNamespace", metadata["options"])
     if not sep or name not in ports:
         raise click.BadParameter(
             f"{text!r} is not NAME=VALUE with NAME one of {', '.join(sorted(ports))}.",

@@ -139,6 +139,7 @@ def _with_setup_flags(function: Any) -> Any:
 @pass_state
 def setup(
     state: CliState,
+    /,
     profile_name: str | None,
     non_interactive: bool,
     extra: tuple[str, ...],

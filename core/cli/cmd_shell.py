@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 import click
 
@@ -13,6 +14,9 @@ from veglia.cli.daemon_hint import warn_if_no_daemon
 from veglia.cli.output import echo_info, echo_success
 from veglia.cli.state import CliState, pass_state
 from veglia.entry_points import CalculationFactory
+
+if TYPE_CHECKING:
+    from veglia.orm.process_nodes import CalcJobNode
 
 
 @click.command("shell")
@@ -96,7 +100,8 @@ def shell(
             f"[red]✘[/red] Process {node.pk} {node.process_state} ({status}): {node.exit_message}"
         )
     if propagate_exit:
-        return _command_status(node.job_outcome.get("exit_status"), node.is_finished_ok)
+        job = cast("CalcJobNode", node)  # a ShellJob's
+        return _command_status(job.job_outcome.get("exit_status"), node.is_finished_ok)
     return 0 if node.is_finished_ok else 1
 
 

@@ -70,7 +70,8 @@ def storage_info(state: CliState, raw: bool) -> None:
     print_table(("Property", "Value"), rows, raw=raw)
 
 
-class _Duration(click.ParamType):
+# click >= 8.2 makes ParamType generic; 8.1 (which we support) cannot be subscripted.
+class _Duration(click.ParamType):  # type: ignore[type-arg]
     """A duration as options take it (``90s``, ``2h``, ``1d``, ``3600``): seconds."""
 
     name = "duration"

@@ -31,7 +31,8 @@ class LazyGroup(click.Group):
     def get_command(self, ctx: click.Context | None, name: str) -> click.Command | None:
         if name in self.lazy_commands:
             module, attribute, _ = self.lazy_commands[name]
-            return getattr(importlib.import_module(module), attribute)
+            command: click.Command | None = getattr(importlib.import_module(module), attribute)
+            return command
         return self.commands.get(name)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:

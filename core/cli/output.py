@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, BinaryIO
 
 import click
 from rich.cells import cell_len
@@ -48,6 +48,11 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
+def binary_stdout() -> BinaryIO:
+    """stdout for bytes (``click.get_binary_stream`` is deprecated since click 8.5)."""
+    return sys.stdout.buffer
+
+
 def print_table(
     columns: Sequence[str],
     rows: Iterable[Sequence[Any]],
@@ -60,14 +65,14 @@ def print_table(
         for row in rows:
             click.echo("\t".join(_cell(v) for v in row))
         return
-    rows = [[_cell(v) for v in row] for row in rows]
-    if len(rows) > PLAIN_ROWS and title is None and _print_plain(columns, rows):
+    cells = [[_cell(v) for v in row] for row in rows]
+    if len(cells) > PLAIN_ROWS and title is None and _print_plain(columns, cells):
         return
     table = Table(title=title, header_style="bold", box=None, pad_edge=False)
     for column in columns:
         table.add_column(column, overflow="fold")
-    for row in rows:
-        table.add_row(*row, style=None)
+    for cell_row in cells:
+        table.add_row(*cell_row, style=None)
     console.print(table)
 
 

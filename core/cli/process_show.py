@@ -37,7 +37,7 @@ def _plugin_tables(node: ProcessNode) -> None:
         echo_warning(escape(f"plugin {plugin} failed to show its tables: {exc}"))
 
 
-def _attempts_table(attempts: list[dict] | None) -> None:
+def _attempts_table(attempts: list[dict[str, Any]] | None) -> None:
     """The restart policy's attempts, each with what it asked for and what happened."""
     rows = attempt_rows(attempts)
     if rows:

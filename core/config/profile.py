@@ -52,7 +52,7 @@ class Profile:
     def url_with_password(self, name: str) -> str:
         """URL option ``name`` with the password kept in its secret option put back in
         (when the URL names a user): the URL to connect with, never to print."""
-        url = self.get_option(name)
+        url: str = self.get_option(name)  # URL options are text, empty when unset
         password_option = get_option(name).password_option
         if not url or not password_option:
             return url

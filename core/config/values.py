@@ -73,7 +73,7 @@ QUEUE_HELP = (
 )
 
 
-def parse_queues(text: str | list) -> list[dict[str, Any]]:
+def parse_queues(text: str | list[Any]) -> list[dict[str, Any]]:
     """Parse queue definitions (``"short:mem=4G:time=1h; long:time=2d"``) into dicts."""
     if isinstance(text, list):
         return [_check_queue(dict(q)) for q in text]
@@ -127,6 +127,7 @@ def format_queues(queues: list[dict[str, Any]]) -> str:
 
 
 def parse_positive_int(text: Any) -> int:
+    """A whole number greater than zero, as typed."""
     try:
         value = int(str(text).strip())
     except ValueError:
@@ -163,6 +164,7 @@ _FALSE = {"0", "false", "no", "n", "off"}
 
 
 def parse_boolean(text: Any) -> bool:
+    """yes or no as typed (true/false, 1/0, on/off, any case); a ``bool`` passes as is."""
     if isinstance(text, bool):
         return text
     lowered = str(text).strip().lower()

@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, MutableMapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from plumpy.ports import Port, PortNamespace
 
 from veglia.exceptions import InputValidationError
 
+if TYPE_CHECKING:
+    from veglia.engine.process import Process
+
 __all__ = ["InputValidationError", "ProcessBuilder"]
 
 
-class ProcessBuilderNamespace(MutableMapping):
+class ProcessBuilderNamespace(MutableMapping[str, Any]):
     """The inputs of one port namespace."""
 
     def __init__(self, namespace: PortNamespace, path: str = "") -> None:
@@ -87,7 +90,11 @@ class ProcessBuilderNamespace(MutableMapping):
 class ProcessBuilder(ProcessBuilderNamespace):
     """``builder = MyCalc.get_builder(); builder.x = Int(1); engine.run(builder)``."""
 
-    def __init__(self, process_class: type) -> None:
+    #: Declared for type checkers: set with object.__setattr__ (an attribute set as usual
+    #: would be an input).
+    process_class: type[Process]
+
+    def __init__(self, process_class: type[Process]) -> None:
         super().__init__(process_class.spec().inputs)
         object.__setattr__(self, "process_class", process_class)
 

@@ -41,7 +41,7 @@ class ComputerState:
     configured: bool = True
 
 
-def _version(computer: Computer, auth_params: dict | None) -> str:
+def _version(computer: Computer, auth_params: dict[str, Any] | None) -> str:
     settings = [
         computer.hostname,
         computer.transport_type,
@@ -101,7 +101,7 @@ class ComputerSettings:
             return seen[1]
         fresh = load_computer(pk)
         try:
-            auth_params: dict | None = fresh.get_auth_params()
+            auth_params: dict[str, Any] | None = fresh.get_auth_params()
         except ConfigurationError:  # not configured: opening a transport says so
             auth_params = None
         state = ComputerState(fresh, _version(fresh, auth_params), auth_params is not None)

@@ -21,7 +21,7 @@ class ExitCode:
         return ExitCode(self.status, message, self.label)
 
 
-class ExitCodes(dict):
+class ExitCodes(dict[str, ExitCode]):
     """Exit codes by label, with attribute access (``cls.exit_codes.ERROR_X``)."""
 
     def __getattr__(self, label: str) -> ExitCode:

@@ -31,7 +31,9 @@ NO_DAEMON_WARNING_EVERY = 60.0
 _warned_at = float("-inf")
 
 
-def _split(process: type[Process] | ProcessBuilder, inputs: dict[str, Any]) -> tuple[type, dict]:
+def _split(
+    process: type[Process] | ProcessBuilder, inputs: dict[str, Any]
+) -> tuple[type[Process], dict[str, Any]]:
     if isinstance(process, ProcessBuilder):
         return process.process_class, {**process.to_dict(), **inputs}
     return process, inputs
@@ -165,7 +167,8 @@ def _found_in(module_name: str, folder: str) -> bool:
     in_folder = importlib.machinery.PathFinder.find_spec(spec.name, [folder])
     if in_folder is None or not in_folder.origin:
         return False
-    return os.path.realpath(in_folder.origin) == os.path.realpath(spec.origin)
+    same: bool = os.path.realpath(in_folder.origin) == os.path.realpath(spec.origin)
+    return same
 
 
 def _script_folder() -> str:
@@ -174,7 +177,8 @@ def _script_folder() -> str:
     main = sys.modules.get("__main__")
     main_file = getattr(main, "__file__", None)
     if main_file and getattr(main, "__spec__", None) is None:
-        return os.path.dirname(os.path.realpath(main_file))
+        folder: str = os.path.dirname(os.path.realpath(main_file))
+        return folder
     return os.path.realpath(os.getcwd())
 
 

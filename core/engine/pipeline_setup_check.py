@@ -29,8 +29,8 @@ from plumpy.ports import Port, PortNamespace
 
 from veglia.datasources import DataSource
 from veglia.engine.builder import ProcessBuilder, ProcessBuilderNamespace
-from veglia.engine.process import Process
-from veglia.entry_points import DataSourceFactory, load_process_class
+from veglia.engine.process import Process, load_process_class
+from veglia.entry_points import DataSourceFactory
 from veglia.exceptions import PipelineSetupError, VegliaError
 from veglia.manage import get_profile
 from veglia.orm.computers import load_computer
@@ -111,7 +111,8 @@ def process_class_of(setup: SetupToCheck) -> type[Process]:
 def source_of(setup: SetupToCheck) -> DataSource:
     """The setup's data source, built from its settings (so they are checked)."""
     try:
-        return DataSourceFactory(setup.source)(setup.source_settings)
+        result: DataSource = DataSourceFactory(setup.source)(setup.source_settings)
+        return result
     except VegliaError as exc:
         raise _fail(setup, str(exc)) from None
 

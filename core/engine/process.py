@@ -24,8 +24,8 @@ from veglia.engine.exit_codes import ExitCode, ExitCodes
 from veglia.engine.persistence import checkpoint_of, decode_value, encode_value, load_checkpoint
 from veglia.engine.process_spec import ProcessSpec
 from veglia.engine.runner import get_runner
-from veglia.entry_points import get_entry_points
-from veglia.exceptions import StepAbandoned
+from veglia.entry_points import get_entry_points, load_entry_point
+from veglia.exceptions import EntryPointLoadError, MissingEntryPointError, StepAbandoned
 from veglia.manage import get_storage
 from veglia.notifications import notify
 from veglia.orm.attributes import CALL_KEY, DAEMON, LAUNCH, PAUSED, PAUSED_REASON
@@ -35,6 +35,8 @@ from veglia.orm.process_nodes import TERMINAL_STATES, ProcessNode
 from veglia.storage.outage import is_storage_outage
 
 if TYPE_CHECKING:
+    from plumpy.utils import AttributesFrozendict
+
     from veglia.storage.backend import HeldTransaction
 
 __all__ = [
@@ -43,6 +45,7 @@ __all__ = [
     "TO_DAEMON",
     "Process",
     "load_process",
+    "load_process_class",
     "save_checkpoint",
 ]
 
@@ -112,7 +115,7 @@ class Process(plumpy.Process):
         spec.outputs.dynamic = False
 
     @classmethod
-    def get_builder(cls) -> Any:
+    def get_builder(cls) -> ProcessBuilder:
 
         return ProcessBuilder(cls)
 
@@ -134,6 +137,17 @@ class Process(plumpy.Process):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.node: ProcessNode | None = None
+
+    if TYPE_CHECKING:
+        # plumpy's is Optional: None only before the process is set up, and the steps,
+        # parsers and hooks that read it all run after. (For type checkers only: the
+        # property stays plumpy's.)
+        @property
+        def inputs(self) -> AttributesFrozendict: ...
+
+        # plumpy's says plumpy's ProcessSpec; it is made of _spec_class, veglia's.
+        @classmethod
+        def spec(cls) -> ProcessSpec: ...
 
     @property
     def metadata(self) -> dict[str, Any]:
@@ -208,6 +222,7 @@ class Process(plumpy.Process):
         node = getattr(load_context, "node", None)
         if node is None or node.pk != saved_state["node_pk"]:
             node = load_node(saved_state["node_pk"])
+        assert isinstance(node, ProcessNode)  # a checkpoint names its process's node
         self.node = node
 
     # -- a database that went away ---------------------------------------------------------
@@ -262,7 +277,8 @@ class Process(plumpy.Process):
         were emitted (a parser's Python runs before the step's first write, not while it
         holds SQLite's write lock); none is stored should the block raise. As in aiida-core,
         a parser's outputs are attached once it has returned."""
-        self._deferred_outputs = deferred = []
+        deferred: list[tuple[str, Node]] = []
+        self._deferred_outputs = deferred
         try:
             yield
         finally:
@@ -310,7 +326,9 @@ class Process(plumpy.Process):
         if self.node is None:
             return
 
-        state = self._state.LABEL.value
+        label = self._state.LABEL
+        assert isinstance(label, ProcessState)  # plumpy's process states are labelled so
+        state = label.value
         terminal = state in TERMINAL_STATES
         exit_with, self._exit_to_write = self._exit_to_write, None
         self.node.set_state_and_checkpoint(
@@ -402,6 +420,34 @@ class Process(plumpy.Process):
         if self.node is not None:
             self.node.set_attributes({PAUSED: False, PAUSED_REASON: ""})
             self.node.add_log("REPORT", "Played")
+
+
+def load_process_class(process_type: str) -> type[Process]:
+    """The class of a process type as nodes record it: a ``veglia.calculations`` or
+    ``veglia.workflows`` entry point name, or ``module:QualName``."""
+    if ":" in process_type:
+        import importlib
+
+        module, _, qualname = process_type.partition(":")
+        try:
+            target: Any = importlib.import_module(module)
+            for part in qualname.split("."):
+                target = getattr(target, part)
+        except (ImportError, AttributeError) as exc:
+            raise EntryPointLoadError(
+                f"Process class {process_type!r} cannot be imported: {exc}. Install the "
+                "package that provides it, or put its module on the PYTHONPATH."
+            ) from None
+        process_class: type[Process] = target
+        return process_class
+    for group in ("calculations", "workflows"):
+        if any(ep.name == process_type for ep in get_entry_points(group)):
+            loaded: type[Process] = load_entry_point(group, process_type)
+            return loaded
+    known = [ep.name for group in ("calculations", "workflows") for ep in get_entry_points(group)]
+    raise MissingEntryPointError(
+        f"No calculation or workflow {process_type!r}. Installed: {', '.join(known) or 'none'}."
+    )
 
 
 def save_checkpoint(process: Process) -> None:

@@ -104,12 +104,12 @@ def workflow_progress(node: ProcessNode, steps: Sequence[Step] | None = None) ->
     for child in children:
         if child.is_terminated:
             continue
-        steps = history_of[(child.process_type, child.similarity_key)]
-        if steps is None:
+        kind_history = history_of[(child.process_type, child.similarity_key)]
+        if kind_history is None:
             continue
-        left = steps.mean - _elapsed(child, now)
+        left = kind_history.mean - _elapsed(child, now)
         if left > 0:
-            estimates.append((left, f"{steps.count} finished steps like process {child.pk}"))
+            estimates.append((left, f"{kind_history.count} finished steps like process {child.pk}"))
         else:
             past.append(child.pk)
     if not estimates:

@@ -10,15 +10,14 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from veglia.engine.builder import ProcessBuilder, ProcessBuilderNamespace
 from veglia.engine.launch import run_get_node, submit
 from veglia.engine.persistence import decode_value
 from veglia.engine.pipeline_setup_check import takes_nodes
-from veglia.engine.process import NODE_ATTRIBUTES
+from veglia.engine.process import NODE_ATTRIBUTES, load_process_class
 from veglia.engine.runner import get_runner
-from veglia.entry_points import load_process_class
 from veglia.exceptions import InputValidationError, NotExistent, ProcessActiveError
 from veglia.manage import get_storage
 from veglia.orm.attributes import CODE, MONITORS, PLAIN_INPUTS, RERUN_FROM, RERUN_OF
@@ -27,6 +26,9 @@ from veglia.orm.data import to_node
 from veglia.orm.nodes import load_node
 from veglia.orm.process_nodes import CalcJobNode, WorkflowNode
 from veglia.pipeline_setups import parse_toml_value
+
+if TYPE_CHECKING:
+    from veglia.engine.workflow.workchain import WorkChain
 
 __all__ = [
     "builder_from_node",
@@ -49,7 +51,7 @@ def set_aside(blobs: set[str]) -> None:
 
 def run_again(pk: int) -> CalcJobNode:
     """Run calc job ``pk`` again here, with the inputs it had; the new node, ended."""
-    _, node = run_get_node(builder_from_node(_calcjob(pk)))  # type: ignore[arg-type]
+    _, node = run_get_node(builder_from_node(_calcjob(pk)))
     node.set_attribute(RERUN_OF, pk)
     return node  # type: ignore[return-value]
 
@@ -175,13 +177,14 @@ def rerun_workflow(
             f"Process {pk} is still {node.process_state}; rerun it once it has ended (or "
             f"`veglia process kill {pk}` first)."
         )
-    process_class = load_process_class(node.process_type)
+    # A workflow node's class is a WorkChain (the node is checked above).
+    process_class = cast("type[WorkChain]", load_process_class(node.process_type))
     steps = process_class.spec().step_names
     if step not in steps:
         raise InputValidationError(
             f"{node.process_type} has no step {step!r}; its steps: {', '.join(steps)}."
         )
-    builder = workflow_builder(node, settings)  # type: ignore[arg-type]
+    builder = workflow_builder(node, settings)
     builder.metadata.description = f"rerun of process {pk} from step {step}"
     # Only while the run is created: the children it creates must not carry them.
     token = NODE_ATTRIBUTES.set({RERUN_OF: pk, RERUN_FROM: step})

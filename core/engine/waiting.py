@@ -89,7 +89,7 @@ class _Inline:
 
     __slots__ = ("cancelled", "finish_first", "reason", "task")
 
-    def __init__(self, task: asyncio.Task, finish_first: bool) -> None:
+    def __init__(self, task: asyncio.Task[Any], finish_first: bool) -> None:
         self.task = task
         self.finish_first = finish_first
         self.reason: Any = None

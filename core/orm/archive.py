@@ -155,7 +155,9 @@ def _node_records(
     files: dict[int, list[list[Any]]] = {}
     links, logs = [], []
     for chunk in _chunks(ids):
-        query = sa.select(record).where(record.node_id.in_(chunk)).order_by(record.path)
+        query: sa.Select[Any] = (
+            sa.select(record).where(record.node_id.in_(chunk)).order_by(record.path)
+        )
         for item in session.scalars(query):
             files.setdefault(item.node_id, []).append([item.path, item.sha256, item.size])
         query = sa.select(link).where(link.output_id.in_(chunk)).order_by(link.id)
@@ -195,11 +197,16 @@ def collect(pks: Iterable[int], groups: Iterable[str | int] = ()) -> dict[str, A
         computers = list(
             session.scalars(sa.select(models.Computer).where(models.Computer.id.in_(computer_ids)))
         )
-        group_rows = [session.get(models.Group, group.pk) for group in loaded_groups]
+        group_rows: list[models.Group] = []
+        for group in loaded_groups:
+            group_row = session.get(models.Group, group.pk)
+            assert group_row is not None  # loaded above, in this session's transaction
+            group_rows.append(group_row)
         user_ids = {row.user_id for row in rows} | {group.user_id for group in group_rows}
         users = list(session.scalars(sa.select(models.User).where(models.User.id.in_(user_ids))))
-    email = {user.id: user.email for user in users}
-    computer_uuid = {computer.id: computer.uuid for computer in computers}
+    # Keyed by optional ids: a node without a user or computer looks up None, finds None.
+    email: dict[int | None, str] = {user.id: user.email for user in users}
+    computer_uuid: dict[int | None, str] = {computer.id: computer.uuid for computer in computers}
     members = {
         group.pk: [uuid_of[node.pk] for node in group.nodes if node.pk in uuid_of]
         for group in loaded_groups

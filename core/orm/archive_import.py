@@ -91,6 +91,11 @@ def _existing(session: Any, column: Any, values: list[Any]) -> dict[Any, Any]:
     return found
 
 
+def _pk_of(found: dict[str, int], key: str | None) -> int | None:
+    """The new pk of an archive's user or computer (None for a row without one)."""
+    return None if key is None else found.get(key)
+
+
 def _free_label(session: Any, label: str) -> str:
     taken = set(
         session.scalars(sa.select(models.Group.label).where(models.Group.label.startswith(label)))
@@ -285,7 +290,7 @@ def _import_logs(
 
 
 def _import_users(
-    session: Any, users: list[dict], found: dict[str, int], summary: ImportSummary
+    session: Any, users: list[dict[str, Any]], found: dict[str, int], summary: ImportSummary
 ) -> None:
     """Adds ``{email: user id here}`` to ``found``, creating the missing users."""
     found.update(_existing(session, models.User.email, [user["email"] for user in users]))
@@ -305,7 +310,7 @@ def _import_users(
 
 
 def _import_computers(
-    session: Any, computers: list[dict], found: dict[str, int], summary: ImportSummary
+    session: Any, computers: list[dict[str, Any]], found: dict[str, int], summary: ImportSummary
 ) -> None:
     """Adds ``{archive UUID: computer id here}`` to ``found``: matched by label, created
     when missing (with the archive's UUID unless it is taken), without authinfo."""
@@ -333,7 +338,7 @@ def _import_computers(
 
 def _import_codes(
     session: Any,
-    codes: list[dict],
+    codes: list[dict[str, Any]],
     computers: dict[str, int],
     labels: dict[int, str],
     found: dict[int, int],
@@ -369,7 +374,7 @@ def _import_codes(
 
 def _import_nodes(
     session: Any,
-    new_nodes: list[dict],
+    new_nodes: list[dict[str, Any]],
     users: dict[str, int],
     computers: dict[str, int],
     codes: dict[int, int],
@@ -392,8 +397,8 @@ def _import_nodes(
             description=node.get("description") or "",
             ctime=parse_time(node["ctime"], "node"),
             mtime=parse_time(node["mtime"], "node"),
-            user_id=users.get(node.get("user")),
-            computer_id=computers.get(node.get("computer")),
+            user_id=_pk_of(users, node.get("user")),
+            computer_id=_pk_of(computers, node.get("computer")),
             attributes=attributes,
             extras=node["extras"],
             process_state=node.get("process_state"),
@@ -422,7 +427,7 @@ def _import_nodes(
 
 def _import_groups(
     session: Any,
-    groups: list[dict],
+    groups: list[dict[str, Any]],
     ids: dict[str, int],
     users: dict[str, int],
     summary: ImportSummary,
@@ -443,7 +448,7 @@ def _import_groups(
                 label=label,
                 description=group.get("description") or "",
                 type_string=group.get("type_string") or "core",
-                user_id=users.get(group.get("user")),
+                user_id=_pk_of(users, group.get("user")),
             )
             if group.get("time"):
                 row.time = parse_time(group["time"], "group")

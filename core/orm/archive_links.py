@@ -55,10 +55,10 @@ def _stored(session: Any, present: dict[str, int]) -> tuple[dict[str, str], set[
         chunk = pks[start : start + _CHUNK]
         query = sa.select(node.id, node.node_type).where(node.id.in_(chunk))
         types.update({uuid_of[pk]: node_type for pk, node_type in session.execute(query)})
-        query = sa.select(link.input_id, link.output_id, link.link_type, link.label).where(
+        links_query = sa.select(link.input_id, link.output_id, link.link_type, link.label).where(
             link.output_id.in_(chunk)
         )
-        for source, target, link_type, label in session.execute(query):
+        for source, target, link_type, label in session.execute(links_query):
             if source in uuid_of:
                 links.add((uuid_of[source], uuid_of[target], link_type, label))
     return types, links

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 from veglia.exceptions import ArchiveError, ArchiveRowTooBig, UnsafePathError
 from veglia.orm.archive import (
@@ -31,6 +31,7 @@ from veglia.orm.archive_stream import SECTIONS, rows
 from veglia.orm.process_nodes import TERMINAL_STATES
 from veglia.relative_paths import checked_relative
 from veglia.storage import models
+from veglia.storage.repository import ByteSource
 
 __all__ = [
     "ArchiveContent",
@@ -305,7 +306,9 @@ class ArchiveContent:
         holds."""
         return self.checked.blobs
 
-    def rows(self, archive: zipfile.ZipFile, *sections: str) -> Iterator[tuple[str, dict]]:
+    def rows(
+        self, archive: zipfile.ZipFile, *sections: str
+    ) -> Iterator[tuple[str, dict[str, Any]]]:
         """``(section, row)`` of the rows of ``sections`` in ``data.json``, read again from
         ``archive`` a row at a time; :class:`ArchiveError` when it no longer matches the
         checksum the checks read (at the end: what was made of its rows must then be
@@ -326,7 +329,7 @@ class BoundedReader:
     out bounds the compression ratio too, whatever the entry's header claims.
     """
 
-    def __init__(self, handle: BinaryIO, size: int, what: str, sha256: str | None = None):
+    def __init__(self, handle: ByteSource, size: int, what: str, sha256: str | None = None):
         self._handle, self._size, self._what, self._sha256 = handle, size, what, sha256
         self._digest = hashlib.sha256()
         self._read = 0
@@ -430,7 +433,7 @@ def _read_metadata(archive: zipfile.ZipFile, path: Path) -> dict[str, Any]:
 
 def _stream(
     archive: zipfile.ZipFile, metadata: dict[str, Any], limits: ArchiveLimits, sections: Any
-) -> Iterator[tuple[str, dict]]:
+) -> Iterator[tuple[str, dict[str, Any]]]:
     """``(section, row)`` of ``data.json``'s rows in ``sections``; at the end, checks it
     unpacked to its declared size and to the checksum in ``metadata``."""
     info = _entry(archive, DATA, DATA)

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Collection, Iterator
-from typing import Any, BinaryIO
+from typing import Any
 
 from veglia.exceptions import ArchiveRowTooBig
+from veglia.storage.repository import ByteSource
 
 __all__ = ["MAX_DEPTH", "SECTIONS", "StreamDamaged", "rows"]
 
@@ -45,7 +46,7 @@ class _TokenGuard:
     quotes not escaped) and how long the open string or bare token has run.
     """
 
-    def __init__(self, handle: BinaryIO, max_token: int):
+    def __init__(self, handle: ByteSource, max_token: int):
         self._handle, self._max_token = handle, max_token
         self._offset = 0  # bytes passed on before the current chunk
         self._in_string = False
@@ -154,7 +155,7 @@ def _skip(event: str, events: Iterator[tuple[str, Any]], depth: int) -> None:
 
 
 def rows(
-    handle: BinaryIO, sections: Collection[str], max_row: int
+    handle: ByteSource, sections: Collection[str], max_row: int
 ) -> Iterator[tuple[str, int, Any]]:
     """``(section, number, row)`` for each row of ``data.json`` (read from ``handle``) in the
     ``sections`` named, in the order of the file; the others are read past, never built.

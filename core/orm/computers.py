@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import posixpath
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, cast
 
 import sqlalchemy as sa
 
@@ -209,9 +209,12 @@ class Computer:
                     f"Computer {self.label!r} is used by {used} nodes; delete them first "
                     f"(`veglia computer delete {self.label}` shows and deletes them)."
                 )
-            codes = session.execute(
-                sa.delete(models.Code).where(models.Code.computer_id == self.pk)
-            ).rowcount
+            # A DML statement's result is a CursorResult (Session.execute says Result).
+            deleted = cast(
+                "sa.CursorResult[Any]",
+                session.execute(sa.delete(models.Code).where(models.Code.computer_id == self.pk)),
+            )
+            codes = deleted.rowcount
             session.execute(
                 sa.delete(models.AuthInfo).where(models.AuthInfo.computer_id == self.pk)
             )
@@ -242,11 +245,12 @@ class Computer:
 
     # -- authinfo ------------------------------------------------------------------------
     def _authinfo(self, session: Any, user_pk: int) -> models.AuthInfo | None:
-        return session.scalar(
+        found: models.AuthInfo | None = session.scalar(
             sa.select(models.AuthInfo).where(
                 models.AuthInfo.user_id == user_pk, models.AuthInfo.computer_id == self.pk
             )
         )
+        return found
 
     def configure(self, **auth_params: Any) -> None:
         """Store how the default user connects (validated against the transport's options)."""
@@ -313,6 +317,8 @@ class Computer:
 
 
 def load_computer(label: str | int) -> Computer:
+    """The computer of this label (or pk); :class:`~veglia.exceptions.NotExistent`, naming
+    the computers there are, if none."""
     with get_storage().session() as session:
         if isinstance(label, int) or str(label).isdigit():
             row = session.get(models.Computer, int(label))

@@ -98,7 +98,8 @@ class List(Data):
         self._attributes["list"] = list(value or [])
 
     def get_list(self) -> list[Any]:
-        return self.get_attribute("list")
+        result: list[Any] = self.get_attribute("list")
+        return result
 
 
 class SinglefileData(Data):
@@ -126,7 +127,8 @@ class SinglefileData(Data):
 
     @property
     def filename(self) -> str:
-        return self._attributes["filename"]
+        result: str = self._attributes["filename"]
+        return result
 
     def get_content(self) -> bytes:
         return self.get_object_content(self.filename)
@@ -149,7 +151,8 @@ class RemoteData(Data):
 
     @property
     def remote_path(self) -> str:
-        return self._attributes["remote_path"]
+        result: str = self._attributes["remote_path"]
+        return result
 
 
 def to_node(value: Any) -> Node:

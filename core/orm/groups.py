@@ -7,8 +7,10 @@ deleting a node takes it out of its groups.
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Iterable
 from datetime import datetime
+from typing import Any, cast
 
 import sqlalchemy as sa
 
@@ -149,23 +151,31 @@ class Group:
         """Take nodes out of the group (the nodes stay); returns how many were in it."""
         pks = [node.pk for node in _as_nodes(nodes)]
         with get_storage().session() as session:
-            result = session.execute(
-                sa.delete(models.GroupNode).where(
-                    models.GroupNode.group_id == self.pk, models.GroupNode.node_id.in_(pks)
-                )
+            # A DML statement's result is a CursorResult (Session.execute says Result).
+            result = cast(
+                "sa.CursorResult[Any]",
+                session.execute(
+                    sa.delete(models.GroupNode).where(
+                        models.GroupNode.group_id == self.pk, models.GroupNode.node_id.in_(pks)
+                    )
+                ),
             )
         return result.rowcount or 0
 
     def clear(self) -> int:
         """Take every node out of the group; returns how many there were."""
         with get_storage().session() as session:
-            result = session.execute(
-                sa.delete(models.GroupNode).where(models.GroupNode.group_id == self.pk)
+            # A DML statement's result is a CursorResult (Session.execute says Result).
+            result = cast(
+                "sa.CursorResult[Any]",
+                session.execute(
+                    sa.delete(models.GroupNode).where(models.GroupNode.group_id == self.pk)
+                ),
             )
         return result.rowcount or 0
 
     @property
-    def nodes(self) -> list[Node]:
+    def nodes(self) -> builtins.list[Node]:  # builtins: `list` here is Group.list
         """The group's nodes, in the order they were created."""
         with get_storage().session() as session:
             rows = session.scalars(

@@ -21,7 +21,7 @@ import functools
 import io
 import json
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any, BinaryIO, ClassVar, NamedTuple
@@ -276,7 +276,8 @@ class Node:
 
     @property
     def attributes(self) -> dict[str, Any]:
-        return _copy(self._attributes)
+        result: dict[str, Any] = _copy(self._attributes)
+        return result
 
     def get_attribute(self, key: str, default: Any = None) -> Any:
         return _copy(self._attributes.get(key, default))
@@ -310,7 +311,9 @@ class Node:
         else:
             self._attributes.pop(key, None)
 
-    def _patch_json(self, column: str, values: dict[str, Any], removed: list[str]) -> dict:
+    def _patch_json(
+        self, column: str, values: dict[str, Any], removed: list[str]
+    ) -> dict[str, Any]:
         """Change only the given keys, in the database, atomically; return the new column.
 
         Writers in other processes (the engine, the CLI, a monitor) change other keys of
@@ -343,7 +346,8 @@ class Node:
 
     @property
     def extras(self) -> dict[str, Any]:
-        return _copy(self._extras)
+        result: dict[str, Any] = _copy(self._extras)
+        return result
 
     def set_extra(self, key: str, value: Any) -> None:
         """Extras are free annotations; they may change at any time."""
@@ -361,7 +365,7 @@ class Node:
         """Add a file to the node's repository (before storing, or on a process node)."""
         self.put_objects({path: content})
 
-    def put_objects(self, files: dict[str, bytes | StoredBlob]) -> None:
+    def put_objects(self, files: Mapping[str, bytes | StoredBlob]) -> None:
         """Add several files at once (one database transaction)."""
         if self.is_stored and not self._mutable_when_stored:
             raise ModificationNotAllowed(f"{self!r} is stored; its files cannot change.")
@@ -611,7 +615,8 @@ def load_node(identifier: int | str) -> Node:
     # By pk or a whole UUID (as checkpoints hold), a row of the table: no ORM object to
     # build. By the unique index, which SQLite's LIKE for a prefix cannot use.
     text = str(identifier)
-    row = prefix = None
+    row: sa.Row[Any] | models.Node | None = None
+    prefix: str | None = None
     if isinstance(identifier, int) or text.isdigit():
         with get_storage().connection() as connection:
             row = connection.execute(_NODE_BY_PK, {"key": int(text)}).first()

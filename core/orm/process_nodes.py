@@ -74,7 +74,8 @@ class ProcessNode(Node):
         # to the one the node held is kept, shared already: walking every value again at
         # each patch was a twentieth of a worker's CPU (the comparison runs in C).
         if not previous:
-            return shared_strings(column or {})
+            result: dict[str, Any] = shared_strings(column or {})
+            return result
         decoded = {}
         for key, value in (column or {}).items():
             held = previous.get(key, _ABSENT)
@@ -123,7 +124,7 @@ class ProcessNode(Node):
         """Both in one write (and the exit status and message ``exit_with``, when given):
         the engine does this at every state change."""
         self.process_state = state
-        columns = {"process_state": state, "checkpoint": checkpoint}
+        columns: dict[str, Any] = {"process_state": state, "checkpoint": checkpoint}
         if exit_with is not None:
             self.exit_status, self.exit_message = exit_with
             columns.update(exit_status=exit_with[0], exit_message=exit_with[1])
@@ -184,7 +185,8 @@ class ProcessNode(Node):
     @property
     def similarity_key(self) -> str | None:
         """Which finished processes are like this one (history, estimates, right-sizing)."""
-        return self.get_attribute(SIMILARITY_KEY)
+        result: str | None = self.get_attribute(SIMILARITY_KEY)
+        return result
 
     @property
     def called(self) -> list[ProcessNode]:
@@ -220,63 +222,76 @@ class CalcJobNode(ProcessNode):
 
     @property
     def options(self) -> dict[str, Any]:
-        return self.get_attribute(OPTIONS, {})
+        result: dict[str, Any] = self.get_attribute(OPTIONS, {})
+        return result
 
     @property
     def computer_label(self) -> str | None:
-        return self.get_attribute(COMPUTER)
+        result: str | None = self.get_attribute(COMPUTER)
+        return result
 
     @property
     def job_id(self) -> str | None:
         """The scheduler's id of the job, once submitted."""
-        return self.get_attribute(JOB_ID)
+        result: str | None = self.get_attribute(JOB_ID)
+        return result
 
     @property
     def scheduler_state(self) -> str | None:
         """The job's state as last polled (a ``JobState`` value: queued, running, done...)."""
-        return self.get_attribute(SCHEDULER_STATE)
+        result: str | None = self.get_attribute(SCHEDULER_STATE)
+        return result
 
     @property
     def last_job_info(self) -> dict[str, Any] | None:
         """The scheduler's last view of the job (a ``JobInfo`` as a dict)."""
-        return self.get_attribute(LAST_JOB_INFO)
+        result: dict[str, Any] | None = self.get_attribute(LAST_JOB_INFO)
+        return result
 
     @property
     def submitted_at(self) -> float | None:
-        return self.get_attribute(SUBMITTED_AT)
+        result: float | None = self.get_attribute(SUBMITTED_AT)
+        return result
 
     @property
     def started_at(self) -> float | None:
         """When a poll first saw the job run (None if none did)."""
-        return self.get_attribute(STARTED_AT)
+        result: float | None = self.get_attribute(STARTED_AT)
+        return result
 
     @property
     def remote_workdir(self) -> str | None:
-        return self.get_attribute(REMOTE_WORKDIR)
+        result: str | None = self.get_attribute(REMOTE_WORKDIR)
+        return result
 
     @property
     def retrieve_list(self) -> list[str]:
-        return self.get_attribute(RETRIEVE_LIST, [])
+        result: list[str] = self.get_attribute(RETRIEVE_LIST, [])
+        return result
 
     @property
     def blocked(self) -> dict[str, Any] | None:
         """{"reason", "time", "computer"} while held until ``veglia process unblock``."""
-        return self.get_attribute(BLOCKED)
+        result: dict[str, Any] | None = self.get_attribute(BLOCKED)
+        return result
 
     @property
     def unreachable(self) -> dict[str, Any] | None:
         """{"computer", "since", "next_probe"} while paused for an outage of its computer."""
-        return self.get_attribute(UNREACHABLE)
+        result: dict[str, Any] | None = self.get_attribute(UNREACHABLE)
+        return result
 
     @property
     def stopped_by_monitor(self) -> dict[str, Any] | None:
         """{"name", "message", "time", ...} of the monitor that stopped the job."""
-        return self.get_attribute(STOPPED_BY_MONITOR)
+        result: dict[str, Any] | None = self.get_attribute(STOPPED_BY_MONITOR)
+        return result
 
     @property
     def cached_from(self) -> dict[str, Any] | None:
         """{"pk", "uuid"} of the finished job whose outputs this one reused."""
-        return self.get_attribute(CACHED_FROM)
+        result: dict[str, Any] | None = self.get_attribute(CACHED_FROM)
+        return result
 
     @property
     def job_outcome(self) -> dict[str, Any]:
@@ -292,17 +307,20 @@ class CalcJobNode(ProcessNode):
     @property
     def usage(self) -> dict[str, Any] | None:
         """What the job used, as measured: {"peak_memory_kb", "runtime_seconds", "source"}."""
-        return self.get_attribute(USAGE)
+        result: dict[str, Any] | None = self.get_attribute(USAGE)
+        return result
 
     @property
     def right_sized(self) -> dict[str, Any] | None:
         """{option: {"from", "to"}} of the requests right-sizing changed."""
-        return self.get_attribute(RIGHT_SIZED)
+        result: dict[str, Any] | None = self.get_attribute(RIGHT_SIZED)
+        return result
 
     @property
     def gpu_metrics(self) -> dict[str, Any] | None:
         """The GPU block of the trace record, when a plugin put one there."""
-        return self.get_attribute(GPU_METRICS)
+        result: dict[str, Any] | None = self.get_attribute(GPU_METRICS)
+        return result
 
 
 class WorkflowNode(ProcessNode):

@@ -158,7 +158,7 @@ def list_processes(
     label: str | None = None,
     label_pattern: str | None = None,
     exit_status: int | None = None,
-    pks: Iterable[int] | sa.Select | None = None,
+    pks: Iterable[int] | sa.Select[Any] | None = None,
     group: str | int | None = None,
     order_by: str = "ctime",
     descending: bool = False,
@@ -254,7 +254,8 @@ def list_processes(
             found = {k: v for k, v in (row[12] or {}).items() if v is not None}
         else:
             found = {k: v for k, v in zip(keys, row[12:], strict=True) if v is not None}
-        seen[row[0]] = ProcessRow(*row[:10], found, row[10], row[11])
+        # row[:10] holds the first ten fields; mypy sees a tuple of any length.
+        seen[row[0]] = ProcessRow(*row[:10], found, row[10], row[11])  # type: ignore[call-arg]
     return list(seen.values())
 
 
@@ -325,7 +326,7 @@ def recent_nodes(
         )
     with get_storage().connection() as connection:
         rows = connection.execute(query.order_by(nodes.c.id.desc()).limit(limit)).all()
-    return [tuple(row) for row in rows]  # type: ignore[misc]
+    return [tuple(row) for row in rows]
 
 
 def logs_after(pk: int, last_id: int = 0) -> list[Any]:
@@ -453,7 +454,7 @@ def links_of(pk: int, *, incoming: bool) -> list[tuple[str, str, int, str]]:
         .order_by(links.c.id)
     )
     with get_storage().connection() as connection:
-        return [tuple(row) for row in connection.execute(query)]  # type: ignore[misc]
+        return [tuple(row) for row in connection.execute(query)]
 
 
 def provenance_around(
@@ -529,7 +530,7 @@ def _rerun_edges(connection: Any, pks: set[int]) -> list[tuple[int, int, str, st
     return found
 
 
-def process_tree_select(pks: Iterable[int]) -> sa.Select:
+def process_tree_select(pks: Iterable[int]) -> sa.Select[Any]:
     """A statement giving ``pks`` and every process they called, however deep (a recursive
     query): for ``list_processes(pks=...)``, which then needs no bound value per process."""
     tree = sa.select(nodes.c.id).where(nodes.c.id.in_(set(pks))).cte("tree", recursive=True)
@@ -595,7 +596,7 @@ def repository_files(node_pks: Iterable[int]) -> list[tuple[int, str, str]]:
     """(node pk, path, SHA-256) of every stored file of these nodes, by node and path."""
     with get_storage().connection() as connection:
         return [
-            tuple(row)  # type: ignore[misc]
+            tuple(row)
             for row in connection.execute(
                 sa.select(stored_files.c.node_id, stored_files.c.path, stored_files.c.sha256)
                 .where(stored_files.c.node_id.in_(set(node_pks)))
@@ -625,7 +626,7 @@ def computer_summaries() -> list[tuple[str, str, str, str]]:
         computers.c.scheduler_type,
     ).order_by(computers.c.label)
     with get_storage().connection() as connection:
-        return [tuple(row) for row in connection.execute(query)]  # type: ignore[misc]
+        return [tuple(row) for row in connection.execute(query)]
 
 
 def active_jobs_by_computer(state_key: str) -> dict[tuple[str, str | None], int]:

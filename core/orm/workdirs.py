@@ -87,6 +87,7 @@ def plan_cleaning(nodes: Iterable[CalcJobNode]) -> tuple[list[WorkdirToClean], l
                 "veglia made for it; refusing to remove it. Nothing was removed."
             )
         key = node.computer_pk or node.computer_label
+        assert key is not None  # a job with a work dir ran on a computer
         if key not in computers:
             computers[key] = load_computer(key)
         todo.append(WorkdirToClean(node, computers[key], path))

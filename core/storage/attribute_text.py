@@ -25,7 +25,7 @@ def _checked(key: str) -> str:
     return key
 
 
-class attribute_text(FunctionElement):
+class attribute_text(FunctionElement[str]):
     """``attribute_text(Node.attributes, KEY)``: the attribute ``KEY`` as text (NULL when
     the node has none); compare it with ``==``."""
 

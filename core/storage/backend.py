@@ -316,32 +316,21 @@ class StorageBackend:
         heads = [SCHEMA_HEAD] + [migrations.head for _, migrations in plugins]
         if self._recorded_revisions(tables) == heads:
             return
-        status = self.schema_status()
-        if status.newer:
-            raise SchemaNewerError(
-                f"The database at {mask_url(self.url)} is at schema {status.current}, newer than "
-                "this release of veglia knows. Upgrade veglia."
-            )
-        if not status.up_to_date:
-            where = "empty" if status.empty else f"at schema {status.current}"
-            raise SchemaOutdatedError(
-                f"The database at {mask_url(self.url)} is {where}; this release needs "
-                f"{status.head}. Run `veglia storage migrate` (back up the database first)."
-            )
+        where = mask_url(self.url)
+        _raise_unless_current(
+            self.schema_status(),
+            f"The database at {where} is",
+            ("this release of veglia", "this release"),
+            "veglia",
+        )
         for plugin, _, status in self.plugin_schema_status():
-            if status.newer:
-                raise SchemaNewerError(
-                    f"The tables of plugin {plugin!r} in the database at {mask_url(self.url)} "
-                    f"are at schema {status.current}, newer than the installed plugin knows. "
-                    "Upgrade the plugin."
-                )
-            if not status.up_to_date:
-                where = "absent" if status.empty else f"at schema {status.current}"
-                raise SchemaOutdatedError(
-                    f"The tables of plugin {plugin!r} in the database at {mask_url(self.url)} "
-                    f"are {where}; the plugin needs {status.head}. Run `veglia storage "
-                    "migrate` (back up the database first)."
-                )
+            _raise_unless_current(
+                status,
+                f"The tables of plugin {plugin!r} in the database at {where} are",
+                ("the installed plugin", "the plugin"),
+                "the plugin",
+                missing="absent",
+            )
 
     def migrate(self, revision: str = "head", plugins: bool = True) -> tuple[str | None, str]:
         """Bring the core schema to ``revision``, then (at ``head``, unless ``plugins`` is
@@ -510,6 +499,7 @@ class StorageBackend:
         With ``held`` (from :meth:`hold`, still open) the block continues that transaction
         and commits it, with what was written in it before.
         """
+        shared: _Shared
         if held is not None and held.open:
             shared = held
         elif self._joinable() is not None:
@@ -550,10 +540,35 @@ class StorageBackend:
     def insert(self, table: Any) -> Any:
         """An INSERT for this database's dialect, which has ``on_conflict_do_nothing``."""
         if self.engine.dialect.name == "postgresql":
-            from sqlalchemy.dialects.postgresql import insert
-        else:
-            from sqlalchemy.dialects.sqlite import insert
-        return insert(table)
+            from sqlalchemy.dialects import postgresql
+
+            return postgresql.insert(table)
+        from sqlalchemy.dialects import sqlite
+
+        return sqlite.insert(table)
 
     def close(self) -> None:
         self.engine.dispose()
+
+
+def _raise_unless_current(
+    status: SchemaStatus,
+    subject: str,
+    reader: tuple[str, str],
+    upgrade: str,
+    missing: str = "empty",
+) -> None:
+    """Raise when ``status`` is newer than the reader knows (upgrade ``upgrade``) or older
+    than it needs (``veglia storage migrate``); ``subject`` ends with its verb
+    ("The database at URL is"), ``reader`` names who reads it (newer than / needs)."""
+    if status.newer:
+        raise SchemaNewerError(
+            f"{subject} at schema {status.current}, newer than {reader[0]} knows. "
+            f"Upgrade {upgrade}."
+        )
+    if not status.up_to_date:
+        where = missing if status.empty else f"at schema {status.current}"
+        raise SchemaOutdatedError(
+            f"{subject} {where}; {reader[1]} needs {status.head}. Run `veglia storage migrate` "
+            "(back up the database first)."
+        )

@@ -22,14 +22,21 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator, Set
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Protocol
 
 from veglia.config.private_paths import private_folder
 from veglia.exceptions import NotExistent, RepositoryIntegrityError
 
-__all__ = ["FileRepository"]
+__all__ = ["ByteSource", "FileRepository"]
 
 _CHUNK = 1024 * 1024
+
+
+class ByteSource(Protocol):
+    """What :meth:`FileRepository.put_stream` reads: anything with ``read(size) -> bytes``
+    (an open file, a zip entry, the archive import's bounded reader)."""
+
+    def read(self, size: int = -1, /) -> bytes: ...
 
 
 class FileRepository:
@@ -55,7 +62,7 @@ class FileRepository:
             raise ValueError(f"{sha256!r} is not a SHA-256 hex digest")
         return self.objects / sha256[:2] / sha256[2:]
 
-    def put_stream(self, stream: BinaryIO) -> tuple[str, int]:
+    def put_stream(self, stream: ByteSource) -> tuple[str, int]:
         """Store the stream's bytes; return ``(sha256, size)``."""
         fd, tmp_name = self._tmp_file()
         digest = hashlib.sha256()

@@ -27,7 +27,7 @@ from typing import Any, BinaryIO, Protocol
 import sqlalchemy as sa
 
 from veglia.exceptions import NotExistent, RepositoryIntegrityError
-from veglia.storage.repository import FileRepository
+from veglia.storage.repository import ByteSource, FileRepository
 from veglia.storage.tables import repository_blobs, repository_chunks, repository_files
 
 __all__ = ["CHUNK_SIZE", "DatabaseRepository"]
@@ -88,14 +88,14 @@ class DatabaseRepository:
     def __repr__(self) -> str:
         return "DatabaseRepository()"
 
-    def _now(self) -> sa.ColumnElement[float]:
+    def _now(self) -> sa.ColumnElement[Any]:
         """The database's clock in epoch seconds: hosts that share the database need not
         agree on the time for ``maintain``'s grace period."""
         if self._storage.engine.dialect.name == "postgresql":
             return sa.func.extract("epoch", sa.func.clock_timestamp())
         return (sa.func.julianday("now") - 2440587.5) * 86400.0
 
-    def put_stream(self, stream: BinaryIO) -> tuple[str, int]:
+    def put_stream(self, stream: ByteSource) -> tuple[str, int]:
         """Store the stream's bytes; return ``(sha256, size)``. Memory holds one chunk."""
         digest = hashlib.sha256()
         size = 0
@@ -179,7 +179,7 @@ class DatabaseRepository:
         """The blob's content as a stream that reads one chunk at a time."""
         chunks = self._blob_chunks(sha256)
         if chunks is not None:
-            return io.BufferedReader(_ChunkReader(self, sha256, chunks), CHUNK_SIZE)  # type: ignore[return-value]
+            return io.BufferedReader(_ChunkReader(self, sha256, chunks), CHUNK_SIZE)
         try:
             return self.fallback.open(sha256)
         except NotExistent:

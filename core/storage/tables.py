@@ -83,7 +83,7 @@ def new_uuid() -> str:
     return str(uuid_module.uuid4())
 
 
-class JsonType(TypeDecorator):
+class JsonType(TypeDecorator[Any]):
     """JSON, stored as JSONB on PostgreSQL.
 
     Not ``JSON().with_variant(JSONB(), "postgresql")``: that imports SQLAlchemy's PostgreSQL
@@ -102,27 +102,27 @@ class JsonType(TypeDecorator):
         return dialect.type_descriptor(JSON())
 
 
-def _json(name: str) -> Column:
+def _json(name: str) -> Column[Any]:
     return Column(name, JsonType(), nullable=False, default=dict)
 
 
-def _uuid() -> Column:
+def _uuid() -> Column[Any]:
     return Column("uuid", String(36), nullable=False, unique=True, default=new_uuid)
 
 
-def _id() -> Column:
+def _id() -> Column[Any]:
     return Column("id", Integer, primary_key=True)
 
 
-def _text(name: str, length: int | None = None, **kwargs: Any) -> Column:
+def _text(name: str, length: int | None = None, **kwargs: Any) -> Column[Any]:
     return Column(name, String(length) if length else Text, nullable=False, **kwargs)
 
 
-def _time(name: str, **kwargs: Any) -> Column:
+def _time(name: str, **kwargs: Any) -> Column[Any]:
     return Column(name, DateTime(timezone=True), nullable=False, default=utcnow, **kwargs)
 
 
-def _foreign(name: str, target: str, ondelete: str, **kwargs: Any) -> Column:
+def _foreign(name: str, target: str, ondelete: str, **kwargs: Any) -> Column[Any]:
     kwargs.setdefault("nullable", False)
     return Column(name, ForeignKey(target, ondelete=ondelete), **kwargs)
 

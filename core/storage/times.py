@@ -12,6 +12,7 @@ __all__ = ["as_utc", "database_epoch", "format_seconds", "utcnow"]
 
 
 def utcnow() -> datetime:
+    """Now, as an aware UTC datetime: what every stored time is."""
     return datetime.now(timezone.utc)
 
 
@@ -29,7 +30,10 @@ def database_epoch(dialect: str) -> Any:
 
 
 def format_seconds(seconds: float | int) -> str:
-    """``"45s"``, ``"12m 5s"``, ``"3h 20m"``, ``"2d 4h"``."""
+    """``"45s"``, ``"12m 5s"``, ``"3h 20m"``, ``"2d 4h"``; ``"under 1s"`` for a positive
+    time that would round to ``"0s"`` (a run that took 0.3 s did not take no time)."""
+    if 0 < seconds < 0.5:
+        return "under 1s"
     seconds = round(seconds)
     if seconds < 60:
         return f"{seconds}s"

@@ -49,36 +49,45 @@ class FakeNode:
 
     @property
     def options(self) -> dict[str, Any]:
-        return self.get_attribute(attr.OPTIONS, {})
+        result: dict[str, Any] = self.get_attribute(attr.OPTIONS, {})
+        return result
 
     @property
     def remote_workdir(self) -> str | None:
-        return self.get_attribute(attr.REMOTE_WORKDIR)
+        result: str | None = self.get_attribute(attr.REMOTE_WORKDIR)
+        return result
 
     @property
     def job_id(self) -> str | None:
-        return self.get_attribute(attr.JOB_ID)
+        result: str | None = self.get_attribute(attr.JOB_ID)
+        return result
 
     @property
     def computer_label(self) -> str | None:
-        return self.get_attribute(attr.COMPUTER)
+        result: str | None = self.get_attribute(attr.COMPUTER)
+        return result
 
     @property
     def scheduler_state(self) -> str | None:
-        return self.get_attribute(attr.SCHEDULER_STATE)
+        result: str | None = self.get_attribute(attr.SCHEDULER_STATE)
+        return result
 
     @property
     def last_job_info(self) -> dict[str, Any] | None:
-        return self.get_attribute(attr.LAST_JOB_INFO)
+        result: dict[str, Any] | None = self.get_attribute(attr.LAST_JOB_INFO)
+        return result
 
     @property
     def submitted_at(self) -> float | None:
-        return self.get_attribute(attr.SUBMITTED_AT)
+        result: float | None = self.get_attribute(attr.SUBMITTED_AT)
+        return result
 
     @property
     def started_at(self) -> float | None:
-        return self.get_attribute(attr.STARTED_AT)
+        result: float | None = self.get_attribute(attr.STARTED_AT)
+        return result
 
     @property
     def similarity_key(self) -> str | None:
-        return self.get_attribute(attr.SIMILARITY_KEY)
+        result: str | None = self.get_attribute(attr.SIMILARITY_KEY)
+        return result

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 import shlex
-from typing import ClassVar
 
 from veglia.exceptions import SchedulerError
 from veglia.schedulers import JobFailure, JobInfo, JobState, JobTemplate, Scheduler
@@ -45,8 +44,8 @@ class FakeScheduler(Scheduler):
 
     example_empty_listing = (0, f"{_MARKER}\n", "")
 
-    #: The cluster of every FakeScheduler made without one.
-    cluster: ClassVar[FakeCluster] = FakeCluster()
+    #: The cluster of every FakeScheduler made without one (an instance may have its own).
+    cluster: FakeCluster = FakeCluster()
 
     def __init__(self, cluster: FakeCluster | None = None) -> None:
         if cluster is not None:

@@ -16,6 +16,7 @@ from veglia.engine.progress import Progress, format_seconds, workflow_progress
 from veglia.orm.attributes import (
     CANCEL_PENDING,
     CODE,
+    QUEUE_MOVES,
     RERUN_FROM,
     RERUN_OF,
     RESTART,
@@ -51,13 +52,13 @@ def _epoch(seconds: float) -> datetime:
     return datetime.fromtimestamp(seconds, timezone.utc)
 
 
-def monitor_stop_text(stop: dict | None, when: TimeText = _iso) -> str | None:
+def monitor_stop_text(stop: dict[str, Any] | None, when: TimeText = _iso) -> str | None:
     if not stop:
         return None
     return f"{stop['name']} at {when(_epoch(stop['time']))}: {stop['message']}"
 
 
-def usage_text(usage: dict | None) -> str | None:
+def usage_text(usage: dict[str, Any] | None) -> str | None:
     if not usage:
         return None
     memory = usage.get("peak_memory_kb")
@@ -69,13 +70,30 @@ def usage_text(usage: dict | None) -> str | None:
     return ", ".join(p for p in parts if p) + f" (from {usage.get('source', '?')})"
 
 
-def restart_text(restart: dict | None) -> str | None:
+def restart_text(restart: dict[str, Any] | None) -> str | None:
     if not restart:
         return None
     return f"attempt {restart['attempt']}, after process {restart['previous']} {restart['reason']}"
 
 
-def right_sized_text(changes: dict | None) -> str | None:
+def queue_moves_text(moves: list[dict[str, Any]] | None) -> str | None:
+    """Each queue-move decision (one per state at most): the move, or why the job stayed."""
+    if not moves:
+        return None
+    shown = []
+    for move in moves:
+        if move.get("moved"):
+            shown.append(
+                f"{move['from']} -> {move['to']} while {move['state']}, time limit "
+                f"{move.get('wallclock_seconds')} s ({move['reason']})"
+            )
+        else:
+            why = move.get("error") or move["reason"]
+            shown.append(f"stayed in {move['from']} while {move['state']} ({why})")
+    return "; ".join(shown)
+
+
+def right_sized_text(changes: dict[str, Any] | None) -> str | None:
     if not changes:
         return None
     return "; ".join(f"{name} {c['from']} -> {c['to']}" for name, c in changes.items())
@@ -141,7 +159,7 @@ def rerun_text(attrs: dict[str, Any]) -> str | None:
 ATTEMPT_HEADERS = ("Attempt", "PK", "Job", "Queue", "Memory", "Time", "Exit", "Outcome")
 
 
-def attempt_rows(attempts: list[dict] | None) -> list[tuple[Any, ...]]:
+def attempt_rows(attempts: list[dict[str, Any]] | None) -> list[tuple[Any, ...]]:
     """The restart policy's attempts, each with what it asked for and what happened."""
     return [
         (
@@ -201,6 +219,7 @@ def process_facts(
             ("paused", outage_text(node.unreachable, when) if node.paused else None),
             ("cancel pending", cancel_pending_text(attrs.get(CANCEL_PENDING), when)),
             ("resubmitted", restart_text(attrs.get(RESTART))),
+            ("queue moves", queue_moves_text(attrs.get(QUEUE_MOVES))),
             ("used", usage_text(node.usage)),
             ("right-sized", right_sized_text(node.right_sized)),
         ]

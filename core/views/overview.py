@@ -108,7 +108,7 @@ def _epoch_iso(seconds: float | None) -> str | None:
 def computers(troubled: list[ProcessRow]) -> list[dict[str, Any]]:
     """Every computer, with its outage (from the marks the engine put on the jobs it paused)
     and its unfinished jobs by scheduler state."""
-    outages: dict[str, tuple[dict, str]] = {}
+    outages: dict[str, tuple[dict[str, Any], str]] = {}
     for row in troubled:
         mark = row.attributes.get(UNREACHABLE)
         if isinstance(mark, dict) and mark.get("computer") and row.attributes.get(PAUSED):

@@ -217,7 +217,9 @@ def select_processes(
     return rows
 
 
-def process_rows(states: Iterable[str] | None = ACTIVE_STATES, **filters: Any) -> list[dict]:
+def process_rows(
+    states: Iterable[str] | None = ACTIVE_STATES, **filters: Any
+) -> list[dict[str, Any]]:
     """The rows ``process list`` shows for these ``states`` and ``filters`` (those of
     :func:`list_processes`), each called process right after its caller with its
     ``depth``."""

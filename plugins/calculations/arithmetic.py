@@ -5,8 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from veglia.engine import CalcInfo, CalcJob, CodeInfo, ExitCode
-from veglia.orm import Float, FolderData, Int
+from veglia.plugin_api import CalcInfo, CalcJob, CodeInfo, ExitCode, Float, FolderData, Int
 
 __all__ = ["ArithmeticAddJob"]
 

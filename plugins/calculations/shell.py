@@ -6,10 +6,18 @@ import re
 from pathlib import Path
 from typing import Any
 
-from veglia.engine import CalcInfo, CalcJob, CodeInfo, ExitCode
-from veglia.exceptions import UnsafePathError
-from veglia.orm import FolderData, List, SinglefileData, Str
-from veglia.relative_paths import checked_relative
+from veglia.plugin_api import (
+    CalcInfo,
+    CalcJob,
+    CodeInfo,
+    ExitCode,
+    FolderData,
+    List,
+    SinglefileData,
+    Str,
+    UnsafePathError,
+    checked_relative,
+)
 
 __all__ = ["ShellJob"]
 

@@ -8,11 +8,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from veglia.datasources import Element, Known, combined_checksum
+from veglia.plugin_api import Element, Known, combined_checksum
 from veglia.plugins.datasources.remote import ask
 
 if TYPE_CHECKING:
-    from veglia.transports import Transport
+    from veglia.plugin_api import Transport
 
 __all__ = ["Checksums", "assemble", "checksums", "computer_path", "unchanged"]
 
@@ -55,7 +55,7 @@ def checksums(
     """The sha256 of ``files`` (path, size, mtime as listed): taken from ``known`` where
     size and mtime are the same, read on the computer for the others, all in one command."""
     result = Checksums()
-    to_read = []
+    to_read: list[list[Any]] = []  # [path, size, mtime], as the command takes them
     for path, size, mtime in files:
         entry = known.get(path)
         if entry is not None and entry[:2] == (size, mtime):

@@ -15,12 +15,12 @@ import posixpath
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from veglia.datasources import DataSource, Listing, Setting, read_known
+from veglia.plugin_api import DataSource, Listing, Setting, read_known
 from veglia.plugins.datasources.files import assemble, checksums, computer_path, unchanged
 from veglia.plugins.datasources.remote import ask
 
 if TYPE_CHECKING:
-    from veglia.transports import Transport
+    from veglia.plugin_api import Transport
 
 __all__ = ["FofnSource"]
 
@@ -30,7 +30,8 @@ FORMATS = ("lines", "csv", "tsv")
 def fofn_format(value: Any) -> str:
     if value not in FORMATS:
         raise ValueError(f"give one of {', '.join(FORMATS)}")
-    return value
+    known: str = value  # one of FORMATS
+    return known
 
 
 def column(value: Any) -> str:

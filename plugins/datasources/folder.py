@@ -13,12 +13,12 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from veglia.datasources import DataSource, Listing, Setting, read_known
+from veglia.plugin_api import DataSource, Listing, Setting, read_known
 from veglia.plugins.datasources.files import assemble, checksums, computer_path, unchanged
 from veglia.plugins.datasources.remote import ask
 
 if TYPE_CHECKING:
-    from veglia.transports import Transport
+    from veglia.plugin_api import Transport
 
 __all__ = ["FolderSource", "name_pattern", "relative_glob", "seconds"]
 

@@ -5,11 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from veglia.datasources import DataSource, Element, Listing, Setting
-from veglia.exceptions import NotExistent
+from veglia.plugin_api import DataSource, Element, Listing, NotExistent, Setting
 
 if TYPE_CHECKING:
-    from veglia.transports import Transport
+    from veglia.plugin_api import Transport
 
 __all__ = ["GroupSource"]
 
@@ -34,8 +33,7 @@ class GroupSource(DataSource):
         self, transport: Transport | None = None, known: Mapping[str, Any] | None = None
     ) -> Listing:
         # Lazy: the storage layer and the engine load only when a group is listed.
-        from veglia.engine.calcjob.caching import node_hashes
-        from veglia.orm.groups import load_group
+        from veglia.plugin_api import load_group, node_hashes
 
         try:
             nodes = load_group(self.settings["group"]).nodes

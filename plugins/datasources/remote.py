@@ -26,16 +26,15 @@ import stat
 import time
 from typing import TYPE_CHECKING, Any
 
-from veglia.exceptions import DataSourceError
-from veglia.python_program import PythonProgram
+from veglia.plugin_api import DataSourceError, PythonProgram
 
 if TYPE_CHECKING:
-    from veglia.transports import Transport
+    from veglia.plugin_api import Transport
 
 __all__ = ["ask", "hash_files", "list_files", "read_text", "stat_paths"]
 
 
-def list_files(root: str, pattern: str) -> dict:
+def list_files(root: str, pattern: str) -> "dict[str, Any]":  # noqa: UP037
     """The regular files matching ``pattern`` (``**`` crosses folders) below ``root``."""
     root = os.path.expanduser(root)
     if not os.path.isdir(root):
@@ -52,7 +51,7 @@ def list_files(root: str, pattern: str) -> dict:
     return {"root": root, "now": time.time(), "files": found}
 
 
-def stat_paths(paths: list) -> dict:
+def stat_paths(paths: "list[Any]") -> "dict[str, Any]":  # noqa: UP037
     """``[path, size, mtime]`` per path (size and mtime null when it is no regular file)."""
     found = []
     for path in paths:
@@ -69,7 +68,7 @@ def stat_paths(paths: list) -> dict:
     return {"now": time.time(), "files": found}
 
 
-def read_text(path: str) -> dict:
+def read_text(path: str) -> "dict[str, Any]":  # noqa: UP037
     """A text file's content (UTF-8) and its absolute path."""
     path = os.path.abspath(os.path.expanduser(path))
     try:
@@ -80,7 +79,7 @@ def read_text(path: str) -> dict:
     return {"path": path, "text": data.decode("utf-8", "replace")}
 
 
-def hash_files(files: list) -> list:
+def hash_files(files: "list[Any]") -> "list[Any]":  # noqa: UP037
     """``[path, sha256, problem]`` per ``[path, size, mtime]`` asked."""
     answers = []
     for path, size, mtime in files:
@@ -106,7 +105,7 @@ def hash_files(files: list) -> list:
     return answers
 
 
-def answer(payload: dict) -> object:
+def answer(payload: "dict[str, Any]") -> object:  # noqa: UP037
     if payload["op"] == "list":
         return list_files(payload["root"], payload["glob"])
     if payload["op"] == "stat":
@@ -128,7 +127,7 @@ BASE_TIMEOUT = 120.0
 SLOWEST_READ = 20 * 2**20
 
 
-def ask(transport: Transport, payload: dict, *, read_bytes: int = 0) -> Any:
+def ask(transport: Transport, payload: dict[str, Any], *, read_bytes: int = 0) -> Any:
     """The computer's answer to ``payload`` (one ``python3`` command); ``read_bytes`` is how
     much it will read, which the command's timeout allows for."""
     timeout = BASE_TIMEOUT + read_bytes / SLOWEST_READ

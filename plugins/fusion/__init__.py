@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from veglia.lazy import lazy_exports
+from veglia.plugin_api import lazy_exports
 
 if TYPE_CHECKING:
     from veglia.plugins.fusion.trace_file import TRACE_PATH, fusion_enabled, read_trace

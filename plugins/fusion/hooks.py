@@ -4,18 +4,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from veglia.hookspecs import hookimpl
+from veglia.plugin_api import hookimpl
 
 if TYPE_CHECKING:
     # Lazy: every process loads this hook module; the ORM only when asked.
-    from veglia.engine.calcjob.options import CalcJobOption
-    from veglia.orm.computers import ComputerProperty
+    from veglia.plugin_api import CalcJobOption, ComputerProperty
 
 
 @hookimpl
 def calcjob_options() -> list[CalcJobOption]:
     """``metadata.options.fusion``: read this job's trace (else its computer's property)."""
-    from veglia.engine.calcjob.options import CalcJobOption  # the engine only when jobs are
+    from veglia.plugin_api import CalcJobOption  # the engine only when jobs are
 
     return [CalcJobOption("fusion", bool, "Read the Fusion trace (defaults to the computer's).")]
 
@@ -24,7 +23,7 @@ def calcjob_options() -> list[CalcJobOption]:
 def computer_properties() -> list[ComputerProperty]:
     """The ``fusion`` property (``veglia computer setup --fusion yes``): read every job's."""
     # Lazy: every process loads this hook module; the ORM only when asked.
-    from veglia.orm.computers import ComputerProperty
+    from veglia.plugin_api import ComputerProperty
 
     return [ComputerProperty("fusion", False, "Read the Fusion trace of jobs (yes/no).")]
 
@@ -57,7 +56,7 @@ def measured_usage(record: Any, proc: dict[str, Any]) -> set[str]:
     """What Fusion measured replaces what the engine guessed; junk values are skipped.
     Returns the names of the record's fields it set."""
     # Lazy: every process loads this hook module; the engine only for a trace.
-    from veglia.engine.calcjob.trace_file import apply_proc_block
+    from veglia.plugin_api import apply_proc_block
 
     return apply_proc_block(record, proc)
 

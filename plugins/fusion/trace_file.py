@@ -4,10 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from veglia.engine.calcjob.trace_file import MAX_TRACE_BYTES, read_trace_file
-from veglia.engine.calcjob.trace_file import parse_trace as _parse_trace
-from veglia.exceptions import TraceFileUnusable
-from veglia.orm.attributes import COMPUTER
+from veglia.plugin_api import COMPUTER, MAX_TRACE_BYTES, TraceFileUnusable, read_trace_file
+from veglia.plugin_api import parse_trace as _parse_trace
 
 __all__ = [
     "MAX_TRACE_BYTES",
@@ -34,7 +32,7 @@ def fusion_enabled(node: Any, computer: Any = None) -> bool:
 
     # Lazy: the package is loaded with the plugin's hooks in every process (the daemon's
     # supervisor too), which need not load the ORM and the storage.
-    from veglia.orm.computers import load_computer
+    from veglia.plugin_api import load_computer
 
     label = node.get_attribute(COMPUTER)
     return bool(label and load_computer(label).get_property("fusion"))

@@ -10,13 +10,11 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from veglia.config.values import parse_positive_seconds
-from veglia.hookspecs import hookimpl
+from veglia.plugin_api import hookimpl, parse_positive_seconds
 
 if TYPE_CHECKING:
     # Lazy: every process loads this hook module (`veglia --help` too); the engine when asked.
-    from veglia.engine.calcjob.job_script import JobScriptWrap
-    from veglia.orm.computers import ComputerProperty
+    from veglia.plugin_api import ComputerProperty, JobScriptWrap
 
 __all__ = [
     "GRACE_SECONDS",
@@ -50,7 +48,7 @@ def computer_properties() -> list[ComputerProperty]:
     """``guards`` (yes/no), ``guard_interval``, ``guard_away_after``, ``guard_grace``
     (seconds) and ``guard_heartbeat`` (the heartbeat file on the computer)."""
     # Lazy: every process loads this hook module; the ORM only when asked.
-    from veglia.orm.computers import ComputerProperty
+    from veglia.plugin_api import ComputerProperty
 
     return [
         ComputerProperty(
@@ -106,8 +104,7 @@ def _shell_word(text: str) -> str:
 def guards_of(node: Any) -> list[tuple[str, str, Any, list[str]]]:
     """(monitor name, entry point, guard, its arguments) of each enabled guard of the job."""
     # Lazy: the engine only in a process that writes job scripts.
-    from veglia.engine.calcjob.guards import guard_arguments, guard_of
-    from veglia.engine.calcjob.monitors import MonitorSpec, load_monitor
+    from veglia.plugin_api import MonitorSpec, guard_arguments, guard_of, load_monitor
 
     found = []
     for value in node.get_attribute("monitors") or []:
@@ -126,7 +123,7 @@ def _heartbeat_path(computer: Any) -> str:
     path = str(computer.get_property("guard_heartbeat") or DEFAULT_HEARTBEAT)
     if "{profile}" in path:
         # Lazy: the profile only in a process that writes job scripts.
-        from veglia.manage import get_profile
+        from veglia.plugin_api import get_profile
 
         path = path.replace("{profile}", str(get_profile().id))
     # Double quotes: the node's $HOME (and any variable) expands, nothing else does.
@@ -143,7 +140,7 @@ def job_script_wrap(node: Any, computer: Any) -> JobScriptWrap | None:
     if not guards:
         return None
     # Lazy: the engine only in a process that writes job scripts.
-    from veglia.engine.calcjob.job_script import JobScriptWrap
+    from veglia.plugin_api import JobScriptWrap
 
     # One function per distinct guard text, numbered in a fixed order: the same monitors give
     # the same file, stored once in the repository.
@@ -246,6 +243,6 @@ def job_stopped_beside(node: Any, folder: Path) -> dict[str, Any] | None:
 
 def _packaged(package: str, name: str) -> str:
     # Lazy: every process loads this hook module; the engine only where scripts are written.
-    from veglia.engine.calcjob.job_script import packaged_shell
+    from veglia.plugin_api import packaged_shell
 
     return packaged_shell(package, name)

@@ -5,8 +5,14 @@ from __future__ import annotations
 import re
 import shlex
 
-from veglia.schedulers import JobInfo, JobState, JobTemplate, Scheduler, SchedulerError
-from veglia.transports import shown_output
+from veglia.plugin_api import (
+    JobInfo,
+    JobState,
+    JobTemplate,
+    Scheduler,
+    SchedulerError,
+    shown_output,
+)
 
 __all__ = ["DirectScheduler"]
 

@@ -14,7 +14,7 @@ import math
 import re
 from typing import ClassVar
 
-from veglia.schedulers import (
+from veglia.plugin_api import (
     JobFailure,
     JobInfo,
     JobResources,

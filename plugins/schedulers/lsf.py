@@ -23,6 +23,15 @@ import re
 import shlex
 from typing import TYPE_CHECKING
 
+from veglia.plugin_api import (
+    JobFailure,
+    JobInfo,
+    JobState,
+    JobTemplate,
+    Scheduler,
+    SchedulerError,
+    shown_output,
+)
 from veglia.plugins.schedulers.directives import (
     BatchSubmitError,
     check_directive_value,
@@ -37,11 +46,9 @@ from veglia.plugins.schedulers.directives import (
     positive_int,
     safe_job_name,
 )
-from veglia.schedulers import JobFailure, JobInfo, JobState, JobTemplate, Scheduler, SchedulerError
-from veglia.transports import shown_output
 
 if TYPE_CHECKING:
-    from veglia.transports import Transport
+    from veglia.plugin_api import Transport
 
 __all__ = ["LsfScheduler", "LsfSubmitError"]
 

@@ -13,6 +13,15 @@ import logging
 import re
 import shlex
 
+from veglia.plugin_api import (
+    JobFailure,
+    JobInfo,
+    JobState,
+    JobTemplate,
+    Scheduler,
+    SchedulerError,
+    shown_output,
+)
 from veglia.plugins.schedulers.directives import (
     check_directive_value,
     check_job_id,
@@ -27,8 +36,6 @@ from veglia.plugins.schedulers.directives import (
     positive_int,
     safe_job_name,
 )
-from veglia.schedulers import JobFailure, JobInfo, JobState, JobTemplate, Scheduler, SchedulerError
-from veglia.transports import shown_output
 
 __all__ = ["PbsProScheduler", "TorqueScheduler", "parse_qstat_full"]
 
@@ -75,7 +82,7 @@ def _size_kb(text: str) -> int | None:
     if not match:
         return None
     number, prefix, unit = int(match.group(1)), match.group(2).lower(), match.group(3).lower()
-    size = number * 1024 ** "bkmgtp".index(prefix or "b") * (8 if unit == "w" else 1)
+    size: int = number * 1024 ** "bkmgtp".index(prefix or "b") * (8 if unit == "w" else 1)
     return size // 1024
 
 

@@ -14,6 +14,15 @@ import re
 import shlex
 import xml.etree.ElementTree as ET
 
+from veglia.plugin_api import (
+    JobFailure,
+    JobInfo,
+    JobState,
+    JobTemplate,
+    Scheduler,
+    SchedulerError,
+    shown_output,
+)
 from veglia.plugins.schedulers.directives import (
     array_summaries,
     check_directive_value,
@@ -28,8 +37,6 @@ from veglia.plugins.schedulers.directives import (
     positive_int,
     safe_job_name,
 )
-from veglia.schedulers import JobFailure, JobInfo, JobState, JobTemplate, Scheduler, SchedulerError
-from veglia.transports import shown_output
 
 __all__ = ["SgeScheduler"]
 

@@ -21,6 +21,15 @@ import logging
 import re
 import shlex
 
+from veglia.plugin_api import (
+    JobFailure,
+    JobInfo,
+    JobTemplate,
+    QueueInfo,
+    Scheduler,
+    SchedulerError,
+    shown_output,
+)
 from veglia.plugins.schedulers.directives import (
     BatchSubmitError,
     array_summaries,
@@ -40,15 +49,6 @@ from veglia.plugins.schedulers.slurm_records import (
     job_info,
     parse_scontrol_record,
 )
-from veglia.schedulers import (
-    JobFailure,
-    JobInfo,
-    JobTemplate,
-    QueueInfo,
-    Scheduler,
-    SchedulerError,
-)
-from veglia.transports import shown_output
 
 __all__ = ["SlurmScheduler", "SlurmSubmitError"]
 

@@ -11,12 +11,12 @@ import logging
 import re
 from typing import Any
 
+from veglia.plugin_api import JobFailure, JobInfo, JobState, SchedulerError
 from veglia.plugins.schedulers.slurm_records import (
     ACTIVE_STATES,
     FINISHED_STATES,
     parse_exit_code,
 )
-from veglia.schedulers import JobFailure, JobInfo, JobState, SchedulerError
 
 __all__ = [
     "SACCT_COMMAND",

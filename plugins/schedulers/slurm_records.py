@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import re
 
+from veglia.plugin_api import JobFailure, JobInfo, JobState
 from veglia.plugins.schedulers.directives import parse_duration
-from veglia.schedulers import JobFailure, JobInfo, JobState
 
 __all__ = [
     "ACTIVE_STATES",

@@ -12,7 +12,7 @@ concern one run, which is marked refused while the others go on.
 
 from __future__ import annotations
 
-from veglia.exceptions import VegliaError
+from veglia.plugin_api import VegliaError
 
 __all__ = ["RecordError", "RetryLater", "SettingsRejected", "TowerError", "TowerRefused"]
 

@@ -7,12 +7,12 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from veglia.hookspecs import hookimpl
+from veglia.plugin_api import hookimpl
 from veglia.plugins.tower.settings import OPTIONS, settings_of
 
 if TYPE_CHECKING:
     # Lazy: every process loads this hook module; Tower's code only when used.
-    from veglia.engine.calcjob.options import CalcJobOption
+    from veglia.plugin_api import CalcJobOption
 
 __all__ = [
     "calcjob_options",
@@ -32,7 +32,7 @@ _SENDER_STOP = threading.Event()
 
 
 @hookimpl
-def register_options() -> list:
+def register_options() -> list[Any]:
     return list(OPTIONS)
 
 
@@ -66,7 +66,7 @@ def change_stamp_parts() -> list[Any]:
 @hookimpl
 def calcjob_options() -> list[CalcJobOption]:
     """``metadata.options.tower_run``: jobs with the same value form one Platform run."""
-    from veglia.engine.calcjob.options import CalcJobOption  # the engine only when jobs are
+    from veglia.plugin_api import CalcJobOption  # the engine only when jobs are
 
     return [CalcJobOption("tower_run", str, "Seqera Platform run this job is a task of.")]
 
@@ -74,7 +74,7 @@ def calcjob_options() -> list[CalcJobOption]:
 def _queue(node: Any, record: Any, kind: str) -> None:
     # Lazy: every process loads this hook module (`veglia --help` too); Tower's code, and
     # with its run records SQLAlchemy, only when used.
-    from veglia.manage import get_profile
+    from veglia.plugin_api import get_profile
     from veglia.plugins.tower import outbox, payload
     from veglia.plugins.tower.runs import active_jobs, run_key_of, run_meta
 
@@ -124,8 +124,7 @@ def overview_panels() -> list[Any]:
     """The outbox's health on the overview: pending, sent and refused reports; none when
     Tower is off and nothing was ever queued."""
     # Lazy: every process loads this hook module; Tower's code only when used.
-    from veglia.manage import get_profile
-    from veglia.plugin_api import Panel
+    from veglia.plugin_api import Panel, get_profile
     from veglia.plugins.tower import outbox
 
     settings = settings_of(get_profile())
@@ -163,7 +162,7 @@ def register_commands(cli: click.Group) -> None:
     def status(profile_name: str | None) -> None:
         """Show the outbox (pending, sent, held), the runs, and why any was refused."""
         # Lazy: every process loads this hook module; Tower's code only when used.
-        from veglia import load_profile
+        from veglia.plugin_api import load_profile
         from veglia.plugins.tower import outbox
         from veglia.plugins.tower.sender import TowerSender
 
@@ -246,13 +245,13 @@ def _sent_line(report: Any) -> str:
 
 def _profile() -> Any:
     # Lazy: every process loads this hook module; Tower's code only when used.
-    from veglia.manage import get_profile
+    from veglia.plugin_api import get_profile
 
     click_context = click.get_current_context()
     state = click_context.find_root().obj
     if state is not None and getattr(state, "profile_name", None):
         # Lazy: every process loads this hook module; Tower's code only when used.
-        from veglia import load_profile
+        from veglia.plugin_api import load_profile
 
         return load_profile(state.profile_name)
     return get_profile()

@@ -14,7 +14,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from veglia.manage import get_storage
+from veglia.plugin_api import get_storage
 from veglia.plugins.tower.models import ReportOutbox, ReportRun
 
 __all__ = [
@@ -217,17 +217,20 @@ def status_counts() -> dict[str, Any]:
     )
     with get_storage().session() as session:
         shown = sa.case((ReportOutbox.run_key.in_(refused), "held"), else_=ReportOutbox.status)
-        rows = dict(
+        rows: dict[str, int] = dict(
             session.execute(
                 sa.select(shown, sa.func.count())
                 .where(ReportOutbox.reporter == REPORTER, ReportOutbox.status != "sent")
                 .group_by(shown)
             ).all()
         )
-        rows["sent"] = session.scalar(
-            sa.select(sa.func.count()).where(
-                ReportOutbox.reporter == REPORTER, ReportOutbox.status == "sent"
+        rows["sent"] = (
+            session.scalar(
+                sa.select(sa.func.count()).where(
+                    ReportOutbox.reporter == REPORTER, ReportOutbox.status == "sent"
+                )
             )
+            or 0
         )
         runs = dict(
             session.execute(

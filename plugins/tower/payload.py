@@ -12,7 +12,7 @@ import time
 from collections import Counter
 from typing import Any
 
-from veglia.engine.process import launch_context
+from veglia.plugin_api import launch_context
 from veglia.plugins.tower import schema
 
 __all__ = ["metrics", "progress", "task", "workflow"]
@@ -65,8 +65,8 @@ def workflow(
     completed: bool,
 ) -> dict[str, Any]:
     """The ``Workflow`` of a run: its launch (``meta``, from the first job) and its tasks."""
-    starts = [_ms(t.get("start") or t.get("submit")) for t in tasks]
-    starts = [s for s in starts if s is not None]
+    moments = [_ms(t.get("start") or t.get("submit")) for t in tasks]
+    starts = [s for s in moments if s is not None]
     submit = meta.get("submit") or (min(starts) if starts else time.time() * 1000)
     start = min([submit, *starts])
     data: dict[str, Any] = {
@@ -175,7 +175,7 @@ def progress(
     processes = []
     for index, name in enumerate(dict.fromkeys(t.get("process") or "" for t in tasks)):
         mine = [t for t in tasks if (t.get("process") or "") == name]
-        entry = _counts(mine, 0, peaks.setdefault(f"process:{name}", {}))  # type: ignore[arg-type]
+        entry = _counts(mine, 0, peaks.setdefault(f"process:{name}", {}))
         entry.update(index=index, name=name, terminated=terminated)
         processes.append(entry)
     overall["processes"] = processes
@@ -221,7 +221,8 @@ def _ratio(part: str, whole: str, scale: float = 100) -> Any:
     def value(t: dict[str, Any]) -> float | None:
         if not t.get(part) or not t.get(whole):
             return None
-        return t[part] / t[whole] * scale
+        ratio: float = t[part] / t[whole] * scale
+        return ratio
 
     return value
 

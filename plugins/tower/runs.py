@@ -10,10 +10,15 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from veglia.entry_points import load_process_class
-from veglia.manage import get_profile, get_storage
-from veglia.orm.attributes import JOB_ID, LAUNCH, OPTIONS
-from veglia.storage.models import Node
+from veglia.plugin_api import (
+    JOB_ID,
+    LAUNCH,
+    OPTIONS,
+    Node,
+    get_profile,
+    get_storage,
+    load_process_class,
+)
 
 __all__ = ["active_jobs", "run_key_of", "run_meta", "unsubmitted_jobs"]
 

@@ -175,7 +175,15 @@ WORKFLOW: dict[str, Field] = {
     "stats": Field("object", fields=STATS),
 }
 
-_COUNTS = ("pending", "submitted", "running", "succeeded", "failed", "cached", "ignored")
+_COUNTS: tuple[str, ...] = (
+    "pending",
+    "submitted",
+    "running",
+    "succeeded",
+    "failed",
+    "cached",
+    "ignored",
+)
 _COUNTS += ("aborted", "retries", "stored", "peakRunning")
 _LOADS = ("loadCpus", "loadMemory", "peakCpus", "peakMemory")
 PROCESS_PROGRESS: dict[str, Field] = {
@@ -197,7 +205,17 @@ RESOURCE_DATA: dict[str, Field] = {
     **{f"{name}Label": _s(255) for name in ("min", "max", "q1", "q2", "q3")},
 }
 #: The per-process series of ``WorkflowMetrics``; the GPU ones are those of Nextflow's #7229.
-SERIES = ("cpu", "mem", "vmem", "time", "reads", "writes", "cpuUsage", "memUsage", "timeUsage")
+SERIES: tuple[str, ...] = (
+    "cpu",
+    "mem",
+    "vmem",
+    "time",
+    "reads",
+    "writes",
+    "cpuUsage",
+    "memUsage",
+    "timeUsage",
+)
 SERIES += ("gpuUsage", "gpuMemPeak", "gpuMemAvg")
 METRICS: dict[str, Field] = {
     "process": _s(255, required=True),

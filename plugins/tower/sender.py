@@ -21,7 +21,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from veglia.manage import get_storage
+from veglia.plugin_api import get_storage
 from veglia.plugins.tower import outbox, payload
 from veglia.plugins.tower.client import TowerClient
 from veglia.plugins.tower.exceptions import RetryLater, SettingsRejected, TowerRefused
@@ -75,14 +75,16 @@ class TowerSender:
     # -- the pause survives restarts, and ends when the settings change ------------------------
     def _state(self) -> dict[str, Any]:
         try:
-            return json.loads(self.state_file.read_text())
+            result: dict[str, Any] = json.loads(self.state_file.read_text())
+            return result
         except (OSError, ValueError):
             return {}
 
     def paused_reason(self) -> str:
         state = self._state()
         if state.get("settings") == _settings_id(self.settings):
-            return state.get("message", "")
+            result: str = state.get("message", "")
+            return result
         return ""
 
     def _pause(self, message: str) -> None:
@@ -177,7 +179,7 @@ class TowerSender:
                 latest[task_id] = task
         return list(latest.values())
 
-    def _workflow(self, run: Any, tasks: list[dict[str, Any]], completed: bool) -> dict:
+    def _workflow(self, run: Any, tasks: list[dict[str, Any]], completed: bool) -> dict[str, Any]:
         return payload.workflow(
             run.data.get("meta") or {},
             tasks,
@@ -187,7 +189,9 @@ class TowerSender:
             completed=completed,
         )
 
-    def _progress(self, run: Any, tasks: list[dict[str, Any]], ended: bool = False) -> dict:
+    def _progress(
+        self, run: Any, tasks: list[dict[str, Any]], ended: bool = False
+    ) -> dict[str, Any]:
         peaks = dict(run.data.get("peaks") or {})
         result = payload.progress(tasks, unsubmitted_jobs(run.run_key), peaks, ended)
         run.data = {**run.data, "peaks": peaks}
@@ -273,8 +277,8 @@ class TowerSender:
         now = time.time()
         for run in runs:
             last = run.last_sent.timestamp() if run.last_sent else 0
-            if now - last < HEARTBEAT_SECONDS:
-                continue
+            if now - last < HEARTBEAT_SECONDS or run.remote_id is None:
+                continue  # recently heard from; or never created on the Platform (begun runs are)
             try:
                 progress = self._progress(run, self._tasks(run.run_key))
                 client.heartbeat(run.remote_id, {"progress": progress})

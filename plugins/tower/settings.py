@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from veglia.config.options import Option
+from veglia.plugin_api import Option
 
 __all__ = ["OPTIONS", "TowerSettings", "check_settings", "settings_of"]
 
@@ -32,7 +32,7 @@ def _workspace(text: Any) -> str:
 
 def _boolean(text: Any) -> bool:
     # Lazy: options are read at every start; the client only when checked.
-    from veglia.config.values import parse_boolean as parse
+    from veglia.plugin_api import parse_boolean as parse
 
     return parse(text)
 
@@ -95,7 +95,7 @@ class TowerSettings:
 def settings_of(profile: Any) -> TowerSettings:
     """Profile options first, then the environment, then the public endpoint."""
     # Lazy: options are read at every start; the configuration's URL helper only here.
-    from veglia.config.config import split_password
+    from veglia.plugin_api import split_password
 
     endpoint = profile.get_option("tower.endpoint")
     password = profile.get_option("tower.password") if endpoint else ""

@@ -21,8 +21,7 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
-from veglia.storage.plugin_schema import PluginMigrations
-from veglia.storage.tables import NAMING_CONVENTION, JsonType, utcnow
+from veglia.plugin_api import NAMING_CONVENTION, JsonType, PluginMigrations, utcnow
 
 __all__ = ["MIGRATIONS", "metadata", "report_outbox", "report_runs"]
 

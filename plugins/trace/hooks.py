@@ -5,14 +5,12 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING, Any
 
-from veglia.config.values import parse_positive_seconds
-from veglia.hookspecs import hookimpl
+from veglia.plugin_api import hookimpl, parse_positive_seconds
 from veglia.plugins.trace.show import process_show_tables
 
 if TYPE_CHECKING:
     # Lazy: every process loads this hook module (`veglia --help` too); the engine when asked.
-    from veglia.engine.calcjob.job_script import JobScriptWrap
-    from veglia.orm.computers import ComputerProperty
+    from veglia.plugin_api import ComputerProperty, JobScriptWrap
 
 __all__ = [
     "BLOCKS",
@@ -42,7 +40,7 @@ parse_interval = parse_positive_seconds
 def computer_properties() -> list[ComputerProperty]:
     """``trace`` (yes/no) and ``trace_interval`` (seconds between samples)."""
     # Lazy: every process loads this hook module; the ORM only when asked.
-    from veglia.orm.computers import ComputerProperty
+    from veglia.plugin_api import ComputerProperty
 
     return [
         ComputerProperty("trace", True, "Sample each job's trace beside it (yes/no)."),
@@ -70,7 +68,7 @@ def job_script_wrap(node: Any, computer: Any) -> JobScriptWrap | None:
     if not computer.get_property("trace"):
         return None
     # Lazy: the engine only in a process that writes job scripts.
-    from veglia.engine.calcjob.job_script import JobScriptWrap
+    from veglia.plugin_api import JobScriptWrap
 
     interval = parse_interval(str(computer.get_property("trace_interval")))
     return JobScriptWrap(
@@ -96,8 +94,7 @@ def collect_trace(node: Any, transport: Any, record: Any, computer: Any) -> None
         return
     # Lazy: every process loads this hook module (`veglia --help` too); the engine only for
     # a process that collects traces.
-    from veglia.engine.calcjob.trace_file import apply_proc_block, read_trace_file
-    from veglia.exceptions import TraceFileUnusable
+    from veglia.plugin_api import TraceFileUnusable, apply_proc_block, read_trace_file
 
     try:
         blocks = read_trace_file(
@@ -138,8 +135,7 @@ def _final_series(node: Any, transport: Any) -> list[list[Any]]:
     """The whole run's series, evenly cut down to a plot's points (the live one keeps the
     recent samples finer, for monitors)."""
     # Lazy: the engine only for a process that collects traces.
-    from veglia.engine.calcjob.live_trace import evenly, parse_series
-    from veglia.exceptions import TransportError
+    from veglia.plugin_api import TransportError, evenly, parse_series
 
     try:
         info = transport.lstat(SERIES_FILE)
@@ -160,6 +156,6 @@ def _final_series(node: Any, transport: Any) -> list[list[Any]]:
 
 def _packaged(package: str, name: str) -> str:
     # Lazy: every process loads this hook module; the engine only where scripts are written.
-    from veglia.engine.calcjob.job_script import packaged_shell
+    from veglia.plugin_api import packaged_shell
 
     return packaged_shell(package, name)

@@ -12,7 +12,7 @@ import math
 import time
 from typing import Any
 
-from veglia.hookspecs import hookimpl
+from veglia.plugin_api import hookimpl
 
 __all__ = ["SPARK_WIDTH", "process_show_tables", "sparkline", "trace_rows"]
 

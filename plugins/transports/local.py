@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from veglia.file_reads import read_requests
-from veglia.local_transport_base import LocalTransportBase
+from veglia.plugin_api import LocalTransportBase, read_requests
 
 __all__ = ["LocalTransport"]
 

@@ -17,13 +17,17 @@ from typing import Any
 
 import paramiko
 
-from veglia.exceptions import (
+from veglia.plugin_api import (
+    AuthOption,
+    FileStat,
     HostKeyError,
+    Transport,
     TransportConnectionError,
     TransportError,
     TransportTimeoutError,
+    shown_command,
+    shown_output,
 )
-from veglia.transports import AuthOption, FileStat, Transport, shown_command, shown_output
 
 #: Seconds an SFTP request may wait for the server's answer.
 SFTP_TIMEOUT = 120.0
@@ -266,8 +270,10 @@ class SshTransport(Transport):
                 handle.seek(offset)
                 if size is None:
                     handle.prefetch()
-                    return handle.read()
-                return handle.read(size)
+                    whole: bytes = handle.read()
+                    return whole
+                part: bytes = handle.read(size)
+                return part
         except (OSError, paramiko.SSHException, EOFError) as exc:
             raise self._error("read", source, exc) from None
 

@@ -16,12 +16,12 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from veglia.exceptions import NotExistent, VegliaError
+from veglia.plugin_api import NotExistent, VegliaError
 from veglia.plugins.web import verify
 from veglia.plugins.web.auth import tokens_match
 
 if TYPE_CHECKING:
-    from veglia.orm.process_nodes import ProcessNode
+    from veglia.plugin_api import ProcessNode
     from veglia.plugins.web.app import Site
 
 __all__ = ["VERBS", "Verb", "routes"]
@@ -54,8 +54,7 @@ VERBS = {
 
 def _process(pk: int) -> ProcessNode:
     # Lazy: the ORM's node classes, once an action is asked for.
-    from veglia.orm.nodes import load_node
-    from veglia.orm.process_nodes import ProcessNode
+    from veglia.plugin_api import ProcessNode, load_node
 
     node = load_node(pk)
     if not isinstance(node, ProcessNode):
@@ -66,7 +65,7 @@ def _process(pk: int) -> ProcessNode:
 def carry_out(verb: str, pk: int, who: str) -> str:
     """Do ``verb`` to process ``pk`` as ``veglia process <verb>`` does; what happened."""
     # Lazy: the engine, once an action is asked for (the pages need none of it).
-    from veglia.engine.daemon.control import control_process, unblock_process
+    from veglia.plugin_api import control_process, unblock_process
 
     node = _process(pk)
     if verb == "unblock":

@@ -10,7 +10,7 @@ import secrets
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
 import jinja2
@@ -30,11 +30,14 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from veglia.exceptions import NotExistent
+from veglia.plugin_api import NotExistent
 from veglia.plugins.web import actions, pages
 from veglia.plugins.web.auth import TOKEN_USER, User, find_user, new_csrf_token, tokens_match
 from veglia.plugins.web.live import LiveHub, ViewKey, view_key
 from veglia.plugins.web.probe import ChangeProbe
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Callable
 
 __all__ = ["WebSettings", "create_app"]
 
@@ -136,7 +139,7 @@ class Site:
         self.placeholder = secrets.token_hex(16)
         #: The last content block rendered for the watchers of a view with the same user:
         #: (view key, user, can operate) -> (the view, its HTML).
-        self._live_renders: dict[tuple, tuple[dict[str, Any], str]] = {}
+        self._live_renders: dict[tuple[Any, ...], tuple[dict[str, Any], str]] = {}
 
     # -- who asks ------------------------------------------------------------------------
     def user(self, request: Request) -> User | None:
@@ -275,7 +278,7 @@ def _params(request: Request) -> dict[str, Any]:
 
 
 def _page_routes(site: Site, page: pages.Page) -> list[BaseRoute]:
-    def load_of(params: dict[str, Any]):
+    def load_of(params: dict[str, Any]) -> Callable[[], Any]:
         return lambda: page.load(params)
 
     async def loaded(request: Request) -> dict[str, Any] | Response:
@@ -327,8 +330,13 @@ def _page_routes(site: Site, page: pages.Page) -> list[BaseRoute]:
 
 
 async def _events(
-    site: Site, page: pages.Page, key: ViewKey, context: dict[str, Any], updates, seen
-):
+    site: Site,
+    page: pages.Page,
+    key: ViewKey,
+    context: dict[str, Any],
+    updates: AsyncIterator[dict[str, Any] | BaseException | None],
+    seen: str | None,
+) -> AsyncIterator[str]:
     """The server-sent events of one watcher: ``update`` with the content block's HTML when
     it changed (its digest as the event id), ``problem`` when the view cannot be loaded, and
     a comment now and then while nothing changes."""

@@ -16,9 +16,7 @@ import secrets
 from dataclasses import dataclass
 from typing import Any
 
-from veglia.config import Config
-from veglia.config.options import Option
-from veglia.exceptions import InvalidOptionError
+from veglia.plugin_api import Config, InvalidOptionError, Option
 
 __all__ = [
     "ROLES",

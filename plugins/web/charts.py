@@ -98,6 +98,7 @@ def timeline_svg(
     scale = (right - left) / span
 
     def x_of(moment: datetime) -> float:
+        assert start is not None  # a row with a moment to place made one
         return left + (moment - start).total_seconds() * scale
 
     height = _TL_AXIS + len(rows) * _TL_ROW + _TL_LEGEND
@@ -402,7 +403,7 @@ def _nice_ceiling(value: float, *, percent: bool) -> float:
         return 100.0
     if value <= 0:
         return 1.0
-    power = 10 ** math.floor(math.log10(value))
+    power: float = 10 ** math.floor(math.log10(value))
     for factor in (1, 1.2, 1.6, 2, 2.4, 4, 6, 8, 10):
         if value <= factor * power * (1 + 1e-9):
             return factor * power

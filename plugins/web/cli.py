@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from veglia.exceptions import InvalidOptionError
+from veglia.plugin_api import InvalidOptionError
 from veglia.plugins.web.auth import ROLES
 
 __all__ = ["report", "web"]
@@ -19,7 +19,7 @@ __all__ = ["report", "web"]
 def profile_of_command() -> Any:
     """The profile the command runs for: ``veglia -p NAME`` or the default one."""
     # Lazy: profiles load only once a command runs (`veglia --help` stays quick).
-    from veglia import load_profile
+    from veglia.plugin_api import load_profile
 
     state = click.get_current_context().find_root().obj
     return load_profile(getattr(state, "profile_name", None))

@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from veglia.exceptions import ConfigurationError
+from veglia.plugin_api import ConfigurationError
 
 __all__ = ["WEB_OPTION", "serve_beside_daemon", "status_lines", "stop_beside_daemon"]
 

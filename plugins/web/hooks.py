@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from veglia.hookspecs import hookimpl
+from veglia.plugin_api import hookimpl
 from veglia.plugins.web import daemon
 from veglia.plugins.web.auth import USERS_OPTION
 from veglia.plugins.web.cli import report, web

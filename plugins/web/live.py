@@ -385,7 +385,7 @@ async def _new_version(channel: _Channel, seen: int) -> None:
         await channel.loaded.wait()
 
 
-def _fingerprint(view: dict[str, Any] | None, error: BaseException | None) -> tuple:
+def _fingerprint(view: dict[str, Any] | None, error: BaseException | None) -> tuple[Any, ...]:
     # The view itself, compared with ==: as exact as its JSON text, and a workflow of
     # 2,000 steps compares in a few ms where json.dumps(sort_keys=True) took 40.
     if error is not None:

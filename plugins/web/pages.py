@@ -9,16 +9,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from veglia.engine.progress import format_seconds
+from veglia.plugin_api import (
+    DRAWN_NODES,
+    format_seconds,
+    job_view,
+    node_view,
+    overview_view,
+    pipeline_view,
+    pipelines_view,
+    processes_view,
+    workflow_view,
+)
 from veglia.plugins.web import charts
 from veglia.plugins.web.formatting import parse_time, size_text, time_text
 from veglia.plugins.web.live import Covers
-from veglia.views.job import job_view
-from veglia.views.node import DRAWN_NODES, node_view
-from veglia.views.overview import overview_view
-from veglia.views.pipelines import pipeline_view, pipelines_view
-from veglia.views.processes import processes_view
-from veglia.views.workflow import workflow_view
 
 __all__ = [
     "NODE_ROWS",

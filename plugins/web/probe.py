@@ -19,7 +19,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from veglia.orm.queries import ChangeStamp, change_stamp, nodes_touched_by, recent_writes
+from veglia.plugin_api import ChangeStamp, change_stamp, nodes_touched_by, recent_writes
 from veglia.plugins.web.live import EVERYTHING, Changes
 
 __all__ = [
@@ -44,7 +44,7 @@ CHANGED_LIMIT = 1000
 def workers_stamp() -> tuple[tuple[int, bool], ...]:
     """The daemon's workers and whether each is alive (their files, no SQL)."""
     # Lazy: the overview's view of the workers, read only while a page watches.
-    from veglia.views.overview import workers
+    from veglia.plugin_api import workers
 
     return tuple((worker["pid"], worker["alive"]) for worker in workers())
 

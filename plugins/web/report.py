@@ -20,7 +20,7 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
-from veglia.exceptions import WrongNodeTypeError
+from veglia.plugin_api import WrongNodeTypeError
 from veglia.plugins.web.charts import TEMPLATE_GLOBALS, timeline_svg, usage_svg
 from veglia.plugins.web.formatting import duration_text, number, parse_time, size_text, time_text
 
@@ -38,10 +38,7 @@ def report_of(pk: int) -> str:
     """The report of workflow ``pk`` (its steps' job views with it), or of calc job ``pk``
     alone, as a one-step run; :class:`NotExistent` for anything else."""
     # Lazy: the views load the ORM; rendering a report from dicts needs none of it.
-    from veglia.orm.attributes import BLOCKED
-    from veglia.views import job_view, workflow_view
-    from veglia.views.problems import problem_of
-    from veglia.views.workflow import load_process_node
+    from veglia.plugin_api import BLOCKED, job_view, load_process_node, problem_of, workflow_view
 
     node_type = load_process_node(pk).node_type
     if node_type == "process.calcjob":

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import uvicorn
 
-from veglia.exceptions import ConfigurationError
+from veglia.plugin_api import ConfigurationError
 from veglia.plugins.web.app import WebSettings, create_app
 
 __all__ = ["Listener", "WebServer", "check_bind", "is_loopback"]

@@ -13,18 +13,17 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from veglia.exceptions import NotExistent, VegliaError
+from veglia.plugin_api import NotExistent, VegliaError
 from veglia.plugins.web.auth import tokens_match
 
 if TYPE_CHECKING:
-    from veglia.integrity import FileCheck
-    from veglia.orm.process_nodes import ProcessNode
+    from veglia.plugin_api import FileCheck, ProcessNode
     from veglia.plugins.web.app import Site
 
 __all__ = ["Damage", "rerun_damaged", "routes", "verify_process"]
@@ -48,8 +47,7 @@ class Damage:
 
 def _ended_process(pk: int) -> ProcessNode:
     # Lazy: the ORM, once an integrity action is asked for.
-    from veglia.orm.nodes import load_node
-    from veglia.orm.process_nodes import ProcessNode
+    from veglia.plugin_api import ProcessNode, load_node
 
     node = load_node(pk)
     if not isinstance(node, ProcessNode):
@@ -59,11 +57,11 @@ def _ended_process(pk: int) -> ProcessNode:
 
 def _damage(node: ProcessNode, check: FileCheck) -> Damage:
     # Lazy: the ORM, once an integrity action is asked for.
-    from veglia.orm.nodes import load_node
+    from veglia.plugin_api import load_node
 
     producers = []
     for pk, made in sorted(check.producers().items()):
-        job = load_node(pk)
+        job = cast("ProcessNode", load_node(pk))  # what made a node is a process
         producers.append(
             {"pk": pk, "label": job.label or job.process_type, "url": f"/job/{pk}", "nodes": made}
         )
@@ -83,7 +81,7 @@ def _damage(node: ProcessNode, check: FileCheck) -> Damage:
 def verify_process(pk: int) -> Damage:
     """Check the files of process ``pk`` and what it called, as ``veglia verify PK``."""
     # Lazy: the integrity check loads the storage, once asked for.
-    from veglia.integrity import check_files, nodes_to_check
+    from veglia.plugin_api import check_files, nodes_to_check
 
     node = _ended_process(pk)
     return _damage(node, check_files(nodes_to_check([pk])))
@@ -93,8 +91,7 @@ def rerun_damaged(pk: int) -> tuple[Damage, list[tuple[int, int]]]:
     """Check again, then set the damaged blobs aside and hand each calc job that made them
     to the daemon; the check, and (old pk, new pk) for each job sent."""
     # Lazy: the engine, once a re-run is asked for.
-    from veglia.engine.rerun import set_aside, submit_again
-    from veglia.integrity import check_files, nodes_to_check
+    from veglia.plugin_api import check_files, nodes_to_check, set_aside, submit_again
 
     node = _ended_process(pk)
     check = check_files(nodes_to_check([pk]))
@@ -107,7 +104,7 @@ def rerun_damaged(pk: int) -> tuple[Damage, list[tuple[int, int]]]:
 
 def _rerun_outcome(damage: Damage, sent: list[tuple[int, int]]) -> str:
     # Lazy: the daemon's presence, once a re-run was sent.
-    from veglia.engine.daemon.presence import daemon_running
+    from veglia.plugin_api import daemon_running
 
     if not damage.damaged:
         return f"All {damage.files} files are intact again: nothing to re-run."

@@ -10,18 +10,27 @@ from __future__ import annotations
 
 from typing import Any
 
-from veglia import orm
-from veglia.engine.exit_codes import ExitCode
-from veglia.engine.pipeline_steps import parse_steps, step_builder, step_element, steps_problems
-from veglia.engine.process import plain_data
-from veglia.engine.workflow.workchain import ToContext, WorkChain, append_, while_
-from veglia.exceptions import VegliaError
+from veglia.plugin_api import (
+    Data,
+    ExitCode,
+    List,
+    ToContext,
+    VegliaError,
+    WorkChain,
+    append_,
+    parse_steps,
+    plain_data,
+    step_builder,
+    step_element,
+    steps_problems,
+    while_,
+)
 
 __all__ = ["ChainWorkChain"]
 
 
 def _steps_of(value: Any) -> Any:
-    return value.get_list() if isinstance(value, orm.List) else plain_data(value)
+    return value.get_list() if isinstance(value, List) else plain_data(value)
 
 
 def _validate(inputs: Any, _: Any = None) -> str | None:
@@ -38,14 +47,14 @@ class ChainWorkChain(WorkChain):
         super().define(spec)
         spec.input_namespace(
             "files",
-            valid_type=orm.Data,
+            valid_type=Data,
             dynamic=True,
             required=False,
             help="The element: files (or nodes) by name, for the first step's input_port.",
         )
         spec.input(
             "steps",
-            valid_type=orm.List,
+            valid_type=List,
             help="The steps: tables of process, input_port, inputs, options (and from_output).",
         )
         spec.inputs.validator = _validate

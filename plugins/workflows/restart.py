@@ -22,18 +22,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from veglia import orm
-from veglia.engine.builder import ProcessBuilder
-from veglia.engine.calcjob import CalcJob
-from veglia.engine.calcjob.history import memory_needed_after_oom
-from veglia.engine.calcjob.queues import choose_queue, queues_from_attribute
-from veglia.engine.exit_codes import ExitCode
-from veglia.engine.process import plain_data
-from veglia.engine.workflow.workchain import ToContext, WorkChain, append_, while_
-from veglia.entry_points import load_process_class
-from veglia.manage import get_profile
-from veglia.notifications import notify
-from veglia.orm.attributes import (
+from veglia.plugin_api import (
     ATTEMPTS,
     MEMORY_AFTER_OOM_KB,
     MONITORS,
@@ -41,8 +30,26 @@ from veglia.orm.attributes import (
     RESTART,
     SIMILARITY_KEY,
     SUBMISSION_REJECTED,
+    Bool,
+    CalcJob,
+    ExitCode,
+    Int,
+    ProcessBuilder,
+    QueueInfo,
+    Str,
+    ToContext,
+    WorkChain,
+    append_,
+    choose_queue,
+    get_profile,
+    load_process_class,
+    memory_needed_after_oom,
+    notify,
+    plain_data,
+    queues_from_attribute,
+    to_node,
+    while_,
 )
-from veglia.schedulers import QueueInfo
 
 __all__ = ["RestartWorkChain"]
 
@@ -62,7 +69,7 @@ TIME_FACTOR = 2
 def _validate(inputs: Any, _: Any = None) -> str | None:
 
     name = inputs.get("process")
-    name = name.value if isinstance(name, orm.Str) else name
+    name = name.value if isinstance(name, Str) else name
     try:
         process_class = load_process_class(str(name))
     except Exception as exc:  # reported as the input's error
@@ -86,24 +93,24 @@ class RestartWorkChain(WorkChain):
     @classmethod
     def define(cls, spec: Any) -> None:
         super().define(spec)
-        spec.input("process", valid_type=orm.Str, help="The calc job: entry point or import path.")
+        spec.input("process", valid_type=Str, help="The calc job: entry point or import path.")
         spec.input_namespace("job", dynamic=True, help="The inputs of the calc job.")
         spec.inputs["job"].valid_type = None
         spec.input(
             "max_attempts",
-            valid_type=orm.Int,
+            valid_type=Int,
             required=False,
             help="Most attempts (default: the restart.max_attempts option).",
         )
         spec.input(
             "failure_behaviour",
-            valid_type=orm.Str,
+            valid_type=Str,
             required=False,
             help="When the job fails on its own twice: 'stop' (default) or 'ignore'.",
         )
         spec.input(
             "pending_check",
-            valid_type=orm.Bool,
+            valid_type=Bool,
             required=False,
             help="Watch queued attempts and move those that can never start (default on).",
         )
@@ -124,10 +131,10 @@ class RestartWorkChain(WorkChain):
             process_class, job_inputs = job.process_class, job.to_dict()
         else:
             process_class, job_inputs = job, {}
-        builder.process = orm.Str(process_class.process_type())
+        builder.process = Str(process_class.process_type())
         builder.job = job_inputs
         for name, value in inputs.items():
-            builder[name] = orm.to_node(value)
+            builder[name] = to_node(value)
         return builder
 
     # -- steps -----------------------------------------------------------------------------
@@ -153,6 +160,7 @@ class RestartWorkChain(WorkChain):
         return not self.ctx.finished
 
     def run_job(self) -> ToContext:
+        assert self.node is not None
         self.ctx.attempt += 1
         inputs = plain_data(self.inputs["job"])
         metadata = dict(inputs.get("metadata") or {})
@@ -186,6 +194,7 @@ class RestartWorkChain(WorkChain):
         return ToContext(jobs=append_(node))
 
     def inspect_job(self) -> None:
+        assert self.node is not None
         job = self.ctx.jobs[-1]
         decision, reason, options = self._decide(job)
         if decision == "resubmit" and self.ctx.attempt >= self.ctx.max_attempts:
@@ -217,9 +226,11 @@ class RestartWorkChain(WorkChain):
             self.ctx.finished = True
 
     def results(self) -> ExitCode | None:
+        assert self.node is not None
         if self.ctx.exit is not None:
             self._tell_user(self.ctx.exit)
-            return self.ctx.exit
+            exit_code: ExitCode = self.ctx.exit
+            return exit_code
         job = self.ctx.jobs[-1]
         for label, node in job.outputs.items():
             self.out(label, node)
@@ -270,7 +281,9 @@ class RestartWorkChain(WorkChain):
         self.ctx.exit = self.exit_codes.ERROR_JOB_FAILED.format(message=message)
         return "stop", f"failed again ({message}); stopping", options
 
-    def _not_responding(self, message: str, options: dict[str, Any]) -> tuple[str, str, dict]:
+    def _not_responding(
+        self, message: str, options: dict[str, Any]
+    ) -> tuple[str, str, dict[str, Any]]:
         """Cancelled for not responding: resubmitted once, unchanged; a second time is a
         failure (UC2 12g)."""
         self.ctx.unresponsive += 1
@@ -284,7 +297,9 @@ class RestartWorkChain(WorkChain):
     def _queues(self, job: Any) -> list[QueueInfo]:
         return queues_from_attribute(job.get_attribute(QUEUES))
 
-    def _more_memory(self, job: Any, options: dict[str, Any], why: str) -> tuple[str, str, dict]:
+    def _more_memory(
+        self, job: Any, options: dict[str, Any], why: str
+    ) -> tuple[str, str, dict[str, Any]]:
 
         self.ctx.oom = True
         if options.get("max_memory_kb") == 0:  # all of a node's memory (--mem=0) already
@@ -318,7 +333,7 @@ class RestartWorkChain(WorkChain):
             options,
         )
 
-    def _more_time(self, job: Any, options: dict[str, Any]) -> tuple[str, str, dict]:
+    def _more_time(self, job: Any, options: dict[str, Any]) -> tuple[str, str, dict[str, Any]]:
         queues = self._queues(job)
         by_name = {q.name: q for q in queues}
         here = _queue_of(job, options)
@@ -355,7 +370,9 @@ class RestartWorkChain(WorkChain):
             options,
         )
 
-    def _other_queue(self, job: Any, options: dict[str, Any], why: str) -> tuple[str, str, dict]:
+    def _other_queue(
+        self, job: Any, options: dict[str, Any], why: str
+    ) -> tuple[str, str, dict[str, Any]]:
         """The queue cannot run the job as asked: another queue that can, or lower requests."""
         queues = self._queues(job)
         here = _queue_of(job, options)

@@ -19,6 +19,7 @@ from veglia.manage import get_storage
 from veglia.orm import attributes as attr
 from veglia.orm.attributes import CACHE_HASH
 from veglia.orm.nodes import Node, StoredBlob, load_node
+from veglia.orm.process_nodes import ProcessNode
 from veglia.storage import models
 from veglia.storage.attribute_text import attribute_text
 
@@ -79,7 +80,7 @@ def calcjob_hash(
     return hashlib.sha256(json.dumps(content, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def find_cached(digest: str, exclude_pk: int) -> Node | None:
+def find_cached(digest: str, exclude_pk: int) -> ProcessNode | None:
     """The oldest calc job that finished well with the same hash."""
     with get_storage().session() as session:
         pk = session.scalar(
@@ -94,7 +95,11 @@ def find_cached(digest: str, exclude_pk: int) -> Node | None:
             .order_by(models.Node.id)
             .limit(1)
         )
-    return load_node(pk) if pk is not None else None
+    if pk is None:
+        return None
+    node = load_node(pk)
+    assert isinstance(node, ProcessNode)  # the query asks for calc jobs
+    return node
 
 
 def clone(node: Node) -> Node:

@@ -57,7 +57,7 @@ class SteppingJob(Protocol):
 class JobWaiting(InterruptibleWaiting):
     """WAITING with the transport work of the current command; interruptible by kill/pause."""
 
-    async def execute(self) -> Any:
+    async def execute(self) -> Any:  # type: ignore[override]  # async, as plumpy's Waiting
         process: SteppingJob = self.process  # type: ignore[assignment]
         command = self.data
         try:

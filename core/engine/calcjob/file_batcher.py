@@ -36,8 +36,8 @@ class FileBatcher:
         self.runner = runner
         self.computer = computer
         self.budget = budget
-        self._pending: list[tuple[list[dict[str, Any]], asyncio.Future]] = []
-        self._task: asyncio.Task | None = None
+        self._pending: list[tuple[list[dict[str, Any]], asyncio.Future[Any]]] = []
+        self._task: asyncio.Task[Any] | None = None
 
     async def read(self, requests: list[dict[str, Any]]) -> list[Any]:
         """The answers to ``requests``, read together with other jobs' requests."""
@@ -45,7 +45,8 @@ class FileBatcher:
         self._pending.append((requests, future))
         if self._task is None or self._task.done():
             self._task = asyncio.ensure_future(self._read_batches())
-        return await future
+        result: list[Any] = await future
+        return result
 
     async def _gather(self) -> None:
         count, quiet, deadline = -1, 0, time.monotonic() + GATHER

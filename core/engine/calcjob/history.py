@@ -155,7 +155,7 @@ def similar_waits(key: str) -> Distribution | None:
     return Distribution.of(waits)
 
 
-def _similar(process_type: str, key: str | None) -> list[Any]:
+def _similar(process_type: str | None, key: str | None) -> list[Any]:
     where = [
         Node.process_type == process_type,
         Node.process_state == "finished",
@@ -176,8 +176,8 @@ def similar_durations(
 
 
 def similar_durations_of(
-    kinds: Iterable[tuple[str, str | None]], limit: int = HISTORY_LIMIT
-) -> dict[tuple[str, str | None], Distribution | None]:
+    kinds: Iterable[tuple[str | None, str | None]], limit: int = HISTORY_LIMIT
+) -> dict[tuple[str | None, str | None], Distribution | None]:
     """:func:`similar_durations` of each kind (process type, similarity key), in one
     statement: a workflow's estimate asks for every kind of its running steps at once."""
     kinds = list(dict.fromkeys(kinds))

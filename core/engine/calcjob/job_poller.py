@@ -32,8 +32,8 @@ class JobPoller:
         self.runner = runner
         self.computer = computer
         self.interval = interval
-        self._waiters: dict[str, list[asyncio.Future]] = defaultdict(list)
-        self._task: asyncio.Task | None = None
+        self._waiters: dict[str, list[asyncio.Future[Any]]] = defaultdict(list)
+        self._task: asyncio.Task[Any] | None = None
         self._last_poll = float("-inf")
         self._listeners: list[Any] = []
         #: When the last poll's answers were handed to the jobs, and when the last of their
@@ -47,7 +47,8 @@ class JobPoller:
         self._waiters[job_id].append(future)
         if self._task is None or self._task.done():
             self._task = asyncio.ensure_future(self._poll_loop())
-        return await future
+        result: JobInfo | None = await future
+        return result
 
     async def _poll_loop(self) -> None:
         while self._waiters:
@@ -83,7 +84,8 @@ class JobPoller:
             METRICS.scheduler_queries += 1
             infos = await lease.run(scheduler.get_jobs, lease.transport, job_ids)
             await lease.run(computer_contacted, self.computer, lease.transport)
-            return infos
+            result: dict[str, JobInfo] = infos
+            return result
 
 
 def computer_contacted(computer: Computer, transport: Any) -> None:

@@ -24,7 +24,7 @@ import asyncio
 import logging
 import time
 import weakref
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from veglia.engine.daemon import leases
 from veglia.engine.runner import Runner
@@ -32,11 +32,9 @@ from veglia.exceptions import SchedulerError, TransportError
 from veglia.manage import get_profile, get_storage
 from veglia.orm import attributes as attr
 from veglia.orm.nodes import load_node
+from veglia.orm.process_nodes import CalcJobNode
 from veglia.orm.queries import cancel_pending_pks
 from veglia.schedulers import JobState
-
-if TYPE_CHECKING:
-    from veglia.orm.process_nodes import CalcJobNode
 
 __all__ = ["PendingCancelSweeper", "cancels_of", "job_active", "owe_cancel"]
 
@@ -91,20 +89,20 @@ class PendingCancels:
 
     def __init__(self, runner: Runner) -> None:
         self.runner = runner
-        self._tasks: dict[int, asyncio.Task] = {}
+        self._tasks: dict[int, asyncio.Task[Any]] = {}
 
-    def request(self, pk: int, attempts: int | None = None) -> asyncio.Task:
+    def request(self, pk: int, attempts: int | None = None) -> asyncio.Task[Any]:
         task = self._tasks.get(pk)
         if task is None or task.done():
             task = self._tasks[pk] = self.runner.loop.create_task(self._cancel(pk, attempts))
             task.add_done_callback(lambda done: self._forget(pk, done))
         return task
 
-    def _forget(self, pk: int, task: asyncio.Task) -> None:
+    def _forget(self, pk: int, task: asyncio.Task[Any]) -> None:
         if self._tasks.get(pk) is task:
             del self._tasks[pk]
 
-    def under_way(self, pk: int) -> asyncio.Task | None:
+    def under_way(self, pk: int) -> asyncio.Task[Any] | None:
         return self._tasks.get(pk)
 
     async def _cancel(self, pk: int, attempts: int | None) -> None:
@@ -131,9 +129,11 @@ class PendingCancels:
     async def _attempt(self, pk: int) -> bool:
         """One attempt; True when there is nothing left to do here."""
         node = load_node(pk)
+        assert isinstance(node, CalcJobNode)  # only calc jobs are marked CANCEL_PENDING
         mark = node.get_attribute(attr.CANCEL_PENDING)
         if not mark:
             return True  # cancelled by another canceller
+        assert node.computer_pk is not None  # a job with a cancel owed ran on a computer
         me = leases.this_worker()
         timeout = float(get_profile().get_option("daemon.lease_timeout"))
         if not leases.acquire(pk, me, timeout):

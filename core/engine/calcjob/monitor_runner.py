@@ -418,21 +418,24 @@ class MonitorRunner:
                 return None  # it still has time: looked at again at the next cycle
             if call.future.cancel():  # never started: its lane's threads all still run
                 del calls[spec.name]
-                return self._failed(
+                self._failed(
                     spec,
                     state,
                     f"waited {spec.timeout:g} s for a thread: all {THREADS_PER_LANE} threads "
                     f"of {spec.entry_point} still run earlier calls",
                 )
+                return None
             call.overruns += 1  # it keeps its thread; it is not started again meanwhile
             if call.overruns == 1:
-                return self._failed(spec, state, f"timed out after {spec.timeout:g} s")
-            return self._failed(
+                self._failed(spec, state, f"timed out after {spec.timeout:g} s")
+                return None
+            self._failed(
                 spec,
                 state,
                 f"still running after {at - call.started:.0f} s (timeout {spec.timeout:g} s); "
                 "it is not called again until it returns",
             )
+            return None
         del calls[spec.name]
         if call.overruns:
             return None  # it came back late: each timeout it ran past was counted
@@ -442,10 +445,12 @@ class MonitorRunner:
             self.node.add_log("WARNING", f"monitor {spec.name}: transport failed: {exc}")
             return None
         except MonitorTimeout:
-            return self._failed(spec, state, f"timed out after {spec.timeout:g} s")
+            self._failed(spec, state, f"timed out after {spec.timeout:g} s")
+            return None
         except Exception as exc:
             state["data"] = call.data
-            return self._failed(spec, state, f"raised {type(exc).__name__}: {exc}")
+            self._failed(spec, state, f"raised {type(exc).__name__}: {exc}")
+            return None
         state["data"] = call.data
         if call.files is not None:  # seen without fault: the next cycle reads on from here
             state["files"] = call.files
@@ -455,11 +460,12 @@ class MonitorRunner:
         if isinstance(result, str):
             result = MonitorResult(message=result)
         if not isinstance(result, MonitorResult):
-            return self._failed(
+            self._failed(
                 spec,
                 state,
                 f"returned {type(result).__name__}, not a message, a MonitorResult or None",
             )
+            return None
         state["failures"], state["first_failure"] = 0, None
         return result
 

@@ -17,9 +17,9 @@ import hashlib
 import importlib
 import inspect
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Protocol, TypeAlias
 
 from veglia.engine.calcjob.annotations import describe, fits, parameter_annotations
 from veglia.engine.calcjob.file_watch import requests_for, watches_of
@@ -30,7 +30,9 @@ from veglia.manage import get_profile
 
 __all__ = [
     "MONITOR_ACTIONS",
+    "Monitor",
     "MonitorError",
+    "MonitorOutcome",
     "MonitorResult",
     "MonitorSpec",
     "load_monitor",
@@ -59,6 +61,28 @@ class MonitorResult:
             raise MonitorError(
                 f"MonitorResult action {self.action!r} is not one of {', '.join(MONITOR_ACTIONS)}."
             )
+
+
+#: What a monitor returns: a message (kill the job with it), a MonitorResult, or None (let
+#: it run).
+MonitorOutcome: TypeAlias = str | MonitorResult | None
+
+
+class Monitor(Protocol):
+    """The signature of a monitor function, for type checkers.
+
+    ``monitor(node, transport, **kwargs)``: the engine passes the job's node and a transport
+    bound to the job (a blocking one to a ``def``, an awaitable one to an ``async def``)
+    positionally, then the spec's kwargs and what the monitor declares (``state``, ``files``,
+    ``trace``) by name. Any keyword parameters match (``*args, **kwargs`` typed ``Any`` stand
+    for "whatever the monitor declares"), so ``def my_monitor(node, transport, limit: int =
+    3) -> str | None`` is a ``Monitor``; the engine checks the kwargs against the signature
+    itself (:func:`check_arguments`).
+    """
+
+    def __call__(
+        self, node: Any, transport: Any, /, *args: Any, **kwargs: Any
+    ) -> MonitorOutcome | Awaitable[MonitorOutcome]: ...
 
 
 @dataclass
@@ -121,12 +145,13 @@ def _allow_import_path() -> bool:
     return bool(get_profile().get_option("monitors.allow_import_path"))
 
 
-def load_monitor(entry_point: str) -> Callable[..., Any]:
+def load_monitor(entry_point: str) -> Monitor:
     """The monitor function for an entry point name, or ``module:function`` when allowed."""
 
     names = {ep.name for ep in get_entry_points("monitors")}
     if entry_point in names or ":" not in entry_point:
-        return MonitorFactory(entry_point)
+        monitor: Monitor = MonitorFactory(entry_point)  # checked callable when loaded
+        return monitor
     if not _allow_import_path():
         raise MonitorError(
             f"Monitor {entry_point!r} is an import path; allow those with `veglia config set "
@@ -134,7 +159,7 @@ def load_monitor(entry_point: str) -> Callable[..., Any]:
         )
     module_name, _, attribute = entry_point.partition(":")
     try:
-        function = getattr(importlib.import_module(module_name), attribute)
+        function: Monitor = getattr(importlib.import_module(module_name), attribute)
     except (ImportError, AttributeError) as exc:
         raise MonitorError(f"Cannot import monitor {entry_point!r}: {exc}.") from None
     if not callable(function):

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from veglia.orm.computers import Computer
-    from veglia.orm.process_nodes import ProcessNode
+    from veglia.orm.process_nodes import CalcJobNode
 
 __all__ = ["OwningJob"]
 
@@ -17,7 +17,7 @@ class OwningJob(Protocol):
     """The :class:`~veglia.engine.calcjob.process.CalcJob` a part belongs to."""
 
     @property
-    def node(self) -> ProcessNode | None: ...
+    def node(self) -> CalcJobNode | None: ...
 
     @property
     def computer(self) -> Computer:

@@ -28,7 +28,7 @@ import time
 from collections.abc import Awaitable
 from contextlib import AsyncExitStack, nullcontext
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import plumpy
 from plumpy.process_states import ProcessState
@@ -36,6 +36,7 @@ from plumpy.process_states import ProcessState
 from veglia.engine.calcjob import caching, holds, job_script, kill, right_sizing, tasks
 from veglia.engine.calcjob.calcinfo import CalcInfo
 from veglia.engine.calcjob.commands import RETRIEVE, UPLOAD, JobWaiting
+from veglia.engine.calcjob.job_script import EXIT_STATUS_FILE
 from veglia.engine.calcjob.monitor_runner import MonitorRunner
 from veglia.engine.calcjob.monitors import (
     load_monitor,
@@ -57,6 +58,7 @@ from veglia.engine.calcjob.trace import (
 )
 from veglia.engine.exit_codes import ExitCode
 from veglia.engine.process import Process, flatten_inputs, plain_data
+from veglia.engine.process_spec import ProcessSpec
 from veglia.engine.runner import get_runner
 from veglia.engine.waiting import InterruptibleWaiting
 from veglia.entry_points import ParserFactory
@@ -79,7 +81,7 @@ __all__ = ["CalcJob", "TransportTaskFailed"]
 
 T = TypeVar("T")
 
-_ALWAYS_RETRIEVED = ["_scheduler-stdout.txt", "_scheduler-stderr.txt", tasks.EXIT_STATUS_FILE]
+_ALWAYS_RETRIEVED = ["_scheduler-stdout.txt", "_scheduler-stderr.txt", EXIT_STATUS_FILE]
 
 
 def _remove_in_background(path: Path) -> None:
@@ -102,6 +104,7 @@ class CalcJob(Process):
     """Base class of calculations that run a job on a computer through its scheduler."""
 
     _node_class = CalcJobNode
+    node: CalcJobNode | None  # the node _node_class makes
 
     #: What this process keeps in memory while it runs the job; never checkpointed.
     runtime: CalcJobRuntime
@@ -122,8 +125,11 @@ class CalcJob(Process):
         states[ProcessState.WAITING] = JobWaiting
         return states
 
+    _spec: ClassVar[ProcessSpec]  # plumpy's cache of spec()
+    _spec_plugins: ClassVar[object]  # the plugin manager _spec was built with
+
     @classmethod
-    def spec(cls) -> Any:
+    def spec(cls) -> ProcessSpec:
         # Plugins add options (calcjob_options): the spec is built anew when they change.
         manager = get_plugin_manager()
         if cls.__dict__.get("_spec_plugins") is not manager:
@@ -194,7 +200,8 @@ class CalcJob(Process):
         if not parser_name:
             return None
         parser = ParserFactory(parser_name)(self)
-        return parser.parse(retrieved, outcome)
+        result: ExitCode | None = parser.parse(retrieved, outcome)
+        return result
 
     # -- the node --------------------------------------------------------------------------
     @property
@@ -466,7 +473,7 @@ class CalcJob(Process):
         for line in review.changes:
             self.report(line)
 
-    async def do_submit(self) -> ExitCode | None:
+    async def do_submit(self) -> ExitCode | str | None:
         node = self.node
         assert node is not None
         if node.job_id:  # submitted before a restart: never twice
@@ -529,7 +536,8 @@ class CalcJob(Process):
             return await self._update_failed(exc)
         self.runtime.update_failures = 0
         done = info is None or info.state == JobState.DONE
-        changes = {attr.SCHEDULER_STATE: JobState.DONE.value if done else info.state.value}
+        state = JobState.DONE if info is None or done else info.state
+        changes: dict[str, Any] = {attr.SCHEDULER_STATE: state.value}
         if (
             info is not None
             and info.state == JobState.RUNNING
@@ -627,7 +635,8 @@ class CalcJob(Process):
             await self._record_queues()
         with self.closing_writes():  # what the retrieval found, with the state change
             self._record_retrieval(folder, outcome, record, last)
-        return folder
+        result: Path = folder
+        return result
 
     def _record_retrieval(
         self, folder: Path, outcome: dict[str, Any], record: Any, last: dict[str, Any] | None
@@ -756,7 +765,7 @@ class CalcJob(Process):
     async def wait_until_job_gone(self, polls: int = 30) -> None:
         """After a cancel: until the scheduler no longer runs the job (no orphan is left)."""
         node = self.node
-        assert node is not None
+        assert node is not None and node.job_id  # monitors run on a submitted job
         poller = get_runner().poller(self.computer)
         for _ in range(polls):
             info = await poller.next_update(node.job_id)

@@ -39,7 +39,7 @@ def queues_of(computer: Computer, transport: Transport | None) -> list[QueueInfo
         return _from_definitions(parse_queues(declared))
     if transport is not None:
         try:
-            queues = computer.get_scheduler().get_queues(transport)
+            queues: list[QueueInfo] = computer.get_scheduler().get_queues(transport)
         except Exception as exc:  # limits help choose; without them the policy still works
             LOGGER.debug("could not list the queues of %s: %s", computer.label, exc)
             queues = []
@@ -49,6 +49,7 @@ def queues_of(computer: Computer, transport: Transport | None) -> list[QueueInfo
 
 
 def queues_from_attribute(values: list[dict[str, Any]] | None) -> list[QueueInfo]:
+    """The queues a node stored (its ``QUEUES`` attribute), as :class:`QueueInfo` objects."""
     return [QueueInfo(**value) for value in values or []]
 
 

@@ -110,7 +110,8 @@ def build_template(
         append_text=append,
         environment=environment,
     )
-    return computer.get_scheduler().get_submit_script(template)
+    result: str = computer.get_scheduler().get_submit_script(template)
+    return result
 
 
 def upload(
@@ -159,7 +160,8 @@ def submit(transport: Transport, computer: Computer, workdir: str) -> str:
     )
     retval, stdout, stderr = transport.exec_command(line, workdir=workdir, timeout=120)
     try:
-        return scheduler.parse_submit_output(retval, stdout, stderr)
+        result: str = scheduler.parse_submit_output(retval, stdout, stderr)
+        return result
     except SchedulerError:
         # A failed submission must be retried, not replayed from the marker.
         transport.exec_command(f"rm -f {_SUBMIT_RC}", workdir=workdir, timeout=60)

@@ -12,7 +12,7 @@ import copy
 import math
 import time
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, TypeGuard
 
 from veglia.orm.attributes import CACHE_HASH, GPU_METRICS, TRACE_RECORD
 from veglia.schedulers import JobResources
@@ -175,7 +175,7 @@ def measured_usage(record: dict[str, Any] | None) -> dict[str, Any] | None:
     record = record or {}
     source, peak, realtime = (record.get(k) for k in ("measured_by", "peak_rss", "realtime"))
 
-    def sane(value: Any, limit: float) -> bool:
+    def sane(value: Any, limit: float) -> TypeGuard[int | float]:
         if isinstance(value, bool) or not isinstance(value, int | float):
             return False
         if isinstance(value, float) and not math.isfinite(value):

@@ -238,10 +238,10 @@ def get_controller() -> Any:
 
 #: Run by :func:`_close` before the communicators go: the task pipeline's flush, which it
 #: registers (it imports this module, so this one names it not).
-_before_close: list[Callable[[], None]] = []
+_before_close: list[Callable[[], object]] = []
 
 
-def before_close(callback: Callable[[], None]) -> None:
+def before_close(callback: Callable[[], object]) -> None:
     """Have ``callback`` run at exit (or :func:`_close`) while the communicators are open."""
     _before_close.append(callback)
 

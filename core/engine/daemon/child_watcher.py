@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -29,8 +30,8 @@ class ChildWatcher:
 
     def __init__(self, interval: float = 0.2) -> None:
         self.interval = interval
-        self._waiters: dict[int, list[asyncio.Future]] = {}
-        self._task: asyncio.Task | None = None
+        self._waiters: dict[int, list[asyncio.Future[Any]]] = {}
+        self._task: asyncio.Task[Any] | None = None
         self._wake: asyncio.Event | None = None
 
     def wake(self) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import time
+from collections.abc import Callable
 from typing import Any
 
 from veglia.engine.calcjob.kill import owe_cancel
@@ -115,11 +116,12 @@ def _control(node: ProcessNode, action: str, message: str, timeout: float) -> st
     if get_profile().broker_url and _daemon_running():
         controller = get_controller()
         to = _recipient(node.pk)
-        call = {
+        calls: dict[str, Callable[[], Any]] = {
             "kill": lambda: controller.kill_process(to, message or "Killed through the CLI"),
             "pause": lambda: controller.pause_process(to, message or "Paused through the CLI"),
             "play": lambda: controller.play_process(to),
-        }[action]
+        }
+        call = calls[action]
         try:
             _unwrap(call(), timeout)
             return f"{action} sent to the worker running process {node.pk}"

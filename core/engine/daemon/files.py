@@ -55,13 +55,15 @@ class DaemonFiles:
 
     def read_start_options(self) -> dict[str, Any]:
         try:
-            return json.loads(self.start_options.read_text())
+            result: dict[str, Any] = json.loads(self.start_options.read_text())
+            return result
         except (OSError, json.JSONDecodeError):
             return {}
 
     def read_status(self) -> dict[str, Any]:
         try:
-            return json.loads(self.status.read_text())
+            result: dict[str, Any] = json.loads(self.status.read_text())
+            return result
         except (OSError, json.JSONDecodeError):
             return {}
 

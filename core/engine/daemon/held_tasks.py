@@ -27,7 +27,7 @@ __all__ = ["hold"]
 
 LOGGER = logging.getLogger("veglia.broker")
 #: Acknowledgements under way (the loop keeps only weak references to tasks).
-_ACKS: set[asyncio.Task] = set()
+_ACKS: set[asyncio.Task[Any]] = set()
 
 
 async def hold(consumer: Any, message: Any, task: Any, no_reply: bool) -> bool:
@@ -59,7 +59,7 @@ def _when_done(channel: Any, tag: int, result: Any) -> None:
         _acknowledge(channel, tag)
 
 
-def _settled(channel: Any, tag: int, outcome: asyncio.Future) -> None:
+def _settled(channel: Any, tag: int, outcome: asyncio.Future[Any]) -> None:
     if outcome.cancelled():
         return  # not processed: it stays unacknowledged (as with kiwipy)
     error = outcome.exception()

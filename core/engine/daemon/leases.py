@@ -13,7 +13,7 @@ import functools
 import os
 import socket
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -63,11 +63,12 @@ def _pid_space() -> str:
     import hashlib
     from pathlib import Path
 
-    parts = []
-    for read in (
+    parts: list[str] = []
+    readers: tuple[Callable[[], str], ...] = (
         lambda: Path("/proc/sys/kernel/random/boot_id").read_text(),
         lambda: os.readlink("/proc/self/ns/pid"),
-    ):
+    )
+    for read in readers:
         try:
             parts.append(read())
         except OSError:

@@ -97,7 +97,7 @@ class OutageWatcher:
             process = self.active.get(pk)
             node = getattr(process, "node", None)
             mark = node.get_attribute(UNREACHABLE) if node is not None else None
-            if mark:
+            if node is not None and mark:
                 node.set_attribute(UNREACHABLE, {**mark, "next_probe": when})
 
     async def run(self, stop: asyncio.Event) -> None:

@@ -13,7 +13,7 @@ import signal
 import subprocess
 import sys
 import time
-from typing import Any
+from typing import Any, TypedDict
 
 from veglia.config.private_paths import private_file, private_folder
 from veglia.config.profile import Profile
@@ -26,6 +26,17 @@ __all__ = ["supervise"]
 LOGGER = logging.getLogger("veglia.daemon")
 #: Set to ``1`` in the environment of the worker that keeps house (see housekeeping).
 PRIMARY_ENV = "VEGLIA_DAEMON_PRIMARY"
+
+
+class _Slot(TypedDict, total=False):
+    """One worker the supervisor keeps running."""
+
+    process: subprocess.Popen[bytes]
+    restarts: int
+    started: float
+    primary: bool
+    quick_deaths: int  # deaths in a row within 10 s of starting
+    retry_at: float  # when to start it again after such a death
 
 
 def supervise(profile: Profile, workers: int) -> None:
@@ -42,7 +53,7 @@ def supervise(profile: Profile, workers: int) -> None:
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
 
-    def spawn(primary: bool) -> subprocess.Popen:
+    def spawn(primary: bool) -> subprocess.Popen[bytes]:
         log = open(private_file(files.log), "ab")  # noqa: SIM115 - closed once the child has it
         process = subprocess.Popen(
             [sys.executable, "-m", "veglia.engine.daemon", "worker"],
@@ -54,7 +65,7 @@ def supervise(profile: Profile, workers: int) -> None:
         log.close()  # the child has its own copy
         return process
 
-    slots = [
+    slots: list[_Slot] = [
         {"process": spawn(index == 0), "restarts": 0, "started": time.time(), "primary": index == 0}
         for index in range(workers)
     ]
@@ -107,7 +118,11 @@ def supervise(profile: Profile, workers: int) -> None:
             slot.pop("retry_at", None)
             LOGGER.warning("worker %d exited with %s; starting another", slot["process"].pid, code)
             slot.update(
-                process=spawn(slot["primary"]), restarts=slot["restarts"] + 1, started=time.time()
+                {
+                    "process": spawn(slot["primary"]),
+                    "restarts": slot["restarts"] + 1,
+                    "started": time.time(),
+                }
             )
             write_status()
     for slot in slots:

@@ -12,27 +12,27 @@ with ``call_soon_threadsafe``; kiwipy sees the same outcome as before.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 __all__ = ["task_bridge"]
 
-TaskSubscriber = Callable[[Any, Any], Awaitable[Any]]
+TaskSubscriber = Callable[[Any, Any], Coroutine[Any, Any, Any]]
 
 
 def task_bridge(
     subscriber: TaskSubscriber, loop: asyncio.AbstractEventLoop
-) -> Callable[[Any, Any], asyncio.Future]:
+) -> Callable[[Any, Any], asyncio.Future[Any]]:
     """A subscriber for kiwipy's thread communicator that runs ``subscriber`` on ``loop``.
 
     kiwipy calls it on its own loop's thread and awaits the future it returns there.
     """
 
-    def bridged(communicator: Any, task: Any) -> asyncio.Future:
+    def bridged(communicator: Any, task: Any) -> asyncio.Future[Any]:
         reply_loop = asyncio.get_running_loop()  # kiwipy's
         outcome = reply_loop.create_future()
 
-        def finish(done: asyncio.Task) -> None:
+        def finish(done: asyncio.Task[Any]) -> None:
             if done.cancelled():
                 # As with plumpy's chain: the task is neither acknowledged nor rejected; the
                 # broker delivers it again once this worker's channel closes.
@@ -52,7 +52,7 @@ def task_bridge(
     return bridged
 
 
-def _settle(future: asyncio.Future, result: Any, error: BaseException | None) -> None:
+def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
     if future.done():  # kiwipy gave up on it (its channel closed)
         return
     if error is not None:

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, cast
 
 import plumpy
 from plumpy.persistence import LoadSaveContext
@@ -42,10 +42,10 @@ from plumpy.workchains import (
     _If,
     _PropagateReturn,
     _While,
-    if_,
     return_,
-    while_,
 )
+from plumpy.workchains import if_ as _plumpy_if
+from plumpy.workchains import while_ as _plumpy_while
 
 from veglia.engine.daemon.control import request_kill
 from veglia.engine.exit_codes import ExitCode
@@ -71,8 +71,22 @@ from veglia.orm.process_nodes import ProcessNode, WorkflowNode
 
 __all__ = ["ToContext", "WorkChain", "WorkChainSpec", "append_", "if_", "return_", "while_"]
 
+if TYPE_CHECKING:
 
-class Context(dict):
+    class _Outline(Protocol):
+        def __call__(self, *instructions: Any) -> Any: ...
+
+    # plumpy types these for its own WorkChain (whose steps are Callable[[WorkChain], Any]);
+    # veglia's WorkChain runs the same instructions with its own subclasses' methods.
+    def while_(condition: Callable[[Any], bool]) -> _Outline: ...
+    def if_(condition: Callable[[Any], bool]) -> _Outline: ...
+
+else:
+    while_ = _plumpy_while
+    if_ = _plumpy_if
+
+
+class Context(dict[str, Any]):
     """``self.ctx``: a dict whose keys are also attributes (``ctx.jobs``)."""
 
     def __getattr__(self, key: str) -> Any:
@@ -112,7 +126,8 @@ class _StepStepper(_FunctionStepper):
     are then known by step (failure behaviours, reruns from a step)."""
 
     def step(self) -> tuple[bool, Any]:
-        self._workchain._enter_step(self._fn.__name__)
+        workchain = cast("WorkChain", self._workchain)  # plumpy types it as its own WorkChain
+        workchain._enter_step(self._fn.__name__)
         return super().step()
 
 
@@ -197,7 +212,7 @@ class WorkChainSpec(ProcessSpec, plumpy.WorkChainSpec):
         return dict(self._failure_behaviours)
 
 
-class ToContext(dict):
+class ToContext(dict[str, Any]):
     """Returned by a step: wait for these processes, then put them in ``self.ctx``.
 
     ``ToContext(job=node)`` sets ``ctx.job``; ``ToContext(jobs=append_(node))`` appends to
@@ -221,9 +236,10 @@ class ChildrenWaiting(InterruptibleWaiting):
     ``data`` is a list of ``{"pk", "key", "action", "step"}``: plain, so it is checkpointed.
     """
 
-    async def execute(self) -> Any:
+    async def execute(self) -> Any:  # type: ignore[override]  # async, as plumpy's Waiting
 
         process: WorkChain = self.process  # type: ignore[assignment]
+        assert self.data is not None  # the children it was given when entered
         pks = [item["pk"] for item in self.data]
         # A kill interrupts the wait; on_kill then kills the children.
         await self._interruptible(get_runner().child_watcher.wait(pks), finish_first=False)
@@ -236,14 +252,15 @@ class WorkChain(Process):
 
     _spec_class = WorkChainSpec
     _node_class = WorkflowNode
+    node: WorkflowNode | None  # the node _node_class makes
     _entry_point_group = "workflows"
     #: Whether the end of this workflow, when no other called it, is notified. Off for
     #: wrappers of a single job (the restart policy), which would mail once per job.
     notify_on_finish: ClassVar[bool] = True
 
     @classmethod
-    def spec(cls) -> WorkChainSpec:  # type: ignore[override]
-        return super().spec()  # type: ignore[return-value]
+    def spec(cls) -> WorkChainSpec:
+        return super().spec()  # type: ignore[return-value]  # made of _spec_class
 
     @classmethod
     def get_state_classes(cls) -> dict[Any, Any]:
@@ -287,7 +304,8 @@ class WorkChain(Process):
 
     def on_create(self) -> None:
         super().on_create()
-        self._stepper = self.spec().get_outline().create_stepper(self)
+        # plumpy types its outline for its own WorkChain; veglia's runs the same steppers.
+        self._stepper = self.spec().get_outline().create_stepper(self)  # type: ignore[arg-type]
         assert self.node is not None
         if self.node.get_attribute(RERUN_FROM) is not None:
             self._replay = {
@@ -328,7 +346,7 @@ class WorkChain(Process):
         self._stepper = None
         if saved_state.get("stepper_state") is not None:
             self._stepper = (
-                self.spec().get_outline().recreate_stepper(saved_state["stepper_state"], self)
+                self.spec().get_outline().recreate_stepper(saved_state["stepper_state"], self)  # type: ignore[arg-type]
             )
 
     # -- stepping ------------------------------------------------------------------------------
@@ -415,6 +433,7 @@ class WorkChain(Process):
             if behaviour is None:
                 continue
             child = load_node(item["pk"])
+            assert isinstance(child, ProcessNode)  # what a workflow awaits is a process
             if child.is_finished_ok:
                 continue
             self._go_back(behaviour, child)
@@ -446,7 +465,8 @@ class WorkChain(Process):
         }
         self.node.set_attribute(WENT_BACK, [*self.node.get_attribute(WENT_BACK, []), entry])
         self.ctx = Context(decode_value(snapshot["ctx"]))
-        self._stepper = self.spec().get_outline().recreate_stepper(snapshot["stepper"], self)
+        outline = self.spec().get_outline()
+        self._stepper = outline.recreate_stepper(snapshot["stepper"], self)  # type: ignore[arg-type]
 
     # -- children --------------------------------------------------------------------------
     def submit(self, process: Any, /, **inputs: Any) -> ProcessNode:
@@ -470,7 +490,8 @@ class WorkChain(Process):
         child = find_called(earlier, call_key)
         if child is None:
             pk = (earlier.get_attribute(REUSED_CALLS) or {}).get(call_key)
-            child = load_node(pk) if pk is not None else None
+            reused = load_node(pk) if pk is not None else None
+            child = reused if isinstance(reused, ProcessNode) else None
         process_class = getattr(process, "process_class", process)
         if not isinstance(child, ProcessNode) or child.process_type != (
             process_class.process_type()

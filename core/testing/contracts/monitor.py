@@ -85,13 +85,15 @@ class MonitorContract:
         """The monitor's entry point name and its function."""
         return request.param.name, request.param.load()
 
-    def test_a_monitor_loads_as_a_documented_function(self, monitor):
+    def test_a_monitor_loads_as_a_documented_function(self, monitor: tuple[str, Any]) -> None:
         name, function = monitor
         assert callable(function), f"{name} is no function"
         assert MonitorFactory(name) is function
         assert inspect.getdoc(function), f"{name}: `veglia monitor show` prints the docstring"
 
-    def test_a_monitor_takes_the_node_and_the_transport_first(self, monitor):
+    def test_a_monitor_takes_the_node_and_the_transport_first(
+        self, monitor: tuple[str, Any]
+    ) -> None:
         name, function = monitor
         parameters = list(inspect.signature(function).parameters.values())
         assert len(parameters) >= 2, f"{name} must take (node, transport, **kwargs)"
@@ -105,7 +107,9 @@ class MonitorContract:
                 f"{name}: *{parameter.name} is never given; the engine passes keywords"
             )
 
-    def test_every_keyword_is_annotated_with_a_default_or_documented(self, monitor):
+    def test_every_keyword_is_annotated_with_a_default_or_documented(
+        self, monitor: tuple[str, Any]
+    ) -> None:
         name, function = monitor
         doc = inspect.getdoc(function) or ""
         for parameter in _keywords(function):
@@ -139,7 +143,9 @@ class MonitorContract:
         return kwargs
 
     @pytest.mark.parametrize("files", [["out.log"], []], ids=["empty-out.log", "empty-dir"])
-    def test_a_monitor_answers_on_a_trivial_work_dir(self, monitor, files, tmp_path: Path):
+    def test_a_monitor_answers_on_a_trivial_work_dir(
+        self, monitor: tuple[str, Any], files: list[str], tmp_path: Path
+    ) -> None:
         """A work dir holding an empty ``out.log`` (the example path), then nothing at all:
         a monitor answers; on the empty one it may also raise a TransportError (a missing
         file), which the engine logs as the computer's fault, but nothing else."""

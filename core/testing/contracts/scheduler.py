@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 import shlex
 from collections.abc import Callable, Mapping, Sequence
+from importlib.metadata import EntryPoint
 from typing import Any, ClassVar
 
 import pytest
@@ -35,6 +36,11 @@ def _template(**changes: Any) -> JobTemplate:
     return JobTemplate(**{**fields, **changes})
 
 
+def _maker(entry_point: EntryPoint) -> Callable[[], Scheduler]:
+    """A scheduler of the entry point's class, made when the test asks for it."""
+    return lambda: entry_point.load()()
+
+
 class SchedulerContract:
     """What the engine relies on from a ``veglia.schedulers`` entry point.
 
@@ -61,8 +67,7 @@ class SchedulerContract:
             return
         owner = type(self).__name__
         found: dict[str, Callable[[], Scheduler]] = {
-            ep.name: lambda ep=ep: ep.load()()
-            for ep in select("veglia.schedulers", self.entry_points, owner)
+            ep.name: _maker(ep) for ep in select("veglia.schedulers", self.entry_points, owner)
         }
         found.update(self.others)
         if not found:
@@ -71,15 +76,18 @@ class SchedulerContract:
 
     @pytest.fixture
     def scheduler(self, request: pytest.FixtureRequest) -> Scheduler:
-        return request.param()
+        made: Scheduler = request.param()
+        return made
 
-    def test_a_scheduler_is_a_complete_scheduler_subclass(self, scheduler):
+    def test_a_scheduler_is_a_complete_scheduler_subclass(self, scheduler: Scheduler) -> None:
         cls = type(scheduler)
         assert issubclass(cls, Scheduler), f"{cls!r} is no veglia.schedulers.Scheduler"
         assert not inspect.isabstract(cls), f"unimplemented: {sorted(cls.__abstractmethods__)}"
         assert inspect.getdoc(cls) != inspect.getdoc(Scheduler), "document the scheduler class"
 
-    def test_a_script_carries_every_template_field_or_names_what_it_refuses(self, scheduler):
+    def test_a_script_carries_every_template_field_or_names_what_it_refuses(
+        self, scheduler: Scheduler
+    ) -> None:
         try:
             script = scheduler.get_submit_script(_template())
         except SchedulerError as exc:  # a request this batch system does not have
@@ -97,16 +105,16 @@ class SchedulerContract:
         )
         assert "export PLAIN=v" in lines
 
-    def test_an_environment_name_that_is_no_name_is_refused(self, scheduler):
+    def test_an_environment_name_that_is_no_name_is_refused(self, scheduler: Scheduler) -> None:
         with pytest.raises(SchedulerError, match="not an environment variable name"):
             scheduler.get_submit_script(
                 _template(queue_name=None, account=None, qos=None, environment={"A=1; id": "x"})
             )
 
-    def test_a_kill_command_names_the_job(self, scheduler):
+    def test_a_kill_command_names_the_job(self, scheduler: Scheduler) -> None:
         assert "4242" in scheduler.kill_command("4242")
 
-    def test_an_empty_listing_is_no_job(self, scheduler):
+    def test_an_empty_listing_is_no_job(self, scheduler: Scheduler) -> None:
         listing = type(scheduler).example_empty_listing
         if listing is None:
             pytest.fail(
@@ -125,7 +133,9 @@ class SchedulerContract:
         ],
         ids=["garbage", "garbage-lines", "html", "failed"],
     )
-    def test_a_garbage_or_failed_listing_is_an_error_not_an_empty_list(self, scheduler, listing):
+    def test_a_garbage_or_failed_listing_is_an_error_not_an_empty_list(
+        self, scheduler: Scheduler, listing: tuple[int, str, str]
+    ) -> None:
         try:
             jobs = scheduler.parse_joblist_output(*listing)
         except SchedulerError:

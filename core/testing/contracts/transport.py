@@ -18,6 +18,10 @@ from veglia.testing.transport import FakeTransport
 from veglia.transports import AuthOption, FileStat, Transport
 
 
+def _returning(cls: type[Transport]) -> Callable[[], type[Transport]]:
+    return lambda: cls
+
+
 class TransportContract:
     """What the engine relies on from a ``veglia.transports`` entry point.
 
@@ -50,7 +54,7 @@ class TransportContract:
         found: dict[str, Callable[[], Any]] = {
             ep.name: ep.load for ep in select("veglia.transports", self.entry_points, owner)
         }
-        found.update((name, lambda cls=cls: cls) for name, cls in self.others.items())
+        found.update((name, _returning(cls)) for name, cls in self.others.items())
         if not found:
             pytest.fail(f"{owner}: set entry_points to the transports to check", pytrace=False)
         metafunc.parametrize(
@@ -59,7 +63,8 @@ class TransportContract:
 
     @pytest.fixture
     def transport_class(self, request: pytest.FixtureRequest) -> type[Transport]:
-        return request.param()
+        made: type[Transport] = request.param()
+        return made
 
     def open_transport(
         self, cls: type[Transport], folder: Path, request: pytest.FixtureRequest
@@ -96,7 +101,9 @@ class TransportContract:
         return folder
 
     # -- structure ---------------------------------------------------------------------
-    def test_a_transport_is_a_complete_documented_transport_subclass(self, transport_class):
+    def test_a_transport_is_a_complete_documented_transport_subclass(
+        self, transport_class: type[Transport]
+    ) -> None:
         cls = transport_class
         assert inspect.isclass(cls) and issubclass(cls, Transport), (
             f"{cls!r} is no subclass of veglia.transports.Transport"
@@ -112,7 +119,9 @@ class TransportContract:
             missing = set(wanted) - set(inspect.signature(getattr(cls, method)).parameters)
             assert not missing, f"{cls.__name__}.{method} does not take {sorted(missing)}"
 
-    def test_connection_parameters_are_declared_and_others_refused(self, transport_class):
+    def test_connection_parameters_are_declared_and_others_refused(
+        self, transport_class: type[Transport]
+    ) -> None:
         cls = transport_class
         options = cls.auth_options
         assert all(isinstance(option, AuthOption) for option in options)
@@ -132,7 +141,7 @@ class TransportContract:
         code, _, err = transport.exec_command(f"mkfifo {path}", workdir=transport.cwd)
         assert code == 0, err
 
-    def test_files_round_trip(self, transport, local):
+    def test_files_round_trip(self, transport: Transport, local: Path) -> None:
         source = local / "in.txt"
         source.write_bytes(b"line 1\nline 2\n")
         transport.putfile(source, "in.txt")
@@ -154,7 +163,7 @@ class TransportContract:
         assert transport.exists("in.txt") and transport.isfile("in.txt")
         assert not transport.isdir("in.txt") and not transport.is_real_dir("in.txt")
 
-    def test_trees_round_trip(self, transport, local):
+    def test_trees_round_trip(self, transport: Transport, local: Path) -> None:
         tree = local / "tree"
         (tree / "sub" / "deeper").mkdir(parents=True)
         (tree / "a.txt").write_text("a")
@@ -168,7 +177,7 @@ class TransportContract:
         transport.get("single.txt", local / "single.txt")
         assert (local / "single.txt").read_text() == "a"
 
-    def test_stat_follows_links_and_lstat_does_not(self, transport):
+    def test_stat_follows_links_and_lstat_does_not(self, transport: Transport) -> None:
         transport.write_bytes("target.txt", b"t")
         transport.makedirs("folder")
         transport.symlink("target.txt", "file-link")
@@ -184,7 +193,7 @@ class TransportContract:
             with pytest.raises(TransportError, match="missing"):
                 method("missing")
 
-    def test_only_regular_files_are_read(self, transport, local):
+    def test_only_regular_files_are_read(self, transport: Transport, local: Path) -> None:
         """A job's folder is not trusted: a link may lead anywhere, a FIFO would block."""
         transport.write_bytes("target.txt", b"t")
         transport.symlink("target.txt", "link.txt")
@@ -196,7 +205,9 @@ class TransportContract:
                 transport.getfile(name, local / name)
             assert not (local / name).exists()
 
-    def test_get_regular_copies_regular_files_and_names_the_rest(self, transport, local):
+    def test_get_regular_copies_regular_files_and_names_the_rest(
+        self, transport: Transport, local: Path
+    ) -> None:
         transport.makedirs("out/sub")
         transport.write_bytes("out/a.txt", b"a")
         transport.write_bytes("out/sub/b.txt", b"b")
@@ -212,7 +223,7 @@ class TransportContract:
         assert transport.get_regular("out/link.txt", local / "no.txt", "link") == ["link"]
         assert not (local / "no.txt").exists()
 
-    def test_commands(self, transport):
+    def test_commands(self, transport: Transport) -> None:
         code, out, err = transport.exec_command("pwd; echo oops >&2; exit 3", workdir=transport.cwd)
         assert (code, out.strip(), err.strip()) == (3, transport.cwd, "oops")
         transport.makedirs("sub")
@@ -222,19 +233,21 @@ class TransportContract:
         assert transport.exec_command("printf 'é\\n'")[1] == "é\n"
         assert transport.whoami() == transport.exec_command("whoami")[1].strip()
 
-    def test_home_is_the_commands_home_and_a_real_folder(self, transport):
+    def test_home_is_the_commands_home_and_a_real_folder(self, transport: Transport) -> None:
         home = transport.home()
         assert home.startswith("/") and transport.is_real_dir(home)
         assert transport.exec_command('printf "%s" "$HOME"')[1] == home
 
-    def test_a_command_past_its_timeout_is_stopped(self, transport):
+    def test_a_command_past_its_timeout_is_stopped(self, transport: Transport) -> None:
         started = time.monotonic()
         with pytest.raises(TransportTimeoutError, match="timeout of 1"):
             transport.exec_command("sleep 30", timeout=1)
         assert time.monotonic() - started < 20
         assert transport.exec_command("true")[0] == 0  # still usable afterwards
 
-    def test_an_error_quotes_a_long_command_cut_short_in_one_line(self, transport):
+    def test_an_error_quotes_a_long_command_cut_short_in_one_line(
+        self, transport: Transport
+    ) -> None:
         """A ``python3 -c`` program is kilobytes: the error names its first line, cut short."""
         program = "# a program that sleeps\nimport time\n" + "x = 1\n" * 500 + "time.sleep(30)\n"
         with pytest.raises(TransportTimeoutError) as raised:
@@ -248,7 +261,7 @@ class TransportContract:
             transport.exec_command(long_line, timeout=1)
         assert f"`{long_line[:77]}...` on {transport.hostname}" in str(raised.value)
 
-    def test_remove_makedirs_and_rmtree(self, transport):
+    def test_remove_makedirs_and_rmtree(self, transport: Transport) -> None:
         transport.write_bytes("target.txt", b"t")
         transport.symlink("target.txt", "link.txt")
         transport.remove("link.txt")  # the link, not what it points to
@@ -265,7 +278,7 @@ class TransportContract:
         assert transport.listdir() == []
         transport.rmtree("a")  # gone already: no error
 
-    def test_missing_paths_raise_transport_errors(self, transport, local):
+    def test_missing_paths_raise_transport_errors(self, transport: Transport, local: Path) -> None:
         with pytest.raises(TransportError, match=r"missing\.txt"):
             transport.getfile("missing.txt", local / "x")
         assert not (local / "x").exists()
@@ -277,12 +290,12 @@ class TransportContract:
         with pytest.raises(TransportError):
             transport.listdir("file.txt")
 
-    def test_paths_are_relative_to_cwd(self, transport):
+    def test_paths_are_relative_to_cwd(self, transport: Transport) -> None:
         assert transport.path("a/../b.txt") == posixpath.join(transport.cwd, "b.txt")
         assert transport.path("/x/y") == "/x/y"
         assert transport.cwd in transport.gotocomputer_command(".")
 
-    def test_a_transport_can_be_closed_and_opened_again(self, transport):
+    def test_a_transport_can_be_closed_and_opened_again(self, transport: Transport) -> None:
         transport.close()
         assert not transport.is_open
         transport.open()

@@ -14,6 +14,8 @@ Create Date: 2026-12-05 22:00:00
 
 from __future__ import annotations
 
+from typing import Any
+
 import sqlalchemy as sa
 from alembic import op
 
@@ -25,7 +27,7 @@ depends_on = None
 CHUNK_SIZE = 4 * 1024 * 1024
 
 
-def _now() -> sa.ColumnElement:
+def _now() -> sa.ColumnElement[Any]:
     """The database's clock in epoch seconds."""
     if op.get_bind().dialect.name == "postgresql":
         return sa.func.extract("epoch", sa.func.clock_timestamp())
@@ -62,7 +64,8 @@ def upgrade() -> None:
     )
     now = bind.scalar(sa.select(_now()))
     for sha256 in list(bind.scalars(sa.select(blobs.c.sha256))):
-        content = bytes(bind.scalar(sa.select(blobs.c.content).where(blobs.c.sha256 == sha256)))
+        query = sa.select(blobs.c.content).where(blobs.c.sha256 == sha256)
+        content = bytes(bind.execute(query).scalar_one())
         pieces = [content[i : i + CHUNK_SIZE] for i in range(0, len(content), CHUNK_SIZE)]
         for seq, piece in enumerate(pieces):
             bind.execute(chunks.insert().values(sha256=sha256, seq=seq, content=piece, written=now))

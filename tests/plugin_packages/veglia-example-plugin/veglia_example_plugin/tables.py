@@ -4,8 +4,7 @@ from pathlib import Path
 
 from sqlalchemy import Column, ForeignKey, Integer, MetaData, Table, Text
 
-from veglia.plugin_api import PluginMigrations
-from veglia.storage.tables import NAMING_CONVENTION, nodes
+from veglia.plugin_api import NAMING_CONVENTION, Node, PluginMigrations
 
 metadata = MetaData(naming_convention=NAMING_CONVENTION)
 
@@ -14,7 +13,7 @@ example_notes = Table(
     metadata,
     Column("id", Integer, primary_key=True),
     # A core table, referred to by its column: the core is migrated before any plugin.
-    Column("node_id", ForeignKey(nodes.c.id, ondelete="CASCADE"), nullable=False, index=True),
+    Column("node_id", ForeignKey(Node.id, ondelete="CASCADE"), nullable=False, index=True),
     Column("text", Text, nullable=False),
 )
 

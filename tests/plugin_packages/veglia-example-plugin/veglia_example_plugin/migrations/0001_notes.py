@@ -13,7 +13,7 @@ branch_labels = None
 depends_on = None
 
 
-def upgrade():
+def upgrade() -> None:
     op.create_table(
         "example_notes",
         sa.Column("id", sa.Integer(), nullable=False),
@@ -30,5 +30,5 @@ def upgrade():
     op.create_index(op.f("ix_example_notes_node_id"), "example_notes", ["node_id"])
 
 
-def downgrade():
+def downgrade() -> None:
     op.drop_table("example_notes")

@@ -1,0 +1,44 @@
+"""What type checkers see of veglia: the package says it is typed, and the ORM classes'
+annotations name exactly their table's columns (they are written by hand beside it)."""
+
+from __future__ import annotations
+
+import typing
+from pathlib import Path
+
+import pytest
+from sqlalchemy.orm import DeclarativeBase, Mapped
+
+import veglia
+from veglia.plugins.tower import models as tower_models
+from veglia.storage import models
+
+
+def test_package_ships_py_typed() -> None:
+    # PEP 561: without the marker a plugin's type checker ignores veglia's annotations.
+    assert (Path(veglia.__file__).parent / "py.typed").is_file()
+
+
+def _mapped_classes() -> list[type[DeclarativeBase]]:
+    found = []
+    for module in (models, tower_models):
+        for value in vars(module).values():
+            if isinstance(value, type) and "__table__" in vars(value):
+                found.append(value)
+    return found
+
+
+@pytest.mark.parametrize("cls", _mapped_classes(), ids=lambda cls: cls.__name__)
+def test_model_annotations_match_table(cls: type[DeclarativeBase]) -> None:
+    annotations = typing.get_type_hints(cls, vars(models) | vars(tower_models))
+    mapped = {name for name, hint in annotations.items() if typing.get_origin(hint) is Mapped}
+    columns = {column.key for column in cls.__table__.columns}
+    assert mapped == columns, (
+        f"{cls.__name__}: annotated {sorted(mapped)}, columns {sorted(columns)}"
+    )
+    for column in cls.__table__.columns:
+        optional = type(None) in typing.get_args(typing.get_args(annotations[column.key])[0])
+        assert optional == bool(column.nullable and not column.primary_key), (
+            f"{cls.__name__}.{column.key}: nullable={column.nullable}, annotated "
+            f"{annotations[column.key]}"
+        )
