@@ -10,10 +10,7 @@ import functools
 import inspect
 from collections.abc import Callable
 from importlib.metadata import EntryPoint, entry_points
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from veglia.engine.process import Process
+from typing import Any
 
 from veglia.exceptions import (
     EntryPointLoadError,
@@ -37,7 +34,6 @@ __all__ = [
     "get_entry_points",
     "group_name",
     "load_entry_point",
-    "load_process_class",
 ]
 
 #: Short name of each plugin kind -> its entry-point group.
@@ -157,31 +153,3 @@ DataFactory = _factory("data", inspect.isclass, "a Data class")
 DataSourceFactory = _factory(
     "datasources", _subclass_of("veglia.datasources.DataSource"), "a DataSource subclass"
 )
-
-
-def load_process_class(process_type: str) -> type[Process]:
-    """The class of a process type as nodes record it: a ``veglia.calculations`` or
-    ``veglia.workflows`` entry point name, or ``module:QualName``."""
-    if ":" in process_type:
-        import importlib
-
-        module, _, qualname = process_type.partition(":")
-        try:
-            target: Any = importlib.import_module(module)
-            for part in qualname.split("."):
-                target = getattr(target, part)
-        except (ImportError, AttributeError) as exc:
-            raise EntryPointLoadError(
-                f"Process class {process_type!r} cannot be imported: {exc}. Install the "
-                "package that provides it, or put its module on the PYTHONPATH."
-            ) from None
-        process_class: type[Process] = target
-        return process_class
-    for group in ("calculations", "workflows"):
-        if any(ep.name == process_type for ep in get_entry_points(group)):
-            loaded: type[Process] = load_entry_point(group, process_type)
-            return loaded
-    known = [ep.name for group in ("calculations", "workflows") for ep in get_entry_points(group)]
-    raise MissingEntryPointError(
-        f"No calculation or workflow {process_type!r}. Installed: {', '.join(known) or 'none'}."
-    )

@@ -35,24 +35,50 @@ import glob
 import os
 import posixpath
 import stat
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from veglia.exceptions import TransportError
-from veglia.python_program import PythonProgram
+from veglia.python_program import CommandRunner, PythonProgram
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from veglia.transports import Transport
-
 __all__ = [
     "DEFAULT_BUDGET",
+    "FileReader",
     "link_above",
     "linked_part",
     "python_command",
     "read_per_file",
     "read_requests",
 ]
+
+
+class _Stat(Protocol):
+    """What is read of a :class:`veglia.transports.FileStat`."""
+
+    @property
+    def size(self) -> int: ...
+
+    @property
+    def mtime(self) -> float: ...
+
+    @property
+    def is_file(self) -> bool: ...
+
+
+class FileReader(CommandRunner, Protocol):
+    """What the reads use of a :class:`veglia.transports.Transport`, which delegates its
+    file reads to this module (so is named here by what it does)."""
+
+    def listdir(self, path: str = ".") -> list[str]: ...
+
+    def lstat(self, path: str) -> _Stat: ...
+
+    def lstat_mode(self, path: str) -> int | None: ...
+
+    def read_bytes(self, remotepath: str, offset: int = 0, size: int | None = None) -> bytes: ...
+
 
 #: Bytes one batched read may return, all files together (the rest waits for the next).
 DEFAULT_BUDGET = 16 * 1024 * 1024
@@ -193,7 +219,7 @@ def python_command() -> str:
     return _PROGRAM.command
 
 
-def read_via_command(transport: Transport, payload: dict[str, Any]) -> list[Any] | None:
+def read_via_command(transport: FileReader, payload: dict[str, Any]) -> list[Any] | None:
     """The answers from one ``python3`` command on the computer; None when it has no
     ``python3`` (exit 127), so the caller falls back to :func:`read_per_file`."""
     result: list[Any] | None = _PROGRAM.ask(
@@ -202,7 +228,7 @@ def read_via_command(transport: Transport, payload: dict[str, Any]) -> list[Any]
     return result
 
 
-def _matches(transport: Transport, pattern: str) -> list[str]:
+def _matches(transport: FileReader, pattern: str) -> list[str]:
     """A glob's matches, through ``listdir``: wildcards in the last part of the path only."""
     folder, name = posixpath.split(pattern)
     try:
@@ -212,7 +238,7 @@ def _matches(transport: Transport, pattern: str) -> list[str]:
     return [posixpath.join(folder, n) for n in sorted(fnmatch.filter(names, name))][:MAX_MATCHES]
 
 
-def read_per_file(transport: Transport, payload: dict[str, Any]) -> list[Any]:
+def read_per_file(transport: FileReader, payload: dict[str, Any]) -> list[Any]:
     """The same answers as :func:`read_requests`, with the transport's file calls (no inode:
     a rotated file is only noticed when it is shorter than what was read)."""
     budget = payload.get("budget", DEFAULT_BUDGET)

@@ -16,18 +16,31 @@ from typing import TYPE_CHECKING, Any
 
 import pluggy
 
+# Names for type checkers only: the catalogue stays at the bottom of the import graph
+# (veglia.plugin_manager loads it, and the configuration, the ORM and the engine ask plugins
+# through that manager). What a hook gets from higher up is a Protocol of veglia.plugin_types;
+# the classes named here import no part of veglia that reaches the plugin manager
+# (tests/test_boundaries.py fails on a circle).
 if TYPE_CHECKING:
     from pathlib import Path
 
     import click
+    from sqlalchemy import Select
 
-    from veglia.config.options import Option
-    from veglia.config.profile import Profile
-    from veglia.engine.calcjob.job_script import JobScriptWrap
-    from veglia.engine.calcjob.options import CalcJobOption
-    from veglia.orm.computers import ComputerProperty
+    from veglia.engine.calcjob.trace import TraceRecord
+    from veglia.plugin_types import (
+        CalcJobNodeLike,
+        CalcJobOption,
+        ComputerLike,
+        ComputerProperty,
+        JobScriptWrap,
+        Option,
+        Panel,
+        ProcessNodeLike,
+        ProfileLike,
+    )
     from veglia.storage.plugin_schema import PluginMigrations
-    from veglia.views.panels import Panel
+    from veglia.transports import Transport
 
 hookspec = pluggy.HookspecMarker("veglia")
 hookimpl = pluggy.HookimplMarker("veglia")
@@ -38,7 +51,7 @@ def register_options() -> list[Option]:
     """Contribute profile options.
 
     Called once when the option catalogue is first needed (``veglia config``, ``veglia
-    setup``, loading a profile). Return a list of :class:`veglia.config.options.Option`.
+    setup``, loading a profile). Return a list of :class:`veglia.plugin_api.Option`.
     Option names should be prefixed with the plugin's own namespace (``myplugin.endpoint``),
     and must not clash with a built-in or another plugin's option: a clash is an error
     that names both plugins. Options marked ``secret=True`` are stored in the profile's
@@ -55,7 +68,7 @@ def calcjob_options() -> list[CalcJobOption]:
 
     Called when a calc job's input spec is first built (by a builder, input validation,
     ``veglia process unblock --option``, ...), once per calc-job class. Return a list of
-    :class:`veglia.engine.calcjob.options.CalcJobOption` (name, type, help, optional validator
+    :class:`veglia.plugin_api.CalcJobOption` (name, type, help, optional validator
     and default); each becomes a ``metadata.options.<name>`` port beside the built-in ones,
     so builders, validation and port help treat it the same. A name must not clash with a
     built-in option or another plugin's: a clash is an error that names both. The value a
@@ -70,7 +83,7 @@ def computer_properties() -> list[ComputerProperty]:
     """Contribute computer properties, each with its ``veglia computer setup`` flag.
 
     Called once, when the computer properties are first needed. Return a list of
-    :class:`veglia.orm.computers.ComputerProperty` (name, default, help, optional
+    :class:`veglia.plugin_api.ComputerProperty` (name, default, help, optional
     ``parse``); the property is then accepted on a computer, read with
     ``computer.get_property("<name>")`` (its default when not set), shown by ``veglia
     computer show`` and set with ``veglia computer setup --<name>`` (underscores as dashes)
@@ -81,7 +94,9 @@ def computer_properties() -> list[ComputerProperty]:
 
 
 @hookspec
-def process_show_tables(node: Any) -> list[tuple[tuple[str, ...], list[tuple[Any, ...]]]]:
+def process_show_tables(
+    node: ProcessNodeLike,
+) -> list[tuple[tuple[str, ...], list[tuple[object, ...]]]]:
     """Add tables to ``veglia process show`` for a process node.
 
     Called once per process shown, with its node (a ``ProcessNode``; read what your plugin
@@ -129,7 +144,7 @@ def storage_migrations() -> PluginMigrations | list[PluginMigrations]:
 
 
 @hookspec
-def change_stamp_parts() -> list[Any]:
+def change_stamp_parts() -> list[Select[Any]]:
     """Make the web pages that watch the database notice changes to your tables.
 
     Called when a page starts watching the database, and once a second while it does.
@@ -152,7 +167,7 @@ def register_commands(cli: click.Group) -> None:
 
 
 @hookspec
-def profile_loaded(profile: Profile) -> None:
+def profile_loaded(profile: ProfileLike) -> None:
     """React to a profile becoming the active one.
 
     Called by :func:`veglia.load_profile` after the profile's configuration has been read
@@ -176,7 +191,7 @@ def daemon_start_options() -> list[click.Option]:
 
 
 @hookspec
-def daemon_started(profile: Profile, start_options: dict[str, Any]) -> None:
+def daemon_started(profile: ProfileLike, start_options: dict[str, Any]) -> None:
     """Start what a plugin runs beside the daemon's workers, once per daemon.
 
     Called in the daemon's first worker as it starts (the supervisor stays lean and loads
@@ -191,7 +206,7 @@ def daemon_started(profile: Profile, start_options: dict[str, Any]) -> None:
 
 
 @hookspec
-def daemon_status_lines(profile: Profile, start_options: dict[str, Any]) -> list[str]:
+def daemon_status_lines(profile: ProfileLike, start_options: dict[str, Any]) -> list[str]:
     """Add lines to ``veglia daemon status`` (not to its ``--raw`` table).
 
     Called in the CLI when the daemon runs, after its workers are listed, with the
@@ -204,7 +219,7 @@ def daemon_status_lines(profile: Profile, start_options: dict[str, Any]) -> list
 
 
 @hookspec
-def daemon_stopping(profile: Profile) -> None:
+def daemon_stopping(profile: ProfileLike) -> None:
     """Stop what ``daemon_started`` started: the daemon is stopping.
 
     Called in the daemon's first worker as it stops. Ask your threads to end and return
@@ -214,7 +229,7 @@ def daemon_stopping(profile: Profile) -> None:
 
 
 @hookspec
-def job_script_wrap(node: Any, computer: Any) -> JobScriptWrap | None:
+def job_script_wrap(node: CalcJobNodeLike, computer: ComputerLike) -> JobScriptWrap | None:
     """Wrap the commands of a calc job's submit script: start something before them, put a
     program in front of each, stop and summarise after them whatever their exit.
 
@@ -235,7 +250,7 @@ def job_script_wrap(node: Any, computer: Any) -> JobScriptWrap | None:
 
 
 @hookspec
-def computer_contacted(computer: Any, transport: Any) -> None:
+def computer_contacted(computer: ComputerLike, transport: Transport) -> None:
     """Refresh what you keep on a computer for its jobs (the heartbeat that monitors'
     guards read, say): the engine just asked its scheduler about its jobs, or is about to
     submit one there.
@@ -249,7 +264,7 @@ def computer_contacted(computer: Any, transport: Any) -> None:
 
 
 @hookspec
-def job_stopped_beside(node: Any, folder: Path) -> dict[str, Any] | None:
+def job_stopped_beside(node: CalcJobNodeLike, folder: Path) -> dict[str, Any] | None:
     """Say that something beside the job on its computer stopped it (a monitor's guard),
     when no monitor of the engine had.
 
@@ -264,7 +279,9 @@ def job_stopped_beside(node: Any, folder: Path) -> dict[str, Any] | None:
 
 
 @hookspec
-def collect_trace(node: Any, transport: Any, record: Any, computer: Any) -> None:
+def collect_trace(
+    node: CalcJobNodeLike, transport: Transport | None, record: TraceRecord, computer: ComputerLike
+) -> None:
     """Add to the trace record of a calc job that has just ended.
 
     Called once per job, whatever its outcome (finished, failed, killed), after its files
@@ -281,7 +298,7 @@ def collect_trace(node: Any, transport: Any, record: Any, computer: Any) -> None
 
 
 @hookspec
-def trace_updated(node: Any, record: Any) -> None:
+def trace_updated(node: CalcJobNodeLike, record: TraceRecord) -> None:
     """Receive the trace record of a calc job that is on its way: submitted or running.
 
     Called when the scheduler took the job (``record.status`` is ``SUBMITTED``) and when a
@@ -294,7 +311,7 @@ def trace_updated(node: Any, record: Any) -> None:
 
 
 @hookspec
-def trace_ready(node: Any, record: Any) -> None:
+def trace_ready(node: CalcJobNodeLike, record: TraceRecord) -> None:
     """Receive the final trace record of a terminated calc job, to report it.
 
     Called once when the process reaches a terminal state, with its status, exit and
@@ -307,7 +324,9 @@ def trace_ready(node: Any, record: Any) -> None:
 
 
 @hookspec
-def notify(event: str, subject: str, body: str, recipients: list[str], profile: Profile) -> None:
+def notify(
+    event: str, subject: str, body: str, recipients: list[str], profile: ProfileLike
+) -> None:
     """Tell people about something that needs them.
 
     ``event`` is one of ``process_excepted`` (a process failed in a way no retry fixes),

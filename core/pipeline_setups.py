@@ -214,8 +214,8 @@ class PipelineSetup:
     # -- storage -------------------------------------------------------------------------
     def store(self) -> PipelineSetup:
         """Check the setup and store it as version 1 of its name; returns the stored one."""
-        # Lazy: a cycle (the check takes a PipelineSetup), and the check loads the process
-        # and source plugins, which listing setups needs neither of.
+        # Lazy: the check loads the process and source plugins, which listing setups needs
+        # neither of.
         from veglia.engine.pipeline_setup_check import checked_setup
 
         with get_storage().connection() as connection:

@@ -20,7 +20,9 @@ top without loading the engine; a name from the engine loads the engine.
   package), :class:`Panel` a table it adds to the overview page (``overview_panels``),
   :class:`PluginMigrations` its own tables and their Alembic migrations
   (``storage_migrations``); :func:`lazy_exports` keeps a plugin package's ``__init__``
-  light;
+  light; what a hook is handed, as Protocols to type an implementation with:
+  :class:`ProfileLike`, :class:`ProcessNodeLike`, :class:`CalcJobNodeLike`,
+  :class:`ComputerLike` (``veglia.plugin_types``, with the types a plugin hands in);
 - configuration: the value parsers an :class:`Option` takes (:func:`parse_boolean`,
   :func:`parse_positive_int`, :func:`parse_positive_seconds`), the :class:`Config` and
   :func:`split_password`; the loaded profile and its storage (:func:`get_profile`,
@@ -90,7 +92,6 @@ from veglia.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from veglia.config.config import Config, split_password
-    from veglia.config.options import Option
     from veglia.config.values import parse_boolean, parse_positive_int, parse_positive_seconds
     from veglia.datasources import (
         DataSource,
@@ -114,7 +115,7 @@ if TYPE_CHECKING:
         positive_kwarg,
     )
     from veglia.engine.calcjob.history import memory_needed_after_oom, similar_waits
-    from veglia.engine.calcjob.job_script import JobScriptWrap, packaged_shell
+    from veglia.engine.calcjob.job_script import packaged_shell
     from veglia.engine.calcjob.live_trace import (
         LiveTrace,
         TraceSample,
@@ -129,7 +130,6 @@ if TYPE_CHECKING:
         MonitorSpec,
         load_monitor,
     )
-    from veglia.engine.calcjob.options import CalcJobOption
     from veglia.engine.calcjob.queues import choose_queue, queues_from_attribute
     from veglia.engine.calcjob.trace_file import (
         MAX_TRACE_BYTES,
@@ -141,10 +141,9 @@ if TYPE_CHECKING:
     from veglia.engine.daemon.presence import daemon_running
     from veglia.engine.exit_codes import ExitCode
     from veglia.engine.pipeline_steps import parse_steps, step_builder, step_element, steps_problems
-    from veglia.engine.process import launch_context, plain_data
+    from veglia.engine.process import launch_context, load_process_class, plain_data
     from veglia.engine.rerun import set_aside, submit_again
     from veglia.engine.workflow.workchain import ToContext, WorkChain, append_, while_
-    from veglia.entry_points import load_process_class
     from veglia.exceptions import (
         CommandOutputTooLarge,
         ConfigurationError,
@@ -183,7 +182,7 @@ if TYPE_CHECKING:
         SIMILARITY_KEY,
         SUBMISSION_REJECTED,
     )
-    from veglia.orm.computers import ComputerProperty, load_computer
+    from veglia.orm.computers import load_computer
     from veglia.orm.data import (
         Bool,
         Data,
@@ -200,6 +199,17 @@ if TYPE_CHECKING:
     from veglia.orm.process_nodes import ProcessNode
     from veglia.orm.queries import ChangeStamp, change_stamp, nodes_touched_by, recent_writes
     from veglia.parsers import Parser
+    from veglia.plugin_types import (
+        CalcJobNodeLike,
+        CalcJobOption,
+        ComputerLike,
+        ComputerProperty,
+        JobScriptWrap,
+        Option,
+        Panel,
+        ProcessNodeLike,
+        ProfileLike,
+    )
     from veglia.python_program import PythonProgram
     from veglia.relative_paths import checked_relative
     from veglia.schedulers import (
@@ -220,7 +230,6 @@ if TYPE_CHECKING:
     from veglia.views.job import job_view
     from veglia.views.node import DRAWN_NODES, node_view
     from veglia.views.overview import overview_view, workers
-    from veglia.views.panels import Panel
     from veglia.views.pipelines import pipeline_view, pipelines_view
     from veglia.views.problems import problem_of
     from veglia.views.processes import processes_view
@@ -246,10 +255,12 @@ __all__ = [
     "Bool",
     "CalcInfo",
     "CalcJob",
+    "CalcJobNodeLike",
     "CalcJobOption",
     "ChangeStamp",
     "CodeInfo",
     "CommandOutputTooLarge",
+    "ComputerLike",
     "ComputerProperty",
     "Config",
     "ConfigurationError",
@@ -297,6 +308,8 @@ __all__ = [
     "PluginMigrations",
     "ProcessBuilder",
     "ProcessNode",
+    "ProcessNodeLike",
+    "ProfileLike",
     "PythonProgram",
     "QueueInfo",
     "Scheduler",
@@ -391,10 +404,17 @@ __all__ = [
 #: is loaded by every ``veglia`` command, and most of them need no engine.
 _HOMES = {
     "hookimpl": "veglia.hookspecs",
-    "Option": "veglia.config.options",
-    "JobScriptWrap": "veglia.engine.calcjob.job_script",
+    # The small types hooks pass (veglia.plugin_types): loading one loads no engine.
+    "Option": "veglia.plugin_types",
+    "JobScriptWrap": "veglia.plugin_types",
+    "CalcJobOption": "veglia.plugin_types",
+    "ComputerProperty": "veglia.plugin_types",
+    "ProfileLike": "veglia.plugin_types",
+    "ProcessNodeLike": "veglia.plugin_types",
+    "CalcJobNodeLike": "veglia.plugin_types",
+    "ComputerLike": "veglia.plugin_types",
     "packaged_shell": "veglia.engine.calcjob.job_script",
-    "Panel": "veglia.views.panels",
+    "Panel": "veglia.plugin_types",
     "parse_boolean": "veglia.config.values",
     "parse_positive_int": "veglia.config.values",
     "parse_positive_seconds": "veglia.config.values",
@@ -424,8 +444,6 @@ _HOMES = {
     "CodeInfo": "veglia.engine.calcjob.calcinfo",
     "ExitCode": "veglia.engine.exit_codes",
     "Parser": "veglia.parsers",
-    "CalcJobOption": "veglia.engine.calcjob.options",
-    "ComputerProperty": "veglia.orm.computers",
     "load_computer": "veglia.orm.computers",
     "Bool": "veglia.orm.data",
     "Data": "veglia.orm.data",
@@ -464,7 +482,7 @@ _HOMES = {
     "ProcessBuilder": "veglia.engine.builder",
     "launch_context": "veglia.engine.process",
     "plain_data": "veglia.engine.process",
-    "load_process_class": "veglia.entry_points",
+    "load_process_class": "veglia.engine.process",
     "parse_steps": "veglia.engine.pipeline_steps",
     "step_builder": "veglia.engine.pipeline_steps",
     "step_element": "veglia.engine.pipeline_steps",

@@ -14,14 +14,27 @@ import inspect
 import json
 import shlex
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from veglia.exceptions import TransportError
 
-if TYPE_CHECKING:
-    from veglia.transports import Transport
+__all__ = ["CommandRunner", "PythonProgram"]
 
-__all__ = ["PythonProgram"]
+
+class CommandRunner(Protocol):
+    """What a program needs of a :class:`veglia.transports.Transport` (which reads files
+    through a program of :mod:`veglia.file_reads`, so is named here by what it does)."""
+
+    hostname: str
+
+    def exec_command(
+        self,
+        command: str,
+        *,
+        workdir: str | None = None,
+        stdin: bytes | None = None,
+        timeout: float | None = None,
+    ) -> tuple[int, str, str]: ...
 
 
 class PythonProgram:
@@ -44,7 +57,7 @@ class PythonProgram:
         #: The shell command that reads a JSON question on stdin and prints the answer.
         self.command = f"python3 -c {shlex.quote(source)}"
 
-    def ask(self, transport: Transport, question: Any, *, what: str, timeout: float) -> Any:
+    def ask(self, transport: CommandRunner, question: Any, *, what: str, timeout: float) -> Any:
         """The answer to ``question`` from the computer; None when it has no ``python3``
         (exit 127), for the caller to say or to fall back on. ``what`` names the command in
         the errors raised for a failed command or an answer that is no JSON."""

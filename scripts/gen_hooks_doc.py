@@ -36,6 +36,13 @@ my_plugin = "my_package.veglia_plugin"
 An implementation may accept any subset of a hook's arguments, by name. Debug with
 `VEGLIA_TRACE_PLUGINS=1` (every hook call on stderr) and `VEGLIA_PLUGINS=a,b` (load only
 those plugins; empty loads none).
+
+The types in the signatures are importable from `veglia.plugin_api`: what a plugin returns
+(`Option`, `CalcJobOption`, `ComputerProperty`, `JobScriptWrap`, `Panel`,
+`PluginMigrations`), `Transport`, and, for what the engine hands over, Protocols naming what a
+plugin may rely on: `ProfileLike` (a `Profile`), `ProcessNodeLike` and `CalcJobNodeLike` (a
+process's or a calc job's node), `ComputerLike` (a `Computer`). `TraceRecord` is
+`veglia.engine.calcjob.trace.TraceRecord`; `Select` is SQLAlchemy's.
 """
 
 

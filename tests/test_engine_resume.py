@@ -6,7 +6,7 @@ import asyncio
 
 from veglia import engine, orm
 from veglia.engine.calcjob import tasks as calcjob_tasks
-from veglia.engine.persistence import load_process, save_checkpoint
+from veglia.engine.process import load_process, save_checkpoint
 from veglia.engine.runner import Runner, set_runner
 from veglia.entry_points import CalculationFactory
 

@@ -2,21 +2,27 @@
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 import signal
 import subprocess
 import sys
 import time
+import typing
 from pathlib import Path
 
 import pytest
 
 import veglia.plugin_manager as plugin_manager
-from veglia import hookspecs
+from veglia import hookspecs, plugin_types
 from veglia.config.options import Option, get_options
 from veglia.engine.calcjob.job_script import JobScriptWrap, wrap_commands
+from veglia.engine.calcjob.trace import TraceRecord
 from veglia.exceptions import ConfigurationError, PluginError
+from veglia.orm.computers import Computer
+from veglia.orm.process_nodes import CalcJobNode
+from veglia.transports import Transport
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -34,6 +40,70 @@ def test_hook_reference_is_up_to_date():
         text=True,
     )
     assert result.returncode == 0, result.stderr
+
+
+def _hook_annotations() -> dict[str, dict[str, object]]:
+    """Every hook's resolved annotations, with the names hookspecs imports for type checkers
+    only (its ``if TYPE_CHECKING:`` block, run here): a name that does not resolve fails."""
+    tree = ast.parse(Path(hookspecs.__file__).read_text())
+    block = next(
+        node
+        for node in tree.body
+        if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING"
+    )
+    names: dict[str, object] = dict(vars(hookspecs))
+    exec(compile(ast.Module(body=block.body, type_ignores=[]), "hookspecs", "exec"), names)
+    return {
+        name: typing.get_type_hints(getattr(hookspecs, name), globalns=names)
+        for name in hookspecs.hook_names()
+    }
+
+
+def test_every_hook_is_typed_with_what_it_passes():
+    """A plugin author's editor and type checker know what each hook hands over: a
+    process node, a computer, a transport, a trace record, never ``Any``."""
+    untyped = []
+    for hook, hints in _hook_annotations().items():
+        for name, hint in hints.items():
+            if name in {"node", "computer", "transport", "record"} and (
+                hint is typing.Any or typing.Any in typing.get_args(hint)
+            ):
+                untyped.append(f"{hook}({name})")
+        returned = hints.get("return")
+        if typing.get_origin(returned) is list and typing.get_args(returned) == (typing.Any,):
+            untyped.append(f"{hook} -> list[Any]")
+    assert not untyped, untyped
+    hints = _hook_annotations()
+    assert hints["collect_trace"]["record"] is TraceRecord
+    assert hints["collect_trace"]["transport"] == Transport | None
+    assert hints["register_options"]["return"] == list[Option]
+
+
+def _members(protocol: type) -> set[str]:
+    return {
+        name
+        for base in protocol.__mro__
+        if typing.Protocol in base.__mro__ and base is not typing.Protocol
+        for name in (*vars(base).get("__annotations__", {}), *vars(base))
+        if not name.startswith("_")
+    }
+
+
+def test_the_objects_hooks_get_have_what_their_protocols_promise(profile):
+    """The engine hands hooks a Profile, a CalcJobNode and a Computer: each has every
+    member the Protocol a plugin is typed against names."""
+    node = CalcJobNode(process_type="x")
+    computer = Computer("here", "localhost", "core.local", "core.direct")
+    for protocol, instance in [
+        (plugin_types.ProfileLike, profile),
+        (plugin_types.ProcessNodeLike, node),
+        (plugin_types.CalcJobNodeLike, node),
+        (plugin_types.ComputerLike, computer),
+    ]:
+        members = _members(protocol)
+        assert members
+        missing = [m for m in members if not hasattr(type(instance), m) and m not in vars(instance)]
+        assert not missing, f"{type(instance).__name__} lacks {missing} of {protocol.__name__}"
 
 
 def test_every_hook_has_a_test():
@@ -76,7 +146,7 @@ def test_register_options_clash_names_both_sides(manager_with):
 
 def test_register_options_must_return_options(manager_with):
     manager_with(_OptionPlugin({"name": "not.an.option"}))
-    with pytest.raises(ConfigurationError, match="must return veglia.config.options.Option"):
+    with pytest.raises(ConfigurationError, match="must return veglia.plugin_types.Option"):
         get_options()
 
 
@@ -137,7 +207,7 @@ def test_calcjob_options_clash_or_wrong_type_names_the_plugin(manager_with):
     with pytest.raises(ConfigurationError, match="'mylab_tag' of plugin .* clashes with the "):
         add.spec()
     manager_with(_JobOptionPlugin(("mylab_tag", str, None, "Tag.")))
-    with pytest.raises(ConfigurationError, match="must return veglia.engine.calcjob.options.Calc"):
+    with pytest.raises(ConfigurationError, match="must return veglia.plugin_types.CalcJobOp"):
         add.spec()
     with pytest.raises(ValueError, match="must be a lower-case word"):
         CalcJobOption("my-tag", str, "Tag.")
@@ -215,7 +285,7 @@ def test_computer_properties_clash_or_wrong_type_names_the_plugin(manager_with, 
     with pytest.raises(ConfigurationError, match="'hostname' of plugin .* is a field of every"):
         property_defaults()
     manager_with(_PropertyPlugin({"name": "mylab_on"}))
-    with pytest.raises(ConfigurationError, match="must return veglia.orm.computers.ComputerPr"):
+    with pytest.raises(ConfigurationError, match="must return veglia.plugin_types.ComputerPr"):
         property_defaults()
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from veglia import engine, orm
 from veglia.engine import InputValidationError
-from veglia.engine.persistence import load_process
+from veglia.engine.process import load_process
 from veglia.engine.runner import Runner, set_runner
 from veglia.entry_points import CalculationFactory
 from veglia_fixtures.profiles import pid_alive

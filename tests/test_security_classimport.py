@@ -136,7 +136,7 @@ class Tripwire(plumpy.persistence.Savable):
 def test_a_checkpoint_loads_only_a_process_class(profile, forged, caplog):
     """Whoever can write the database can change the class a checkpoint names: what it
     names is checked to be a process class before anything of it is called."""
-    from veglia.engine.persistence import load_process
+    from veglia.engine.process import load_process
 
     node = engine.submit(CalculationFactory("core.shell"), command=orm.Str("true"))
     assert UNIMPORTABLE not in caplog.text  # an installed class: no warning

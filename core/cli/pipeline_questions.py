@@ -23,7 +23,8 @@ from veglia.cli.output import console, echo_error, echo_info
 from veglia.datasources import DataSource
 from veglia.engine.pipeline_setup_check import checked_setup, element_port, process_class_of
 from veglia.engine.pipeline_steps import ANY_INPUT, Step, fitting_inputs, output_types
-from veglia.entry_points import get_entry_points, load_entry_point, load_process_class
+from veglia.engine.process import load_process_class
+from veglia.entry_points import get_entry_points, load_entry_point
 from veglia.exceptions import NotExistent, PipelineSetupError, VegliaError
 from veglia.manage import get_profile
 from veglia.orm.computers import Computer, load_computer

@@ -8,10 +8,7 @@ message that explains what is allowed. Plugins add options through the
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
 
 from veglia.config.values import (
     QUEUE_HELP,
@@ -26,10 +23,10 @@ from veglia.config.values import (
     parse_positive_seconds,
     parse_queues,
     parse_size_mb,
-    parse_text,
     url_with_schemes,
 )
 from veglia.exceptions import InvalidOptionError
+from veglia.plugin_types import Option
 
 __all__ = [
     "Option",
@@ -39,58 +36,6 @@ __all__ = [
     "parse_queues",
     "parse_size_mb",
 ]
-
-
-@dataclass(frozen=True)
-class Option:
-    """One profile option.
-
-    ``parse`` turns user text into the stored value and raises ``ValueError`` with an
-    explanation when it is not allowed; ``choices``, when given, is checked after parsing
-    and listed in prompts. ``secret`` options live in the 0600 secrets file and are masked.
-    """
-
-    name: str
-    description: str
-    default: Any = None
-    parse: Callable[[Any], Any] = parse_text
-    choices: tuple[str, ...] | Callable[[], tuple[str, ...]] | None = None
-    secret: bool = False
-    #: Asked by ``veglia setup`` (site-wide options), in catalogue order.
-    setup: bool = False
-    #: Shown in prompts to explain the accepted syntax.
-    hint: str = ""
-    #: Read once by a daemon worker at start: a change waits for `veglia daemon restart`.
-    needs_restart: bool = False
-    #: Of a URL option: the secret option a password written into the URL is moved to (the
-    #: URL keeps its user), so it never lands in ``config.json`` or on screen.
-    password_option: str = ""
-    format: Callable[[Any], str] = field(default=lambda value: "" if value is None else str(value))
-
-    def __post_init__(self) -> None:
-        if not re.fullmatch(r"[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+", self.name):
-            raise ValueError(
-                f"Option name {self.name!r} must be dotted lower-case words, "
-                "like 'myplugin.endpoint'"
-            )
-        if not self.description:
-            raise ValueError(f"Option {self.name!r} needs a description")
-
-    def allowed_choices(self) -> tuple[str, ...] | None:
-        return self.choices() if callable(self.choices) else self.choices
-
-    def validate(self, value: Any) -> Any:
-        """Parse and check ``value``; raise :class:`InvalidOptionError` explaining why not."""
-        try:
-            parsed = self.parse(value)
-        except ValueError as exc:
-            raise InvalidOptionError(f"Invalid value for {self.name}: {exc}.") from None
-        choices = self.allowed_choices()
-        if choices is not None and parsed not in choices:
-            raise InvalidOptionError(
-                f"Invalid value for {self.name}: {parsed!r} is not one of {', '.join(choices)}."
-            )
-        return parsed
 
 
 def _installed(group: str) -> Callable[[], tuple[str, ...]]:

@@ -2,29 +2,15 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
 from veglia.config.options import get_option
+from veglia.config.values import mask_url
 
 __all__ = ["Profile", "mask_url"]
-
-
-def mask_url(url: str) -> str:
-    """The URL with any password replaced by ``****``."""
-    try:
-        parts = urlsplit(url)
-        password = parts.password
-    except ValueError:  # not a URL after all (a bad port): mask what looks like one
-        password = None
-    if password is None:
-        # Anything that still reads as user:secret@host is masked too.
-        return re.sub(r"(^|//|\s)([^\s:/@]+):[^\s@/]+@", r"\1\2:****@", url)
-    netloc = parts.netloc.replace(f":{password}@", ":****@", 1)
-    return urlunsplit(parts._replace(netloc=netloc))
 
 
 def _with_password(url: str, password: str) -> str:

@@ -7,11 +7,14 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
+
+from veglia.plugin_types import parse_text
 
 __all__ = [
     "QUEUE_HELP",
     "format_queues",
+    "mask_url",
     "parse_boolean",
     "parse_duration",
     "parse_email",
@@ -197,9 +200,6 @@ def url_with_schemes(*schemes: str, allow_empty: bool = False) -> Callable[[Any]
         if scheme == "postgres" and "postgresql" in schemes:  # libpq's short form
             value, scheme = "postgresql" + value[len("postgres") :], "postgresql"
         if scheme not in schemes:
-            # Lazy: profile imports this module.
-            from veglia.config.profile import mask_url
-
             allowed = ", ".join(f"{s}://..." for s in schemes)
             extra = " (or empty for none)" if allow_empty else ""
             # Masked: a password in a mistyped URL must not end up on screen or in a log.
@@ -209,8 +209,18 @@ def url_with_schemes(*schemes: str, allow_empty: bool = False) -> Callable[[Any]
     return parse
 
 
-def parse_text(text: Any) -> str:
-    return str(text).strip()
+def mask_url(url: str) -> str:
+    """The URL with any password replaced by ``****``."""
+    try:
+        parts = urlsplit(url)
+        password = parts.password
+    except ValueError:  # not a URL after all (a bad port): mask what looks like one
+        password = None
+    if password is None:
+        # Anything that still reads as user:secret@host is masked too.
+        return re.sub(r"(^|//|\s)([^\s:/@]+):[^\s@/]+@", r"\1\2:****@", url)
+    netloc = parts.netloc.replace(f":{password}@", ":****@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))
 
 
 def parse_log_level(text: Any) -> str:

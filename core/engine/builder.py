@@ -90,6 +90,10 @@ class ProcessBuilderNamespace(MutableMapping[str, Any]):
 class ProcessBuilder(ProcessBuilderNamespace):
     """``builder = MyCalc.get_builder(); builder.x = Int(1); engine.run(builder)``."""
 
+    #: Declared for type checkers: set with object.__setattr__ (an attribute set as usual
+    #: would be an input).
+    process_class: type[Process]
+
     def __init__(self, process_class: type[Process]) -> None:
         super().__init__(process_class.spec().inputs)
         object.__setattr__(self, "process_class", process_class)

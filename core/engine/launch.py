@@ -33,7 +33,7 @@ _warned_at = float("-inf")
 
 def _split(
     process: type[Process] | ProcessBuilder, inputs: dict[str, Any]
-) -> tuple[type, dict[str, Any]]:
+) -> tuple[type[Process], dict[str, Any]]:
     if isinstance(process, ProcessBuilder):
         return process.process_class, {**process.to_dict(), **inputs}
     return process, inputs

@@ -11,7 +11,7 @@ import contextvars
 import enum
 import importlib
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import plumpy
 
@@ -23,7 +23,6 @@ from veglia.orm.nodes import Node, load_node, shared_strings
 from veglia.storage.outage import is_storage_outage
 
 if TYPE_CHECKING:
-    from veglia.engine.process import Process
     from veglia.orm.process_nodes import ProcessNode
 
 __all__ = [
@@ -31,10 +30,11 @@ __all__ = [
     "checkpoint_of",
     "decode_value",
     "encode_value",
+    "load_checkpoint",
     "load_checkpoint_class",
-    "load_process",
-    "save_checkpoint",
 ]
+
+P = TypeVar("P")
 
 CHECKPOINT_VERSION = 1
 #: Classes a checkpoint names that have since moved: checkpoints written before the move
@@ -189,40 +189,36 @@ def _moved_classes_renamed(value: Any) -> Any:
     return value
 
 
-def checkpoint_of(process: Process) -> str:
+def checkpoint_of(process: plumpy.persistence.Savable) -> str:
     """The process's checkpoint as JSON text."""
     bundle = plumpy.persistence.Bundle(process)
     return json.dumps({"version": CHECKPOINT_VERSION, "bundle": _to_json(dict(bundle))})
 
 
-def save_checkpoint(process: Process) -> None:
-    assert process.node is not None
-    process.node.set_checkpoint(checkpoint_of(process))
-
-
-def load_process(node: ProcessNode, **context: Any) -> Process:
-    """Recreate the live process from its node's checkpoint (``loop``, ``communicator``)."""
+def load_checkpoint(node: ProcessNode, base: type[P], **context: Any) -> P:
+    """Recreate the live process from its node's checkpoint (``loop``, ``communicator``),
+    refused unless the class it names is a subclass of ``base``:
+    :func:`veglia.engine.process.load_process` gives ``Process`` (this module stands below
+    it, as every process saves itself through it)."""
     # Its reads (the checkpoint, the input nodes) in one transaction: one commit.
     with get_storage().transaction():
         token = _LOADING.set({})
         try:
-            return _load_process(node, **context)
+            return _load_process(node, base, **context)
         finally:
             _LOADING.reset(token)
 
 
-def _load_process(node: ProcessNode, **context: Any) -> Process:
+def _load_process(node: ProcessNode, base: type[P], **context: Any) -> P:
     try:
-        return _load_checked(node, **context)
+        return _load_checked(node, base, **context)
     except ProcessClassError as exc:
         raise ProcessClassError(
             f"Process {node.pk} cannot be loaded: {exc}; {WHERE_PROCESS_CLASSES_GO}."
         ) from None
 
 
-def _load_checked(node: ProcessNode, **context: Any) -> Process:
-    from veglia.engine.process import Process  # it imports this module
-
+def _load_checked(node: ProcessNode, base: type[P], **context: Any) -> P:
     text = node.get_checkpoint()
     if not text:
         raise StorageError(
@@ -243,7 +239,7 @@ def _load_checked(node: ProcessNode, **context: Any) -> Process:
     name = meta.get(plumpy.persistence.META__CLASS_NAME) if isinstance(meta, dict) else None
     if not isinstance(name, str):
         raise StorageError(f"The checkpoint of process {node.pk} names no class; it is damaged.")
-    load_checkpoint_class(name, Process)
+    load_checkpoint_class(name, base)
     if context.get("loop") is not None:
         # plumpy makes futures for the loaded process on the current loop: make it ours.
         asyncio.set_event_loop(context["loop"])

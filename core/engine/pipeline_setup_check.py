@@ -23,22 +23,22 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any
+from typing import Any, ClassVar, Protocol, TypeVar
 
 from plumpy.ports import Port, PortNamespace
 
 from veglia.datasources import DataSource
 from veglia.engine.builder import ProcessBuilder, ProcessBuilderNamespace
-from veglia.engine.process import Process
-from veglia.entry_points import DataSourceFactory, load_process_class
+from veglia.engine.process import Process, load_process_class
+from veglia.entry_points import DataSourceFactory
 from veglia.exceptions import PipelineSetupError, VegliaError
 from veglia.manage import get_profile
 from veglia.orm.computers import load_computer
 from veglia.orm.data import SinglefileData, to_node
 from veglia.orm.nodes import Node
-from veglia.pipeline_setups import PipelineSetup
 
 __all__ = [
+    "SetupToCheck",
     "checked_setup",
     "element_port",
     "place_element",
@@ -48,17 +48,52 @@ __all__ = [
     "takes_nodes",
 ]
 
+
+class SetupToCheck(Protocol):
+    """What the checks read of a :class:`veglia.pipeline_setups.PipelineSetup`, which calls
+    them as it is stored (so is named here by what it holds)."""
+
+    #: A dataclass: :func:`checked_setup` returns a copy with its computers filled in.
+    __dataclass_fields__: ClassVar[dict[str, Any]]
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def process(self) -> str: ...
+
+    @property
+    def input_port(self) -> str: ...
+
+    @property
+    def source(self) -> str: ...
+
+    @property
+    def source_settings(self) -> dict[str, Any]: ...
+
+    @property
+    def source_computer(self) -> str | None: ...
+
+    @property
+    def inputs(self) -> dict[str, Any]: ...
+
+    @property
+    def options(self) -> dict[str, Any]: ...
+
+
+S = TypeVar("S", bound=SetupToCheck)
+
 #: Inputs that are settings, not data: a setup's values for them are kept as they are.
 PLAIN_INPUTS = frozenset({"metadata", "monitors"})
 #: The stand-in for an element while checking: a run has a file here (or a node).
 STAND_IN_NAME = "element"
 
 
-def _fail(setup: PipelineSetup, message: str) -> PipelineSetupError:
+def _fail(setup: SetupToCheck, message: str) -> PipelineSetupError:
     return PipelineSetupError(f"Pipeline setup {setup.name}: {message}")
 
 
-def process_class_of(setup: PipelineSetup) -> type[Process]:
+def process_class_of(setup: SetupToCheck) -> type[Process]:
     """The setup's process class, or why it cannot be used."""
     try:
         process_class = load_process_class(setup.process)
@@ -73,7 +108,7 @@ def process_class_of(setup: PipelineSetup) -> type[Process]:
     return process_class
 
 
-def source_of(setup: PipelineSetup) -> DataSource:
+def source_of(setup: SetupToCheck) -> DataSource:
     """The setup's data source, built from its settings (so they are checked)."""
     try:
         result: DataSource = DataSourceFactory(setup.source)(setup.source_settings)
@@ -82,7 +117,7 @@ def source_of(setup: PipelineSetup) -> DataSource:
         raise _fail(setup, str(exc)) from None
 
 
-def _computer(setup: PipelineSetup, label: Any, key: str) -> str:
+def _computer(setup: SetupToCheck, label: Any, key: str) -> str:
     if not isinstance(label, str) or not label:
         raise _fail(setup, f"{key} = {label!r} will not do; give a computer label.")
     try:
@@ -91,7 +126,7 @@ def _computer(setup: PipelineSetup, label: Any, key: str) -> str:
         raise _fail(setup, f"{key}: {exc}") from None
 
 
-def element_port(setup: PipelineSetup, process_class: type[Process]) -> tuple[Any, str]:
+def element_port(setup: SetupToCheck, process_class: type[Process]) -> tuple[Any, str]:
     """The port that takes each element (a PortNamespace, a Port, or None inside a dynamic
     namespace) and the dotted path of the namespace holding it."""
     parts = setup.input_port.split(".")
@@ -140,7 +175,7 @@ def takes_nodes(port: Any) -> bool:
 
 
 def _fill(
-    setup: PipelineSetup, namespace: ProcessBuilderNamespace, values: Mapping[str, Any], path: str
+    setup: SetupToCheck, namespace: ProcessBuilderNamespace, values: Mapping[str, Any], path: str
 ) -> None:
     """Set a setup's plain values on a builder namespace, as nodes where the port takes
     nodes: str -> Str, int -> Int, float -> Float, bool -> Bool, list -> List, table -> Dict,
@@ -178,7 +213,7 @@ def _stand_in(source: DataSource) -> Node:
     return to_node({})
 
 
-def checked_setup(setup: PipelineSetup) -> PipelineSetup:
+def checked_setup(setup: S) -> S:
     """``setup`` with its computer and its source's defaults filled in, once every check of
     this module passes; otherwise :class:`PipelineSetupError` says what to change."""
     process_class = process_class_of(setup)
@@ -216,7 +251,7 @@ def checked_setup(setup: PipelineSetup) -> PipelineSetup:
 
 
 def _filled_builder(
-    setup: PipelineSetup, process_class: type[Process], holder: str
+    setup: SetupToCheck, process_class: type[Process], holder: str
 ) -> tuple[ProcessBuilder, ProcessBuilderNamespace]:
     """A builder with the setup's fixed inputs and options, and the namespace in it that
     holds ``input_port``."""
@@ -228,7 +263,7 @@ def _filled_builder(
 
 
 def run_builder(
-    setup: PipelineSetup, element_nodes: Mapping[str, Node], kind: str
+    setup: SetupToCheck, element_nodes: Mapping[str, Node], kind: str
 ) -> ProcessBuilder:
     """The builder of the setup's run for one element, whose nodes (``kind``: "a file" or
     "a node") are ``element_nodes`` by name; validated, or :class:`PipelineSetupError`."""
@@ -261,7 +296,7 @@ def _takes(namespace: ProcessBuilderNamespace, dotted: str) -> bool:
 
 
 def _settings(
-    setup: PipelineSetup,
+    setup: SetupToCheck,
     process_class: type[Process],
     target: ProcessBuilderNamespace,
     holder: str,
@@ -298,7 +333,7 @@ def _settings(
 
 
 def place_element(
-    setup: PipelineSetup,
+    setup: SetupToCheck,
     element_nodes: Mapping[str, Node],
     kind: str,
     process_class: type[Process],
@@ -340,7 +375,7 @@ def place_element(
     raise first
 
 
-def _check_monitors(setup: PipelineSetup, monitors: Any) -> None:
+def _check_monitors(setup: SetupToCheck, monitors: Any) -> None:
     # Lazy: the monitor machinery only for a setup that has monitors.
     from veglia.engine.calcjob.monitors import parse_monitors
 
@@ -356,13 +391,13 @@ def _check_monitors(setup: PipelineSetup, monitors: Any) -> None:
         raise _fail(setup, f"options.monitors: {exc}") from None
 
 
-def _of(setup: PipelineSetup, kind: str) -> str:
+def _of(setup: SetupToCheck, kind: str) -> str:
     # A step of a chain has no source of its own: its element is the previous step's outputs.
     return f"{kind} of {setup.source}" if setup.source else kind
 
 
 def _validate(
-    setup: PipelineSetup, process_class: type[Process], builder: ProcessBuilder, kind: str
+    setup: SetupToCheck, process_class: type[Process], builder: ProcessBuilder, kind: str
 ) -> None:
     """Validate the inputs as a launch does: defaults filled in, then every port and the
     namespaces' validators (``core.shell`` wants a command or a code)."""

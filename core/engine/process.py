@@ -21,11 +21,11 @@ from plumpy.process_states import ProcessState
 
 from veglia.engine.builder import ProcessBuilder
 from veglia.engine.exit_codes import ExitCode, ExitCodes
-from veglia.engine.persistence import checkpoint_of, decode_value, encode_value, save_checkpoint
+from veglia.engine.persistence import checkpoint_of, decode_value, encode_value, load_checkpoint
 from veglia.engine.process_spec import ProcessSpec
 from veglia.engine.runner import get_runner
-from veglia.entry_points import get_entry_points
-from veglia.exceptions import StepAbandoned
+from veglia.entry_points import get_entry_points, load_entry_point
+from veglia.exceptions import EntryPointLoadError, MissingEntryPointError, StepAbandoned
 from veglia.manage import get_storage
 from veglia.notifications import notify
 from veglia.orm.attributes import CALL_KEY, DAEMON, LAUNCH, PAUSED, PAUSED_REASON
@@ -39,7 +39,15 @@ if TYPE_CHECKING:
 
     from veglia.storage.backend import HeldTransaction
 
-__all__ = ["CALLED_BY", "NODE_ATTRIBUTES", "TO_DAEMON", "Process"]
+__all__ = [
+    "CALLED_BY",
+    "NODE_ATTRIBUTES",
+    "TO_DAEMON",
+    "Process",
+    "load_process",
+    "load_process_class",
+    "save_checkpoint",
+]
 
 #: The workflow node creating processes here, and the call key of the one being created.
 CALLED_BY: contextvars.ContextVar[tuple[ProcessNode, str | None] | None] = contextvars.ContextVar(
@@ -412,6 +420,46 @@ class Process(plumpy.Process):
         if self.node is not None:
             self.node.set_attributes({PAUSED: False, PAUSED_REASON: ""})
             self.node.add_log("REPORT", "Played")
+
+
+def load_process_class(process_type: str) -> type[Process]:
+    """The class of a process type as nodes record it: a ``veglia.calculations`` or
+    ``veglia.workflows`` entry point name, or ``module:QualName``."""
+    if ":" in process_type:
+        import importlib
+
+        module, _, qualname = process_type.partition(":")
+        try:
+            target: Any = importlib.import_module(module)
+            for part in qualname.split("."):
+                target = getattr(target, part)
+        except (ImportError, AttributeError) as exc:
+            raise EntryPointLoadError(
+                f"Process class {process_type!r} cannot be imported: {exc}. Install the "
+                "package that provides it, or put its module on the PYTHONPATH."
+            ) from None
+        process_class: type[Process] = target
+        return process_class
+    for group in ("calculations", "workflows"):
+        if any(ep.name == process_type for ep in get_entry_points(group)):
+            loaded: type[Process] = load_entry_point(group, process_type)
+            return loaded
+    known = [ep.name for group in ("calculations", "workflows") for ep in get_entry_points(group)]
+    raise MissingEntryPointError(
+        f"No calculation or workflow {process_type!r}. Installed: {', '.join(known) or 'none'}."
+    )
+
+
+def save_checkpoint(process: Process) -> None:
+    """Write the process's checkpoint into its node."""
+    assert process.node is not None
+    process.node.set_checkpoint(checkpoint_of(process))
+
+
+def load_process(node: ProcessNode, **context: Any) -> Process:
+    """Recreate the live process from its node's checkpoint (``loop``, ``communicator``):
+    a :class:`Process`, whatever else the checkpoint names (it is refused)."""
+    return load_checkpoint(node, Process, **context)
 
 
 def _commit_stray_writes(held: HeldTransaction) -> None:

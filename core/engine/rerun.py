@@ -16,9 +16,8 @@ from veglia.engine.builder import ProcessBuilder, ProcessBuilderNamespace
 from veglia.engine.launch import run_get_node, submit
 from veglia.engine.persistence import decode_value
 from veglia.engine.pipeline_setup_check import takes_nodes
-from veglia.engine.process import NODE_ATTRIBUTES
+from veglia.engine.process import NODE_ATTRIBUTES, load_process_class
 from veglia.engine.runner import get_runner
-from veglia.entry_points import load_process_class
 from veglia.exceptions import InputValidationError, NotExistent, ProcessActiveError
 from veglia.manage import get_storage
 from veglia.orm.attributes import CODE, MONITORS, PLAIN_INPUTS, RERUN_FROM, RERUN_OF

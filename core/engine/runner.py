@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from plumpy import run_until_complete
 
@@ -18,10 +18,23 @@ from veglia.manage import get_profile
 from veglia.orm.users import get_default_user
 
 if TYPE_CHECKING:
-    from veglia.engine.process import Process
     from veglia.orm.computers import Computer
+    from veglia.orm.process_nodes import ProcessNode
 
-__all__ = ["Runner", "get_runner"]
+__all__ = ["RunnableProcess", "Runner", "get_runner"]
+
+
+class RunnableProcess(Protocol):
+    """What the runner does with a process: a :class:`veglia.engine.process.Process`, which
+    asks this module for the runner (so is named here by what it does)."""
+
+    @property
+    def node(self) -> ProcessNode | None: ...
+
+    async def step_until_terminated(self) -> None: ...
+
+
+P = TypeVar("P", bound=RunnableProcess)
 
 _runner: Runner | None = None
 
@@ -96,10 +109,10 @@ class Runner:
         batcher.computer = self.current_computer(computer)
         return batcher
 
-    def instantiate(self, process_class: type[Process], inputs: dict[str, Any]) -> Process:
+    def instantiate(self, process_class: Callable[..., P], inputs: dict[str, Any]) -> P:
         return process_class(inputs=inputs, loop=self.loop, communicator=self.communicator)
 
-    def start_local(self, process: Process) -> None:
+    def start_local(self, process: RunnableProcess) -> None:
         """Step ``process`` on this loop, beside the caller that launched it."""
         assert process.node is not None
         pk = process.node.pk
@@ -113,7 +126,7 @@ class Runner:
 
         self.loop.create_task(step())
 
-    def run_until_terminated(self, process: Process) -> None:
+    def run_until_terminated(self, process: RunnableProcess) -> None:
         run_until_complete(self.loop, process.step_until_terminated())
 
     def close(self) -> None:

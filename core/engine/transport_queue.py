@@ -17,14 +17,17 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from veglia.engine.metrics import METRICS
 from veglia.transports import Transport
 
-__all__ = ["TransportLease", "TransportQueue"]
+if TYPE_CHECKING:
+    from veglia.orm.computers import Computer
+
+__all__ = ["TransportLease", "TransportLender", "TransportQueue"]
 
 T = TypeVar("T")
 
@@ -59,6 +62,15 @@ class TransportLease:
     async def run(self, function: Callable[..., T], *args: Any) -> T:
         """Call ``function(*args)`` on the connection's own thread."""
         return await self._loop.run_in_executor(self._entry.executor, function, *args)
+
+
+class TransportLender(Protocol):
+    """What leases a computer's transport: the engine's ``Runner``, which makes the pollers
+    and file batchers that lease through it (so they name it by what it does)."""
+
+    def lease_transport(self, computer: Computer) -> AbstractAsyncContextManager[TransportLease]:
+        """A lease on the transport of ``computer``, open for the ``async with`` block."""
+        ...
 
 
 class TransportQueue:

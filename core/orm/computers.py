@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import posixpath
-import re
-from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any, cast
 
@@ -16,6 +14,7 @@ from veglia.exceptions import ConfigurationError as _Error
 from veglia.manage import get_profile, get_storage
 from veglia.orm.users import get_default_user
 from veglia.plugin_manager import gather_named, get_plugin_manager
+from veglia.plugin_types import ComputerProperty
 from veglia.storage import models
 from veglia.workdir_root import expand_root
 
@@ -46,30 +45,6 @@ COMPUTER_PROPERTIES: dict[str, Any] = {
     # Move a job whose similar jobs took longer than its queue allows to a longer queue.
     "move_jobs": True,
 }
-
-
-@dataclass(frozen=True)
-class ComputerProperty:
-    """A computer property a plugin adds (the ``computer_properties`` hook).
-
-    ``parse`` turns what a user typed (a ``veglia computer setup`` flag or answer) into the
-    stored value and raises ``ValueError`` explaining what is allowed; without it, a
-    property whose default is a bool takes yes/no, any other takes the text as given.
-    """
-
-    name: str
-    default: Any
-    help: str
-    parse: Callable[[str], Any] | None = None
-
-    def __post_init__(self) -> None:
-        if not re.fullmatch(r"[a-z][a-z0-9_]*", self.name):
-            raise ValueError(
-                f"Computer property name {self.name!r} must be a lower-case word, like "
-                "'myplugin_enabled' (underscores allowed)"
-            )
-        if not self.help:
-            raise ValueError(f"Computer property {self.name!r} needs a help text")
 
 
 _plugin_properties: tuple[object, dict[str, ComputerProperty], dict[str, Any]] | None = None

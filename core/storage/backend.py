@@ -266,11 +266,13 @@ class StorageBackend:
     def plugins(self) -> list[tuple[str, PluginMigrations]]:
         """The plugins that own tables here, as (plugin name, their migrations)."""
         if self._plugins is None:
-            # Lazy: the plugin manager only when the schema is checked or migrated.
+            # Lazy: the plugin manager (it imports every plugin's hook module) only when the
+            # schema is checked or migrated, not for a test's StorageBackend.
+            from veglia.plugin_manager import gather
             from veglia.storage.plugin_schema import plugin_migrations
             from veglia.storage.tables import metadata
 
-            self._plugins = plugin_migrations(metadata)
+            self._plugins = plugin_migrations(metadata, *gather("storage_migrations"))
         return self._plugins
 
     def plugin_schema_status(self) -> list[tuple[str, PluginMigrations, SchemaStatus]]:

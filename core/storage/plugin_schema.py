@@ -75,14 +75,17 @@ class PluginMigrations:
         return config
 
 
-def plugin_migrations(core: MetaData) -> list[tuple[str, PluginMigrations]]:
-    """Every loaded plugin's migrations, as (plugin name, migrations), checked that no two
-    share a name or a table, nor take a table of the ``core`` metadata."""
-    # Lazy: the plugin manager imports every plugin's hook module, which storage alone
-    # (a test's StorageBackend) need not.
-    from veglia.plugin_manager import gather
+def plugin_migrations(
+    core: MetaData,
+    results: list[tuple[str, Any]],
+    errors: list[tuple[str, BaseException]],
+) -> list[tuple[str, PluginMigrations]]:
+    """The plugins' migrations, as (plugin name, migrations), from what they answered to
+    ``storage_migrations`` (``gather``'s ``results`` and ``errors``), checked that no two
+    share a name or a table, nor take a table of the ``core`` metadata.
 
-    results, errors = gather("storage_migrations")
+    The caller asks the plugins: the hook catalogue names :class:`PluginMigrations`, so this
+    module stays below the plugin manager that loads it."""
     for plugin, error in errors:
         raise PluginError(
             f"Plugin {plugin!r} failed to name its tables (storage_migrations): "

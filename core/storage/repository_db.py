@@ -20,8 +20,9 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Set
+from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import Any, BinaryIO, Protocol
 
 import sqlalchemy as sa
 
@@ -29,10 +30,19 @@ from veglia.exceptions import NotExistent, RepositoryIntegrityError
 from veglia.storage.repository import ByteSource, FileRepository
 from veglia.storage.tables import repository_blobs, repository_chunks, repository_files
 
-if TYPE_CHECKING:
-    from veglia.storage.backend import StorageBackend
-
 __all__ = ["CHUNK_SIZE", "DatabaseRepository"]
+
+
+class StorageBackend(Protocol):
+    """What this repository uses of :class:`veglia.storage.backend.StorageBackend`, which
+    makes it: described here, as the backend imports this module."""
+
+    engine: sa.Engine
+
+    def connection(self) -> AbstractContextManager[sa.Connection]: ...
+
+    def insert(self, table: Any) -> Any: ...
+
 
 #: The most content one row of ``repository_chunks`` holds.
 CHUNK_SIZE = 4 * 1024 * 1024

@@ -2,24 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 from veglia.plugin_manager import gather
+from veglia.plugin_types import Panel
 
 __all__ = ["Panel", "plugin_panels"]
-
-
-@dataclass(frozen=True)
-class Panel:
-    """A plugin's panel on the overview: its ``title`` and ``rows`` of (name, value), each
-    value a plain text or number (shown escaped)."""
-
-    title: str
-    rows: list[tuple[str, Any]] = field(default_factory=list)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"title": self.title, "rows": [[str(k), v] for k, v in self.rows]}
 
 
 def plugin_panels() -> list[dict[str, Any]]:

@@ -7,7 +7,7 @@ checkpointed before the next begins; ``blocked`` holds a job that needs a person
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from plumpy.process_states import PauseInterruption, ProcessState
 
@@ -18,19 +18,47 @@ from veglia.exceptions import TransportTaskFailed
 from veglia.orm import attributes as attr
 
 if TYPE_CHECKING:
-    from veglia.engine.calcjob.process import CalcJob
+    from pathlib import Path
 
-__all__ = ["BLOCKED", "RETRIEVE", "SUBMIT", "UPDATE", "UPLOAD", "JobWaiting"]
+    from veglia.orm.process_nodes import ProcessNode
+
+__all__ = ["BLOCKED", "RETRIEVE", "SUBMIT", "UPDATE", "UPLOAD", "JobWaiting", "SteppingJob"]
 
 UPLOAD, SUBMIT, UPDATE, RETRIEVE = "upload", "submit", "update", "retrieve"
 _BLOCKED_MESSAGE = "Blocked until `veglia process unblock`"
+
+
+class SteppingJob(Protocol):
+    """What the commands call on the :class:`~veglia.engine.calcjob.process.CalcJob` that
+    waits in them (which imports this module): its steps, and how it ends."""
+
+    @property
+    def node(self) -> ProcessNode | None: ...
+
+    async def do_upload(self) -> str | None: ...
+
+    async def do_submit(self) -> ExitCode | None: ...
+
+    async def do_update(self) -> bool:
+        """One poll; True when the job has left the scheduler or is done."""
+        ...
+
+    async def do_retrieve(self) -> Path: ...
+
+    def parse(self, folder: str) -> Any: ...
+
+    def finish_with(self, code: ExitCode) -> ExitCode: ...
+
+    def monitor_exit_code(self) -> ExitCode: ...
+
+    def computer_unreachable(self, reason: str) -> None: ...
 
 
 class JobWaiting(InterruptibleWaiting):
     """WAITING with the transport work of the current command; interruptible by kill/pause."""
 
     async def execute(self) -> Any:  # type: ignore[override]  # async, as plumpy's Waiting
-        process: CalcJob = self.process  # type: ignore[assignment]
+        process: SteppingJob = self.process  # type: ignore[assignment]
         command = self.data
         try:
             if command == UPLOAD:

@@ -16,7 +16,7 @@ from veglia.engine.metrics import METRICS
 from veglia.file_reads import DEFAULT_BUDGET
 
 if TYPE_CHECKING:
-    from veglia.engine.runner import Runner
+    from veglia.engine.transport_queue import TransportLender
     from veglia.orm.computers import Computer
 
 __all__ = ["FileBatcher"]
@@ -30,7 +30,9 @@ GATHER = 0.2
 class FileBatcher:
     """Gathers the read requests of many jobs into one transport call."""
 
-    def __init__(self, runner: Runner, computer: Computer, budget: int = DEFAULT_BUDGET) -> None:
+    def __init__(
+        self, runner: TransportLender, computer: Computer, budget: int = DEFAULT_BUDGET
+    ) -> None:
         self.runner = runner
         self.computer = computer
         self.budget = budget

@@ -13,7 +13,7 @@ from veglia.plugin_manager import call_each, has_implementations
 from veglia.schedulers import JobInfo
 
 if TYPE_CHECKING:
-    from veglia.engine.runner import Runner
+    from veglia.engine.transport_queue import TransportLender
     from veglia.orm.computers import Computer
 
 __all__ = ["JobPoller", "computer_contacted"]
@@ -28,7 +28,7 @@ class JobPoller:
     computer's ``minimum_poll_interval``.
     """
 
-    def __init__(self, runner: Runner, computer: Computer, interval: float) -> None:
+    def __init__(self, runner: TransportLender, computer: Computer, interval: float) -> None:
         self.runner = runner
         self.computer = computer
         self.interval = interval

@@ -13,14 +13,13 @@ commands' exit status there (143 after a TERM).
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, field
 from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
 from veglia.exceptions import PluginError
 from veglia.plugin_manager import gather
+from veglia.plugin_types import JobScriptWrap
 
 __all__ = [
     "EXIT_STATUS_FILE",
@@ -34,72 +33,6 @@ __all__ = [
 
 #: The file the job's own exit status is written to, read back whatever the scheduler says.
 EXIT_STATUS_FILE = "_veglia_exit_status"
-
-_NAME = re.compile(r"[a-z][a-z0-9_.-]*")
-_FILE_NAME = re.compile(r"_[A-Za-z0-9_.-]+")
-
-
-@dataclass(frozen=True)
-class JobScriptWrap:
-    """What one plugin adds around the commands of a job script.
-
-    :param name: the plugin's name (``myplugin.sampler``), shown in the script and recorded on
-        the node (attribute ``job_script_wraps``).
-    :param before: shell text run before the commands, after the job's ``prepend_text``.
-    :param prefix: words put in front of every command line (a wrapper program, a redirection).
-    :param after: shell text run after the commands whatever their exit, also when the script
-        is signalled (TERM, INT, HUP); ``$veglia_exit`` is the commands' exit status.
-    :param live_trace: this wrap writes the live trace files (``_veglia_trace.json`` and
-        ``_veglia_trace.series``, see docs/trace.md): the engine reads them at each poll.
-    :param files: files to put in the job's work directory beside the script, name -> text
-        (say a script ``before`` sources with ``. ./_myplugin.sh``). Names start with ``_``
-        and hold no folder. The same text for every job is stored once in the repository,
-        where text inside the job script would be stored again with each job.
-    :param retrieve: files the wrap writes in the work directory that the engine retrieves
-        with the job's own (named as ``files`` are): what the ``job_stopped_beside`` hook
-        reads, a summary worth keeping with the job's outputs.
-    """
-
-    name: str
-    before: str = ""
-    prefix: str = ""
-    after: str = ""
-    live_trace: bool = False
-    files: dict[str, str] = field(default_factory=dict)
-    retrieve: tuple[str, ...] = ()
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.name, str) or not _NAME.fullmatch(self.name):
-            raise PluginError(
-                f"JobScriptWrap name {self.name!r} must be a lower-case plugin name, like "
-                "'myplugin.sampler'"
-            )
-        for part in ("before", "prefix", "after"):
-            if not isinstance(getattr(self, part), str):
-                raise PluginError(f"JobScriptWrap {self.name}: {part} must be shell text (a str)")
-        for file_name, text in self.files.items():
-            if not isinstance(file_name, str) or not _FILE_NAME.fullmatch(file_name):
-                raise PluginError(
-                    f"JobScriptWrap {self.name}: file name {file_name!r} must start with _ and "
-                    "hold letters, digits, '.', '-' or '_' only (no folder)"
-                )
-            if not isinstance(text, str):
-                raise PluginError(f"JobScriptWrap {self.name}: file {file_name} must be text")
-        for file_name in self.retrieve:
-            if not isinstance(file_name, str) or not _FILE_NAME.fullmatch(file_name):
-                raise PluginError(
-                    f"JobScriptWrap {self.name}: retrieved file {file_name!r} must be named "
-                    "as its files are (start with _, no folder)"
-                )
-        if "\n" in self.prefix:
-            raise PluginError(
-                f"JobScriptWrap {self.name}: prefix goes in front of each command line and "
-                "cannot hold a newline; put setup in `before`"
-            )
-
-    def recorded(self) -> dict[str, Any]:
-        """What the node keeps of it: the name and whether it writes a live trace."""
-        return {"name": self.name, "live_trace": self.live_trace}
 
 
 def packaged_shell(package: str, name: str) -> str:

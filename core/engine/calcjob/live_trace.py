@@ -36,7 +36,7 @@ from veglia.file_reads import DEFAULT_BUDGET
 from veglia.orm import attributes as attr
 
 if TYPE_CHECKING:
-    from veglia.engine.calcjob import CalcJob
+    from veglia.engine.calcjob.owner import OwningJob
 
 __all__ = [
     "JSON_FILE",
@@ -339,7 +339,7 @@ class JobLiveTrace:
     ``WRITE_INTERVAL`` seconds. The node's in-memory copy is not enough: any other write on
     the node reloads its attributes from the database, dropping values only noted."""
 
-    def __init__(self, job: CalcJob) -> None:
+    def __init__(self, job: OwningJob) -> None:
         self.job = job
         #: The ``trace_live`` value as last read; None until the first read.
         self.value: dict[str, Any] | None = None

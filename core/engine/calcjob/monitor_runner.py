@@ -26,8 +26,7 @@ import json
 import posixpath
 import time
 from concurrent.futures import Future
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from veglia.engine.calcjob import live_trace
 from veglia.engine.calcjob.file_watch import (
@@ -43,16 +42,17 @@ from veglia.engine.calcjob.monitor_lanes import (
     run_coroutine,
 )
 from veglia.engine.calcjob.monitors import MonitorResult, MonitorSpec, load_monitor, now
+from veglia.engine.calcjob.owner import OwningJob
+from veglia.engine.calcjob.runtime import CalcJobRuntime, MonitorCall
 from veglia.engine.metrics import METRICS
 from veglia.engine.runner import get_runner
 from veglia.exceptions import MonitorError, MonitorTimeout, TransportError
 from veglia.orm.attributes import MONITOR_STATE, MONITORS
 
 if TYPE_CHECKING:
-    from veglia.engine.calcjob import CalcJob
     from veglia.engine.transport_queue import TransportLease
 
-__all__ = ["MonitorRunner"]
+__all__ = ["MonitorCall", "MonitorRunner", "MonitoredJob"]
 
 #: Seconds a monitor's run of faults must span, besides counting ``max_failures``, before
 #: it is disabled: a fault counts per poll, and polls may come every tenth of a second.
@@ -136,24 +136,14 @@ def _fresh_state(spec: MonitorSpec) -> dict[str, Any]:
     }
 
 
-@dataclass
-class MonitorCall:
-    """A monitor call in flight on its lane; it may outlive the cycle that started it."""
+class MonitoredJob(OwningJob, Protocol):
+    """What the runner uses of the :class:`~veglia.engine.calcjob.process.CalcJob` whose
+    monitors it runs (which imports this module)."""
 
-    future: Future[Any]
-    #: time.monotonic() when it was handed to its lane.
-    started: float
-    timeout: float
-    #: The copy of the monitor's state it was given, kept when it answers in time.
-    data: dict[str, Any]
-    #: The offsets of its watched files to keep once it answered without a fault.
-    files: Known | None
-    #: Timeouts it has run past, each counted as a fault.
-    overruns: int = 0
+    @property
+    def runtime(self) -> CalcJobRuntime: ...
 
-    def overdue(self, at: float) -> bool:
-        """Whether it has run past one more timeout than has been counted."""
-        return at - self.started >= (self.overruns + 1) * self.timeout
+    def out(self, output_port: str, value: Any) -> None: ...
 
 
 def _acts(call: MonitorCall) -> bool:
@@ -166,7 +156,7 @@ def _acts(call: MonitorCall) -> bool:
 class MonitorRunner:
     """One cycle of a job's monitors."""
 
-    def __init__(self, process: CalcJob) -> None:
+    def __init__(self, process: MonitoredJob) -> None:
         self.process = process
         assert process.node is not None
         self.node = process.node

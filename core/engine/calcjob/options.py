@@ -8,12 +8,10 @@ validated and documented like any other.
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from veglia.plugin_manager import gather_named
+from veglia.plugin_types import CalcJobOption
 from veglia.relative_paths import checked_relative
 from veglia.schedulers import JobResources, SchedulerError, environment_problem
 
@@ -107,32 +105,6 @@ def define_options(spec: Any) -> None:
             **({} if option.default is None else {"default": option.default}),
         )
     spec.inputs["metadata"]["options"]["resources"].default = lambda: {"num_machines": 1}
-
-
-@dataclass(frozen=True)
-class CalcJobOption:
-    """One calc-job option a plugin adds.
-
-    ``validator(value, port)`` returns ``None`` when the value is fine and a message
-    otherwise (as the built-in options' validators). ``default``, when not ``None``, is set
-    on every job that does not give the option (and so stored on its node); leave it
-    ``None`` to tell "not given" apart.
-    """
-
-    name: str
-    valid_type: type | tuple[type, ...]
-    help: str
-    validator: Callable[[Any, Any], str | None] | None = None
-    default: Any = None
-
-    def __post_init__(self) -> None:
-        if not re.fullmatch(r"[a-z][a-z0-9_]*", self.name):
-            raise ValueError(
-                f"Calc-job option name {self.name!r} must be a lower-case word, like "
-                "'myplugin_run' (underscores allowed)"
-            )
-        if not self.help:
-            raise ValueError(f"Calc-job option {self.name!r} needs a help text")
 
 
 def plugin_calcjob_options(builtin: set[str]) -> list[CalcJobOption]:

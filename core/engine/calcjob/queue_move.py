@@ -37,7 +37,7 @@ from veglia.orm import attributes as attr
 from veglia.schedulers import JobInfo, JobState, QueueInfo, SchedulerError
 
 if TYPE_CHECKING:
-    from veglia.engine.calcjob.process import CalcJob
+    from veglia.engine.calcjob.owner import OwningJob
     from veglia.orm.computers import Computer
 
 __all__ = ["MOVE_AT", "QUEUES_TTL", "QueueMoves"]
@@ -58,7 +58,7 @@ class QueueMoves:
     """A job's queue moves (``CalcJob.runtime.queue_moves``): the states decided (each
     once), and what deciding them read once per process."""
 
-    def __init__(self, job: CalcJob) -> None:
+    def __init__(self, job: OwningJob) -> None:
         self.job = job
         #: The states decided, "pending" and "running"; None until the first poll reads them.
         self.decided: set[str] | None = None

@@ -8,19 +8,40 @@ named, typed and made in one place (``CalcJob.__init__`` and ``load_instance_sta
 
 from __future__ import annotations
 
+from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from veglia.engine.calcjob.live_trace import JobLiveTrace
 from veglia.engine.calcjob.queue_move import QueueMoves
 
 if TYPE_CHECKING:
-    from veglia.engine.calcjob.monitor_runner import MonitorCall
+    from veglia.engine.calcjob.file_watch import Known
     from veglia.engine.calcjob.monitors import MonitorSpec
-    from veglia.engine.calcjob.process import CalcJob
+    from veglia.engine.calcjob.owner import OwningJob
     from veglia.orm.computers import Computer
 
-__all__ = ["CalcJobRuntime"]
+__all__ = ["CalcJobRuntime", "MonitorCall"]
+
+
+@dataclass
+class MonitorCall:
+    """A monitor call in flight on its lane; it may outlive the cycle that started it."""
+
+    future: Future[Any]
+    #: time.monotonic() when it was handed to its lane.
+    started: float
+    timeout: float
+    #: The copy of the monitor's state it was given, kept when it answers in time.
+    data: dict[str, Any]
+    #: The offsets of its watched files to keep once it answered without a fault.
+    files: Known | None
+    #: Timeouts it has run past, each counted as a fault.
+    overruns: int = 0
+
+    def overdue(self, at: float) -> bool:
+        """Whether it has run past one more timeout than has been counted."""
+        return at - self.started >= (self.overruns + 1) * self.timeout
 
 
 @dataclass
@@ -46,6 +67,6 @@ class CalcJobRuntime:
     links_reported: set[tuple[str, str]] = field(default_factory=set)
 
     @classmethod
-    def of(cls, job: CalcJob) -> CalcJobRuntime:
+    def of(cls, job: OwningJob) -> CalcJobRuntime:
         """A fresh runtime for ``job``."""
         return cls(live_trace=JobLiveTrace(job), queue_moves=QueueMoves(job))

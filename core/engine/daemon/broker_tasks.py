@@ -12,6 +12,7 @@ import atexit
 import contextlib
 import json
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from veglia.config.profile import Profile
@@ -235,13 +236,22 @@ def get_controller() -> Any:
     return plumpy.RemoteProcessThreadController(_shared(get_profile()))
 
 
+#: Run by :func:`_close` before the communicators go: the task pipeline's flush, which it
+#: registers (it imports this module, so this one names it not).
+_before_close: list[Callable[[], object]] = []
+
+
+def before_close(callback: Callable[[], object]) -> None:
+    """Have ``callback`` run at exit (or :func:`_close`) while the communicators are open."""
+    _before_close.append(callback)
+
+
 @atexit.register
 def _close() -> None:
-    # Lazy: it imports this module. Submitted tasks the broker has yet to confirm first
-    # (even with no communicator left: a refused task is then sent again on a new one).
-    from veglia.engine.daemon.task_pipeline import get_pipeline
-
-    get_pipeline().flush()
+    # Submitted tasks the broker has yet to confirm first (even with no communicator left:
+    # a refused task is then sent again on a new one).
+    for callback in _before_close:
+        callback()
     for communicator in _communicators.values():
         with contextlib.suppress(Exception):  # at interpreter exit: nothing left to tell
             communicator.close()

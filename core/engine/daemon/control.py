@@ -21,7 +21,7 @@ from veglia.engine.calcjob.kill import owe_cancel
 from veglia.engine.daemon import DaemonFiles, leases
 from veglia.engine.daemon.broker_tasks import get_controller, send_continue_task
 from veglia.engine.daemon.rpc_queue import rpc_recipient
-from veglia.engine.persistence import load_process, save_checkpoint
+from veglia.engine.process import load_process, save_checkpoint
 from veglia.engine.runner import get_runner
 from veglia.exceptions import ControlError, ProcessClassError
 from veglia.manage import get_profile, get_storage

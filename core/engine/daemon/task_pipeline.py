@@ -140,6 +140,7 @@ class TaskPipeline:
 
 
 _pipeline = TaskPipeline()
+broker_tasks.before_close(_pipeline.flush)
 
 
 def get_pipeline() -> TaskPipeline:

@@ -33,7 +33,7 @@ from veglia.engine.daemon.pipeline_intake import PipelineIntake
 from veglia.engine.daemon.rpc_queue import SharedRpcQueue
 from veglia.engine.daemon.task_bridge import task_bridge
 from veglia.engine.metrics import METRICS
-from veglia.engine.persistence import load_process
+from veglia.engine.process import load_process
 from veglia.engine.runner import Runner, set_runner
 from veglia.exceptions import NotExistent, ProcessClassError, StepAbandoned
 from veglia.manage import get_storage
