@@ -33,13 +33,6 @@ KNOWN_CIRCLES: list[frozenset[str]] = [
     frozenset({"veglia.engine.builder", "veglia.engine.process"}),
     frozenset(
         {
-            "veglia.orm.data",
-            "veglia.orm.nodes",
-            "veglia.orm.process_nodes",
-        }
-    ),
-    frozenset(
-        {
             "veglia.plugins.web.actions",
             "veglia.plugins.web.app",
             "veglia.plugins.web.verify",

@@ -19,7 +19,7 @@ from veglia.engine.process import CALLED_BY, TO_DAEMON, Process
 from veglia.engine.runner import get_runner
 from veglia.manage import get_profile, get_storage
 from veglia.orm.attributes import CALL_KEY, DAEMON
-from veglia.orm.nodes import load_node
+from veglia.orm.loading import load_node
 from veglia.orm.process_nodes import ProcessNode
 from veglia.storage import models
 

@@ -23,7 +23,7 @@ from veglia.manage import get_storage
 from veglia.orm.attributes import CODE, MONITORS, PLAIN_INPUTS, RERUN_FROM, RERUN_OF
 from veglia.orm.computers import load_code
 from veglia.orm.data import to_node
-from veglia.orm.nodes import load_node
+from veglia.orm.loading import load_node
 from veglia.orm.process_nodes import CalcJobNode, WorkflowNode
 from veglia.pipeline_setups import parse_toml_value
 
