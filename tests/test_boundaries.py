@@ -31,13 +31,6 @@ KNOWN_CIRCLES: list[frozenset[str]] = [
     # Merged from main (typing): the builder names the Process class it builds for, which
     # makes builders (Process.get_builder).
     frozenset({"veglia.engine.builder", "veglia.engine.process"}),
-    frozenset(
-        {
-            "veglia.plugins.web.actions",
-            "veglia.plugins.web.app",
-            "veglia.plugins.web.verify",
-        }
-    ),
 ]
 
 
