@@ -116,7 +116,7 @@ class Process(plumpy.Process):
         spec.outputs.dynamic = False
 
     @classmethod
-    def get_builder(cls) -> ProcessBuilder:
+    def get_builder(cls) -> ProcessBuilder[Process]:
 
         return ProcessBuilder(cls)
 
