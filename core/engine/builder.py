@@ -24,6 +24,10 @@ class ProcessBuilderNamespace(MutableMapping[str, Any]):
         return f"{self._path}.{name}" if self._path else name
 
     def __setattr__(self, name: str, value: Any) -> None:
+        if name == "__orig_class__":
+            # typing sets it on what ``ProcessBuilder[MyCalc](MyCalc)`` makes: not an input.
+            object.__setattr__(self, name, value)
+            return
         self[name] = value
 
     def __getattr__(self, name: str) -> Any:
