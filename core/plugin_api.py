@@ -195,7 +195,7 @@ if TYPE_CHECKING:
         to_node,
     )
     from veglia.orm.groups import load_group
-    from veglia.orm.nodes import load_node
+    from veglia.orm.loading import load_node
     from veglia.orm.process_nodes import ProcessNode
     from veglia.orm.queries import ChangeStamp, change_stamp, nodes_touched_by, recent_writes
     from veglia.parsers import Parser
@@ -454,7 +454,7 @@ _HOMES = {
     "SinglefileData": "veglia.orm.data",
     "Str": "veglia.orm.data",
     "to_node": "veglia.orm.data",
-    "load_node": "veglia.orm.nodes",
+    "load_node": "veglia.orm.loading",
     "load_group": "veglia.orm.groups",
     "ProcessNode": "veglia.orm.process_nodes",
     "ATTEMPTS": "veglia.orm.attributes",

@@ -26,26 +26,6 @@ RULES = [
 #: moved the CLI's queries to veglia.orm.queries); the set may only shrink: a module that no
 #: longer needs its entry fails the test until removed.
 KNOWN: set[tuple[str, str]] = set()
-#: Import circles still to be untied (issue #34, item 8); may only shrink, like KNOWN.
-KNOWN_CIRCLES: list[frozenset[str]] = [
-    # Merged from main (typing): the builder names the Process class it builds for, which
-    # makes builders (Process.get_builder).
-    frozenset({"veglia.engine.builder", "veglia.engine.process"}),
-    frozenset(
-        {
-            "veglia.orm.data",
-            "veglia.orm.nodes",
-            "veglia.orm.process_nodes",
-        }
-    ),
-    frozenset(
-        {
-            "veglia.plugins.web.actions",
-            "veglia.plugins.web.app",
-            "veglia.plugins.web.verify",
-        }
-    ),
-]
 
 
 def module_name(path: Path) -> str:
@@ -212,12 +192,10 @@ def test_no_import_circle():
     """The modules stand on floors: each imports only modules below it, so any one can be
     read, tested and moved knowing only what is under it."""
     found = circles(import_graph())
-    new = [circle for circle in found if frozenset(circle) not in KNOWN_CIRCLES]
-    assert not new, "import circles:\n" + "\n".join(
-        f"{len(circle)}: {', '.join(circle)}" for circle in new
+    # None is allowed (the last three were untied for issue #34, item 8).
+    assert not found, "import circles:\n" + "\n".join(
+        f"{len(circle)}: {', '.join(circle)}" for circle in found
     )
-    stale = [sorted(c) for c in KNOWN_CIRCLES if sorted(c) not in found]
-    assert not stale, f"untied, remove from KNOWN_CIRCLES: {stale}"
 
 
 def test_the_circle_finder_catches_a_made_up_circle():

@@ -58,7 +58,7 @@ def test_the_hint_of_computer_test_is_a_command_that_works(profile, run_cli):
 
 
 def test_set_changes_what_is_given_and_a_running_daemon_uses_it(profile, daemon, run_cli):
-    from veglia.orm.nodes import load_node
+    from veglia.orm.loading import load_node
 
     daemon(1)
     first = _submit(run_cli, "echo greeting=$GREETING")
@@ -178,7 +178,7 @@ def test_relabel_and_duplicate(profile, run_cli, services_env, ssh_params):
 
 
 def test_delete_shows_the_codes_and_nodes_then_deletes_them(profile, run_cli):
-    from veglia.orm.nodes import load_node
+    from veglia.orm.loading import load_node
 
     _setup_local(run_cli, "old-box")
     ok(_cli(run_cli, "code", "create", "-L", "echo", "-Y", "old-box", "-X", "/bin/echo"))

@@ -33,7 +33,7 @@ from veglia.hookspecs import hookimpl
 from veglia.monitors.gpu import gpu_idle
 from veglia.monitors.memory import memory_ceiling
 from veglia.orm import attributes as attr
-from veglia.orm.nodes import load_node
+from veglia.orm.loading import load_node
 from veglia.plugin_manager import get_plugin_manager
 from veglia.testing import FakeNode, FakeTransport
 

@@ -25,7 +25,7 @@ from veglia.exceptions import MonitorError
 from veglia.file_reads import python_command, read_requests
 from veglia.monitors.files import file_pattern, stalled_output
 from veglia.orm import attributes as attr
-from veglia.orm.nodes import load_node
+from veglia.orm.loading import load_node
 from veglia.plugins.transports.local import LocalTransport
 from veglia.plugins.transports.ssh import SshTransport
 from veglia.testing import FakeTransport

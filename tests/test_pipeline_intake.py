@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from veglia.engine.daemon import DaemonFiles
 from veglia.manage import get_storage
 from veglia.orm.attributes import PIPELINE_RUN
-from veglia.orm.nodes import load_node
+from veglia.orm.loading import load_node
 from veglia.storage import tables
 
 

@@ -243,7 +243,7 @@ HOMES = {
         "Str",
         "to_node",
     ],
-    "veglia.orm.nodes": ["load_node"],
+    "veglia.orm.loading": ["load_node"],
     "veglia.orm.groups": ["load_group"],
     "veglia.orm.process_nodes": ["ProcessNode"],
     "veglia.orm.attributes": [

@@ -20,7 +20,7 @@ from veglia import engine, orm
 from veglia.engine.daemon import DaemonFiles
 from veglia.entry_points import CalculationFactory
 from veglia.exceptions import ProcessClassError
-from veglia.orm.nodes import load_node
+from veglia.orm.loading import load_node
 from veglia_fixtures.profiles import wait_for
 
 #: A job defined in the script that submits it (its class lives in ``__main__``).

@@ -52,7 +52,7 @@ def notify_profile(veglia_home, smtp_server):
 def test_a_running_daemon_follows_config_set_and_computer_configure(
     notify_profile, smtp_server, services_env, ssh_params, daemon, run_cli
 ):
-    from veglia.orm.nodes import load_node
+    from veglia.orm.loading import load_node
 
     ok(
         run_cli(
@@ -103,7 +103,7 @@ def test_tower_turned_on_under_a_running_daemon_reports_the_next_job(
     veglia_home, platform, daemon, run_cli
 ):
     from veglia.engine.runner import set_runner
-    from veglia.orm.nodes import load_node
+    from veglia.orm.loading import load_node
     from veglia_fixtures.profiles import make_profile
     from veglia_fixtures.seqera_platform import TOKEN
 
@@ -176,7 +176,7 @@ def test_submitting_without_a_daemon_says_so(
         daemon(1)
         monkeypatch.setattr(launch, "_warned_at", float("-inf"))
         monkeypatch.setattr("veglia.engine.daemon.presence._answers", {})
-        from veglia.orm.nodes import load_node
+        from veglia.orm.loading import load_node
 
         wait_for([load_node(pk), node], lambda n: n.is_finished_ok, timeout=60)
         if with_broker:  # seen from another host too: its workers consume the task queue

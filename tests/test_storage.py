@@ -236,7 +236,7 @@ def test_a_job_stored_in_the_database_repository_needs_no_folder(postgres_databa
 
     from veglia import engine, orm
     from veglia.entry_points import CalculationFactory
-    from veglia.orm.nodes import load_node
+    from veglia.orm.loading import load_node
 
     profile = make_profile(**{"storage.url": postgres_database, "storage.repository": "database"})
     _, node = engine.run_get_node(
@@ -250,15 +250,17 @@ def test_a_job_stored_in_the_database_repository_needs_no_folder(postgres_databa
 def test_process_attributes_from_two_writers_are_both_kept(storage_url, tmp_path, monkeypatch):
     """The engine and the CLI change different keys of one node: neither loses the other's."""
     import veglia.manage as manage
-    from veglia.orm.nodes import load_node
+    from veglia.orm.loading import load_node
     from veglia.orm.process_nodes import ProcessNode
 
     backend = StorageBackend(storage_url, tmp_path / "repo2")
     backend.migrate()
     monkeypatch.setattr(manage, "get_storage", lambda: backend)
+    import veglia.orm.loading as loading_module
     import veglia.orm.nodes as nodes_module
     import veglia.orm.process_nodes as process_nodes_module
 
+    monkeypatch.setattr(loading_module, "get_storage", lambda: backend)
     monkeypatch.setattr(nodes_module, "get_storage", lambda: backend)
     monkeypatch.setattr(process_nodes_module, "get_storage", lambda: backend)
     # Where it is called: the module bound the name when it was imported.
@@ -294,12 +296,13 @@ def test_process_attributes_from_two_writers_are_both_kept(storage_url, tmp_path
 def test_stored_nodes_load_as_their_class_whichever_orm_module_was_imported():
     """``load_node`` finds a node's class by its stored ``node_type``; the data and process
     classes live in their own modules and are registered even when a program imports only
-    ``veglia.orm.nodes``."""
+    ``veglia.orm.loading`` (where ``load_node`` lives)."""
     import subprocess
     import sys
 
     code = (
-        "import veglia.orm.nodes as n; n.node_type_class('data.int'); "
+        "import veglia.orm.loading as loading, veglia.orm.nodes as n; "
+        "assert loading.node_type_class('data.int').__name__ == 'Int'; "
         "print(' '.join(sorted(n._NODE_CLASSES)))"
     )
     result = subprocess.run(

@@ -244,7 +244,7 @@ def _wait_for_held_job():
     import sqlalchemy as sa
 
     from veglia.manage import get_storage
-    from veglia.orm.nodes import load_node
+    from veglia.orm.loading import load_node
     from veglia.storage import models
 
     deadline = time.monotonic() + 60  # a loaded machine starts Python slowly

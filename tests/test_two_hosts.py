@@ -197,7 +197,7 @@ def test_two_hosts_taking_in_one_folder_start_each_element_once(
     from test_pipeline_intake import drop_over_ssh, make_setup, runs_of
 
     from veglia.manage import get_storage
-    from veglia.orm.nodes import load_node
+    from veglia.orm.loading import load_node
     from veglia.storage import tables
 
     host_a, host_b = two_hosts[1]

@@ -42,3 +42,18 @@ def test_model_annotations_match_table(cls: type[DeclarativeBase]) -> None:
             f"{cls.__name__}.{column.key}: nullable={column.nullable}, annotated "
             f"{annotations[column.key]}"
         )
+
+
+def test_a_builder_made_with_its_process_class_named_takes_inputs_as_any() -> None:
+    """``ProcessBuilder`` is generic in the process class it fills (so that it need not
+    import ``veglia.engine.process``); a builder made as ``ProcessBuilder[Process](Process)``
+    works like one from ``get_builder``."""
+    from veglia.engine.builder import InputValidationError, ProcessBuilder
+    from veglia.engine.process import Process
+
+    builder = ProcessBuilder[Process](Process)
+    builder.metadata.label = "named"
+    assert builder.process_class is Process
+    assert builder.to_dict() == Process.get_builder().to_dict() | {"metadata": {"label": "named"}}
+    with pytest.raises(InputValidationError, match="Unknown input 'nothing'"):
+        builder.nothing = 1

@@ -13,7 +13,7 @@ from veglia.config.values import parse_size_mb
 from veglia.orm.archive import create_archive
 from veglia.orm.archive_import import import_archive
 from veglia.orm.archive_read import MIB, ArchiveLimits
-from veglia.orm.nodes import load_node
+from veglia.orm.loading import load_node
 
 
 def _plural(number: int, what: str) -> str:

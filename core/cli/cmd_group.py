@@ -9,7 +9,8 @@ from veglia.cli.process_format import format_time, relative_time
 from veglia.cli.state import CliState, pass_state
 from veglia.exceptions import InvalidOptionError, StorageError
 from veglia.orm.groups import Group, group_sizes, load_group
-from veglia.orm.nodes import Node, load_node
+from veglia.orm.loading import load_node
+from veglia.orm.nodes import Node
 from veglia.orm.process_nodes import ProcessNode
 from veglia.views.node import type_name
 from veglia.views.rows import format_state

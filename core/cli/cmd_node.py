@@ -24,7 +24,8 @@ from veglia.orm import Bool, Dict, Float, Int, Str
 from veglia.orm.computers import load_computer
 from veglia.orm.data import FolderData
 from veglia.orm.files import calcjob_input_files
-from veglia.orm.nodes import Node, load_node
+from veglia.orm.loading import load_node
+from veglia.orm.nodes import Node
 from veglia.orm.process_nodes import CalcJobNode, ProcessNode
 from veglia.orm.queries import links_of, node_mtime
 from veglia.orm.workdirs import cleaned_message

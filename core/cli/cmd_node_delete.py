@@ -8,7 +8,7 @@ import click
 from veglia.cli.output import console, echo_success, print_table
 from veglia.cli.state import CliState, pass_state
 from veglia.orm.deletion import DeletionPlan, delete_nodes, plan_deletion
-from veglia.orm.nodes import load_node
+from veglia.orm.loading import load_node
 from veglia.views.node import type_name
 from veglia.views.rows import format_state
 

@@ -8,7 +8,7 @@ import click
 from veglia.cli.output import binary_stdout
 from veglia.cli.state import CliState, pass_state
 from veglia.orm.files import NodeFile, folder_entries, node_files, read_file
-from veglia.orm.nodes import load_node
+from veglia.orm.loading import load_node
 
 
 def print_listing(files: list[NodeFile], path: str, long: bool, what: str, owner: int) -> None:

@@ -20,7 +20,7 @@ __all__ = ["load_calcjob", "load_process"]
 def _of_kind(identifier: str | int, kind: type[Node], what: str) -> Node:
     # Lazy: the ORM is a quarter of a command's start-up, and commands that import this
     # module may end without loading a node (process list).
-    from veglia.orm.nodes import load_node
+    from veglia.orm.loading import load_node
 
     node = load_node(identifier)
     if not isinstance(node, kind):

@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, MutableMapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Generic, Protocol, TypeVar
 
 from plumpy.ports import Port, PortNamespace
 
 from veglia.exceptions import InputValidationError
-
-if TYPE_CHECKING:
-    from veglia.engine.process import Process
 
 __all__ = ["InputValidationError", "ProcessBuilder"]
 
@@ -27,6 +24,10 @@ class ProcessBuilderNamespace(MutableMapping[str, Any]):
         return f"{self._path}.{name}" if self._path else name
 
     def __setattr__(self, name: str, value: Any) -> None:
+        if name == "__orig_class__":
+            # typing sets it on what ``ProcessBuilder[MyCalc](MyCalc)`` makes: not an input.
+            object.__setattr__(self, name, value)
+            return
         self[name] = value
 
     def __getattr__(self, name: str) -> Any:
@@ -87,14 +88,32 @@ class ProcessBuilderNamespace(MutableMapping[str, Any]):
         return result
 
 
-class ProcessBuilder(ProcessBuilderNamespace):
-    """``builder = MyCalc.get_builder(); builder.x = Int(1); engine.run(builder)``."""
+class _Spec(Protocol):
+    @property
+    def inputs(self) -> PortNamespace: ...
+
+
+class Buildable(Protocol):
+    """What a builder needs of the process class it fills inputs for: its spec's input
+    ports. (``Process`` meets it; naming the class itself would have this module and
+    ``veglia.engine.process``, which makes builders, import each other.)"""
+
+    @classmethod
+    def spec(cls) -> _Spec: ...
+
+
+ProcessT = TypeVar("ProcessT", bound=Buildable)
+
+
+class ProcessBuilder(ProcessBuilderNamespace, Generic[ProcessT]):
+    """``builder = MyCalc.get_builder(); builder.x = Int(1); engine.run(builder)``: a
+    ``ProcessBuilder[MyCalc]``."""
 
     #: Declared for type checkers: set with object.__setattr__ (an attribute set as usual
     #: would be an input).
-    process_class: type[Process]
+    process_class: type[ProcessT]
 
-    def __init__(self, process_class: type[Process]) -> None:
+    def __init__(self, process_class: type[ProcessT]) -> None:
         super().__init__(process_class.spec().inputs)
         object.__setattr__(self, "process_class", process_class)
 

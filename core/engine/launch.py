@@ -19,7 +19,7 @@ from veglia.engine.process import CALLED_BY, TO_DAEMON, Process
 from veglia.engine.runner import get_runner
 from veglia.manage import get_profile, get_storage
 from veglia.orm.attributes import CALL_KEY, DAEMON
-from veglia.orm.nodes import load_node
+from veglia.orm.loading import load_node
 from veglia.orm.process_nodes import ProcessNode
 from veglia.storage import models
 
@@ -32,7 +32,7 @@ _warned_at = float("-inf")
 
 
 def _split(
-    process: type[Process] | ProcessBuilder, inputs: dict[str, Any]
+    process: type[Process] | ProcessBuilder[Process], inputs: dict[str, Any]
 ) -> tuple[type[Process], dict[str, Any]]:
     if isinstance(process, ProcessBuilder):
         return process.process_class, {**process.to_dict(), **inputs}
@@ -40,7 +40,7 @@ def _split(
 
 
 def run_get_node(
-    process: type[Process] | ProcessBuilder, /, **inputs: Any
+    process: type[Process] | ProcessBuilder[Process], /, **inputs: Any
 ) -> tuple[dict[str, Any], ProcessNode]:
     """Run in this Python process until it ends; return its outputs and its node."""
 
@@ -55,12 +55,12 @@ def run_get_node(
     return dict(instance.outputs), node
 
 
-def run(process: type[Process] | ProcessBuilder, /, **inputs: Any) -> dict[str, Any]:
+def run(process: type[Process] | ProcessBuilder[Process], /, **inputs: Any) -> dict[str, Any]:
     """Run in this Python process until it ends; return its outputs."""
     return run_get_node(process, **inputs)[0]
 
 
-def submit(process: type[Process] | ProcessBuilder, /, **inputs: Any) -> ProcessNode:
+def submit(process: type[Process] | ProcessBuilder[Process], /, **inputs: Any) -> ProcessNode:
     """Store the process and hand it to the daemon; return its node at once.
 
     When no daemon runs for the profile, a warning says so (logged on ``veglia.engine``,
@@ -188,7 +188,7 @@ def _pythonpath() -> set[str]:
 
 
 def _instantiate(
-    process: type[Process] | ProcessBuilder,
+    process: type[Process] | ProcessBuilder[Process],
     inputs: dict[str, Any],
     caller: ProcessNode | None,
     call_key: str | None = None,
@@ -210,7 +210,7 @@ def _instantiate(
 
 
 def _to_daemon(
-    process: type[Process] | ProcessBuilder,
+    process: type[Process] | ProcessBuilder[Process],
     inputs: dict[str, Any],
     caller: ProcessNode | None,
     call_key: str | None = None,
@@ -234,7 +234,7 @@ def _hand_to_daemon(node: ProcessNode) -> None:
 
 def launch_child(
     caller: ProcessNode,
-    process: type[Process] | ProcessBuilder,
+    process: type[Process] | ProcessBuilder[Process],
     inputs: dict[str, Any],
     call_key: str | None = None,
     resumed: bool = False,

@@ -19,7 +19,8 @@ from veglia.engine.exit_codes import ExitCode
 from veglia.exceptions import ProcessClassError, StorageError
 from veglia.manage import get_storage
 from veglia.orm.computers import Code, load_code
-from veglia.orm.nodes import Node, load_node, shared_strings
+from veglia.orm.loading import load_node
+from veglia.orm.nodes import Node, shared_strings
 from veglia.storage.outage import is_storage_outage
 
 if TYPE_CHECKING:

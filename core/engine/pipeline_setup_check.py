@@ -199,7 +199,7 @@ def _fill(
             raise _fail(setup, f"{exc}") from None
 
 
-def _namespace_at(builder: ProcessBuilder, dotted: str) -> ProcessBuilderNamespace:
+def _namespace_at(builder: ProcessBuilder[Process], dotted: str) -> ProcessBuilderNamespace:
     namespace: ProcessBuilderNamespace = builder
     for part in filter(None, dotted.split(".")):
         namespace = namespace[part]
@@ -252,7 +252,7 @@ def checked_setup(setup: S) -> S:
 
 def _filled_builder(
     setup: SetupToCheck, process_class: type[Process], holder: str
-) -> tuple[ProcessBuilder, ProcessBuilderNamespace]:
+) -> tuple[ProcessBuilder[Process], ProcessBuilderNamespace]:
     """A builder with the setup's fixed inputs and options, and the namespace in it that
     holds ``input_port``."""
     builder = process_class.get_builder()
@@ -264,7 +264,7 @@ def _filled_builder(
 
 def run_builder(
     setup: SetupToCheck, element_nodes: Mapping[str, Node], kind: str
-) -> ProcessBuilder:
+) -> ProcessBuilder[Process]:
     """The builder of the setup's run for one element, whose nodes (``kind``: "a file" or
     "a node") are ``element_nodes`` by name; validated, or :class:`PipelineSetupError`."""
     process_class = process_class_of(setup)
@@ -337,7 +337,7 @@ def place_element(
     element_nodes: Mapping[str, Node],
     kind: str,
     process_class: type[Process],
-    builder: ProcessBuilder,
+    builder: ProcessBuilder[Process],
     target: ProcessBuilderNamespace,
 ) -> None:
     """Put an element's nodes at ``input_port`` and validate the whole: a namespace takes
@@ -397,7 +397,7 @@ def _of(setup: SetupToCheck, kind: str) -> str:
 
 
 def _validate(
-    setup: SetupToCheck, process_class: type[Process], builder: ProcessBuilder, kind: str
+    setup: SetupToCheck, process_class: type[Process], builder: ProcessBuilder[Process], kind: str
 ) -> None:
     """Validate the inputs as a launch does: defaults filled in, then every port and the
     namespaces' validators (``core.shell`` wants a command or a code)."""

@@ -273,7 +273,9 @@ def _with_computer(step: Step, process_class: type[Process]) -> Step:
     )
 
 
-def step_builder(step: Step, element: Mapping[str, Node], kind: str = "a node") -> ProcessBuilder:
+def step_builder(
+    step: Step, element: Mapping[str, Node], kind: str = "a node"
+) -> ProcessBuilder[Process]:
     """The validated builder of the step's run with ``element`` at its input_port."""
     process_class, _ = _port_of(step)
     step = _with_computer(step, process_class)

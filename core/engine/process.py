@@ -30,7 +30,8 @@ from veglia.manage import get_storage
 from veglia.notifications import notify
 from veglia.orm.attributes import CALL_KEY, DAEMON, LAUNCH, PAUSED, PAUSED_REASON
 from veglia.orm.data import to_node
-from veglia.orm.nodes import Node, load_node
+from veglia.orm.loading import load_node
+from veglia.orm.nodes import Node
 from veglia.orm.process_nodes import TERMINAL_STATES, ProcessNode
 from veglia.storage.outage import is_storage_outage
 
@@ -115,7 +116,7 @@ class Process(plumpy.Process):
         spec.outputs.dynamic = False
 
     @classmethod
-    def get_builder(cls) -> ProcessBuilder:
+    def get_builder(cls) -> ProcessBuilder[Process]:
 
         return ProcessBuilder(cls)
 

@@ -16,14 +16,14 @@ from veglia.engine.builder import ProcessBuilder, ProcessBuilderNamespace
 from veglia.engine.launch import run_get_node, submit
 from veglia.engine.persistence import decode_value
 from veglia.engine.pipeline_setup_check import takes_nodes
-from veglia.engine.process import NODE_ATTRIBUTES, load_process_class
+from veglia.engine.process import NODE_ATTRIBUTES, Process, load_process_class
 from veglia.engine.runner import get_runner
 from veglia.exceptions import InputValidationError, NotExistent, ProcessActiveError
 from veglia.manage import get_storage
 from veglia.orm.attributes import CODE, MONITORS, PLAIN_INPUTS, RERUN_FROM, RERUN_OF
 from veglia.orm.computers import load_code
 from veglia.orm.data import to_node
-from veglia.orm.nodes import load_node
+from veglia.orm.loading import load_node
 from veglia.orm.process_nodes import CalcJobNode, WorkflowNode
 from veglia.pipeline_setups import parse_toml_value
 
@@ -71,7 +71,7 @@ def _calcjob(pk: int) -> CalcJobNode:
     return node
 
 
-def builder_from_node(node: CalcJobNode) -> ProcessBuilder:
+def builder_from_node(node: CalcJobNode) -> ProcessBuilder[Process]:
     """A builder filled with the inputs, code, options and monitors the job ran with."""
 
     process_class = load_process_class(node.process_type)
@@ -117,7 +117,9 @@ def parse_settings(texts: Iterable[str]) -> dict[str, Any]:
     return settings
 
 
-def workflow_builder(node: WorkflowNode, settings: Mapping[str, Any] = {}) -> ProcessBuilder:
+def workflow_builder(
+    node: WorkflowNode, settings: Mapping[str, Any] = {}
+) -> ProcessBuilder[Process]:
     """A builder of ``node``'s workflow with the inputs it had (its input nodes, the plain
     values kept in PLAIN_INPUTS) and ``settings`` ({"dotted.input": value}) set over
     them; a value goes in as a node where its port takes nodes."""
@@ -137,7 +139,7 @@ def workflow_builder(node: WorkflowNode, settings: Mapping[str, Any] = {}) -> Pr
     return builder
 
 
-def _set(builder: ProcessBuilder, dotted: str, value: Any) -> None:
+def _set(builder: ProcessBuilder[Process], dotted: str, value: Any) -> None:
     *path, name = dotted.split(".")
     target: Any = builder
     for depth, part in enumerate(path):

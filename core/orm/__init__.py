@@ -27,7 +27,8 @@ if TYPE_CHECKING:
         to_node,
     )
     from veglia.orm.groups import Group, load_group
-    from veglia.orm.nodes import Node, load_node
+    from veglia.orm.loading import load_node
+    from veglia.orm.nodes import Node
     from veglia.orm.process_nodes import CalcJobNode, ProcessNode, WorkflowNode
     from veglia.orm.users import User, get_default_user
 
@@ -55,7 +56,7 @@ _EXPORTS = {
     "load_code": "veglia.orm.computers",
     "load_computer": "veglia.orm.computers",
     "load_group": "veglia.orm.groups",
-    "load_node": "veglia.orm.nodes",
+    "load_node": "veglia.orm.loading",
     "to_node": "veglia.orm.data",
 }
 

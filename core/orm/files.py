@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from veglia.exceptions import NotExistent
 from veglia.manage import get_storage
 from veglia.orm.attributes import LOCAL_COPY_LIST
-from veglia.orm.nodes import Node, load_node
+from veglia.orm.loading import load_node
+from veglia.orm.nodes import Node
 
 __all__ = ["NodeFile", "calcjob_input_files", "folder_entries", "node_files", "read_file"]
 

@@ -16,6 +16,7 @@ import sqlalchemy as sa
 
 from veglia.exceptions import InvalidOptionError, NotExistent, StorageError
 from veglia.manage import get_storage
+from veglia.orm.loading import node_of_row
 from veglia.orm.nodes import Node
 from veglia.orm.users import get_default_user
 from veglia.storage import models
@@ -184,7 +185,7 @@ class Group:
                 .where(models.GroupNode.group_id == self.pk)
                 .order_by(models.Node.id)
             ).all()
-        return [Node._from_row(row) for row in rows]
+        return [node_of_row(row) for row in rows]
 
     def count(self) -> int:
         """How many nodes the group holds."""

@@ -1,16 +1,16 @@
 """Nodes of the provenance graph as Python objects: the base :class:`Node`, with its
-attributes, extras, files and links, and :func:`load_node`.
+attributes, extras, files and links.
 
 A node is built in memory, then :meth:`Node.store` writes it once; attributes of a stored
 data node are frozen (provenance), while a process node's attributes keep changing as it
 runs. Each method opens its own short transaction, so objects can be passed between
 threads and processes by pk.
 
-The kinds of node live beside it: data in :mod:`veglia.orm.data`, process records in
+The kinds of node stand above it: data in :mod:`veglia.orm.data`, process records in
 :mod:`veglia.orm.process_nodes`. Each subclass registers itself by its ``node_type`` (the
-string stored in the row) when its module is imported, and :func:`load_node` gives a stored
-node that class; :func:`node_class` imports both modules the first time it is asked, so
-every importer of this one loads stored nodes as their classes (``veglia.orm`` loads its
+string stored in the row) when its module is imported; :mod:`veglia.orm.loading`, above
+them, imports both and holds :func:`~veglia.orm.loading.load_node`, so a node loaded there
+comes back as its class, and so do the nodes reached by its links (``veglia.orm`` loads its
 names lazily: importing ``veglia.orm.attributes`` loads no storage layer).
 """
 
@@ -41,7 +41,7 @@ from veglia.relative_paths import checked_relative
 from veglia.storage import models
 from veglia.storage.times import as_utc
 
-__all__ = ["Node", "StoredBlob", "as_utc", "load_node", "node_type_class"]
+__all__ = ["Node", "StoredBlob", "as_utc"]
 
 
 _SCALARS = (str, int, float, bool, type(None))
@@ -525,7 +525,8 @@ class Node:
     @classmethod
     def _from_row(cls, row: Any) -> Node:
         """The node of a row: a ``models.Node``, or a row of its table (same names)."""
-        node_class = node_type_class(row.node_type)
+        # The kinds register themselves when imported; veglia.orm.loading imports them all.
+        node_class = _NODE_CLASSES.get(row.node_type, Node)
         node = node_class.__new__(node_class)
         Node.__init__(node, label=row.label, description=row.description)
         node._pk, node._uuid, node._ctime = row.id, row.uuid, row.ctime
@@ -599,43 +600,3 @@ class LinkedNodes:
 
     def items(self) -> list[tuple[str, Node]]:
         return list(self._nodes.items())
-
-
-def node_type_class(node_type: str) -> type[Node]:
-    """The class of nodes stored with ``node_type`` (:class:`Node` for an unknown one)."""
-    if node_type not in _NODE_CLASSES:
-        # Lazy: the kinds of node import this module; they register themselves on import.
-        import veglia.orm.data
-        import veglia.orm.process_nodes  # noqa: F401
-    return _NODE_CLASSES.get(node_type, Node)
-
-
-def load_node(identifier: int | str) -> Node:
-    """A stored node by pk, or by UUID (or a unique UUID prefix)."""
-    # By pk or a whole UUID (as checkpoints hold), a row of the table: no ORM object to
-    # build. By the unique index, which SQLite's LIKE for a prefix cannot use.
-    text = str(identifier)
-    row: sa.Row[Any] | models.Node | None = None
-    prefix: str | None = None
-    if isinstance(identifier, int) or text.isdigit():
-        with get_storage().connection() as connection:
-            row = connection.execute(_NODE_BY_PK, {"key": int(text)}).first()
-        # Digits that are no pk may still start a UUID ("86536159"); a number never does.
-        if row is None and not isinstance(identifier, int) and len(text) >= 4:
-            prefix = text
-    elif len(text) == _UUID_LENGTH:
-        with get_storage().connection() as connection:
-            row = connection.execute(_NODE_BY_UUID, {"key": identifier}).first()
-    else:
-        prefix = text
-    if prefix is not None:
-        with get_storage().session() as session:
-            rows = session.scalars(
-                sa.select(models.Node).where(models.Node.uuid.startswith(prefix)).limit(2)
-            ).all()
-            if len(rows) > 1:
-                raise NotExistent(f"More than one node has a UUID starting with {identifier!r}.")
-            row = rows[0] if rows else None
-    if row is None or row.node_type == "selftest":
-        raise NotExistent(f"No node with pk or UUID {identifier!r}.")
-    return Node._from_row(row)

@@ -12,7 +12,7 @@ from typing import Any
 
 import veglia.orm
 from veglia.orm.attributes import COMPUTER
-from veglia.orm.nodes import load_node
+from veglia.orm.loading import load_node
 from veglia.orm.queries import provenance_around
 from veglia.views.rows import format_state, iso_time, kind_of, url_of
 

@@ -9,7 +9,7 @@ from typing import Any
 from veglia.engine.progress import Step, workflow_progress
 from veglia.exceptions import NotExistent
 from veglia.orm.attributes import SCHEDULER_STATE, SIMILARITY_KEY, STARTED_AT, SUBMITTED_AT
-from veglia.orm.nodes import load_node
+from veglia.orm.loading import load_node
 from veglia.orm.process_nodes import TERMINAL_STATES, ProcessNode
 from veglia.orm.queries import ACTIVE_STATES, ProcessRow, list_processes, process_tree_select
 from veglia.views.detail import process_facts

@@ -22,7 +22,7 @@ from veglia.plugins.web.auth import tokens_match
 
 if TYPE_CHECKING:
     from veglia.plugin_api import ProcessNode
-    from veglia.plugins.web.app import Site
+    from veglia.plugins.web.site_like import SiteLike
 
 __all__ = ["VERBS", "Verb", "routes"]
 
@@ -74,7 +74,7 @@ def carry_out(verb: str, pk: int, who: str) -> str:
     return control_process(node, verb, f"{past} through the web view by {who}", TIMEOUT)
 
 
-def routes(site: Site) -> list[BaseRoute]:
+def routes(site: SiteLike) -> list[BaseRoute]:
     def page_of(node: ProcessNode) -> str:
         name = "job" if node.node_type.endswith("calcjob") else "workflow"
         return site.page_url(name, node.pk)
@@ -121,7 +121,7 @@ def routes(site: Site) -> list[BaseRoute]:
     return [*verify.routes(site), Route("/action/{verb}/{pk:int}", action, methods=["GET", "POST"])]
 
 
-def _forbidden(site: Site, request: Request, message: str) -> Response:
+def _forbidden(site: SiteLike, request: Request, message: str) -> Response:
     return site.render(
         request, "error.html", {"title": "Not allowed", "message": message}, status_code=403
     )

@@ -24,7 +24,7 @@ from veglia.plugins.web.auth import tokens_match
 
 if TYPE_CHECKING:
     from veglia.plugin_api import FileCheck, ProcessNode
-    from veglia.plugins.web.app import Site
+    from veglia.plugins.web.site_like import SiteLike
 
 __all__ = ["Damage", "rerun_damaged", "routes", "verify_process"]
 
@@ -117,7 +117,7 @@ def _rerun_outcome(damage: Damage, sent: list[tuple[int, int]]) -> str:
     return text
 
 
-def routes(site: Site) -> list[BaseRoute]:
+def routes(site: SiteLike) -> list[BaseRoute]:
     def page_of(node: ProcessNode) -> str:
         name = "job" if node.node_type.endswith("calcjob") else "workflow"
         return site.page_url(name, node.pk)
@@ -216,7 +216,7 @@ def _summary(node: ProcessNode) -> dict[str, Any]:
     return {"pk": node.pk, "label": node.label, "state": node.process_state}
 
 
-def _refuse(site: Site, request: Request, title: str, message: str, code: int) -> Response:
+def _refuse(site: SiteLike, request: Request, title: str, message: str, code: int) -> Response:
     return site.render(
         request, "error.html", {"title": title, "message": message}, status_code=code
     )

@@ -18,7 +18,8 @@ from veglia.engine.calcjob.trace import build_record
 from veglia.manage import get_storage
 from veglia.orm import attributes as attr
 from veglia.orm.attributes import CACHE_HASH
-from veglia.orm.nodes import Node, StoredBlob, load_node
+from veglia.orm.loading import load_node
+from veglia.orm.nodes import Node, StoredBlob
 from veglia.orm.process_nodes import ProcessNode
 from veglia.storage import models
 from veglia.storage.attribute_text import attribute_text

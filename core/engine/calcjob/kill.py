@@ -31,7 +31,7 @@ from veglia.engine.runner import Runner
 from veglia.exceptions import SchedulerError, TransportError
 from veglia.manage import get_profile, get_storage
 from veglia.orm import attributes as attr
-from veglia.orm.nodes import load_node
+from veglia.orm.loading import load_node
 from veglia.orm.process_nodes import CalcJobNode
 from veglia.orm.queries import cancel_pending_pks
 from veglia.schedulers import JobState

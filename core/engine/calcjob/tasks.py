@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from veglia.engine.calcjob.job_poller import computer_contacted
 from veglia.engine.calcjob.job_script import EXIT_STATUS_FILE, JobScriptWrap, wrap_commands
 from veglia.exceptions import TransportError
-from veglia.orm.nodes import load_node
+from veglia.orm.loading import load_node
 from veglia.relative_paths import checked_relative, inside, remote_join
 from veglia.schedulers import JobFailure, JobInfo, JobResources, JobTemplate, SchedulerError
 from veglia.transports import Transport, shown_output

@@ -26,7 +26,7 @@ from veglia.engine.runner import get_runner
 from veglia.exceptions import ControlError, ProcessClassError
 from veglia.manage import get_profile, get_storage
 from veglia.orm.attributes import CANCEL_PENDING, CONTROL_REQUEST, OPTIONS, UNREACHABLE
-from veglia.orm.nodes import load_node
+from veglia.orm.loading import load_node
 from veglia.orm.process_nodes import CalcJobNode, ProcessNode
 from veglia.orm.queries import has_attribute
 from veglia.storage.models import Node

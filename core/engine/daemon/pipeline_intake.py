@@ -38,7 +38,8 @@ from veglia.notifications import notify
 from veglia.orm.attributes import PIPELINE_RUN
 from veglia.orm.computers import Computer, load_computer
 from veglia.orm.data import SinglefileData
-from veglia.orm.nodes import Node, load_node
+from veglia.orm.loading import load_node
+from veglia.orm.nodes import Node
 from veglia.pipeline_elements import (
     ElementRow,
     active_runs,

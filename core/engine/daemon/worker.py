@@ -38,7 +38,7 @@ from veglia.engine.runner import Runner, set_runner
 from veglia.exceptions import NotExistent, ProcessClassError, StepAbandoned
 from veglia.manage import get_storage
 from veglia.notifications import notify
-from veglia.orm.nodes import load_node
+from veglia.orm.loading import load_node
 from veglia.orm.process_nodes import CalcJobNode, ProcessNode
 from veglia.orm.queries import active_process_pks
 from veglia.storage.outage import is_storage_outage, wait_for_storage

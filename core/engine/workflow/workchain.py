@@ -66,7 +66,8 @@ from veglia.orm.attributes import (
     WENT_BACK,
 )
 from veglia.orm.computers import Code
-from veglia.orm.nodes import Node, load_node
+from veglia.orm.loading import load_node
+from veglia.orm.nodes import Node
 from veglia.orm.process_nodes import ProcessNode, WorkflowNode
 
 __all__ = ["ToContext", "WorkChain", "WorkChainSpec", "append_", "if_", "return_", "while_"]

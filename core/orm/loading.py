@@ -1,0 +1,64 @@
+"""Stored nodes as their classes: :func:`load_node` and :func:`node_type_class`.
+
+Each kind of node registers its class by ``node_type`` when its module is defined
+(:mod:`veglia.orm.data`, :mod:`veglia.orm.process_nodes`, both above
+:mod:`veglia.orm.nodes`); this module stands above the kinds and imports them all, so a node
+loaded here, and every node reached from it by its links, comes back as its own class.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+
+# Imported for their side effect: each kind registers its class in _NODE_CLASSES.
+import veglia.orm.data
+import veglia.orm.process_nodes  # noqa: F401
+from veglia.exceptions import NotExistent
+from veglia.manage import get_storage
+from veglia.orm.nodes import _NODE_BY_PK, _NODE_BY_UUID, _NODE_CLASSES, _UUID_LENGTH, Node
+from veglia.storage import models
+
+__all__ = ["load_node", "node_of_row", "node_type_class"]
+
+
+def node_type_class(node_type: str) -> type[Node]:
+    """The class of nodes stored with ``node_type`` (:class:`Node` for an unknown one)."""
+    return _NODE_CLASSES.get(node_type, Node)
+
+
+def node_of_row(row: Any) -> Node:
+    """The node of a stored row (a ``models.Node`` or a row of its table), as its class."""
+    return Node._from_row(row)
+
+
+def load_node(identifier: int | str) -> Node:
+    """A stored node by pk, or by UUID (or a unique UUID prefix)."""
+    # By pk or a whole UUID (as checkpoints hold), a row of the table: no ORM object to
+    # build. By the unique index, which SQLite's LIKE for a prefix cannot use.
+    text = str(identifier)
+    row: sa.Row[Any] | models.Node | None = None
+    prefix: str | None = None
+    if isinstance(identifier, int) or text.isdigit():
+        with get_storage().connection() as connection:
+            row = connection.execute(_NODE_BY_PK, {"key": int(text)}).first()
+        # Digits that are no pk may still start a UUID ("86536159"); a number never does.
+        if row is None and not isinstance(identifier, int) and len(text) >= 4:
+            prefix = text
+    elif len(text) == _UUID_LENGTH:
+        with get_storage().connection() as connection:
+            row = connection.execute(_NODE_BY_UUID, {"key": identifier}).first()
+    else:
+        prefix = text
+    if prefix is not None:
+        with get_storage().session() as session:
+            rows = session.scalars(
+                sa.select(models.Node).where(models.Node.uuid.startswith(prefix)).limit(2)
+            ).all()
+            if len(rows) > 1:
+                raise NotExistent(f"More than one node has a UUID starting with {identifier!r}.")
+            row = rows[0] if rows else None
+    if row is None or row.node_type == "selftest":
+        raise NotExistent(f"No node with pk or UUID {identifier!r}.")
+    return Node._from_row(row)
