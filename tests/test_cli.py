@@ -362,6 +362,19 @@ def test_an_invalid_number_for_a_computer_names_its_flag(run_cli, profile):
     assert "--minimum-poll-interval: '-1' is not a number >= 0." in changed.stderr
 
 
+def test_three_characters_are_no_uuid_prefix(run_cli, profile):
+    from veglia import orm
+
+    node = orm.Int(1).store()
+    while node.uuid[:3].isdigit():  # digits are read as a pk first: take one with a letter
+        node = orm.Int(1).store()
+    short = run_cli("-p", "test", "node", "show", node.uuid[:3])
+    assert short.exit_code == 4, short.output
+    assert "a UUID prefix is 4 or more of its first hex digits" in short.stderr
+    found = run_cli("-p", "test", "node", "show", node.uuid[:4].upper())
+    assert found.exit_code == 0 and node.uuid in found.stdout, found.output
+
+
 @pytest.mark.parametrize(
     "args",
     [

@@ -41,7 +41,15 @@ from veglia.relative_paths import checked_relative
 from veglia.storage import models
 from veglia.storage.times import as_utc
 
-__all__ = ["Node", "StoredBlob", "as_utc", "load_node", "node_type_class"]
+__all__ = [
+    "MIN_UUID_PREFIX",
+    "Node",
+    "StoredBlob",
+    "as_utc",
+    "is_uuid_prefix",
+    "load_node",
+    "node_type_class",
+]
 
 
 _SCALARS = (str, int, float, bool, type(None))
@@ -62,6 +70,19 @@ def _copy(value: Any) -> Any:
 
 
 _UUID_LENGTH = 36
+#: The fewest characters of a UUID that name a node or group by prefix. AiiDA takes any
+#: hex prefix ("abc" too); with so few characters a typo (a label, a word) names some node
+#: by chance, so veglia asks for at least as many as git does of an abbreviated hash.
+MIN_UUID_PREFIX = 4
+_HEX_OR_DASH = frozenset("0123456789abcdef-")
+
+
+def is_uuid_prefix(text: str) -> bool:
+    """Whether ``text`` may be looked up as the start of a UUID: hex digits and dashes (as
+    AiiDA reads one), at least :data:`MIN_UUID_PREFIX` of them."""
+    return len(text) >= MIN_UUID_PREFIX and set(text.lower()) <= _HEX_OR_DASH
+
+
 #: Every node class by its ``node_type``, filled in as subclasses are defined.
 _NODE_CLASSES: dict[str, type[Node]] = {}
 
@@ -621,13 +642,18 @@ def load_node(identifier: int | str) -> Node:
         with get_storage().connection() as connection:
             row = connection.execute(_NODE_BY_PK, {"key": int(text)}).first()
         # Digits that are no pk may still start a UUID ("86536159"); a number never does.
-        if row is None and not isinstance(identifier, int) and len(text) >= 4:
+        if row is None and not isinstance(identifier, int) and is_uuid_prefix(text):
             prefix = text
     elif len(text) == _UUID_LENGTH:
         with get_storage().connection() as connection:
             row = connection.execute(_NODE_BY_UUID, {"key": identifier}).first()
+    elif is_uuid_prefix(text):
+        prefix = text.lower()
     else:
-        prefix = text
+        raise NotExistent(
+            f"No node with pk or UUID {identifier!r} (a UUID prefix is {MIN_UUID_PREFIX} or "
+            "more of its first hex digits)."
+        )
     if prefix is not None:
         with get_storage().session() as session:
             rows = session.scalars(
