@@ -12,13 +12,16 @@ writable by nobody else.
 
 from __future__ import annotations
 
+import getpass
+import os
 import posixpath
 import shlex
+import stat
 from typing import Any
 
 from veglia.exceptions import TransportError, UnsafeWorkdirError
 
-__all__ = ["expand_root", "private_root"]
+__all__ = ["expand_root", "local_problem", "parse_root_template", "private_root"]
 
 _CHECK = r"""
 umask 077
@@ -91,3 +94,54 @@ def _problem(owner: int, mode: int, kind: str, uid: int, *, leaf: bool) -> str |
     if mode & 0o022 and not mode & 0o1000:  # a shared folder without the sticky bit
         return "can be written by other users and has no sticky bit"
     return None
+
+
+def local_problem(template: str) -> str | None:
+    """What :func:`private_root` would refuse in the root ``template`` names on this machine
+    (``{home}`` and ``{username}`` as here), without creating anything: ``"/tmp can be
+    written by group and others"``, or None. A folder not made yet is not judged: the run
+    makes it private."""
+    root = posixpath.normpath(expand_root(template, getpass.getuser(), os.path.expanduser("~")))
+    real = os.path.realpath(root)
+    leaves = {root, real}
+    uid = os.getuid()
+    for start in (root, real):
+        folder = start
+        while True:
+            try:
+                info = os.lstat(folder)
+            except OSError:
+                info = None  # not there yet (or not visible): the run creates or reports it
+            if info is not None:
+                kind = "symbolic link" if stat.S_ISLNK(info.st_mode) else "directory"
+                if folder in leaves and not stat.S_ISDIR(info.st_mode) and kind != "symbolic link":
+                    return f"{folder} is not a folder"
+                mode = stat.S_IMODE(info.st_mode)
+                problem = _problem(info.st_uid, mode, kind, uid, leaf=folder in leaves)
+                if problem:
+                    return f"{folder} {problem}"
+            if folder == "/":
+                break
+            folder = posixpath.dirname(folder)
+    return None
+
+
+def parse_root_template(text: Any) -> str:
+    """The ``workdir.root`` option as typed: an absolute path or one under ``{home}``, and,
+    where it names a folder on this machine, one the run-time check would accept (so
+    ``veglia config set workdir.root /tmp`` is refused when it is set, not at the first
+    job). ``ValueError`` says why not, in one line."""
+    template = str(text).strip()
+    if not template.startswith(("/", "{home}")):
+        raise ValueError(
+            f"{template!r} is not an absolute path: start it with / or {{home}} (it may "
+            "contain {username})"
+        )
+    problem = local_problem(template)
+    if problem:
+        raise ValueError(
+            f"{template!r} is not safe on this machine: {problem}, so another user could "
+            "replace a job's files and jobs here would be refused; pick a folder of yours, "
+            "such as {home}/veglia-work"
+        )
+    return template

@@ -12,6 +12,7 @@ job, where ``%M`` is the largest single one).
 from __future__ import annotations
 
 import math
+import re
 from typing import TYPE_CHECKING, Any
 
 from veglia.plugin_api import hookimpl
@@ -26,6 +27,9 @@ __all__ = ["USAGE_FILE", "measurement", "parse_usage"]
 USAGE_FILE = "_veglia_usage"
 #: The most of it read back: a few lines per command, and the job may write there too.
 MAX_USAGE_BYTES = 65536
+#: The line GNU time writes before the figures of a command that did not exit 0 ("Command
+#: exited with non-zero status 3", "Command terminated by signal 9"): expected, not garbage.
+_COMMAND_ENDED = re.compile(r"Command (?:exited with non-zero status|terminated by signal) (\d+)")
 
 
 @hookimpl
@@ -108,13 +112,17 @@ def parse_usage(text: str) -> dict[str, Any] | None:
     """``/usr/bin/time -f '%M %e %P'`` lines: the largest peak memory, the summed run time,
     and the CPU use (percent of one core) over the whole run time.
 
-    The job can write this file too: a line that is not three sane numbers is dropped, and
-    counted in ``dropped``."""
+    GNU time's own line for a command that exited non-zero or was killed is read as such:
+    ``failed_commands`` counts them. The job can write this file too: any other line that is
+    not three sane numbers is dropped, and counted in ``dropped``."""
     peaks, seconds, cpu_seconds = [], [], []
-    dropped = 0
+    dropped = failed = 0
     for line in text.splitlines():
         parts = line.split()
         if not parts:
+            continue
+        if _COMMAND_ENDED.fullmatch(line.strip()):
+            failed += 1
             continue
         peak = measurement(parts[0]) if parts[0].isdigit() else None
         elapsed = measurement(parts[1]) if len(parts) in (2, 3) else None
@@ -135,6 +143,8 @@ def parse_usage(text: str) -> dict[str, Any] | None:
     }
     if cpu_seconds and sum(seconds) > 0:
         usage["cpu_percent"] = round(100 * sum(cpu_seconds) / sum(seconds), 1)
+    if failed:
+        usage["failed_commands"] = failed
     if dropped:
         usage["dropped"] = dropped
     return usage

@@ -342,6 +342,39 @@ def test_a_node_of_the_wrong_kind_exits_4_saying_what_it_is(run_cli, profile, co
     assert f"veglia node show {pk}" in result.stderr
 
 
+def test_a_type_name_gets_the_article_it_is_spoken_with(run_cli, profile):
+    from veglia import orm
+
+    pk = orm.Int(3).store().pk
+    result = run_cli("-p", "test", "process", "show", str(pk))
+    assert f"Node {pk} is an Int, not a process." in result.stderr
+    with pytest.raises(TypeError, match="Int needs an int, not 'three'"):
+        orm.Int("three")
+
+
+def test_an_invalid_number_for_a_computer_names_its_flag(run_cli, profile):
+    setup = ("computer", "setup", "-n", "-L", "x", "-H", "localhost", "-T", "core.local")
+    refused = run_cli("-p", "test", *setup, "-S", "core.direct", "--safe-interval", "abc")
+    assert refused.exit_code == 3, refused.output
+    assert "--safe-interval: 'abc' is not a number >= 0." in refused.stderr
+    changed = run_cli("-p", "test", "computer", "set", "localhost", "--minimum-poll-interval", "-1")
+    assert changed.exit_code == 3, changed.output
+    assert "--minimum-poll-interval: '-1' is not a number >= 0." in changed.stderr
+
+
+def test_three_characters_are_no_uuid_prefix(run_cli, profile):
+    from veglia import orm
+
+    node = orm.Int(1).store()
+    while node.uuid[:3].isdigit():  # digits are read as a pk first: take one with a letter
+        node = orm.Int(1).store()
+    short = run_cli("-p", "test", "node", "show", node.uuid[:3])
+    assert short.exit_code == 4, short.output
+    assert "a UUID prefix is 4 or more of its first hex digits" in short.stderr
+    found = run_cli("-p", "test", "node", "show", node.uuid[:4].upper())
+    assert found.exit_code == 0 and node.uuid in found.stdout, found.output
+
+
 @pytest.mark.parametrize(
     "args",
     [

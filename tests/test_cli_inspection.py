@@ -107,7 +107,7 @@ def test_process_list_filters_and_columns(run_cli, jobs):
     assert len(_raw_rows(run_cli("process", "list", "-a", "-p", "1", "--raw"))) == 2
 
     wrong = run_cli("process", "list", "-P", "pk,gpus")
-    assert wrong.exit_code == 3 and "Unknown column gpus" in wrong.stderr
+    assert wrong.exit_code == 2 and "'-P' / '--project': unknown column gpus" in wrong.stderr
     assert "exit_status" in wrong.stderr
 
 

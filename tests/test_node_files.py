@@ -97,7 +97,8 @@ def test_cleanworkdir_removes_the_work_dir_and_says_so_after(run_cli, profile):
     pk = str(job.pk)
 
     refused = run_cli("calcjob", "cleanworkdir", pk, input="n\n")
-    assert refused.exit_code == 1 and "Aborted" in refused.stderr
+    assert refused.exit_code == 1 and "Nothing done." in refused.stdout
+    assert "Error" not in refused.stderr and "Aborted" not in refused.output
     assert re.search(rf"{pk}\s+localhost\s+{workdir}", refused.stdout)
     assert "Remove this work dir and everything in it?" in refused.stdout
     assert workdir.exists()

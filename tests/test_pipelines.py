@@ -231,6 +231,21 @@ def test_right_sizing_says_what_similar_jobs_measured_not_its_floor(profile, run
     assert re.search(r"from 3600 to 60: 4 similar jobs needed: [1-5] s", message), message
 
 
+def test_shell_commands_are_similar_only_to_the_same_command(profile):
+    def job(command: str) -> orm.CalcJobNode:
+        builder = ShellJob.get_builder()
+        builder.command = orm.Str(command)
+        builder.metadata.options.max_memory_kb = 64 * 1024 * 1024  # far more than echo needs
+        return engine.run_get_node(builder)[1]
+
+    for _ in range(3):
+        job("echo short")
+    other = job("echo a different program")
+    assert not [log.message for log in other.logs if "similar jobs" in log.message]
+    again = job("echo short")
+    assert any("over twice what 3 similar jobs needed" in log.message for log in again.logs)
+
+
 def test_verify_reruns_only_the_step_behind_a_damaged_file(profile, workflows, run_cli):
     _, node = engine.run_get_node(
         workflows.CountedShell, command=orm.Str("echo data"), times=orm.Int(2)

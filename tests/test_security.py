@@ -135,6 +135,16 @@ def test_insane_usage_numbers_are_dropped_and_the_job_ends_normally(profile):
     assert any("were not sane numbers: dropped" in log.message for log in node.logs)
 
 
+def test_a_command_that_exits_non_zero_is_measured_without_a_dropped_line_report(profile):
+    # GNU time writes "Command exited with non-zero status 3" before the figures: its own
+    # line, not a number the job wrote.
+    _, node = engine.run_get_node(ShellJob, command=orm.Str("exit 3"))
+    assert node.exit_status == 400, node.exit_message
+    report = "\n".join(log.message for log in node.logs)
+    assert "not sane numbers" not in report, report
+    assert node.get_attribute("usage")["peak_memory_kb"] > 0
+
+
 def test_a_fusion_trace_with_nan_and_400_digit_numbers_never_excepts_the_job(profile):
     trace = (
         '{"proc": {"peak_rss": NaN, "realtime": ' + "9" * 400 + ', "pcpu": Infinity},'

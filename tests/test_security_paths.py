@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import json
 import posixpath
+import re
 import shlex
 import shutil
 import tempfile
@@ -224,6 +225,37 @@ def test_a_work_dir_root_linked_to_tmp_is_refused_as_tmp_is(profile, link_to_tmp
         with pytest.raises(UnsafeWorkdirError, match="not safe: /tmp can be written by"):
             engine.run(ShellJob, command=orm.Str(f"touch {marker}"), metadata={"computer": label})
     assert not marker.exists()
+
+
+def test_config_set_workdir_root_refuses_what_the_first_job_would_refuse(
+    profile, run_cli, link_to_tmp, tmp_path
+):
+    def set_root(value: str):
+        return run_cli("-p", "test", "config", "set", "workdir.root", value)
+
+    for value in ("/tmp", str(link_to_tmp)):
+        refused = set_root(value)
+        assert refused.exit_code == 3, refused.output
+        [line] = refused.stderr.strip().splitlines()
+        assert f"Invalid value for workdir.root: '{value}' is not safe on this machine: " in line
+        # As root /tmp is yours but open to all; as anyone else it is root's.
+        assert re.search(r"/tmp (can be written by group and others|is owned by user 0)", line)
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)  # writable by all, without the sticky bit /tmp has
+    below = set_root(f"{shared}/work")
+    assert below.exit_code == 3
+    assert "can be written by other users and has no sticky bit" in below.stderr
+    relative = set_root("veglia-work")
+    assert relative.exit_code == 3 and "is not an absolute path" in relative.stderr
+    assert run_cli("-p", "test", "config", "get", "workdir.root").stdout.strip() == (
+        "{home}/veglia-work"
+    )
+    private = tmp_path / "mine"
+    private.mkdir(mode=0o700)
+    for value in (str(private), "{home}/veglia-work", "/tmp/{username}-veglia"):
+        accepted = set_root(value)
+        assert accepted.exit_code == 0, accepted.output
 
 
 def test_over_ssh_a_work_dir_root_linked_to_tmp_is_refused(

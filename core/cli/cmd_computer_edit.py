@@ -78,7 +78,7 @@ def apply_changes(
         raw = given.get(field.name)
         if raw is None or field.name == "label":
             continue
-        value = field.convert(raw)
+        value = field.from_flag(raw)
         if field.name in _COLUMNS:
             old = getattr(computer, _COLUMNS[field.name])
             setattr(computer, _COLUMNS[field.name], value)

@@ -137,6 +137,16 @@ class SetupField:
     #: The property a plugin added (computer_properties), for the fields made from those.
     added: ComputerProperty | None = None
 
+    def from_flag(self, raw: str) -> Any:
+        """The value given as this field's flag, converted; a refusal names the flag, as
+        click's own messages do (a prompt names the field already)."""
+        try:
+            return self.convert(raw)
+        except InvalidOptionError as exc:
+            if self.added is not None:
+                raise  # a plugin property's message starts with its name already
+            raise InvalidOptionError(f"{self.flags.split()[-1]}: {exc}") from None
+
     @property
     def default(self) -> Any:
         if self.added is not None:
@@ -260,7 +270,7 @@ def computer_setup(state: CliState, /, non_interactive: bool, **given: str | Non
     for field in setup_fields():
         raw = given.get(field.name)
         if raw is not None:
-            values[field.name] = field.convert(raw)
+            values[field.name] = field.from_flag(raw)
         elif non_interactive:
             if field.required:
                 flag = field.flags.split()[-1]

@@ -15,7 +15,7 @@ from veglia.cli.node_args import load_process
 from veglia.cli.output import console, print_table, raw_option
 from veglia.cli.process_format import format_time, print_logs, relative_time
 from veglia.cli.state import CliState, pass_state
-from veglia.exceptions import CliExit, InvalidOptionError, WatchTimeout
+from veglia.exceptions import CliExit, WatchTimeout
 from veglia.orm.queries import ACTIVE_STATES, ORDER_BY, ProcessRow, logs_after, node_mtime
 from veglia.views.rows import (
     DEFAULT_LIST_PROJECTION,
@@ -66,9 +66,10 @@ def parse_projection(values: tuple[str, ...]) -> list[str]:
     names = [name.strip() for value in values for name in value.split(",") if name.strip()]
     unknown = [name for name in names if name not in PROCESS_LIST_COLUMNS]
     if unknown:
-        raise InvalidOptionError(
-            f"Unknown column {', '.join(unknown)} for --project; choose from "
-            f"{', '.join(PROCESS_LIST_COLUMNS)}."
+        # Wrong usage of the command (exit 2), as click's own checks of a value are.
+        raise click.BadParameter(
+            f"unknown column {', '.join(unknown)}; choose from {', '.join(PROCESS_LIST_COLUMNS)}.",
+            param_hint="'-P' / '--project'",
         )
     return names or list(DEFAULT_LIST_PROJECTION)
 

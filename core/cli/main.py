@@ -188,7 +188,7 @@ def exit_code_of(exc: BaseException) -> int:
         return int(exc.exit_code)
     if isinstance(exc, KeyboardInterrupt):
         return CliExit.INTERRUPTED
-    # click's Abort (a prompt answered no, or Ctrl-D), a plugin's ClickException, a bug.
+    # click's Abort (a question answered no, or Ctrl-D), a plugin's ClickException, a bug.
     return CliExit.FAILED
 
 
@@ -201,7 +201,10 @@ def main(argv: list[str] | None = None) -> None:
     except click.exceptions.Exit as exc:
         sys.exit(exit_code_of(exc))
     except click.exceptions.Abort as exc:
-        echo_error("Aborted.")
+        # A question answered no (or Ctrl-D at a prompt): the user's choice, not an error.
+        # Every command asks before it acts, so nothing was done; the exit code stays 1 so a
+        # script does not go on as if it had been.
+        click.echo("Nothing done.")
         sys.exit(exit_code_of(exc))
     except click.ClickException as exc:
         exc.show()

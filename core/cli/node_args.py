@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from veglia.exceptions import WrongNodeTypeError
+from veglia.wording import a_or_an
 
 if TYPE_CHECKING:
     from veglia.orm.nodes import Node
@@ -25,7 +26,7 @@ def _of_kind(identifier: str | int, kind: type[Node], what: str) -> Node:
     node = load_node(identifier)
     if not isinstance(node, kind):
         raise WrongNodeTypeError(
-            f"Node {identifier} is a {type(node).__name__}, not {what}. "
+            f"Node {identifier} is {a_or_an(type(node).__name__)}, not {what}. "
             f"Inspect it with `veglia node show {identifier}`."
         )
     return node

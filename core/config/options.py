@@ -27,6 +27,7 @@ from veglia.config.values import (
 )
 from veglia.exceptions import InvalidOptionError
 from veglia.plugin_types import Option
+from veglia.workdir_root import parse_root_template
 
 __all__ = [
     "Option",
@@ -137,7 +138,9 @@ BUILTIN_OPTIONS: tuple[Option, ...] = (
         "remote home folder and '{username}' by the remote user name. It must belong to "
         "you and be writable by nobody else (veglia checks).",
         default="{home}/veglia-work",
+        parse=parse_root_template,
         setup=True,
+        hint="an absolute path or {home}/...; checked as the first job would check it",
     ),
     Option(
         "jobs.max_per_user",

@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 from veglia.orm.attributes import COMPUTER
 from veglia.orm.nodes import Node, StoredBlob
 from veglia.relative_paths import checked_relative
+from veglia.wording import a_or_an
 
 __all__ = [
     "Bool",
@@ -43,7 +44,7 @@ class _BaseType(Data):
             self._attributes["value"] = self._python_type(value)
         except (TypeError, ValueError):
             raise TypeError(
-                f"{type(self).__name__} needs a {self._python_type.__name__}, not {value!r}"
+                f"{type(self).__name__} needs {a_or_an(self._python_type.__name__)}, not {value!r}"
             ) from None
 
     @property

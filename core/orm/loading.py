@@ -17,7 +17,15 @@ import veglia.orm.data
 import veglia.orm.process_nodes  # noqa: F401
 from veglia.exceptions import NotExistent
 from veglia.manage import get_storage
-from veglia.orm.nodes import _NODE_BY_PK, _NODE_BY_UUID, _NODE_CLASSES, _UUID_LENGTH, Node
+from veglia.orm.nodes import (
+    _NODE_BY_PK,
+    _NODE_BY_UUID,
+    _NODE_CLASSES,
+    _UUID_LENGTH,
+    MIN_UUID_PREFIX,
+    Node,
+    is_uuid_prefix,
+)
 from veglia.storage import models
 
 __all__ = ["load_node", "node_of_row", "node_type_class"]
@@ -44,13 +52,18 @@ def load_node(identifier: int | str) -> Node:
         with get_storage().connection() as connection:
             row = connection.execute(_NODE_BY_PK, {"key": int(text)}).first()
         # Digits that are no pk may still start a UUID ("86536159"); a number never does.
-        if row is None and not isinstance(identifier, int) and len(text) >= 4:
+        if row is None and not isinstance(identifier, int) and is_uuid_prefix(text):
             prefix = text
     elif len(text) == _UUID_LENGTH:
         with get_storage().connection() as connection:
             row = connection.execute(_NODE_BY_UUID, {"key": identifier}).first()
+    elif is_uuid_prefix(text):
+        prefix = text.lower()
     else:
-        prefix = text
+        raise NotExistent(
+            f"No node with pk or UUID {identifier!r} (a UUID prefix is {MIN_UUID_PREFIX} or "
+            "more of its first hex digits)."
+        )
     if prefix is not None:
         with get_storage().session() as session:
             rows = session.scalars(

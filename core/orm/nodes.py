@@ -41,7 +41,7 @@ from veglia.relative_paths import checked_relative
 from veglia.storage import models
 from veglia.storage.times import as_utc
 
-__all__ = ["Node", "StoredBlob", "as_utc"]
+__all__ = ["MIN_UUID_PREFIX", "Node", "StoredBlob", "as_utc", "is_uuid_prefix"]
 
 
 _SCALARS = (str, int, float, bool, type(None))
@@ -62,6 +62,19 @@ def _copy(value: Any) -> Any:
 
 
 _UUID_LENGTH = 36
+#: The fewest characters of a UUID that name a node or group by prefix. AiiDA takes any
+#: hex prefix ("abc" too); with so few characters a typo (a label, a word) names some node
+#: by chance, so veglia asks for at least as many as git does of an abbreviated hash.
+MIN_UUID_PREFIX = 4
+_HEX_OR_DASH = frozenset("0123456789abcdef-")
+
+
+def is_uuid_prefix(text: str) -> bool:
+    """Whether ``text`` may be looked up as the start of a UUID: hex digits and dashes (as
+    AiiDA reads one), at least :data:`MIN_UUID_PREFIX` of them."""
+    return len(text) >= MIN_UUID_PREFIX and set(text.lower()) <= _HEX_OR_DASH
+
+
 #: Every node class by its ``node_type``, filled in as subclasses are defined.
 _NODE_CLASSES: dict[str, type[Node]] = {}
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 from pathlib import Path
 from typing import Any
@@ -65,6 +66,17 @@ class ShellJob(CalcJob):
         spec.output_namespace("files", valid_type=SinglefileData, dynamic=True, required=False)
         spec.inputs.validator = _validate
         spec.exit_code(400, "ERROR_NONZERO_EXIT_STATUS", "The command exited with status {status}.")
+
+    def similarity_key(self) -> str:
+        """With a code, the default (the code is what runs); with a command line, the
+        command too: ``sleep 1`` and a day-long simulation are not alike. The command is
+        hashed (the key is indexed, and a command line may be long); the same text on the
+        same computer gives the same key, so reruns of one command are still similar."""
+        key = super().similarity_key()
+        if self.code is not None or "command" not in self.inputs:
+            return key
+        command = self.inputs["command"].value.strip()
+        return f"{key}|command:{hashlib.sha256(command.encode()).hexdigest()[:16]}"
 
     def prepare_for_submission(self, folder: Path) -> CalcInfo:
         local_copy = []

@@ -1,7 +1,8 @@
 """What finished jobs tell about new ones: peak memory, run time, queue waits, durations.
 
 Jobs are *similar* when they share a ``similarity_key``: by default the calculation, the
-code and the computer (see :meth:`CalcJob.similarity_key`). The figures come from the
+code and the computer (see :meth:`CalcJob.similarity_key`; ``core.shell`` adds its command
+line when it has no code). The figures come from the
 ``usage`` each job recorded (a plugin's measurement through ``collect_trace``, the batch
 system's accounting such as SLURM's ``sacct``, or the job script's ``/usr/bin/time``
 measurement), and from the times the engine

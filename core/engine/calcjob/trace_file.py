@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from veglia.exceptions import TraceFileUnusable, TransportError
+from veglia.wording import a_or_an
 
 __all__ = ["MAX_DEPTH", "MAX_TRACE_BYTES", "apply_proc_block", "parse_trace", "read_trace_file"]
 
@@ -29,7 +30,7 @@ def parse_trace(raw: bytes, path: str, blocks: Iterable[str] = TRACE_BLOCKS) -> 
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise TraceFileUnusable(f"{path} is not valid JSON: {exc}") from None
     if not isinstance(data, dict):
-        raise TraceFileUnusable(f"{path} holds a {type(data).__name__}, not an object")
+        raise TraceFileUnusable(f"{path} holds {a_or_an(type(data).__name__)}, not an object")
     found = {key: data[key] for key in blocks if isinstance(data.get(key), dict)}
     for key, block in found.items():
         if _depth(block) > MAX_DEPTH:

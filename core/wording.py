@@ -1,0 +1,15 @@
+"""Small rules of English for messages built from names: "an Int", "a Str"."""
+
+from __future__ import annotations
+
+__all__ = ["a_or_an"]
+
+#: Words that start with a vowel letter but a consonant sound ("a UUID", "a unit").
+_YOU_SOUND = ("uni", "usa", "use", "usu", "uuid", "uti")
+
+
+def a_or_an(word: str) -> str:
+    """``word`` with its indefinite article: ``an Int``, ``an ArrayData``, ``a Str``."""
+    lower = word.lower()
+    vowel = lower[:1] in ("a", "e", "i", "o", "u") and not lower.startswith(_YOU_SOUND)
+    return f"{'an' if vowel else 'a'} {word}"
