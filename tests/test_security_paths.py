@@ -417,3 +417,28 @@ def test_a_password_an_older_release_left_in_tower_endpoint_moves_to_the_secrets
     profile = load_profile("test")
     _assert_kept_secret(veglia_home, run_cli, endpoint)
     assert set(_delivered_credentials(profile, platform)) == {_basic("alice", "s3cret!")}
+
+
+def test_workdir_root_is_where_jobs_go_on_computers_that_name_no_workdir(
+    profile, run_cli, tmp_path
+):
+    root = tmp_path / "jobs"
+    root.mkdir(mode=0o700)
+    assert run_cli("-p", "test", "config", "set", "workdir.root", str(root)).exit_code == 0
+    profile.options["workdir.root"] = str(root)  # what a process loading the profile now reads
+    orm.Computer(
+        label="rooted",
+        hostname="localhost",
+        transport_type="core.local",
+        scheduler_type="core.direct",
+        properties={"safe_interval": 0.0, "minimum_poll_interval": 0.1},
+    ).store().configure()
+    _, node = engine.run_get_node(
+        ShellJob, command=orm.Str("true"), metadata={"computer": "rooted"}
+    )
+    assert node.is_finished_ok, node.exit_message
+    assert node.remote_workdir.startswith(f"{root}/"), node.remote_workdir
+    # A computer's own workdir still wins.
+    _local_computer("own", str(tmp_path / "own"))
+    _, mine = engine.run_get_node(ShellJob, command=orm.Str("true"), metadata={"computer": "own"})
+    assert mine.remote_workdir.startswith(f"{tmp_path}/own/"), mine.remote_workdir

@@ -133,7 +133,11 @@ class Computer:
             )
 
     def get_property(self, name: str) -> Any:
-        return self.properties.get(name, property_defaults()[name])
+        if name in self.properties:
+            return self.properties[name]
+        if name == "workdir":  # the profile's root, where the computer names none of its own
+            return get_profile().get_option("workdir.root")
+        return property_defaults()[name]
 
     def store(self) -> Computer:
         TransportFactory(self.transport_type)
