@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from veglia import hookspecs
+from veglia.signatures import signature_text
 
 TARGET = Path(__file__).resolve().parent.parent / "docs" / "hooks.md"
 
@@ -21,7 +22,7 @@ Implement a hook with the `hookimpl` marker, in a module registered under the
 `veglia.plugins` entry-point group:
 
 ```python
-from veglia.hookspecs import hookimpl
+from veglia.plugin_api import hookimpl
 
 @hookimpl
 def register_options():
@@ -50,8 +51,7 @@ def render() -> str:
     parts = [INTRO]
     for name in hookspecs.hook_names():
         function = getattr(hookspecs, name)
-        signature = inspect.signature(function)
-        parts.append(f"\n## `{name}{signature}`\n\n{inspect.getdoc(function)}\n")
+        parts.append(f"\n## `{name}{signature_text(function)}`\n\n{inspect.getdoc(function)}\n")
     return "".join(parts)
 
 

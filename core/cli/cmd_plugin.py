@@ -12,6 +12,7 @@ import click
 from veglia.cli.completion import complete_entry_points
 from veglia.cli.output import console, print_table, raw_option
 from veglia.entry_points import GROUPS, get_entry_points, group_name, load_entry_point
+from veglia.signatures import signature_text
 
 
 def _distribution(entry_point: EntryPoint) -> str:
@@ -42,38 +43,6 @@ def plugin_list(group: str | None, raw: bool) -> None:
         if not raw and not get_entry_points(short):
             rows.append((short, "-", "(none installed)", ""))
     print_table(("Group", "Name", "Object", "Package"), rows, raw=raw)
-
-
-class _Written:
-    """An annotation shown as written (``int``, not ``'int'``)."""
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-
-    def __repr__(self) -> str:
-        return self.text
-
-
-def _signature(obj: Any) -> str:
-    """The signature as its author wrote it, also in a module with ``from __future__ import
-    annotations`` (where every annotation is a string)."""
-    try:
-        target = obj.__init__ if inspect.isclass(obj) else obj
-        signature = inspect.signature(target)
-    except (TypeError, ValueError):
-        return ""
-
-    def written(annotation: Any) -> Any:
-        return _Written(annotation) if isinstance(annotation, str) else annotation
-
-    parameters = [
-        p.replace(annotation=written(p.annotation)) for p in signature.parameters.values()
-    ]
-    return str(
-        signature.replace(
-            parameters=parameters, return_annotation=written(signature.return_annotation)
-        )
-    )
 
 
 def _type_name(valid_type: Any) -> str:
@@ -139,7 +108,7 @@ def plugin_show(group: str, name: str) -> None:
         hooks = sorted(n for n, v in vars(obj).items() if callable(v) and hasattr(v, "veglia_impl"))
         console.print(f"hooks:   {', '.join(hooks) or 'none'}")
     elif not is_process:
-        console.print(f"signature: {name}{_signature(obj)}")
+        console.print(f"signature: {name}{signature_text(obj)}")
     console.print("")
     console.print(inspect.getdoc(obj) or "(no documentation)", markup=False)
     if is_process:
