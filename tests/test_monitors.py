@@ -112,6 +112,46 @@ def test_faulty_monitors_do_not_fail_the_job(import_paths, monkeypatch):
     assert len(provenance["source_sha256"]) == 64
 
 
+def test_a_monitor_raising_at_every_poll_writes_few_log_rows(import_paths):
+    builder = ShellJob.get_builder()
+    builder.command = orm.Str("sleep 3; echo fine")
+    builder.monitors = {"raises": {"entry_point": "monitor_helpers:raising"}}
+    _, node = engine.run_get_node(builder)
+    assert node.is_finished_ok, node.exit_message
+    faults = node.get_attribute("monitor_state")["raises"]["failures"]
+    rows = [log.message for log in node.logs if log.message.startswith("monitor raises")]
+    assert faults >= 5, faults  # polled often: one row per fault would be dozens
+    assert rows == [
+        f"monitor raises raised RuntimeError: monitor bug (1/3, over 0/{60:g} s); the job goes on"
+    ]
+
+
+def test_later_faults_are_counted_in_one_row_per_interval(import_paths, monkeypatch):
+    from veglia.engine.calcjob import monitor_runner
+
+    monkeypatch.setattr(monitor_runner, "FAULT_LOG_INTERVAL", 1.5)
+    builder = ShellJob.get_builder()
+    builder.command = orm.Str("sleep 4; echo fine")
+    builder.monitors = {"raises": {"entry_point": "monitor_helpers:raising"}}
+    _, node = engine.run_get_node(builder)
+    faults = node.get_attribute("monitor_state")["raises"]["failures"]
+    rows = [log.message for log in node.logs if log.message.startswith("monitor raises")]
+    assert rows[0].startswith("monitor raises raised RuntimeError: monitor bug (1/3")
+    assert 2 <= len(rows) <= 4, rows
+    again = [
+        re.match(
+            r"monitor raises faulted again (\d+) times in the last \d+ s, last: raised "
+            r"RuntimeError: monitor bug \((\d+)/3",
+            row,
+        )
+        for row in rows[1:]
+    ]
+    assert all(again), rows
+    assert int(again[-1].group(2)) <= faults  # the row names the fault count it was written at
+    assert sum(int(m.group(1)) for m in again) + 1 <= faults
+    assert int(again[0].group(1)) > 1
+
+
 def test_async_monitor_and_priority_order(import_paths):
     builder = ShellJob.get_builder()
     builder.command = orm.Str(DIVERGE + "sleep 600")
