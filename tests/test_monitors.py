@@ -85,6 +85,28 @@ def test_monitors_are_validated_before_anything_runs(profile):
         assert session.query(Node).filter(Node.node_type == "process.calcjob").count() == 0
 
 
+def test_a_regex_kwarg_that_does_not_compile_is_refused_when_the_builder_is_filled(
+    import_paths,
+):
+    builder = ShellJob.get_builder()
+    entry_point = "monitor_helpers:regex_pattern"
+    for kwargs, name, why in (
+        ({"pattern": "("}, "pattern", "missing ), unterminated subpattern at position 0"),
+        ({"pattern": "x", "label": "[a"}, "label", "unterminated character set at position 0"),
+    ):
+        with pytest.raises(InputValidationError) as caught:
+            builder.monitors = {"m": {"entry_point": entry_point, "kwargs": kwargs}}
+        shown = str(caught.value)
+        assert (
+            f"Monitor 'm' ({entry_point}): kwarg {name!r} ({kwargs[name]!r}) is not a "
+            f"regular expression: {why}." in shown
+        ), shown
+        assert "\n" not in shown.strip()
+    builder.monitors = {"m": {"entry_point": entry_point, "kwargs": {"pattern": r"E = (\S+)"}}}
+    with pytest.raises(InputValidationError, match="kwarg 'pattern' must be str, not int"):
+        builder.monitors = {"m": {"entry_point": entry_point, "kwargs": {"pattern": 3}}}
+
+
 def test_faulty_monitors_do_not_fail_the_job(import_paths, monkeypatch):
     from veglia.engine.calcjob import monitor_runner
 

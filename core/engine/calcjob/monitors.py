@@ -16,12 +16,13 @@ from __future__ import annotations
 import hashlib
 import importlib
 import inspect
+import re
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any, Protocol, TypeAlias
+from typing import Annotated, Any, Protocol, TypeAlias
 
-from veglia.engine.calcjob.annotations import describe, fits, parameter_annotations
+from veglia.engine.calcjob.annotations import describe, fits, parameter_annotations, problem_of
 from veglia.engine.calcjob.file_watch import requests_for, watches_of
 from veglia.engine.calcjob.guards import guard_arguments, guard_of
 from veglia.entry_points import MonitorFactory, get_entry_points
@@ -35,6 +36,8 @@ __all__ = [
     "MonitorOutcome",
     "MonitorResult",
     "MonitorSpec",
+    "Regex",
+    "RegexCheck",
     "load_monitor",
     "parse_monitors",
 ]
@@ -83,6 +86,29 @@ class Monitor(Protocol):
     def __call__(
         self, node: Any, transport: Any, /, *args: Any, **kwargs: Any
     ) -> MonitorOutcome | Awaitable[MonitorOutcome]: ...
+
+
+class RegexCheck:
+    """The mark that makes :data:`Regex` of a ``str``: a value :func:`re.compile` refuses is
+    refused when the builder is filled (:func:`check_arguments`), not at every poll."""
+
+    def problem(self, value: Any) -> str | None:
+        if not isinstance(value, str):
+            return None  # the type's own check names it
+        try:
+            re.compile(value)
+        except re.error as exc:
+            return f"is not a regular expression: {exc}"
+        return None
+
+    def __repr__(self) -> str:
+        return "RegexCheck()"
+
+
+#: A monitor keyword argument that is a regular expression: ``def m(node, transport,
+#: pattern: Regex)``. A ``str`` to type checkers and to the monitor; a pattern that does not
+#: compile (``"("``) is refused when ``builder.monitors`` is set, with re's message.
+Regex: TypeAlias = Annotated[str, RegexCheck()]
 
 
 @dataclass
@@ -227,6 +253,11 @@ def check_arguments(spec: MonitorSpec, function: Callable[..., Any]) -> None:
             raise MonitorError(
                 f"Monitor {spec.name!r} ({spec.entry_point}): kwarg {name!r} must be "
                 f"{describe(annotations[name])}, not {type(value).__name__} ({value!r})."
+            )
+        problem = problem_of(value, annotations[name]) if name in annotations else None
+        if problem and name in named:
+            raise MonitorError(
+                f"Monitor {spec.name!r} ({spec.entry_point}): kwarg {name!r} ({value!r}) {problem}."
             )
 
 
