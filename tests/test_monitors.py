@@ -259,10 +259,28 @@ def test_monitor_list_and_show(run_cli):
         "core.walltime_guard",
         "core.convergence",
     } <= set(names)
-    row = next(line for line in listing if line.startswith("core.file_pattern\t"))
-    assert "path (required), pattern (required), retrieve=True" in row
-    shown = run_cli("monitor", "show", "core.convergence")
-    assert "rtol=0.001" in shown.stdout and "stops improving" in shown.stdout
+    rows = dict(line.split("\t", 1) for line in listing)
+    # Only what a user gives: not the state, trace and files the engine fills in.
+    assert rows["core.file_pattern"].startswith(
+        "path (required), pattern (required), retrieve=True\t"
+    )
+    assert rows["core.memory_ceiling"].startswith("fraction=0.95\t")
+    assert rows["core.convergence"].startswith(
+        "path (required), pattern (required), window=5, rtol=0.001\t"
+    )
+    for name, row in rows.items():
+        kwargs, doc = row.split("\t")
+        assert not {"state", "trace", "files"} & {
+            k.split("=")[0].split(" ")[0] for k in kwargs.split(", ")
+        }, name
+        assert "``" not in doc and ":param" not in doc, name
+    assert "matches the regex pattern. Only" in rows["core.file_pattern"]
+    shown = run_cli("monitor", "show", "core.convergence").stdout
+    assert "kwargs: path (required), pattern (required), window=5, rtol=0.001\n" in shown
+    assert "stops improving" in shown
+    assert "\nrtol: the relative improvement that counts as progress.\n" in shown
+    assert "pattern: regex with one group capturing the value, e.g. 'energy = (\\S+)'." in shown
+    assert ":param" not in shown and "``" not in shown
 
 
 def test_process_show_and_report_name_the_monitor(profile, run_cli):

@@ -38,6 +38,7 @@ __all__ = [
     "MonitorSpec",
     "Regex",
     "RegexCheck",
+    "engine_given",
     "load_monitor",
     "parse_monitors",
 ]
@@ -213,6 +214,16 @@ def provenance_of(entry_point: str, function: Callable[..., Any]) -> dict[str, A
     return record
 
 
+def engine_given(function: Callable[..., Any]) -> set[str]:
+    """The parameters the engine fills by name, not the spec's kwargs: ``state``, ``trace``
+    (:mod:`~veglia.engine.calcjob.live_trace`) and, for a ``watch_files`` monitor, ``files``
+    (:mod:`~veglia.engine.calcjob.file_watch`)."""
+    given = {"state", "trace"}
+    if watches_of(function) is not None:
+        given.add("files")
+    return given
+
+
 def check_arguments(spec: MonitorSpec, function: Callable[..., Any]) -> None:
     """Refuse kwargs the function does not take, missing required ones, and those whose
     value is not of the parameter's annotated type."""
@@ -220,10 +231,7 @@ def check_arguments(spec: MonitorSpec, function: Callable[..., Any]) -> None:
     parameters = list(signature.parameters.values())[2:]  # after node, transport
     accepts_any = any(p.kind is p.VAR_KEYWORD for p in parameters)
     named = {p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
-    named.discard("state")
-    named.discard("trace")  # the engine's to give (veglia.engine.calcjob.live_trace)
-    if watches_of(function) is not None:
-        named.discard("files")  # the engine's to give (veglia.engine.calcjob.file_watch)
+    named -= engine_given(function)
     unknown = set(spec.kwargs) - named
     if unknown and not accepts_any:
         raise MonitorError(
