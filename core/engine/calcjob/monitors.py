@@ -1,6 +1,6 @@
 """Monitors: functions that look at a running job at each scheduler poll and may stop it.
 
-A monitor is ``monitor(node, transport, **kwargs) -> str | MonitorResult | None`` (or an
+A monitor is ``monitor(node, transport, /, **kwargs) -> str | MonitorResult | None`` (or an
 ``async def``), registered under the ``veglia.monitors`` entry points and attached in the
 builder::
 
@@ -75,13 +75,15 @@ MonitorOutcome: TypeAlias = str | MonitorResult | None
 class Monitor(Protocol):
     """The signature of a monitor function, for type checkers.
 
-    ``monitor(node, transport, **kwargs)``: the engine passes the job's node and a transport
-    bound to the job (a blocking one to a ``def``, an awaitable one to an ``async def``)
-    positionally, then the spec's kwargs and what the monitor declares (``state``, ``files``,
-    ``trace``) by name. Any keyword parameters match (``*args, **kwargs`` typed ``Any`` stand
-    for "whatever the monitor declares"), so ``def my_monitor(node, transport, limit: int =
-    3) -> str | None`` is a ``Monitor``; the engine checks the kwargs against the signature
-    itself (:func:`check_arguments`).
+    ``monitor(node, transport, /, **kwargs) -> str | MonitorResult | None``: the engine
+    passes the job's node and a transport bound to the job (a blocking one to a ``def``, an
+    awaitable one to an ``async def``) positionally, then the spec's kwargs and what the
+    monitor declares (``state``, ``files``, ``trace``: :func:`engine_given`) by name. Each
+    type it is given is described in docs/monitors.md ("What a monitor is given"). Any
+    keyword parameters match (``*args, **kwargs`` typed ``Any`` stand for "whatever the
+    monitor declares"), so ``def my_monitor(node, transport, limit: int = 3) -> str | None``
+    is a ``Monitor``; the engine checks the kwargs against the signature itself
+    (:func:`check_arguments`).
     """
 
     def __call__(
@@ -106,10 +108,13 @@ class RegexCheck:
         return "RegexCheck()"
 
 
-#: A monitor keyword argument that is a regular expression: ``def m(node, transport,
-#: pattern: Regex)``. A ``str`` to type checkers and to the monitor; a pattern that does not
-#: compile (``"("``) is refused when ``builder.monitors`` is set, with re's message.
 Regex: TypeAlias = Annotated[str, RegexCheck()]
+# The alias is this RegexCheck's own (typing caches by the marks, and the mark is unique),
+# so ``veglia plugin_api``'s docs and ``help(Regex)`` say what it is, not what Annotated is.
+Regex.__doc__ = """A monitor keyword argument that is a regular expression: ``def m(node,
+transport, *, pattern: Regex)``. A ``str`` to type checkers and to the monitor; a pattern
+that does not compile (``"("``) is refused when ``builder.monitors`` is set, with re's
+message."""
 
 
 @dataclass
