@@ -7,7 +7,7 @@ import threading
 import time
 
 from veglia.engine.calcjob.guards import Guard, guarded
-from veglia.engine.calcjob.monitors import MonitorResult
+from veglia.engine.calcjob.monitors import MonitorResult, Regex
 
 
 def raising(node, transport):
@@ -88,4 +88,9 @@ def broken_guard(node, transport, path: str = "out.log"):
 @guarded(Guard(shell="if then fi", arguments=lambda kwargs, node: []))
 def unparsable_guard(node, transport):
     """A monitor whose guard is not bash: switched off for the job before its first check."""
+    return None
+
+
+def regex_pattern(node, transport, pattern: Regex, label: Regex | None = None):
+    """Takes a regular expression (the public annotation) and an optional one."""
     return None

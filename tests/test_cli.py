@@ -271,6 +271,10 @@ def test_plugin_show_prints_docstring_and_signature(run_cli):
     assert result.exit_code == 0
     assert "Kill the job at the first scheduler poll" in result.stdout
     assert "core.always_kill(node: Any, transport: Any, message: str" in result.stdout
+    shown = run_cli("plugin", "show", "monitors", "core.stalled_output").stdout
+    assert "\npath: file to watch, relative to the work directory.\n" in shown
+    assert "when path has not grown for seconds (a hung program)" in shown
+    assert ":param" not in shown and "``" not in shown
     missing = run_cli("plugin", "show", "monitors", "core.nope")
     assert missing.exit_code == 5 and "Installed: core.always_kill" in missing.stderr
 

@@ -85,6 +85,28 @@ def test_monitors_are_validated_before_anything_runs(profile):
         assert session.query(Node).filter(Node.node_type == "process.calcjob").count() == 0
 
 
+def test_a_regex_kwarg_that_does_not_compile_is_refused_when_the_builder_is_filled(
+    import_paths,
+):
+    builder = ShellJob.get_builder()
+    entry_point = "monitor_helpers:regex_pattern"
+    for kwargs, name, why in (
+        ({"pattern": "("}, "pattern", "missing ), unterminated subpattern at position 0"),
+        ({"pattern": "x", "label": "[a"}, "label", "unterminated character set at position 0"),
+    ):
+        with pytest.raises(InputValidationError) as caught:
+            builder.monitors = {"m": {"entry_point": entry_point, "kwargs": kwargs}}
+        shown = str(caught.value)
+        assert (
+            f"Monitor 'm' ({entry_point}): kwarg {name!r} ({kwargs[name]!r}) is not a "
+            f"regular expression: {why}." in shown
+        ), shown
+        assert "\n" not in shown.strip()
+    builder.monitors = {"m": {"entry_point": entry_point, "kwargs": {"pattern": r"E = (\S+)"}}}
+    with pytest.raises(InputValidationError, match="kwarg 'pattern' must be str, not int"):
+        builder.monitors = {"m": {"entry_point": entry_point, "kwargs": {"pattern": 3}}}
+
+
 def test_faulty_monitors_do_not_fail_the_job(import_paths, monkeypatch):
     from veglia.engine.calcjob import monitor_runner
 
@@ -110,6 +132,46 @@ def test_faulty_monitors_do_not_fail_the_job(import_paths, monkeypatch):
         assert state[name]["failures"] >= 2
     provenance = node.get_attribute("monitor_provenance")["raises"]
     assert len(provenance["source_sha256"]) == 64
+
+
+def test_a_monitor_raising_at_every_poll_writes_few_log_rows(import_paths):
+    builder = ShellJob.get_builder()
+    builder.command = orm.Str("sleep 3; echo fine")
+    builder.monitors = {"raises": {"entry_point": "monitor_helpers:raising"}}
+    _, node = engine.run_get_node(builder)
+    assert node.is_finished_ok, node.exit_message
+    faults = node.get_attribute("monitor_state")["raises"]["failures"]
+    rows = [log.message for log in node.logs if log.message.startswith("monitor raises")]
+    assert faults >= 5, faults  # polled often: one row per fault would be dozens
+    assert rows == [
+        f"monitor raises raised RuntimeError: monitor bug (1/3, over 0/{60:g} s); the job goes on"
+    ]
+
+
+def test_later_faults_are_counted_in_one_row_per_interval(import_paths, monkeypatch):
+    from veglia.engine.calcjob import monitor_runner
+
+    monkeypatch.setattr(monitor_runner, "FAULT_LOG_INTERVAL", 1.5)
+    builder = ShellJob.get_builder()
+    builder.command = orm.Str("sleep 4; echo fine")
+    builder.monitors = {"raises": {"entry_point": "monitor_helpers:raising"}}
+    _, node = engine.run_get_node(builder)
+    faults = node.get_attribute("monitor_state")["raises"]["failures"]
+    rows = [log.message for log in node.logs if log.message.startswith("monitor raises")]
+    assert rows[0].startswith("monitor raises raised RuntimeError: monitor bug (1/3")
+    assert 2 <= len(rows) <= 4, rows
+    again = [
+        re.match(
+            r"monitor raises faulted again (\d+) times in the last \d+ s, last: raised "
+            r"RuntimeError: monitor bug \((\d+)/3",
+            row,
+        )
+        for row in rows[1:]
+    ]
+    assert all(again), rows
+    assert int(again[-1].group(2)) <= faults  # the row names the fault count it was written at
+    assert sum(int(m.group(1)) for m in again) + 1 <= faults
+    assert int(again[0].group(1)) > 1
 
 
 def test_async_monitor_and_priority_order(import_paths):
@@ -197,10 +259,28 @@ def test_monitor_list_and_show(run_cli):
         "core.walltime_guard",
         "core.convergence",
     } <= set(names)
-    row = next(line for line in listing if line.startswith("core.file_pattern\t"))
-    assert "path (required), pattern (required), retrieve=True" in row
-    shown = run_cli("monitor", "show", "core.convergence")
-    assert "rtol=0.001" in shown.stdout and "stops improving" in shown.stdout
+    rows = dict(line.split("\t", 1) for line in listing)
+    # Only what a user gives: not the state, trace and files the engine fills in.
+    assert rows["core.file_pattern"].startswith(
+        "path (required), pattern (required), retrieve=True\t"
+    )
+    assert rows["core.memory_ceiling"].startswith("fraction=0.95\t")
+    assert rows["core.convergence"].startswith(
+        "path (required), pattern (required), window=5, rtol=0.001\t"
+    )
+    for name, row in rows.items():
+        kwargs, doc = row.split("\t")
+        assert not {"state", "trace", "files"} & {
+            k.split("=")[0].split(" ")[0] for k in kwargs.split(", ")
+        }, name
+        assert "``" not in doc and ":param" not in doc, name
+    assert "matches the regex pattern. Only" in rows["core.file_pattern"]
+    shown = run_cli("monitor", "show", "core.convergence").stdout
+    assert "kwargs: path (required), pattern (required), window=5, rtol=0.001\n" in shown
+    assert "stops improving" in shown
+    assert "\nrtol: the relative improvement that counts as progress.\n" in shown
+    assert "pattern: regex with one group capturing the value, e.g. 'energy = (\\S+)'." in shown
+    assert ":param" not in shown and "``" not in shown
 
 
 def test_process_show_and_report_name_the_monitor(profile, run_cli):

@@ -9,15 +9,22 @@ import click
 
 from veglia.cli.completion import complete_entry_points
 from veglia.cli.output import console, print_table, raw_option
+from veglia.engine.calcjob.monitors import engine_given
 from veglia.entry_points import get_entry_points, load_entry_point
+from veglia.signatures import plain_doc
 
 
 def monitor_kwargs(function: Any) -> str:
-    """The keyword arguments a monitor takes (after node and transport), with defaults."""
+    """The keyword arguments a user gives a monitor (after node and transport), with
+    defaults: not those the engine fills (``state``, ``trace``, ``files``)."""
     parameters = list(inspect.signature(function).parameters.values())[2:]
+    hidden = engine_given(function)
     shown = []
     for parameter in parameters:
-        if parameter.name == "state" or parameter.kind is parameter.VAR_KEYWORD:
+        if parameter.name in hidden or parameter.kind in (
+            parameter.VAR_KEYWORD,
+            parameter.VAR_POSITIONAL,
+        ):
             continue
         if parameter.default is parameter.empty:
             shown.append(f"{parameter.name} (required)")
@@ -38,7 +45,7 @@ def monitor_list(raw: bool) -> None:
     rows = []
     for entry_point in get_entry_points("monitors"):
         function = load_entry_point("monitors", entry_point.name)
-        doc = (inspect.getdoc(function) or "").split("\n\n")[0].replace("\n", " ")
+        doc = plain_doc(inspect.getdoc(function) or "").split("\n\n")[0].replace("\n", " ")
         rows.append((entry_point.name, monitor_kwargs(function), doc))
     print_table(("Monitor", "Keyword arguments", "What it does"), rows, raw=raw)
 
@@ -53,7 +60,7 @@ def monitor_show(name: str) -> None:
     console.print(f"kwargs: {monitor_kwargs(function) or 'none'}")
     console.print(f"async: {'yes' if inspect.iscoroutinefunction(function) else 'no'}")
     console.print("")
-    console.print(inspect.getdoc(function) or "(no documentation)", markup=False)
+    console.print(plain_doc(inspect.getdoc(function) or "(no documentation)"), markup=False)
 
 
 COMMANDS = [monitor_group]

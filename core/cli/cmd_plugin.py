@@ -12,7 +12,7 @@ import click
 from veglia.cli.completion import complete_entry_points
 from veglia.cli.output import console, print_table, raw_option
 from veglia.entry_points import GROUPS, get_entry_points, group_name, load_entry_point
-from veglia.signatures import signature_text
+from veglia.signatures import plain_doc, signature_text
 
 
 def _distribution(entry_point: EntryPoint) -> str:
@@ -110,7 +110,7 @@ def plugin_show(group: str, name: str) -> None:
     elif not is_process:
         console.print(f"signature: {name}{signature_text(obj)}")
     console.print("")
-    console.print(inspect.getdoc(obj) or "(no documentation)", markup=False)
+    console.print(plain_doc(inspect.getdoc(obj) or "(no documentation)"), markup=False)
     if is_process:
         _show_spec(obj)
     settings = getattr(obj, "accepted_settings", None) if group == "datasources" else None

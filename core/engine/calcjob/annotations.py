@@ -20,7 +20,7 @@ import typing
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["describe", "fits", "parameter_annotations"]
+__all__ = ["describe", "fits", "parameter_annotations", "problem_of"]
 
 _SEQUENCES = (list, tuple, set, frozenset, collections.abc.Sequence, collections.abc.Iterable)
 _MAPPINGS = (dict, collections.abc.Mapping)
@@ -29,8 +29,8 @@ _MAPPINGS = (dict, collections.abc.Mapping)
 def parameter_annotations(function: Callable[..., Any]) -> dict[str, Any]:
     """The parameters' annotations, resolved where they can be (``from __future__ import
     annotations`` makes them strings); those that cannot are left out."""
-    try:
-        return typing.get_type_hints(function)
+    try:  # with extras: an Annotated mark (Regex) carries a check of the value
+        return typing.get_type_hints(function, include_extras=True)
     except Exception:  # a name only imported for type checkers: resolve one by one
         pass
     found = {}
@@ -68,6 +68,8 @@ def fits(value: Any, annotation: Any) -> bool:
         return value is None
     origin = typing.get_origin(annotation)
     arguments = typing.get_args(annotation)
+    if origin is typing.Annotated:
+        return fits(value, arguments[0])
     if origin is typing.Union or origin is types.UnionType:
         return any(fits(value, argument) for argument in arguments)
     if origin is typing.Literal:
@@ -99,8 +101,30 @@ def fits(value: Any, annotation: Any) -> bool:
     return True
 
 
+def problem_of(value: Any, annotation: Any) -> str | None:
+    """What the marks of an ``Annotated`` annotation say is wrong with a value that fits its
+    type (``"is not a regular expression: ..."``), or None. A mark is any object with a
+    ``problem(value) -> str | None`` method (:class:`~veglia.engine.calcjob.monitors.
+    RegexCheck`); in ``X | Y`` the first member the value fits is asked."""
+    origin = typing.get_origin(annotation)
+    arguments = typing.get_args(annotation)
+    if origin is typing.Union or origin is types.UnionType:
+        member = next((a for a in arguments if fits(value, a)), None)
+        return None if member is None else problem_of(value, member)
+    if origin is not typing.Annotated:
+        return None
+    for mark in annotation.__metadata__:
+        check = getattr(mark, "problem", None)
+        found = check(value) if callable(check) else None
+        if found:
+            return str(found)
+    return None
+
+
 def describe(annotation: Any) -> str:
     """An annotation as a person reads it: ``float``, ``str | None``, ``list[str]``."""
+    if typing.get_origin(annotation) is typing.Annotated:
+        return describe(typing.get_args(annotation)[0])
     if isinstance(annotation, type) and typing.get_origin(annotation) is None:
         return annotation.__name__
     return str(annotation).replace("typing.", "").replace("NoneType", "None")

@@ -3,8 +3,10 @@
 Faults of a monitor are not faults of the job: a monitor that raises, hangs past its timeout
 or returns something else than ``str | MonitorResult | None`` is retried at the next poll,
 and disabled after ``max_failures`` such faults in a row that span at least
-``FAULT_WINDOW`` seconds (so a fast poll does not disable it within a second); each is
-logged on the node, and `veglia process show` names a disabled monitor and why.
+``FAULT_WINDOW`` seconds (so a fast poll does not disable it within a second). The first
+fault is logged on the node in full, the ones after it as one line per
+``FAULT_LOG_INTERVAL`` counting them, and `veglia process show` names a disabled monitor and
+why.
 
 Monitors share fairly: each call runs on the lane of its entry point (``monitor_lanes``), so
 a plugin whose calls hang holds only its own threads. A job's due monitors are called side
@@ -43,7 +45,7 @@ from veglia.engine.calcjob.monitor_lanes import (
 )
 from veglia.engine.calcjob.monitors import MonitorResult, MonitorSpec, load_monitor, now
 from veglia.engine.calcjob.owner import OwningJob
-from veglia.engine.calcjob.runtime import CalcJobRuntime, MonitorCall
+from veglia.engine.calcjob.runtime import CalcJobRuntime, FaultLog, MonitorCall
 from veglia.engine.metrics import METRICS
 from veglia.engine.runner import get_runner
 from veglia.exceptions import MonitorError, MonitorTimeout, TransportError
@@ -61,6 +63,9 @@ FAULT_WINDOW = 60.0
 #: Only monitors with a ``minimum_poll_interval`` need it exact (and get it at every call):
 #: writing a thousand jobs' states at every poll is what kept the engine from keeping up.
 LAST_CALL_REFRESH = 60.0
+#: Seconds between two log rows of one monitor's faults on a job: the first fault is written
+#: in full, the ones after it as one line per interval counting them.
+FAULT_LOG_INTERVAL = 60.0
 
 
 @functools.lru_cache(maxsize=256)
@@ -475,10 +480,11 @@ class MonitorRunner:
             state["first_failure"] = now()
         state["last_fault"] = why
         span = now() - state["first_failure"]
-        self.node.add_log(
-            "WARNING",
-            f"monitor {spec.name} {why} ({state['failures']}/{spec.max_failures}, over "
-            f"{span:.0f}/{FAULT_WINDOW:g} s); the job goes on",
+        self._log_fault(
+            spec.name,
+            why,
+            f"({state['failures']}/{spec.max_failures}, over {span:.0f}/{FAULT_WINDOW:g} s); "
+            "the job goes on",
         )
         if state["failures"] >= spec.max_failures and span >= FAULT_WINDOW:
             self._disable(
@@ -486,6 +492,26 @@ class MonitorRunner:
             )
             self._forget(spec.name)
         return None
+
+    def _log_fault(self, name: str, why: str, count: str) -> None:
+        """Write the monitor's fault on the node, at most once per FAULT_LOG_INTERVAL: the
+        first in full, then one line saying how many came since and the last of them."""
+        logs = self.process.runtime.fault_logs
+        at = time.monotonic()
+        seen = logs.get(name)
+        if seen is not None and at - seen.written < FAULT_LOG_INTERVAL:
+            seen.unwritten += 1
+            seen.last = why
+            return
+        if seen is None or not seen.unwritten:
+            self.node.add_log("WARNING", f"monitor {name} {why} {count}")
+        else:
+            self.node.add_log(
+                "WARNING",
+                f"monitor {name} faulted again {seen.unwritten + 1} times in the last "
+                f"{at - seen.written:.0f} s, last: {why} {count}",
+            )
+        logs[name] = FaultLog(written=at)
 
     def _disable(self, name: str, state: dict[str, Any], reason: str) -> None:
         if state.get("disabled"):

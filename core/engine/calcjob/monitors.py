@@ -1,6 +1,6 @@
 """Monitors: functions that look at a running job at each scheduler poll and may stop it.
 
-A monitor is ``monitor(node, transport, **kwargs) -> str | MonitorResult | None`` (or an
+A monitor is ``monitor(node, transport, /, **kwargs) -> str | MonitorResult | None`` (or an
 ``async def``), registered under the ``veglia.monitors`` entry points and attached in the
 builder::
 
@@ -16,12 +16,13 @@ from __future__ import annotations
 import hashlib
 import importlib
 import inspect
+import re
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any, Protocol, TypeAlias
+from typing import Annotated, Any, Protocol, TypeAlias
 
-from veglia.engine.calcjob.annotations import describe, fits, parameter_annotations
+from veglia.engine.calcjob.annotations import describe, fits, parameter_annotations, problem_of
 from veglia.engine.calcjob.file_watch import requests_for, watches_of
 from veglia.engine.calcjob.guards import guard_arguments, guard_of
 from veglia.entry_points import MonitorFactory, get_entry_points
@@ -35,6 +36,9 @@ __all__ = [
     "MonitorOutcome",
     "MonitorResult",
     "MonitorSpec",
+    "Regex",
+    "RegexCheck",
+    "engine_given",
     "load_monitor",
     "parse_monitors",
 ]
@@ -71,18 +75,46 @@ MonitorOutcome: TypeAlias = str | MonitorResult | None
 class Monitor(Protocol):
     """The signature of a monitor function, for type checkers.
 
-    ``monitor(node, transport, **kwargs)``: the engine passes the job's node and a transport
-    bound to the job (a blocking one to a ``def``, an awaitable one to an ``async def``)
-    positionally, then the spec's kwargs and what the monitor declares (``state``, ``files``,
-    ``trace``) by name. Any keyword parameters match (``*args, **kwargs`` typed ``Any`` stand
-    for "whatever the monitor declares"), so ``def my_monitor(node, transport, limit: int =
-    3) -> str | None`` is a ``Monitor``; the engine checks the kwargs against the signature
-    itself (:func:`check_arguments`).
+    ``monitor(node, transport, /, **kwargs) -> str | MonitorResult | None``: the engine
+    passes the job's node and a transport bound to the job (a blocking one to a ``def``, an
+    awaitable one to an ``async def``) positionally, then the spec's kwargs and what the
+    monitor declares (``state``, ``files``, ``trace``: :func:`engine_given`) by name. Each
+    type it is given is described in docs/monitors.md ("What a monitor is given"). Any
+    keyword parameters match (``*args, **kwargs`` typed ``Any`` stand for "whatever the
+    monitor declares"), so ``def my_monitor(node, transport, limit: int = 3) -> str | None``
+    is a ``Monitor``; the engine checks the kwargs against the signature itself
+    (:func:`check_arguments`).
     """
 
     def __call__(
         self, node: Any, transport: Any, /, *args: Any, **kwargs: Any
     ) -> MonitorOutcome | Awaitable[MonitorOutcome]: ...
+
+
+class RegexCheck:
+    """The mark that makes :data:`Regex` of a ``str``: a value :func:`re.compile` refuses is
+    refused when the builder is filled (:func:`check_arguments`), not at every poll."""
+
+    def problem(self, value: Any) -> str | None:
+        if not isinstance(value, str):
+            return None  # the type's own check names it
+        try:
+            re.compile(value)
+        except re.error as exc:
+            return f"is not a regular expression: {exc}"
+        return None
+
+    def __repr__(self) -> str:
+        return "RegexCheck()"
+
+
+Regex: TypeAlias = Annotated[str, RegexCheck()]
+# The alias is this RegexCheck's own (typing caches by the marks, and the mark is unique),
+# so ``veglia plugin_api``'s docs and ``help(Regex)`` say what it is, not what Annotated is.
+Regex.__doc__ = """A monitor keyword argument that is a regular expression: ``def m(node,
+transport, *, pattern: Regex)``. A ``str`` to type checkers and to the monitor; a pattern
+that does not compile (``"("``) is refused when ``builder.monitors`` is set, with re's
+message."""
 
 
 @dataclass
@@ -187,6 +219,16 @@ def provenance_of(entry_point: str, function: Callable[..., Any]) -> dict[str, A
     return record
 
 
+def engine_given(function: Callable[..., Any]) -> set[str]:
+    """The parameters the engine fills by name, not the spec's kwargs: ``state``, ``trace``
+    (:mod:`~veglia.engine.calcjob.live_trace`) and, for a ``watch_files`` monitor, ``files``
+    (:mod:`~veglia.engine.calcjob.file_watch`)."""
+    given = {"state", "trace"}
+    if watches_of(function) is not None:
+        given.add("files")
+    return given
+
+
 def check_arguments(spec: MonitorSpec, function: Callable[..., Any]) -> None:
     """Refuse kwargs the function does not take, missing required ones, and those whose
     value is not of the parameter's annotated type."""
@@ -194,10 +236,7 @@ def check_arguments(spec: MonitorSpec, function: Callable[..., Any]) -> None:
     parameters = list(signature.parameters.values())[2:]  # after node, transport
     accepts_any = any(p.kind is p.VAR_KEYWORD for p in parameters)
     named = {p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
-    named.discard("state")
-    named.discard("trace")  # the engine's to give (veglia.engine.calcjob.live_trace)
-    if watches_of(function) is not None:
-        named.discard("files")  # the engine's to give (veglia.engine.calcjob.file_watch)
+    named -= engine_given(function)
     unknown = set(spec.kwargs) - named
     if unknown and not accepts_any:
         raise MonitorError(
@@ -227,6 +266,11 @@ def check_arguments(spec: MonitorSpec, function: Callable[..., Any]) -> None:
             raise MonitorError(
                 f"Monitor {spec.name!r} ({spec.entry_point}): kwarg {name!r} must be "
                 f"{describe(annotations[name])}, not {type(value).__name__} ({value!r})."
+            )
+        problem = problem_of(value, annotations[name]) if name in annotations else None
+        if problem and name in named:
+            raise MonitorError(
+                f"Monitor {spec.name!r} ({spec.entry_point}): kwarg {name!r} ({value!r}) {problem}."
             )
 
 

@@ -21,7 +21,20 @@ if TYPE_CHECKING:
     from veglia.engine.calcjob.owner import OwningJob
     from veglia.orm.computers import Computer
 
-__all__ = ["CalcJobRuntime", "MonitorCall"]
+__all__ = ["CalcJobRuntime", "FaultLog", "MonitorCall"]
+
+
+@dataclass
+class FaultLog:
+    """How a monitor's faults were last logged on the job's node: the first in full, then
+    at most one line per ``FAULT_LOG_INTERVAL`` counting the faults not written since (a
+    monitor raising at every poll wrote ten rows a second)."""
+
+    #: time.monotonic() when a fault was last written.
+    written: float
+    #: Faults since then that were not written, and the last of them.
+    unwritten: int = 0
+    last: str = ""
 
 
 @dataclass
@@ -65,6 +78,8 @@ class CalcJobRuntime:
     monitor_calls: dict[str, MonitorCall] = field(default_factory=dict)
     #: (monitor, link) pairs already reported: a link in a watched file's way is said once.
     links_reported: set[tuple[str, str]] = field(default_factory=set)
+    #: How each monitor's faults were last logged, by monitor name (rate-limited rows).
+    fault_logs: dict[str, FaultLog] = field(default_factory=dict)
 
     @classmethod
     def of(cls, job: OwningJob) -> CalcJobRuntime:
