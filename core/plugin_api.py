@@ -63,7 +63,8 @@ top without loading the engine; a name from the engine loads the engine.
   :class:`LiveTrace`, :func:`watch_trace` lets it read it itself when called directly;
   :func:`guarded` attaches a :class:`Guard` (its shell twin, run beside the job while no
   daemon is heard from), :func:`guard_of` reads it, :func:`guard_arguments` its arguments
-  for a monitor's kwargs; :func:`positive_kwarg` checks a monitor's argument;
+  for a monitor's kwargs; :func:`positive_kwarg` checks a monitor's argument, and one
+  annotated :data:`Regex` must compile (checked when the builder is filled);
   :class:`MonitorSpec` and :func:`load_monitor` read a job's monitors;
 - data sources (``veglia.datasources``): :class:`DataSource` built from :class:`Setting`
   values, listing :class:`Element` objects in a :class:`Listing`; :class:`Known`,
@@ -128,6 +129,7 @@ if TYPE_CHECKING:
         MonitorOutcome,
         MonitorResult,
         MonitorSpec,
+        Regex,
         load_monitor,
     )
     from veglia.engine.calcjob.queues import choose_queue, queues_from_attribute
@@ -312,6 +314,7 @@ __all__ = [
     "ProfileLike",
     "PythonProgram",
     "QueueInfo",
+    "Regex",
     "Scheduler",
     "SchedulerError",
     "SchedulerSubmitError",
@@ -500,6 +503,7 @@ _HOMES = {
     "MonitorOutcome": "veglia.engine.calcjob.monitors",
     "MonitorResult": "veglia.engine.calcjob.monitors",
     "MonitorSpec": "veglia.engine.calcjob.monitors",
+    "Regex": "veglia.engine.calcjob.monitors",
     "load_monitor": "veglia.engine.calcjob.monitors",
     "FileSlice": "veglia.engine.calcjob.file_watch",
     "FileWatch": "veglia.engine.calcjob.file_watch",
