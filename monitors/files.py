@@ -17,6 +17,7 @@ from veglia.plugin_api import (
     Guard,
     MonitorError,
     MonitorResult,
+    Regex,
     guarded,
     watch_files,
 )
@@ -178,7 +179,7 @@ def file_pattern(
     node: Any,
     transport: Any,
     path: str,
-    pattern: str,
+    pattern: Regex,
     retrieve: bool = True,
     files: Files | None = None,
 ) -> MonitorResult | None:
@@ -263,7 +264,7 @@ def convergence(
     node: Any,
     transport: Any,
     path: str,
-    pattern: str,
+    pattern: Regex,
     window: int = 5,
     rtol: float = 1e-3,
     state: dict[str, Any] | None = None,

@@ -107,6 +107,18 @@ def test_a_regex_kwarg_that_does_not_compile_is_refused_when_the_builder_is_fill
         builder.monitors = {"m": {"entry_point": entry_point, "kwargs": {"pattern": 3}}}
 
 
+def test_the_built_in_monitors_refuse_a_pattern_that_does_not_compile(profile):
+    builder = ShellJob.get_builder()
+    for entry_point, guard in (("core.file_pattern", False), ("core.convergence", True)):
+        kwargs = {"path": "out.log", "pattern": "("}
+        with pytest.raises(InputValidationError) as caught:
+            builder.monitors = {"m": {"entry_point": entry_point, "kwargs": kwargs, "guard": guard}}
+        assert (
+            f"Monitor 'm' ({entry_point}): kwarg 'pattern' ('(') is not a regular expression: "
+            "missing ), unterminated subpattern at position 0." in str(caught.value)
+        ), caught.value
+
+
 def test_faulty_monitors_do_not_fail_the_job(import_paths, monkeypatch):
     from veglia.engine.calcjob import monitor_runner
 

@@ -291,6 +291,7 @@ HOMES = {
         "MonitorOutcome",
         "MonitorResult",
         "MonitorSpec",
+        "Regex",
         "load_monitor",
     ],
     "veglia.engine.calcjob.file_watch": ["FileSlice", "FileWatch", "watch_files"],
