@@ -1,0 +1,34 @@
+"""A ``verdi`` user's forms of veglia's commands: each works, or ends with wrong usage (exit 2)
+and the one line that says how veglia writes it (docs/cli.md, "From verdi")."""
+
+from __future__ import annotations
+
+from veglia.exceptions import CliExit
+
+
+def ok(result):
+    assert result.exit_code == 0, result.output
+    return result
+
+
+def hint(result) -> str:
+    """The one line a verdi form veglia writes otherwise gives, and nothing on stdout."""
+    assert result.exit_code == CliExit.USAGE, result.output
+    assert result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    return lines[0]
+
+
+def test_config_set_global_says_options_are_per_profile(run_cli, profile):
+    line = hint(run_cli("config", "set", "--global", "logging.level", "debug"))
+    assert line == (
+        "Error: veglia writes this as: veglia config set logging.level debug (options are per "
+        "profile: -p PROFILE before `config` for another)"
+    )
+
+
+def test_profile_setdefault(run_cli, profile):
+    result = ok(run_cli("profile", "setdefault", "test"))
+    assert "'test' is now the default profile." in result.stdout
+    assert "setdefault" not in ok(run_cli("profile", "--help")).stdout
