@@ -3,6 +3,7 @@ and the one line that says how veglia writes it (docs/cli.md, "From verdi")."""
 
 from __future__ import annotations
 
+from veglia import orm
 from veglia.exceptions import CliExit
 
 
@@ -18,6 +19,21 @@ def hint(result) -> str:
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
     return lines[0]
+
+
+def test_group_add_nodes_and_remove_nodes_with_the_group_as_an_option(run_cli, profile):
+    node = orm.Int(1).store()
+    ok(run_cli("group", "create", "campaign"))
+    added = ok(run_cli("group", "add-nodes", "-G", "campaign", "-f", str(node.pk)))
+    assert "Added 1 node to group 'campaign' (it holds 1)." in added.stdout
+    removed = ok(run_cli("group", "remove-nodes", "--group", "campaign", "-f", str(node.pk)))
+    assert "Removed 1 node from group 'campaign' (it holds 0)." in removed.stdout
+    ok(run_cli("group", "add-nodes", "-G", "campaign", "-f", str(node.pk)))
+    cleared = ok(run_cli("group", "remove-nodes", "-G", "campaign", "-c", "-f"))
+    assert "Removed 1 node from group 'campaign'; it is empty." in cleared.stdout
+    # veglia's own help lists its names only.
+    shown = ok(run_cli("group", "--help")).stdout
+    assert "add-nodes" not in shown and "remove-nodes" not in shown
 
 
 def test_config_set_global_says_options_are_per_profile(run_cli, profile):
