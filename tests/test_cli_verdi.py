@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from veglia import orm
 from veglia.exceptions import CliExit
+from veglia_fixtures.profiles import stored_process
 
 
 def ok(result):
@@ -34,6 +35,17 @@ def test_group_add_nodes_and_remove_nodes_with_the_group_as_an_option(run_cli, p
     # veglia's own help lists its names only.
     shown = ok(run_cli("group", "--help")).stdout
     assert "add-nodes" not in shown and "remove-nodes" not in shown
+
+
+def test_process_list_failed_raw_and_paused_as_verdi_writes_them(run_cli, profile):
+    failed = stored_process(orm.CalcJobNode, "finished", "relax", 410)
+    stored_process(orm.CalcJobNode, "finished", "fine", 0)
+    paused = stored_process(orm.CalcJobNode, "waiting", "bands", paused=True)
+    stored_process(orm.CalcJobNode, "waiting", "scf")
+    assert ok(run_cli("process", "list", "-X", "-r", "-P", "pk")).stdout.split() == [str(failed.pk)]
+    assert ok(run_cli("process", "list", "--paused", "-r", "-P", "pk")).stdout.split() == [
+        str(paused.pk)
+    ]
 
 
 def test_config_set_global_says_options_are_per_profile(run_cli, profile):
