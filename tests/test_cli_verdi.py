@@ -22,6 +22,21 @@ def hint(result) -> str:
     return lines[0]
 
 
+def test_code_create_core_code_installed_with_verdis_options(run_cli, profile):
+    verdi = "code create core.code.installed -n --label true --computer localhost"
+    result = ok(run_cli(*verdi.split(), "--filepath-executable", "/bin/true"))
+    assert "Code 'true@localhost'" in result.stdout and "created for /bin/true" in result.stdout
+
+
+def test_code_create_of_a_portable_code_says_how_veglia_writes_it(run_cli, profile):
+    line = hint(run_cli("code", "create", "core.code.portable", "--label", "x"))
+    assert line == (
+        "Error: veglia writes this as: veglia code create --label L --computer C --executable "
+        "/ABSOLUTE/PATH (veglia's codes are installed on the computer: copy the files there "
+        "first)"
+    )
+
+
 def test_group_add_nodes_and_remove_nodes_with_the_group_as_an_option(run_cli, profile):
     node = orm.Int(1).store()
     ok(run_cli("group", "create", "campaign"))
