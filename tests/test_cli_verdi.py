@@ -37,6 +37,19 @@ def test_code_create_of_a_portable_code_says_how_veglia_writes_it(run_cli, profi
     )
 
 
+def test_computer_configure_with_the_transport_first(run_cli, profile):
+    result = ok(run_cli("computer", "configure", "core.local", "localhost", "-n"))
+    assert "Computer 'localhost' configured" in result.stdout
+
+
+def test_computer_configure_with_another_transport_than_the_computers(run_cli, profile):
+    line = hint(run_cli("computer", "configure", "core.ssh", "localhost", "-n"))
+    assert line == (
+        "Error: veglia writes this as: veglia computer configure localhost (its transport is "
+        "core.local, not core.ssh)"
+    )
+
+
 def test_group_add_nodes_and_remove_nodes_with_the_group_as_an_option(run_cli, profile):
     node = orm.Int(1).store()
     ok(run_cli("group", "create", "campaign"))
