@@ -3,7 +3,10 @@ and the one line that says how veglia writes it (docs/cli.md, "From verdi")."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from veglia import orm
+from veglia.cli.verdi_forms import VERDI_FORMS
 from veglia.exceptions import CliExit
 from veglia_fixtures.profiles import stored_process
 
@@ -88,3 +91,11 @@ def test_profile_setdefault(run_cli, profile):
     result = ok(run_cli("profile", "setdefault", "test"))
     assert "'test' is now the default profile." in result.stdout
     assert "setdefault" not in ok(run_cli("profile", "--help")).stdout
+
+
+def test_every_verdi_form_is_in_the_docs_table():
+    text = (Path(__file__).parent.parent / "docs" / "cli.md").read_text()
+    table = text.split("## From verdi", 1)[1].split("\n## ", 1)[0]
+    verdi_cells = [row.split(" | ")[0] for row in table.splitlines() if row.startswith("| `")]
+    missing = [form for form in VERDI_FORMS if not any(f"`{form}`" in c for c in verdi_cells)]
+    assert not missing, missing

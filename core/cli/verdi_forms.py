@@ -14,7 +14,24 @@ import click
 
 from veglia.exceptions import VerdiFormError
 
-__all__ = ["CODE_TYPES", "add_alias", "veglia_writes"]
+__all__ = ["CODE_TYPES", "VERDI_FORMS", "add_alias", "veglia_writes"]
+
+#: Each verdi form veglia takes or answers, as docs/cli.md's "From verdi" table writes it,
+#: with where it is handled (a test keeps the table in step).
+VERDI_FORMS: dict[str, str] = {
+    "verdi profile setdefault NAME": "works: profile set-default, by add_alias (cmd_profile)",
+    "verdi computer configure core.ssh LABEL": (
+        "works when it names the computer's transport, else the hint (cmd_computer_configure)"
+    ),
+    "verdi code create core.code.installed -n --label L --computer C --filepath-executable PATH": (
+        "works: TYPE, --filepath-executable and -n of code create (cmd_code)"
+    ),
+    "verdi code create core.code.portable / core.code.containerized": "the hint: CODE_TYPES",
+    "verdi process list -X / -r / --paused": "works: options of process list (cmd_process)",
+    "verdi group add-nodes -G GROUP [-f] PK...": "works: a hidden command (cmd_group)",
+    "verdi group remove-nodes -G GROUP [-c] [-f] [PK...]": "works: a hidden command (cmd_group)",
+    "verdi config set --global KEY VALUE": "the hint: options are per profile (cmd_config)",
+}
 
 #: verdi's kinds of code (``verdi code create TYPE``) and what veglia makes of them: None for
 #: the one veglia has (an executable installed on the computer), else the hint.
