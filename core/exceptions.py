@@ -29,6 +29,7 @@ went wrong and what to do about it. :class:`CliExit` lists every exit code of th
     ├── InvalidLinkError            a link the provenance rules forbid (its ends' kinds)
     ├── DaemonError                 the daemon could not be started or stopped
     ├── WatchTimeout                `process watch --timeout` ran out
+    ├── VerdiFormError              a verdi form veglia writes otherwise (wrong usage)
     ├── SchedulerError              a scheduler command failed or printed garbage
     │   └── SchedulerSubmitError    the batch system refused a submission
     ├── TransportTaskFailed         a job's transport task failed on every attempt
@@ -95,6 +96,7 @@ __all__ = [
     "UnsafePathError",
     "UnsafeWorkdirError",
     "VegliaError",
+    "VerdiFormError",
     "WatchTimeout",
     "WrongNodeTypeError",
 ]
@@ -284,6 +286,13 @@ class WatchTimeout(VegliaError):
     """``veglia process watch --timeout`` ran out before the process ended."""
 
     exit_code = CliExit.TIMEOUT
+
+
+class VerdiFormError(VegliaError):
+    """A command written as AiiDA's ``verdi`` writes it, where veglia's form differs: the
+    message is the one line "veglia writes this as: veglia ...". Wrong usage, as click's own."""
+
+    exit_code = CliExit.USAGE
 
 
 class SchedulerError(VegliaError):

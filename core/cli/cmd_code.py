@@ -9,6 +9,7 @@ import click
 from veglia.cli.completion import complete_code_labels, complete_computer_labels
 from veglia.cli.output import echo_success, print_table, raw_option
 from veglia.cli.state import CliState, pass_state
+from veglia.cli.verdi_forms import CODE_TYPES, veglia_writes
 from veglia.engine.calcjob.history import MIN_SAMPLES, Distribution, code_usage
 from veglia.entry_points import get_entry_points
 from veglia.exceptions import InvalidOptionError
@@ -40,6 +41,17 @@ def _check_plugin(name: str | None) -> str | None:
     return name
 
 
+def _check_code_type(code_type: str | None) -> str | None:
+    """verdi's TYPE: the kind veglia has, another one of verdi's (its hint), or wrong."""
+    if code_type is not None and CODE_TYPES.get(code_type) is not None:
+        raise veglia_writes(str(CODE_TYPES[code_type]))
+    if code_type is not None and code_type not in CODE_TYPES:
+        raise click.BadParameter(
+            f"{code_type!r}: veglia's codes are {next(iter(CODE_TYPES))} (the default)."
+        )
+    return code_type
+
+
 @code_group.command("create")
 @click.option("-L", "--label", required=True, help="Name of the code (unique on its computer).")
 @click.option(
@@ -49,7 +61,23 @@ def _check_plugin(name: str | None) -> str | None:
     help="Label of the computer it is on.",
     shell_complete=complete_computer_labels,
 )
-@click.option("-X", "--executable", required=True, help="Absolute path of the executable there.")
+# --filepath-executable and TYPE are verdi's `code create core.code.installed` form; -n too
+# (veglia asks nothing here).
+@click.option(
+    "-X",
+    "--executable",
+    "--filepath-executable",
+    required=True,
+    help="Absolute path of the executable there.",
+)
+@click.argument(
+    "code_type",
+    metavar="[core.code.installed]",
+    required=False,
+    is_eager=True,  # verdi's other kinds get their hint before a missing option is named
+    callback=lambda _ctx, _param, value: _check_code_type(value),
+)
+@click.option("-n", "--non-interactive", is_flag=True, hidden=True)
 @click.option(
     "-P",
     "--default-calc-job-plugin",
@@ -64,6 +92,8 @@ def code_create(
     label: str,
     computer: str,
     executable: str,
+    code_type: str | None,
+    non_interactive: bool,
     default_calc_job_plugin: str | None,
     description: str,
     prepend_text: str,

@@ -12,6 +12,7 @@ from veglia.cli.cmd_computer_setup import parse_yes_no, shown
 from veglia.cli.completion import complete_computer_labels
 from veglia.cli.output import echo_error, echo_info, echo_success
 from veglia.cli.state import CliState, pass_state
+from veglia.cli.verdi_forms import veglia_writes
 from veglia.entry_points import TransportFactory, get_entry_points
 from veglia.exceptions import ConfigurationError, InvalidOptionError, PluginError
 from veglia.orm.computers import load_computer
@@ -86,14 +87,27 @@ def _ask_auth(option: Any, current: Any) -> Any:
 
 
 @click.command("configure", cls=_ConfigureCommand)
-@click.argument("label", shell_complete=complete_computer_labels)
+# verdi's form names the transport first: `computer configure core.ssh LABEL`.
+@click.argument(
+    "words", nargs=-1, required=True, metavar="LABEL", shell_complete=complete_computer_labels
+)
 @click.option("-n", "--non-interactive", is_flag=True, help="Ask nothing; keep other values.")
 @pass_state
-def computer_configure(state: CliState, /, label: str, non_interactive: bool, **flags: Any) -> None:
+def computer_configure(
+    state: CliState, /, words: tuple[str, ...], non_interactive: bool, **flags: Any
+) -> None:
     """Set how you connect to computer LABEL: the options of its transport."""
 
+    if len(words) > 2:
+        raise click.UsageError(f"Got unexpected extra arguments ({' '.join(words[2:])}).")
+    transport, label = words if len(words) == 2 else (None, words[0])
     state.profile  # noqa: B018
     computer = load_computer(label)
+    if transport is not None and transport != computer.transport_type:
+        raise veglia_writes(
+            f"veglia computer configure {computer.label} (its transport is "
+            f"{computer.transport_type}, not {transport})"
+        )
     options = {o.name: o for o in TransportFactory(computer.transport_type).auth_options}
     given = {k[len("auth__") :]: v for k, v in flags.items() if v is not None}
     foreign = sorted(set(given) - set(options))

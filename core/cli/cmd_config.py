@@ -8,6 +8,7 @@ import click
 
 from veglia.cli.output import echo_info, echo_success, print_table, raw_option
 from veglia.cli.state import CliState, pass_state
+from veglia.cli.verdi_forms import veglia_writes
 from veglia.config.options import get_option, get_options
 from veglia.config.profile import Profile
 from veglia.engine.daemon.files import DaemonFiles
@@ -70,9 +71,16 @@ def config_get(state: CliState, name: str) -> None:
 @config_group.command("set", context_settings={"ignore_unknown_options": True})
 @click.argument("name")
 @click.argument("value")
+# verdi's, for every profile at once: veglia's options are per profile only.
+@click.option("--global", "everywhere", is_flag=True, hidden=True)
 @pass_state
-def config_set(state: CliState, name: str, value: str) -> None:
+def config_set(state: CliState, name: str, value: str, everywhere: bool) -> None:
     """Set option NAME to VALUE for the profile."""
+    if everywhere:
+        raise veglia_writes(
+            f"veglia config set {name} {value} (options are per profile: -p PROFILE before "
+            "`config` for another)"
+        )
     profile = state.profile
     stored = state.config.set_option(profile.name, name, value)
     echo_success(f"{name} = {shown_value(name, stored)} for profile {profile.name!r}.")

@@ -88,6 +88,32 @@ def group_remove(state: CliState, group_id: str, identifiers: tuple[str, ...], c
     )
 
 
+# verdi's forms: the group as -G GROUP, and -f (veglia asks nothing before adding or removing).
+@group_group.command("add-nodes", hidden=True)
+@click.option("-G", "--group", "group_id", required=True, metavar="GROUP")
+@click.option("-f", "--force", is_flag=True, hidden=True)
+@click.argument("identifiers", nargs=-1, required=True, metavar="PK...")
+@click.pass_context
+def group_add_nodes(
+    ctx: click.Context, group_id: str, force: bool, identifiers: tuple[str, ...]
+) -> None:
+    """verdi's `group add-nodes -G GROUP PK...`: `veglia group add GROUP PK...`."""
+    ctx.invoke(group_add, group_id=group_id, identifiers=identifiers)
+
+
+@group_group.command("remove-nodes", hidden=True)
+@click.option("-G", "--group", "group_id", required=True, metavar="GROUP")
+@click.option("-c", "--clear", is_flag=True)
+@click.option("-f", "--force", is_flag=True, hidden=True)
+@click.argument("identifiers", nargs=-1, metavar="PK...")
+@click.pass_context
+def group_remove_nodes(
+    ctx: click.Context, group_id: str, clear: bool, force: bool, identifiers: tuple[str, ...]
+) -> None:
+    """verdi's `group remove-nodes -G GROUP PK...`: `veglia group remove GROUP PK...`."""
+    ctx.invoke(group_remove, group_id=group_id, identifiers=identifiers, clear=clear)
+
+
 @group_group.command("list")
 @raw_option
 @pass_state

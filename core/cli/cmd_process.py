@@ -131,7 +131,11 @@ def process_group() -> None:
     type=click.Choice(PROCESS_STATES),
     help="Only processes in this state (repeatable); implies --all.",
 )
-@click.option("-f", "--failed", is_flag=True, help="Only finished processes with exit status != 0.")
+# -X is verdi's name of --failed.
+@click.option(
+    "-f", "-X", "--failed", is_flag=True, help="Only finished processes with exit status != 0."
+)
+@click.option("--paused", is_flag=True, help="Only paused processes.")
 @click.option(
     "-p",
     "--past-days",
@@ -198,6 +202,7 @@ def process_list(
     show_all: bool,
     states: tuple[str, ...],
     failed: bool,
+    paused: bool,
     past_days: int | None,
     limit: int | None,
     group: str | None,
@@ -221,6 +226,7 @@ def process_list(
     reads = [PROCESS_LIST_COLUMNS[name].reads for name in names]
     filters: dict[str, Any] = {
         "failed": failed,
+        "paused": True if paused else None,
         "past_days": past_days,
         "limit": limit,
         "label_pattern": label,
@@ -240,7 +246,12 @@ def process_list(
 
             load_pipeline_setup(setup)  # an unknown name is an error, not an empty list
         filtered = bool(
-            label or group or caller is not None or past_days is not None or setup is not None
+            paused
+            or label
+            or group
+            or caller is not None
+            or past_days is not None
+            or setup is not None
         )
         console.print(nothing_listed(chosen, filtered=filtered))
         return

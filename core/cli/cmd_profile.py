@@ -6,6 +6,7 @@ import click
 
 from veglia.cli.output import echo_success, echo_warning, print_table, raw_option
 from veglia.cli.state import CliState, pass_state
+from veglia.cli.verdi_forms import add_alias
 
 
 @click.group("profile")
@@ -52,6 +53,9 @@ def profile_set_default(state: CliState, name: str) -> None:
     """Make NAME the default profile."""
     state.config.set_default(name)
     echo_success(f"{name!r} is now the default profile.")
+
+
+add_alias(profile_group, "setdefault", profile_set_default)
 
 
 @profile_group.command("delete")

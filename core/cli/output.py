@@ -101,7 +101,7 @@ def _print_plain(columns: Sequence[str], rows: list[list[str]]) -> bool:
 
 
 raw_option = click.option(
-    "--raw", is_flag=True, help="Print tab-separated values without headers, for scripts."
+    "-r", "--raw", is_flag=True, help="Print tab-separated values without headers, for scripts."
 )
 
 
