@@ -9,6 +9,7 @@ here (no LSF or PBS on this machine): their commands run against PATH stand-ins.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import subprocess
@@ -134,6 +135,13 @@ def test_sge_and_direct_cannot_move_jobs():
 
 
 # -- the engine, on localhost -----------------------------------------------------------------
+def _key(computer: str, command: str) -> str:
+    """The similarity key of a core.shell job running ``command`` on ``computer`` (jobs of
+    another command are not similar)."""
+    digest = hashlib.sha256(command.encode()).hexdigest()[:16]
+    return f"core.shell||{computer}|command:{digest}"
+
+
 def _history(key: str, runtimes: list[int]) -> None:
     """Finished similar jobs that took ``runtimes`` seconds, as their usage recorded."""
     for seconds in runtimes:
@@ -167,7 +175,7 @@ def _report(run_cli, node) -> str:
 
 def test_a_running_job_core_direct_cannot_move_is_left_alone_with_one_note(profile, run_cli):
     _localhost_with_queues()
-    _history("core.shell||localhost", [40, 50, 60])
+    _history(_key("localhost", "sleep 3; echo done"), [40, 50, 60])
     _, node = engine.run_get_node(_sleep(3))
     assert node.is_finished_ok, node.exit_message
     [move] = node.get_attribute(QUEUE_MOVES)
@@ -187,10 +195,10 @@ def test_a_running_job_core_direct_cannot_move_is_left_alone_with_one_note(profi
 
 def test_nothing_happens_without_history_or_when_switched_off(profile, run_cli):
     _localhost_with_queues()
-    _history("core.shell||localhost", [40, 50])  # two: too few to go by
+    _history(_key("localhost", "sleep 3; echo done"), [40, 50])  # two: too few to go by
     _, node = engine.run_get_node(_sleep(3))
     assert node.is_finished_ok and node.get_attribute(QUEUE_MOVES) is None
-    _history("core.shell||localhost", [60])
+    _history(_key("localhost", "sleep 3; echo done"), [60])
     _, node = engine.run_get_node(_sleep(3, move_queue=False))
     assert node.is_finished_ok and node.get_attribute(QUEUE_MOVES) is None
     computer = orm.load_computer("localhost")
@@ -221,7 +229,7 @@ def mover(profile, monkeypatch, tmp_path):
 
 def test_a_running_job_is_moved_once_where_the_scheduler_can(mover, run_cli):
     _localhost_with_queues("short:time=2s; medium:time=30s; long:time=1h; huge:time=1d")
-    _history("core.shell||localhost", [40, 50, 60])
+    _history(_key("localhost", "sleep 3; echo done"), [40, 50, 60])
     _, node = engine.run_get_node(_sleep(3))
     assert node.is_finished_ok, node.exit_message
     # The shortest queue that fits the 60 s similar jobs took, with that as its limit.
@@ -242,7 +250,7 @@ def test_a_running_job_is_moved_once_where_the_scheduler_can(mover, run_cli):
 
 def test_a_failed_move_is_reported_once_and_not_tried_again(mover, run_cli):
     _localhost_with_queues()
-    _history("core.shell||localhost", [40, 50, 60])
+    _history(_key("localhost", "sleep 3; echo done"), [40, 50, 60])
     mover.command = "echo tried >> {log}; echo 'Job <1>: no such queue <{queue}>' >&2; exit 255"
     _, node = engine.run_get_node(_sleep(3))
     assert node.is_finished_ok, node.exit_message
@@ -304,7 +312,7 @@ def _squeue_cpus() -> list[list[str]]:
 def test_on_slurm_a_pending_job_that_would_outlive_short_is_moved_to_long(
     slurm_computer, blocker, run_cli
 ):
-    _history("core.shell||slurm", [90, 100, 110])  # 110 s expected: over short's minute
+    _history(_key("slurm", "echo done"), [90, 100, 110])  # 110 s expected: over short's minute
     seen: list[tuple[str, str]] = []
 
     def watch() -> None:
@@ -358,7 +366,7 @@ def test_on_slurm_a_running_job_near_its_limit_is_left_alone_with_one_note(slurm
     # Similar jobs took 60 s: short's minute allows that, so the pending job stays there. Its
     # own request (10 s, which SLURM rounds up to a minute) is what ends it: at 8 s it has run
     # 80 % of it, and SLURM lets no one but its administrator raise a running job's limit.
-    _history("core.shell||slurm", [40, 50, 60])
+    _history(_key("slurm", "sleep 11; echo done"), [40, 50, 60])
     builder = ShellJob.get_builder()
     builder.command = orm.Str("sleep 11; echo done")
     builder.metadata.computer = "slurm"
