@@ -106,6 +106,7 @@ PLUGIN_API_ALL = [
     "ProfileLike",
     "PythonProgram",
     "QueueInfo",
+    "Regex",
     "Scheduler",
     "SchedulerError",
     "SchedulerSubmitError",
