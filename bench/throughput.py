@@ -967,11 +967,15 @@ def main() -> None:
     if theirs is not None:
         print(f"ratio veglia/aiida: {result['jobs_per_s'] / theirs['jobs_per_s']:.1f}x")
     if least is not None:
+        ms = 1000
         print(
             f"veglia at {100 * result['jobs_per_s'] / least['jobs_per_s']:.1f} % of the floor "
-            f"({result['jobs_per_s']:.1f} against {least['jobs_per_s']:.1f} jobs/s; whole "
-            f"machine's CPU a job: veglia {result['machine_cpu_per_job'] * 1000:.1f} ms, the "
-            f"floor {least['machine_cpu_per_job'] * 1000:.1f} ms)"
+            f"({result['jobs_per_s']:.1f} against {least['jobs_per_s']:.1f} jobs/s); CPU ms a "
+            f"job, veglia against the floor: workers and their shells "
+            f"{(result['worker_cpu_per_job'] + result['worker_children_cpu_per_job']) * ms:.1f} "
+            f"against {(least['worker_cpu_per_job'] + least['shell_cpu_per_job']) * ms:.1f}, "
+            f"whole machine {result['machine_cpu_per_job'] * ms:.1f} against "
+            f"{least['machine_cpu_per_job'] * ms:.1f}"
         )
     print_calibration("after")
 
