@@ -309,6 +309,7 @@ def _work(
         )
     except BaseException as exc:
         results.put({"error": f"floor worker {number}: {type(exc).__name__}: {exc}"})
+        ready.put(None)  # if it failed before it was ready: the caller waits no longer
         raise
 
 
@@ -330,8 +331,8 @@ def measure(n: int, workers: int = 2, in_flight: int = IN_FLIGHT) -> dict[str, A
             process = context.Process(target=_work, args=(*args, ready, go, results))
             process.start()
             processes.append(process)
-        for _ in range(workers):
-            ready.get(timeout=120)
+        if None in [ready.get(timeout=120) for _ in range(workers)]:
+            raise SystemExit(results.get(timeout=10)["error"])
         machine_before = machine_cpu_seconds()
         start = time.time()
         go.set()
