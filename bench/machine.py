@@ -1,4 +1,5 @@
-"""The line every bench prints first: the machine its figures were measured on.
+"""The line every bench prints first: the machine its figures were measured on; and the
+machine's busy CPU time, which benches read before and after a run.
 
 Benches run as scripts (``python bench/NAME.py``), so this directory is on ``sys.path`` and
 ``from machine import describe`` works from any of them.
@@ -41,3 +42,11 @@ def describe(*extra: str) -> str:
         *extra,
     ]
     return ", ".join(parts)
+
+
+def machine_cpu_seconds() -> float:
+    """Busy CPU seconds of the whole machine so far (every process, every user)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    parts = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = parts[3] + parts[4]
+    return (sum(parts[:8]) - idle) / tick

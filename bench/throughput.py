@@ -16,6 +16,7 @@ seconds depend on it less than wall-clock figures, but do (see below).
     python bench/throughput.py --submit-only 10000   # submission alone, no daemon
     python bench/throughput.py --submit-only 2000 --profile   # ... with a cProfile of it
     python bench/throughput.py --aiida         # the same workload through aiida-core too
+    python bench/throughput.py --floor         # the machine's floor first (bench/floor.py)
 
 ``--aiida`` runs aiida-core from ``--aiida-python`` (by default /work/aiida-venv's, else this
 interpreter when it has aiida), on a ``verdi presto`` profile with its fastest settings:
@@ -24,6 +25,10 @@ aiida-core's part runs first and veglia's right after it: both meet the machine 
 aiida-core's minutes left it, not veglia's seconds after a rest (some machines of this
 kind slow by a third after minutes of near-full load; aiida-core's run keeps them about
 60% busy, and veglia's part after it ran at full speed).
+
+``--floor`` runs bench/floor.py's measurement (the same number of jobs and workers doing only
+what each job must: the submit shell, ``/usr/bin/time``, the add's ``bash``, its files, one
+SQLite transaction) right before veglia's part, and prints veglia's jobs/s as a share of it.
 
 Where the time went. 500 jobs on this 2-core machine in a quiet minute (load average
 about 1.5), the code before and after in the same minute, with the same bench:
@@ -297,7 +302,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from machine import describe
+import floor
+from machine import describe, machine_cpu_seconds
 
 VEGLIA = str(Path(sys.executable).parent / "veglia")
 PROBE = Path(__file__).resolve().parent / "probe"
@@ -325,13 +331,6 @@ def main_thread_cpu_seconds(pid: int) -> float:
     except OSError:
         return 0.0
     return (int(fields[11]) + int(fields[12])) / TICK
-
-
-def machine_cpu_seconds() -> float:
-    """Busy CPU seconds of the whole machine so far (every process, every user)."""
-    parts = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    idle = parts[3] + parts[4]
-    return (sum(parts[:8]) - idle) / TICK
 
 
 class BusySampler:
@@ -919,6 +918,11 @@ def main() -> None:
     )
     parser.add_argument("--aiida", action="store_true", help="Also run it through aiida-core.")
     parser.add_argument("--aiida-python", help="The Python of a venv with aiida-core.")
+    parser.add_argument(
+        "--floor",
+        action="store_true",
+        help="Run bench/floor.py's measurement right before veglia's part and compare.",
+    )
     args = parser.parse_args()
     print(f"machine: {describe()}")
     print_calibration("before")
@@ -945,6 +949,12 @@ def main() -> None:
             + (f" ({theirs['not_ok']} jobs did not finish ok)" if theirs["not_ok"] else ""),
             flush=True,
         )
+    least = None
+    if args.floor:
+        # Right before veglia's part, as aiida-core's: the machine as veglia meets it.
+        least = floor.measure(args.jobs, args.workers)
+        floor.report(least)
+        sys.stdout.flush()
     result = bench_veglia(
         args.jobs,
         args.workers,
@@ -956,6 +966,17 @@ def main() -> None:
     report(args.jobs, args.workers, result)
     if theirs is not None:
         print(f"ratio veglia/aiida: {result['jobs_per_s'] / theirs['jobs_per_s']:.1f}x")
+    if least is not None:
+        ms = 1000
+        print(
+            f"veglia at {100 * result['jobs_per_s'] / least['jobs_per_s']:.1f} % of the floor "
+            f"({result['jobs_per_s']:.1f} against {least['jobs_per_s']:.1f} jobs/s); CPU ms a "
+            f"job, veglia against the floor: workers and their shells "
+            f"{(result['worker_cpu_per_job'] + result['worker_children_cpu_per_job']) * ms:.1f} "
+            f"against {(least['worker_cpu_per_job'] + least['shell_cpu_per_job']) * ms:.1f}, "
+            f"whole machine {result['machine_cpu_per_job'] * ms:.1f} against "
+            f"{least['machine_cpu_per_job'] * ms:.1f}"
+        )
     print_calibration("after")
 
 
