@@ -58,7 +58,9 @@ def _fake_plugins(folder: Path) -> Path:
     as entry points, in ``folder`` (put on sys.path: importlib.metadata finds it there)."""
     info = folder / "veglia_bench_fakes-0.0.dist-info"
     info.mkdir(parents=True)
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: veglia-bench-fakes\nVersion: 0.0\n")
+    (info / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: veglia-bench-fakes\nVersion: 0.0\n"
+    )
     (info / "entry_points.txt").write_text(
         "[veglia.transports]\nfake.transport = veglia.testing:FakeTransport\n\n"
         "[veglia.schedulers]\nfake.scheduler = veglia.testing:FakeScheduler\n"
@@ -96,7 +98,13 @@ def worker_main(n: int, out: Path) -> None:
             while len(worker.sleeps) < n:
                 time.sleep(0.5)
             held_at = time.monotonic()
-            report(phase="held", rss_mb=rss_mb(), live=len(worker.active))
+            report(
+                phase="held",
+                rss_mb=rss_mb(),
+                live=len(worker.active),
+                cluster_mb=_deep_size(cluster.jobs, cluster.submitted, cluster._submissions)
+                / 2**20,
+            )
             time.sleep(3 * POLL_INTERVAL + 1)
             window = [size for at, size in queries if at > held_at]
             report(phase="polled", queries=len(window), sizes=window, seconds=3 * POLL_INTERVAL)
@@ -116,6 +124,29 @@ def worker_main(n: int, out: Path) -> None:
 
     threading.Thread(target=drive, daemon=True).start()
     worker.run()
+
+
+def _deep_size(*roots: object) -> int:
+    """Bytes of ``roots`` and all they hold (the fake cluster's own memory, which a real
+    batch system would hold elsewhere)."""
+    seen: set[int] = set()
+    stack = list(roots)
+    total = 0
+    while stack:
+        item = stack.pop()
+        if id(item) in seen:
+            continue
+        seen.add(id(item))
+        total += sys.getsizeof(item)
+        if isinstance(item, dict):
+            stack += [*item.keys(), *item.values()]
+        elif isinstance(item, list | tuple | set):
+            stack += list(item)
+        elif hasattr(item, "__dict__"):
+            stack.append(vars(item))
+        elif hasattr(item, "__slots__"):
+            stack += [getattr(item, name) for name in item.__slots__ if hasattr(item, name)]
+    return total
 
 
 def _peak_mb() -> float:
@@ -200,8 +231,7 @@ def bench(n: int, timeout: float) -> dict:
         start = time.monotonic()
         cpu = time.process_time()
         nodes = [
-            engine.submit(shell, command=command, metadata={"computer": "fake"})
-            for _ in range(n)
+            engine.submit(shell, command=command, metadata={"computer": "fake"}) for _ in range(n)
         ]
         submit_seconds, submit_cpu = time.monotonic() - start, time.process_time() - cpu
         print(f"submitted {n} jobs in {submit_seconds:.1f} s", flush=True)
@@ -225,7 +255,8 @@ def bench(n: int, timeout: float) -> dict:
             "worker_idle_mb": idle["rss_mb"],
             "worker_held_mb": held["rss_mb"],
             "live_when_held": held["live"],
-            "kb_per_job": (held["rss_mb"] - idle["rss_mb"]) * 1024 / n,
+            "cluster_mb": held["cluster_mb"],
+            "kb_per_job": (held["rss_mb"] - idle["rss_mb"] - held["cluster_mb"]) * 1024 / n,
             "queries_in_window": polled["queries"],
             "window_seconds": polled["seconds"],
             "ids_per_query": sorted(set(polled["sizes"])),
@@ -265,8 +296,9 @@ def main() -> None:
     )
     print(
         f"  worker idle {f['worker_idle_mb']:.0f} MB; holding all {f['jobs']}: "
-        f"{f['worker_held_mb']:.0f} MB ({f['kb_per_job']:.2f} kB a job over idle; "
-        f"{f['live_when_held']} live)"
+        f"{f['worker_held_mb']:.0f} MB, of which the fake cluster's jobs "
+        f"{f['cluster_mb']:.0f} MB: {f['kb_per_job']:.2f} kB a job over idle "
+        f"({f['live_when_held']} live)"
     )
     print(
         f"  polls in {f['window_seconds']:.0f} s: {f['queries_in_window']} scheduler "

@@ -133,3 +133,16 @@ def test_dehydrated_jobs_survive_a_killed_worker_and_a_broker_restart_together(
     assert len({n.job_id for n in nodes}) == 24
     for node in nodes:
         assert sum(log.message.startswith("submitted job") for log in node.logs) == 1
+
+
+def test_dehydrated_jobs_go_on_after_the_daemon_restarts(broker_profile, daemon, run_cli):
+    """Their broker tasks were acknowledged when they dehydrated: the daemon's repair
+    queues them again once their worker is gone."""
+    daemon(1)
+    nodes = [engine.submit(ShellJob, command=orm.Str(f"sleep 4; echo {i}")) for i in range(6)]
+    _until(lambda: _dehydrated(broker_profile) >= 4, 60, "no job dehydrated")
+    assert run_cli("-p", "test", "daemon", "restart").exit_code == 0
+    wait_for(nodes, lambda n: n.is_terminated, timeout=120)
+    assert all(n.is_finished_ok for n in nodes), [(n.pk, n.exit_message) for n in nodes]
+    for node in nodes:
+        assert sum(log.message.startswith("submitted job") for log in node.logs) == 1

@@ -94,8 +94,9 @@ class JobPoller:
             if not waiters and not self._sleepers:
                 continue
             self._last_poll = time.monotonic()
+            asked = waiters.keys() | self._sleepers.keys()
             try:
-                infos = await self._query(sorted(waiters.keys() | self._sleepers.keys()))
+                infos = await self._query(sorted(asked))
             except Exception as exc:  # delivered to every waiting task, which backs off
                 for futures in waiters.values():
                     for future in futures:
@@ -104,7 +105,7 @@ class JobPoller:
                 self._sleepers_failed(exc)
                 continue
             self._failures = 0
-            self._wake_changed(infos)
+            self._wake_changed(infos, asked)
             if self.monitors_done_at > self.delivered_at > 0:
                 METRICS.monitor_cycles += 1
                 METRICS.monitor_cycle_seconds += self.monitors_done_at - self.delivered_at
@@ -114,12 +115,15 @@ class JobPoller:
                     if not future.done():
                         future.set_result(infos.get(job_id))
 
-    def _wake_changed(self, infos: dict[str, JobInfo]) -> None:
-        """Wake the sleeping jobs this poll found changed or gone, or whose time came."""
+    def _wake_changed(self, infos: dict[str, JobInfo], asked: set[str]) -> None:
+        """Wake the sleeping jobs this poll (of the ids ``asked``) found changed or gone, or
+        whose time came. One that fell asleep while it ran waits for the next."""
         sleeps = self.runner.sleeps
         now = time.monotonic()
         woken = []
         for job_id, sleep in self._sleepers.items():
+            if job_id not in asked:
+                continue
             info = infos.get(job_id)
             if info is None or info.state.value != sleep.state or now >= sleep.wake_at:
                 woken.append((sleep, info))

@@ -562,9 +562,11 @@ class CalcJob(Process):
             changes[attr.LAST_JOB_INFO] = info.to_attributes()
         # One write, none while nothing changes, and the clock alone only now and then.
         # The last poll's goes in the commit of the state change to RETRIEVE.
+        before = node.get_attribute(attr.SCHEDULER_STATE)
         with self.closing_writes() if done else nullcontext():
             written = write_poll(node, changes, self.runtime.clock_written)
-        self.runtime.quiet_polls = 0 if written else self.runtime.quiet_polls + 1
+        # Quiet: its state as before (a job polled queued after its submission is idle).
+        self.runtime.quiet_polls = 0 if state.value != before else self.runtime.quiet_polls + 1
         if written and attr.STARTED_AT in changes:
             self.trace_updated("RUNNING")
         if info is not None and not done:  # a longer queue before it outlives its own
