@@ -73,7 +73,7 @@ def _snapshot(n: int, out: Path) -> None:
         worker.run()
     finally:
         tracemalloc.stop()
-        from veglia.orm.nodes import load_node
+        from veglia.orm.loading import load_node
 
         for pk in pks:
             with contextlib.suppress(Exception):
