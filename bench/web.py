@@ -536,7 +536,7 @@ def bench(backend: str, nodes: int, repeat: int, seconds: float, quiet: float) -
             fixture = fill(nodes)
             print(f"\n== {machine(backend)}")
             print(f"{fixture.counts}; workflow {fixture.workflow}, job {fixture.job}")
-            port, token = free_port(), secrets.token_urlsafe(16)
+            port, token = free_port(), secrets.token_hex(16)  # never "-...": argv of --serve
             server = subprocess.Popen(
                 [sys.executable, __file__, "--serve", str(port), token], env=os.environ.copy()
             )
