@@ -13,18 +13,15 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 import zipfile
 from pathlib import Path
 from typing import Any
 
-from machine import describe
+from machine import bench_profile, describe
 
 VEGLIA = str(Path(sys.executable).parent / "veglia")
 PROFILE = "archivebench"
@@ -156,17 +153,8 @@ def main() -> None:
     parser.add_argument("-n", "--nodes", type=int, default=20000, help="nodes in the archive")
     args = parser.parse_args()
     print(f"machine: {describe()}")
-    home = Path(tempfile.mkdtemp(prefix="veglia-archivebench-"))
-    os.environ["VEGLIA_HOME"] = str(home)
-    subprocess.run(
-        [VEGLIA, "presto", "--profile-name", PROFILE, "--no-broker"],
-        check=True,
-        stdout=subprocess.DEVNULL,
-    )
-    try:
+    with bench_profile("veglia-archivebench-", name=PROFILE, broker=False) as home:
         run(home, args.nodes)
-    finally:
-        shutil.rmtree(home, ignore_errors=True)
 
 
 def run(home: Path, nodes_asked: int) -> None:

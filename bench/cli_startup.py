@@ -41,6 +41,7 @@ module, and Fusion's and Tower's imported the ORM and SQLAlchemy at the top.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import resource
@@ -52,7 +53,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from machine import describe
+from machine import bench_profile, describe
 
 VEGLIA = str(Path(sys.executable).parent / "veglia")
 AIIDA_VENV_VERDI = Path("/work/aiida-venv/bin/verdi")
@@ -96,17 +97,13 @@ def hyperfine_time(command: list[str], env: dict[str, str], runs: int) -> dict[s
     }
 
 
-def veglia_homes(nodes: int) -> dict[str, dict[str, str]]:
-    """An empty and a filled veglia home, as environments to run the CLI in."""
+def veglia_homes(nodes: int, stack: contextlib.ExitStack) -> dict[str, dict[str, str]]:
+    """An empty and a filled veglia home, as environments to run the CLI in; removed when
+    ``stack`` closes."""
     homes = {}
     for name in ("empty", "filled"):
-        home = tempfile.mkdtemp(prefix=f"veglia-startup-{name}-")
-        env = {**os.environ, "VEGLIA_HOME": home}
-        subprocess.run(
-            [VEGLIA, "presto", "--profile-name", "bench", "--no-broker"],
-            env=env, check=True, stdout=subprocess.DEVNULL,
-        )  # fmt: skip
-        homes[name] = env
+        home = stack.enter_context(bench_profile(f"veglia-startup-{name}-", broker=False))
+        homes[name] = {**os.environ, "VEGLIA_HOME": str(home)}
     filled = homes["filled"]["VEGLIA_HOME"]
     fill = (
         "import sys; sys.path.insert(0, sys.argv[1]); import veglia; from db_fill import Filler;"
@@ -145,46 +142,47 @@ def main() -> None:
     print(f"machine: {describe()}")
     timer = hyperfine_time if shutil.which("hyperfine") else loop_time
     print(f"timing with {'hyperfine' if timer is hyperfine_time else 'a loop'}, {args.runs} runs")
-    homes = veglia_homes(args.nodes)
-    verdi = find_verdi(args.verdi)
-    aiida_env = verdi_home(verdi) if verdi else None
-    cases = [
-        ("--version", ["--version"], "empty"),
-        ("--help", ["--help"], "empty"),
-        ("process list (empty profile)", ["process", "list"], "empty"),
-        ("process list -a (empty profile)", ["process", "list", "-a"], "empty"),
-        ("process list (filled profile)", ["process", "list"], "filled"),
-        ("process list -a -l 50 (filled)", ["process", "list", "-a", "-l", "50"], "filled"),
-    ]
-    print(f"\n{'command':34} {'veglia best':>11} {'median':>7} {'CPU':>6}   "
-          f"{'verdi best':>10} {'median':>7} {'CPU':>6}  {'ratio':>10} {'CPU':>6}")  # fmt: skip
-    try:
-        for name, argv, home in cases:
-            mine = timer([VEGLIA, *argv], homes[home], args.runs)
-            line = f"{name:34} {mine['best']:11.3f} {mine['median']:7.3f} {mine['cpu']:6.3f}   "
-            theirs = None
-            if verdi and (aiida_env or argv[0].startswith("--")) and home == "empty":
-                env = aiida_env or dict(os.environ)
-                theirs = timer([verdi, *argv], env, args.runs)
-            if theirs:
-                ratio, cpu_ratio = theirs["best"] / mine["best"], theirs["cpu"] / mine["cpu"]
-                line += (f"{theirs['best']:10.3f} {theirs['median']:7.3f} {theirs['cpu']:6.3f}"
-                         f"  {ratio:9.1f}x {cpu_ratio:5.1f}x")  # fmt: skip
+    with contextlib.ExitStack() as stack:
+        homes = veglia_homes(args.nodes, stack)
+        verdi = find_verdi(args.verdi)
+        aiida_env = verdi_home(verdi) if verdi else None
+        cases = [
+            ("--version", ["--version"], "empty"),
+            ("--help", ["--help"], "empty"),
+            ("process list (empty profile)", ["process", "list"], "empty"),
+            ("process list -a (empty profile)", ["process", "list", "-a"], "empty"),
+            ("process list (filled profile)", ["process", "list"], "filled"),
+            ("process list -a -l 50 (filled)", ["process", "list", "-a", "-l", "50"], "filled"),
+        ]
+        print(f"\n{'command':34} {'veglia best':>11} {'median':>7} {'CPU':>6}   "
+              f"{'verdi best':>10} {'median':>7} {'CPU':>6}  {'ratio':>10} {'CPU':>6}")  # fmt: skip
+        try:
+            for name, argv, home in cases:
+                mine = timer([VEGLIA, *argv], homes[home], args.runs)
+                line = f"{name:34} {mine['best']:11.3f} {mine['median']:7.3f} {mine['cpu']:6.3f}   "
+                theirs = None
+                if verdi and (aiida_env or argv[0].startswith("--")) and home == "empty":
+                    env = aiida_env or dict(os.environ)
+                    theirs = timer([verdi, *argv], env, args.runs)
+                if theirs:
+                    ratio, cpu_ratio = theirs["best"] / mine["best"], theirs["cpu"] / mine["cpu"]
+                    line += (f"{theirs['best']:10.3f} {theirs['median']:7.3f} {theirs['cpu']:6.3f}"
+                             f"  {ratio:9.1f}x {cpu_ratio:5.1f}x")  # fmt: skip
+                else:
+                    line += f"{'-':>10} {'-':>7} {'-':>6}  {'-':>10} {'-':>6}"
+                print(line)
+            if not verdi:
+                print("\naiida-core not found (--verdi, verdi on PATH, /work/aiida-venv): "
+                      "the comparison with verdi was skipped.")  # fmt: skip
+            elif not aiida_env:
+                print("\nverdi has no profile here: only --version and --help were compared.")
             else:
-                line += f"{'-':>10} {'-':>7} {'-':>6}  {'-':>10} {'-':>6}"
-            print(line)
-        if not verdi:
-            print("\naiida-core not found (--verdi, verdi on PATH, /work/aiida-venv): "
-                  "the comparison with verdi was skipped.")  # fmt: skip
-        elif not aiida_env:
-            print("\nverdi has no profile here: only --version and --help were compared.")
-        else:
-            print("\nverdi process list ran on an empty profile only (no filled AiiDA profile).")
-    finally:
-        for env in homes.values():
-            shutil.rmtree(env["VEGLIA_HOME"], ignore_errors=True)
-        if aiida_env:
-            shutil.rmtree(aiida_env["AIIDA_PATH"], ignore_errors=True)
+                print(
+                    "\nverdi process list ran on an empty profile only (no filled AiiDA profile)."
+                )
+        finally:
+            if aiida_env:
+                shutil.rmtree(aiida_env["AIIDA_PATH"], ignore_errors=True)
 
 
 if __name__ == "__main__":

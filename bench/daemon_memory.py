@@ -80,15 +80,13 @@ import contextlib
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-from machine import describe
+from machine import bench_profile, describe
 
 VEGLIA = str(Path(sys.executable).parent / "veglia")
 PROFILE = "memory"
@@ -144,14 +142,12 @@ def _read(path: Path) -> dict:
 
 
 def bench(n: int, broker: bool, timeout: float, keep: float = 0.0) -> dict[str, float]:
-    home = tempfile.mkdtemp(prefix="veglia-memory-")
-    os.environ["VEGLIA_HOME"] = home
-    subprocess.run(
-        [VEGLIA, "presto", "--profile-name", PROFILE, "--broker" if broker else "--no-broker"],
-        check=True,
-        stdout=subprocess.DEVNULL,
-    )
-    _veglia("config", "set", "daemon.worker_prefetch", str(n + 10))
+    options = {"daemon.worker_prefetch": str(n + 10)}
+    with bench_profile("veglia-memory-", name=PROFILE, broker=broker, options=options):
+        return _measure(n, timeout, keep)
+
+
+def _measure(n: int, timeout: float, keep: float) -> dict[str, float]:
     _veglia("daemon", "start", "1")
     nodes = []
     try:
@@ -207,10 +203,10 @@ def bench(n: int, broker: bool, timeout: float, keep: float = 0.0) -> dict[str, 
         figures["marginal_kb"] = (figures["worker_mb"] - warm_mb) * 1024 / max(1, n - warm)
         return figures
     finally:
-        _cleanup(nodes, home)
+        _cleanup(nodes)
 
 
-def _cleanup(nodes: list, home: str) -> None:
+def _cleanup(nodes: list) -> None:
     with contextlib.suppress(subprocess.CalledProcessError):
         _veglia("daemon", "stop")
     for node in nodes:
@@ -224,7 +220,6 @@ def _cleanup(nodes: list, home: str) -> None:
 
         # The unfinished jobs' tasks: left on RabbitMQ, they slow it down for good.
         delete_broker_queues(get_profile())
-    shutil.rmtree(home, ignore_errors=True)
 
 
 #: Processes a waiting job keeps on this machine: the job script's bash, /usr/bin/time and

@@ -32,21 +32,20 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 import daemon_memory
-from machine import describe
+from machine import bench_profile, describe
 
 FRAMES = 25
 
 
 def snapshot(n: int, out: Path) -> None:
     """Run a worker holding ``n`` waiting jobs; save its tracemalloc snapshot to ``out``."""
-    home = tempfile.mkdtemp(prefix="veglia-memory-trace-")
-    os.environ["VEGLIA_HOME"] = home
-    subprocess.run(
-        [daemon_memory.VEGLIA, "presto", "--profile-name", daemon_memory.PROFILE, "--broker"],
-        check=True,
-        stdout=subprocess.DEVNULL,
-    )
-    daemon_memory._veglia("config", "set", "daemon.worker_prefetch", str(n + 10))
+    options = {"daemon.worker_prefetch": str(n + 10)}
+    name = daemon_memory.PROFILE
+    with bench_profile("veglia-memory-trace-", name=name, broker=True, options=options):
+        _snapshot(n, out)
+
+
+def _snapshot(n: int, out: Path) -> None:
     import veglia
     from veglia import engine, orm
     from veglia.engine.daemon import DaemonFiles
@@ -74,14 +73,13 @@ def snapshot(n: int, out: Path) -> None:
         worker.run()
     finally:
         tracemalloc.stop()
-        from veglia.orm.nodes import load_node
+        from veglia.orm.loading import load_node
 
         for pk in pks:
             with contextlib.suppress(Exception):
                 job_id = load_node(pk).job_id
                 if job_id:
                     os.killpg(int(job_id), signal.SIGKILL)  # the job's bash and its sleep
-        shutil.rmtree(home, ignore_errors=True)
 
 
 def _where(frame: tracemalloc.Frame) -> str:

@@ -76,23 +76,18 @@ Where the time went, and what changed:
 from __future__ import annotations
 
 import argparse
-import os
 import resource
-import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from machine import describe
+from machine import bench_profile, describe
 
 VEGLIA = str(Path(sys.executable).parent / "veglia")
-PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
 PROFILE = "dbscale"
 
 
@@ -228,38 +223,9 @@ def time_call(call: Callable[[], Any], repeat: int) -> tuple[float, float]:
     return min(walls), statistics.median(cpus)
 
 
-def make_profile(backend: str, home: Path) -> tuple[str, str | None]:
-    """A fresh profile ``dbscale`` in ``home``: its storage URL, and the PostgreSQL database
-    to drop afterwards."""
-    os.environ["VEGLIA_HOME"] = str(home)
-    database = None
-    args = [VEGLIA, "presto", "--profile-name", PROFILE, "--no-broker"]
-    if backend == "postgresql":
-        import psycopg
-
-        database = f"dbscale_{uuid.uuid4().hex[:10]}"
-        with psycopg.connect(PG_ADMIN, autocommit=True) as connection:
-            connection.execute(f'CREATE DATABASE "{database}"')
-        url = PG_ADMIN.rsplit("/", 1)[0] + "/" + database
-        args = [VEGLIA, "setup", "--non-interactive", "--profile-name", PROFILE,
-                "--storage-url", url, "--broker-url", ""]  # fmt: skip
-    subprocess.run(args, check=True, stdout=subprocess.DEVNULL)
-    return backend, database
-
-
-def drop_database(database: str | None) -> None:
-    if database:
-        import psycopg
-
-        with psycopg.connect(PG_ADMIN, autocommit=True) as connection:
-            connection.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
-
-
 def bench(backend: str, nodes: int, repeat: int, plans: bool) -> None:
-    home = Path(tempfile.mkdtemp(prefix="veglia-dbscale-"))
-    database = None
-    try:
-        _, database = make_profile(backend, home)
+    postgresql = backend == "postgresql"
+    with bench_profile("veglia-dbscale-", name=PROFILE, broker=False, postgresql=postgresql):
         # Lazy: the profile (VEGLIA_HOME) must exist before veglia reads its config.
         import sqlalchemy as sa
         from db_fill import Filler
@@ -302,18 +268,6 @@ def bench(backend: str, nodes: int, repeat: int, plans: bool) -> None:
             rows.append((name, statements))
         if plans:
             print_plans(engine, rows)
-    finally:
-        get_storage_closed()
-        drop_database(database)
-        shutil.rmtree(home, ignore_errors=True)
-
-
-def get_storage_closed() -> None:
-    """Forget the loaded profile, so the next backend loads its own."""
-    if "veglia.manage" in sys.modules:
-        from veglia.manage import unload_profile
-
-        unload_profile()
 
 
 def print_plans(engine: Any, rows: list[tuple[str, list[tuple[str, Any]]]]) -> None:

@@ -25,15 +25,13 @@ counted).
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
-from machine import describe
+from machine import bench_profile, describe
 
 VEGLIA = str(Path(sys.executable).parent / "veglia")
 
@@ -61,15 +59,7 @@ instrument("off")
 
 def count(mode: str, n: int) -> int:
     """Instructions for ``n`` jobs (``mode``: run or submit) on a fresh profile."""
-    home = tempfile.mkdtemp(prefix="veglia-instructions-")
-    env = {**os.environ, "VEGLIA_HOME": home}
-    try:
-        subprocess.run(
-            [VEGLIA, "presto", "--profile-name", "bench"],
-            check=True,
-            env=env,
-            stdout=subprocess.DEVNULL,
-        )
+    with bench_profile("veglia-instructions-") as home:
         done = subprocess.run(
             [
                 "valgrind",
@@ -82,7 +72,6 @@ def count(mode: str, n: int) -> int:
                 mode,
                 str(n),
             ],
-            env=env,
             cwd=home,
             capture_output=True,
             text=True,
@@ -91,8 +80,6 @@ def count(mode: str, n: int) -> int:
         if done.returncode != 0 or found is None:
             raise SystemExit(f"callgrind failed ({done.returncode}):\n{done.stderr[-2000:]}")
         return int(found.group(1))
-    finally:
-        shutil.rmtree(home, ignore_errors=True)
 
 
 def main() -> None:

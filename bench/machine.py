@@ -1,8 +1,9 @@
-"""The line every bench prints first: the machine its figures were measured on; and the
-machine's busy CPU time, which benches read before and after a run.
+"""What every bench needs: the line it prints first (the machine its figures were measured
+on), the machine's busy CPU time (read before and after a run), and a profile of its own
+to measure in.
 
 Benches run as scripts (``python bench/NAME.py``), so this directory is on ``sys.path`` and
-``from machine import describe`` works from any of them.
+``from machine import bench_profile, describe`` works from any of them.
 """
 
 from __future__ import annotations
@@ -12,7 +13,17 @@ import datetime
 import os
 import platform
 import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import uuid
+from collections.abc import Iterator, Mapping
 from pathlib import Path
+
+VEGLIA = str(Path(sys.executable).parent / "veglia")
+PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
+BROKER_URL = "amqp://guest:guest@127.0.0.1:5672/"
 
 
 def cpu_model() -> str:
@@ -50,3 +61,67 @@ def machine_cpu_seconds() -> float:
     parts = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
     idle = parts[3] + parts[4]
     return (sum(parts[:8]) - idle) / tick
+
+
+@contextlib.contextmanager
+def bench_profile(
+    prefix: str = "veglia-bench-",
+    *,
+    name: str = "bench",
+    broker: bool | None = None,
+    postgresql: bool = False,
+    options: Mapping[str, str] | None = None,
+) -> Iterator[Path]:
+    """A profile ``name`` in a veglia home of its own for the ``with`` block: a new
+    temporary folder (named from ``prefix``) that ``VEGLIA_HOME`` names for this process and
+    the commands it starts; at the end the profile is unloaded, the folder removed and
+    ``VEGLIA_HOME`` as it was before.
+
+    Made as ``veglia presto`` makes one (SQLite, the ``localhost`` computer): ``broker``
+    True with RabbitMQ, False without, None with it if one answers. ``postgresql``: made by
+    ``veglia setup`` on a new PostgreSQL database instead (RabbitMQ only with ``broker``),
+    dropped at the end. ``options`` are then set with ``veglia config set``.
+    """
+    home = Path(tempfile.mkdtemp(prefix=prefix))
+    before = os.environ.get("VEGLIA_HOME")
+    os.environ["VEGLIA_HOME"] = str(home)
+    database = None
+    try:
+        if postgresql:
+            database = f"{name}_{uuid.uuid4().hex[:10]}"
+            _postgres(f'CREATE DATABASE "{database}"')
+            url = PG_ADMIN.rsplit("/", 1)[0] + "/" + database
+            args = ["setup", "--non-interactive", "--profile-name", name, "--storage-url", url,
+                    "--broker-url", BROKER_URL if broker else ""]  # fmt: skip
+        else:
+            flag = {True: ["--broker"], False: ["--no-broker"], None: []}[broker]
+            args = ["presto", "--profile-name", name, *flag]
+        subprocess.run([VEGLIA, *args], check=True, stdout=subprocess.DEVNULL)
+        for option, value in (options or {}).items():
+            subprocess.run(
+                [VEGLIA, "-p", name, "config", "set", option, value],
+                check=True,
+                stdout=subprocess.DEVNULL,
+            )
+        yield home
+    finally:
+        if "veglia.manage" in sys.modules:  # loaded in this process: close its storage
+            # Lazy: veglia is imported only once VEGLIA_HOME names the bench's home.
+            from veglia.manage import unload_profile
+
+            unload_profile()
+        if database:
+            _postgres(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
+        shutil.rmtree(home, ignore_errors=True)
+        if before is None:
+            os.environ.pop("VEGLIA_HOME", None)
+        else:
+            os.environ["VEGLIA_HOME"] = before
+
+
+def _postgres(statement: str) -> None:
+    # Lazy: only the benches on PostgreSQL need psycopg installed.
+    import psycopg
+
+    with psycopg.connect(PG_ADMIN, autocommit=True) as connection:
+        connection.execute(statement)

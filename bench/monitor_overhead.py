@@ -11,15 +11,11 @@ local transport, as the engine does after a poll, and prints the time per monito
 from __future__ import annotations
 
 import argparse
-import os
-import shutil
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-from machine import describe
+from machine import bench_profile, describe
 
 VEGLIA = str(Path(sys.executable).parent / "veglia")
 
@@ -29,14 +25,7 @@ def main() -> None:
     parser.add_argument("-n", "--jobs", type=int, default=1000)
     args = parser.parse_args()
     print(f"machine: {describe()}")
-    home = tempfile.mkdtemp(prefix="veglia-bench-")
-    os.environ["VEGLIA_HOME"] = home
-    try:
-        subprocess.run(
-            [VEGLIA, "presto", "--no-broker", "--profile-name", "bench"],
-            check=True,
-            stdout=subprocess.DEVNULL,
-        )
+    with bench_profile(broker=False):
         import veglia
         from veglia import orm
         from veglia.engine.calcjob.monitor_runner import MonitorRunner
@@ -86,8 +75,6 @@ def main() -> None:
             f"{own / calls * 1000:.2f} ms: engine overhead "
             f"{(elapsed - own) / calls * 1000:.2f} ms per call"
         )
-    finally:
-        shutil.rmtree(home, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -38,16 +38,14 @@ import argparse
 import contextlib
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
 
-from machine import describe
+from machine import bench_profile, describe
 
 VEGLIA = str(Path(sys.executable).parent / "veglia")
 SERVICES_ENV = Path(os.environ.get("VEGLIA_SERVICES_ENV", "/var/lib/veglia-services/services.env"))
@@ -79,87 +77,82 @@ def main() -> None:
     args = parser.parse_args()
     print(f"machine: {describe()}")
     env = dict(line.split("=", 1) for line in SERVICES_ENV.read_text().split() if "=" in line)
-    home = tempfile.mkdtemp(prefix="veglia-bench-")
     workdir = f"{env['SSH_USER_HOME']}/veglia-monscale-{uuid.uuid4().hex[:8]}"
-    os.environ["VEGLIA_HOME"] = home
     nodes: list = []
-    try:
-        subprocess.run(
-            [VEGLIA, "presto", "--profile-name", "bench"], check=True, stdout=subprocess.DEVNULL
-        )
-        import veglia
-        from veglia import engine, orm
-        from veglia.engine.daemon import DaemonFiles
-        from veglia.entry_points import CalculationFactory
+    with bench_profile():
+        try:
+            import veglia
+            from veglia import engine, orm
+            from veglia.engine.daemon import DaemonFiles
+            from veglia.entry_points import CalculationFactory
 
-        profile = veglia.load_profile("bench")
-        computer = orm.Computer(
-            label="ssh",
-            hostname=env["SSH_HOST"],
-            transport_type="core.ssh",
-            scheduler_type="core.direct",
-            properties={
-                "workdir": workdir,
-                "minimum_poll_interval": args.poll_interval,
-                "safe_interval": 1.0,
-            },
-        ).store()
-        computer.configure(
-            port=int(env["SSH_PORT"]),
-            username=env["SSH_USER"],
-            key_filename=env["SSH_KEY"],
-            known_hosts=env["SSH_KNOWN_HOSTS"],
-            look_for_keys=False,
-            allow_agent=False,
-        )
-        subprocess.run([VEGLIA, "daemon", "start", "1"], check=True, stdout=subprocess.DEVNULL)
-        shell = CalculationFactory("core.shell")
-        start = time.monotonic()
-        for _ in range(args.jobs):
-            builder = shell.get_builder()
-            builder.command = orm.Str(_command(args.write_every))
-            builder.metadata.computer = "ssh"
-            builder.monitors = {
-                "pattern": {
-                    "entry_point": "core.file_pattern",
-                    "kwargs": {"path": "out.log", "pattern": "NEVER MATCHED"},
+            profile = veglia.load_profile("bench")
+            computer = orm.Computer(
+                label="ssh",
+                hostname=env["SSH_HOST"],
+                transport_type="core.ssh",
+                scheduler_type="core.direct",
+                properties={
+                    "workdir": workdir,
+                    "minimum_poll_interval": args.poll_interval,
+                    "safe_interval": 1.0,
                 },
-                "stalled": {
-                    "entry_point": "core.stalled_output",
-                    "kwargs": {"path": "out.log", "seconds": 1e9},
-                },
-            }
-            nodes.append(engine.submit(builder))
-        print(f"{args.jobs} jobs submitted in {time.monotonic() - start:.0f} s", flush=True)
-        while (
-            sum(n.refresh().get_attribute("scheduler_state") == "running" for n in nodes)
-            < args.jobs
-        ):
-            if time.monotonic() - start > 900:
-                raise SystemExit("the jobs did not all start within 15 minutes")
-            time.sleep(2)
-        print(f"{args.jobs} jobs running after {time.monotonic() - start:.0f} s", flush=True)
-        files = DaemonFiles(profile)
-        pid = files.read_status()["workers"][0]["pid"]
+            ).store()
+            computer.configure(
+                port=int(env["SSH_PORT"]),
+                username=env["SSH_USER"],
+                key_filename=env["SSH_KEY"],
+                known_hosts=env["SSH_KNOWN_HOSTS"],
+                look_for_keys=False,
+                allow_agent=False,
+            )
+            subprocess.run([VEGLIA, "daemon", "start", "1"], check=True, stdout=subprocess.DEVNULL)
+            shell = CalculationFactory("core.shell")
+            start = time.monotonic()
+            for _ in range(args.jobs):
+                builder = shell.get_builder()
+                builder.command = orm.Str(_command(args.write_every))
+                builder.metadata.computer = "ssh"
+                builder.monitors = {
+                    "pattern": {
+                        "entry_point": "core.file_pattern",
+                        "kwargs": {"path": "out.log", "pattern": "NEVER MATCHED"},
+                    },
+                    "stalled": {
+                        "entry_point": "core.stalled_output",
+                        "kwargs": {"path": "out.log", "seconds": 1e9},
+                    },
+                }
+                nodes.append(engine.submit(builder))
+            print(f"{args.jobs} jobs submitted in {time.monotonic() - start:.0f} s", flush=True)
+            while (
+                sum(n.refresh().get_attribute("scheduler_state") == "running" for n in nodes)
+                < args.jobs
+            ):
+                if time.monotonic() - start > 900:
+                    raise SystemExit("the jobs did not all start within 15 minutes")
+                time.sleep(2)
+            print(f"{args.jobs} jobs running after {time.monotonic() - start:.0f} s", flush=True)
+            files = DaemonFiles(profile)
+            pid = files.read_status()["workers"][0]["pid"]
 
-        def sample() -> tuple[dict, float]:
-            time.sleep(1.1)  # a fresh status (written every second)
-            return json.loads(files.worker_status(pid).read_text()), _cpu_seconds(pid)
+            def sample() -> tuple[dict, float]:
+                time.sleep(1.1)  # a fresh status (written every second)
+                return json.loads(files.worker_status(pid).read_text()), _cpu_seconds(pid)
 
-        time.sleep(3 * args.poll_interval)  # the first cycles of the last jobs to start
-        before, cpu_before = sample()
-        time.sleep(args.watch)
-        after, cpu_after = sample()
-        _report(args, before, after, cpu_after - cpu_before)
-    finally:
-        subprocess.run([VEGLIA, "-p", "bench", "daemon", "stop"], stdout=subprocess.DEVNULL)
-        for node in nodes:  # the jobs' process groups (core.direct), by their ids
-            job_id = node.refresh().job_id if node.pk else None
-            if job_id:
-                with contextlib.suppress(ProcessLookupError, PermissionError, ValueError):
-                    os.killpg(int(job_id), signal.SIGTERM)
-        subprocess.run(["rm", "-rf", workdir])
-        shutil.rmtree(home, ignore_errors=True)
+            time.sleep(3 * args.poll_interval)  # the first cycles of the last jobs to start
+            before, cpu_before = sample()
+            time.sleep(args.watch)
+            after, cpu_after = sample()
+            _report(args, before, after, cpu_after - cpu_before)
+        finally:
+            subprocess.run([VEGLIA, "-p", "bench", "daemon", "stop"], stdout=subprocess.DEVNULL)
+            for node in nodes:  # the jobs' process groups (core.direct), by their ids
+                job_id = node.refresh().job_id if node.pk else None
+                if job_id:
+                    with contextlib.suppress(ProcessLookupError, PermissionError, ValueError):
+                        os.killpg(int(job_id), signal.SIGTERM)
+            subprocess.run(["rm", "-rf", workdir])
 
 
 def _report(args: argparse.Namespace, before: dict, after: dict, cpu: float) -> None:

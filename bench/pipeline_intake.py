@@ -23,13 +23,11 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-from machine import describe
+from machine import bench_profile, describe
 
 TARGET_TAKEN, TARGET_AGAIN = 60.0, 2.0
 WARM_UP = 50
@@ -49,27 +47,21 @@ def main() -> None:
     parser.add_argument("-n", "--elements", type=int, default=10_000)
     parser.add_argument("--size", type=int, default=1024, help="Bytes per file.")
     args = parser.parse_args()
-    home = tempfile.mkdtemp(prefix="veglia-bench-intake-")
-    os.environ["VEGLIA_HOME"] = home
-    try:
-        run(args.elements, args.size, Path(home))
-    finally:
-        shutil.rmtree(home, ignore_errors=True)
+    options = {"transport.safe_interval": "0"}
+    with bench_profile("veglia-bench-intake-", broker=False, options=options) as home:
+        run(args.elements, args.size, home)
 
 
 def run(count: int, size: int, home: Path) -> None:
     # Lazy: VEGLIA_HOME is set first.
     from veglia import engine, load_profile, orm
-    from veglia.config import Config
     from veglia.engine.daemon.pipeline_intake import PipelineIntake
     from veglia.engine.runner import Runner, set_runner
     from veglia.entry_points import CalculationFactory
     from veglia.pipeline_elements import pipeline_progress
     from veglia.pipeline_setups import PipelineSetup
-    from veglia.profile_setup import create_profile
 
     print(f"machine: {describe()}")
-    create_profile(Config(), "bench", {"transport.safe_interval": "0"})
     load_profile("bench")
     logging.getLogger("veglia.engine").setLevel(logging.ERROR)  # "no daemon runs"
     folder = home / "data"

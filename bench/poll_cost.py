@@ -15,14 +15,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-from machine import describe
+from machine import bench_profile, describe
 
 VEGLIA = str(Path(sys.executable).parent / "veglia")
 SERVICES_ENV = Path(os.environ.get("VEGLIA_SERVICES_ENV", "/var/lib/veglia-services/services.env"))
@@ -44,94 +42,91 @@ def main() -> None:
     args = parser.parse_args()
     print(f"machine: {describe()}")
     env = dict(line.split("=", 1) for line in SERVICES_ENV.read_text().split() if "=" in line)
-    home = tempfile.mkdtemp(prefix="veglia-bench-")
-    os.environ["VEGLIA_HOME"] = home
-    try:
-        subprocess.run(
-            [VEGLIA, "presto", "--profile-name", "bench"], check=True, stdout=subprocess.DEVNULL
-        )
-        import veglia
-        from veglia import engine, orm
-        from veglia.engine.daemon import DaemonFiles
-        from veglia.entry_points import CalculationFactory
+    with bench_profile():
+        try:
+            import veglia
+            from veglia import engine, orm
+            from veglia.engine.daemon import DaemonFiles
+            from veglia.entry_points import CalculationFactory
 
-        profile = veglia.load_profile("bench")
-        computer = orm.Computer(
-            label="ssh",
-            hostname=env["SSH_HOST"],
-            transport_type="core.ssh",
-            scheduler_type="core.direct",
-            properties={
-                "workdir": f"{env['SSH_USER_HOME']}/veglia-bench",
-                "minimum_poll_interval": args.poll_interval,
-                "safe_interval": 1.0,
-            },
-        ).store()
-        computer.configure(
-            port=int(env["SSH_PORT"]),
-            username=env["SSH_USER"],
-            key_filename=env["SSH_KEY"],
-            known_hosts=env["SSH_KNOWN_HOSTS"],
-            look_for_keys=False,
-            allow_agent=False,
-        )
-        subprocess.run([VEGLIA, "daemon", "start", "1"], check=True, stdout=subprocess.DEVNULL)
-        shell = CalculationFactory("core.shell")
-        start = time.monotonic()
-        nodes = []
-        for _ in range(args.jobs):
-            builder = shell.get_builder()
-            builder.command = orm.Str("sleep 100000")
-            builder.metadata.computer = "ssh"
-            if args.monitors:
-                builder.monitors = {
-                    "stalled": {
-                        "entry_point": "core.stalled_output",
-                        "kwargs": {"path": "never.txt", "seconds": 1e9},
-                    },
-                    "walltime": {"entry_point": "core.walltime_guard"},
-                }
-            nodes.append(engine.submit(builder))
-        while (
-            sum(n.refresh().get_attribute("scheduler_state") == "running" for n in nodes)
-            < args.jobs
-        ):
-            if time.monotonic() - start > 600:
-                raise SystemExit("the jobs did not all start within 10 minutes")
-            time.sleep(1)
-        print(f"{args.jobs} jobs running after {time.monotonic() - start:.0f} s")
-        files = DaemonFiles(profile)
-        pid = files.read_status()["workers"][0]["pid"]
-
-        def sample() -> dict:
-            time.sleep(1.1)
-            return json.loads(files.worker_status(pid).read_text())
-
-        before = sample()
-        time.sleep(args.watch)
-        after = sample()
-        seconds = after["time"] - before["time"]
-        queries = after["scheduler_queries"] - before["scheduler_queries"]
-        print(
-            f"over {seconds:.0f} s ({seconds / args.poll_interval:.1f} poll intervals): "
-            f"{queries} scheduler queries = {queries * args.poll_interval / seconds:.2f} per "
-            f"interval; connection opens in all: {after['transport_opens']}"
-        )
-        calls = after.get("monitor_calls", 0) - before.get("monitor_calls", 0)
-        if args.monitors:
-            print(
-                f"monitor calls: {calls} = {calls * args.poll_interval / seconds:.0f} per "
-                f"interval (at most {2 * args.jobs})"
+            profile = veglia.load_profile("bench")
+            computer = orm.Computer(
+                label="ssh",
+                hostname=env["SSH_HOST"],
+                transport_type="core.ssh",
+                scheduler_type="core.direct",
+                properties={
+                    "workdir": f"{env['SSH_USER_HOME']}/veglia-bench",
+                    "minimum_poll_interval": args.poll_interval,
+                    "safe_interval": 1.0,
+                },
+            ).store()
+            computer.configure(
+                port=int(env["SSH_PORT"]),
+                username=env["SSH_USER"],
+                key_filename=env["SSH_KEY"],
+                known_hosts=env["SSH_KNOWN_HOSTS"],
+                look_for_keys=False,
+                allow_agent=False,
             )
-        print(
-            f"worker RSS {_rss_mb(pid):.0f} MB (peak {_rss_mb(pid, 'VmHWM'):.0f} MB) with "
-            f"{after['active']} active processes"
-        )
-    finally:
-        subprocess.run([VEGLIA, "-p", "bench", "daemon", "stop"], stdout=subprocess.DEVNULL)
-        subprocess.run(["pkill", "-u", env.get("SSH_USER", "vegliatest"), "-f", "sleep 100000"])
-        subprocess.run(["rm", "-rf", f"{env.get('SSH_USER_HOME', '/nonexistent')}/veglia-bench"])
-        shutil.rmtree(home, ignore_errors=True)
+            subprocess.run([VEGLIA, "daemon", "start", "1"], check=True, stdout=subprocess.DEVNULL)
+            shell = CalculationFactory("core.shell")
+            start = time.monotonic()
+            nodes = []
+            for _ in range(args.jobs):
+                builder = shell.get_builder()
+                builder.command = orm.Str("sleep 100000")
+                builder.metadata.computer = "ssh"
+                if args.monitors:
+                    builder.monitors = {
+                        "stalled": {
+                            "entry_point": "core.stalled_output",
+                            "kwargs": {"path": "never.txt", "seconds": 1e9},
+                        },
+                        "walltime": {"entry_point": "core.walltime_guard"},
+                    }
+                nodes.append(engine.submit(builder))
+            while (
+                sum(n.refresh().get_attribute("scheduler_state") == "running" for n in nodes)
+                < args.jobs
+            ):
+                if time.monotonic() - start > 600:
+                    raise SystemExit("the jobs did not all start within 10 minutes")
+                time.sleep(1)
+            print(f"{args.jobs} jobs running after {time.monotonic() - start:.0f} s")
+            files = DaemonFiles(profile)
+            pid = files.read_status()["workers"][0]["pid"]
+
+            def sample() -> dict:
+                time.sleep(1.1)
+                return json.loads(files.worker_status(pid).read_text())
+
+            before = sample()
+            time.sleep(args.watch)
+            after = sample()
+            seconds = after["time"] - before["time"]
+            queries = after["scheduler_queries"] - before["scheduler_queries"]
+            print(
+                f"over {seconds:.0f} s ({seconds / args.poll_interval:.1f} poll intervals): "
+                f"{queries} scheduler queries = {queries * args.poll_interval / seconds:.2f} per "
+                f"interval; connection opens in all: {after['transport_opens']}"
+            )
+            calls = after.get("monitor_calls", 0) - before.get("monitor_calls", 0)
+            if args.monitors:
+                print(
+                    f"monitor calls: {calls} = {calls * args.poll_interval / seconds:.0f} per "
+                    f"interval (at most {2 * args.jobs})"
+                )
+            print(
+                f"worker RSS {_rss_mb(pid):.0f} MB (peak {_rss_mb(pid, 'VmHWM'):.0f} MB) with "
+                f"{after['active']} active processes"
+            )
+        finally:
+            subprocess.run([VEGLIA, "-p", "bench", "daemon", "stop"], stdout=subprocess.DEVNULL)
+            subprocess.run(["pkill", "-u", env.get("SSH_USER", "vegliatest"), "-f", "sleep 100000"])
+            subprocess.run(
+                ["rm", "-rf", f"{env.get('SSH_USER_HOME', '/nonexistent')}/veglia-bench"]
+            )
 
 
 if __name__ == "__main__":

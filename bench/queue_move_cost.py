@@ -14,17 +14,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
-import shutil
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from machine import describe
+from machine import bench_profile, describe
 
 VEGLIA = str(Path(sys.executable).parent / "veglia")
 
@@ -49,14 +45,7 @@ def main() -> None:
     parser.add_argument("--polls", type=int, default=20_000, help="polls timed once decided")
     args = parser.parse_args()
     print(f"machine: {describe('SQLite (WAL)')}")
-    home = tempfile.mkdtemp(prefix="veglia-bench-moves-")
-    os.environ["VEGLIA_HOME"] = home
-    try:
-        subprocess.run(
-            [VEGLIA, "presto", "--no-broker", "--profile-name", "bench"],
-            check=True,
-            stdout=subprocess.DEVNULL,
-        )
+    with bench_profile("veglia-bench-moves-", broker=False):
         import veglia
         from veglia import orm
         from veglia.engine.calcjob.queue_move import QueueMoves
@@ -124,8 +113,6 @@ def main() -> None:
             f"each later poll (running, its deadline checked): "
             f"{later / args.polls * 1e6:.2f} us a job"
         )
-    finally:
-        shutil.rmtree(home, ignore_errors=True)
 
 
 if __name__ == "__main__":

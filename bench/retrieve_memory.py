@@ -26,21 +26,17 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 import re
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
-import uuid
 from pathlib import Path
 
-from machine import describe
+from machine import bench_profile, describe
 
 VEGLIA = str(Path(sys.executable).parent / "veglia")
 PROFILE = "retrieve"
-PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
 #: What the worker may grow by while it retrieves (issue #29).
 TARGET_MB = 100
 
@@ -63,28 +59,6 @@ def parse_size(text: str) -> int:
 def status_line(path: str, field: str) -> float:
     match = re.search(rf"{field}:\s+(\d+)", Path(path).read_text())
     return float(match.group(1)) if match else 0.0
-
-
-def make_profile(storage: str, repository: str, broker: bool) -> str | None:
-    """A fresh profile; the PostgreSQL database to drop afterwards, if one was made."""
-    database = None
-    broker_url = "amqp://guest:guest@127.0.0.1:5672/" if broker else ""
-    if storage == "postgresql":
-        import psycopg
-
-        database = f"retrieve_{uuid.uuid4().hex[:10]}"
-        with psycopg.connect(PG_ADMIN, autocommit=True) as connection:
-            connection.execute(f'CREATE DATABASE "{database}"')
-        url = PG_ADMIN.rsplit("/", 1)[0] + "/" + database
-        args = ["setup", "--non-interactive", "--profile-name", PROFILE,
-                "--storage-url", url, "--broker-url", broker_url]  # fmt: skip
-    else:
-        args = ["presto", "--profile-name", PROFILE, "--broker" if broker else "--no-broker"]
-    subprocess.run([VEGLIA, *args], check=True, stdout=subprocess.DEVNULL)
-    _veglia("config", "set", "storage.repository", repository)
-    _veglia("config", "set", "engine.poll_interval", "0.2")
-    _veglia("config", "set", "transport.safe_interval", "0")
-    return database
 
 
 def _veglia(*args: str) -> None:
@@ -127,11 +101,20 @@ def _run(command: str, timeout: float):
 def bench(
     storage: str, repository: str, size: int, broker: bool, timeout: float
 ) -> dict[str, float]:
-    home = tempfile.mkdtemp(prefix="veglia-retrieve-")
-    os.environ["VEGLIA_HOME"] = home
-    database = None
+    options = {
+        "storage.repository": repository,
+        "engine.poll_interval": "0.2",
+        "transport.safe_interval": "0",
+    }
+    postgresql = storage == "postgresql"
+    with bench_profile(
+        "veglia-retrieve-", name=PROFILE, broker=broker, postgresql=postgresql, options=options
+    ):
+        return _measure(size, broker, timeout)
+
+
+def _measure(size: int, broker: bool, timeout: float) -> dict[str, float]:
     try:
-        database = make_profile(storage, repository, broker)
         _veglia("daemon", "start", "1")
         worker = _worker_pid()
         # A first small job: the worker imports and warms up what a job needs.
@@ -163,16 +146,6 @@ def bench(
                 from veglia.manage import get_profile
 
                 delete_broker_queues(get_profile())
-        _drop(database)
-        shutil.rmtree(home, ignore_errors=True)
-
-
-def _drop(database: str | None) -> None:
-    if database:
-        import psycopg
-
-        with psycopg.connect(PG_ADMIN, autocommit=True) as connection:
-            connection.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
 
 
 def main() -> None:

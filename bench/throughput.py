@@ -303,7 +303,7 @@ from pathlib import Path
 from typing import Any
 
 import floor
-from machine import describe, machine_cpu_seconds
+from machine import bench_profile, describe, machine_cpu_seconds
 
 VEGLIA = str(Path(sys.executable).parent / "veglia")
 PROBE = Path(__file__).resolve().parent / "probe"
@@ -539,68 +539,67 @@ def bench_veglia(
     monitored: bool = False,
     guards: bool = True,
 ) -> dict[str, Any]:
-    home = tempfile.mkdtemp(prefix="veglia-bench-")
     probe_dir = tempfile.mkdtemp(prefix="veglia-probe-")
-    os.environ["VEGLIA_HOME"] = home
     probe_env(probe_dir, profile_workers)
     probe = load_probe()
-    try:
-        _veglia("presto", "--profile-name", "bench", "--broker")
-        if not trace:  # the job-script sampler is on by default on every computer
-            _veglia("-p", "bench", "computer", "set", "localhost", "--trace", "no")
-        if not guards:  # the monitors' guards beside each job (on by default)
-            _veglia("-p", "bench", "computer", "set", "localhost", "--guards", "no")
-        import veglia
-        from veglia.engine.daemon import DaemonFiles
+    with bench_profile(broker=True):
+        try:
+            if not trace:  # the job-script sampler is on by default on every computer
+                _veglia("-p", "bench", "computer", "set", "localhost", "--trace", "no")
+            if not guards:  # the monitors' guards beside each job (on by default)
+                _veglia("-p", "bench", "computer", "set", "localhost", "--guards", "no")
+            import veglia
+            from veglia.engine.daemon import DaemonFiles
 
-        profile = veglia.load_profile("bench")
-        files = DaemonFiles(profile)
-        _veglia("daemon", "start", str(workers))
-        pids = _wait_for_workers(files, workers)
-        _warm_up(workers)
-        supervisor = files.supervisor_pid()
-        watched = [*pids, *([supervisor] if supervisor else [])]
-        cpu_before = {pid: cpu_seconds(pid) for pid in watched}
-        main_before = {pid: main_thread_cpu_seconds(pid) for pid in pids}
-        machine_before = machine_cpu_seconds()
-        start = time.time()
-        with BusySampler(pids) as sampler:
-            nodes, submitted, cost = _submit(n, probe.COUNTS, monitored)
-            pks = [node.pk for node in nodes]
-            peak: dict[int, float] = {}
-            deadline = time.monotonic() + 120 + n
-            # A light poll (it shares the machine with the daemon): when each job ended
-            # comes from its node's last change, not from when this loop saw it.
-            while _count_terminated(pks[0]) < n:
-                for pid in pids:
-                    peak[pid] = max(peak.get(pid, 0), peak_rss_mb(pid))
-                if time.monotonic() > deadline:
-                    raise SystemExit("veglia: the jobs did not finish in time")
-                time.sleep(0.5)
-        ended = _finished_at(pks)
-        latencies = [ended[pk] - submitted[pk] for pk in pks]
-        elapsed = max(ended.values()) - start
-        machine = machine_cpu_seconds() - machine_before
-        cpu_after = {pid: cpu_seconds(pid) for pid in watched}
-        main_after = {pid: main_thread_cpu_seconds(pid) for pid in pids}
-        other_threads = sum(
-            (cpu_after[pid][0] - cpu_before[pid][0]) - (main_after[pid] - main_before[pid])
-            for pid in pids
-        )
-        failed = [node.pk for node in nodes if not node.refresh().is_finished_ok]
-        if failed:
-            raise SystemExit(f"veglia: jobs {failed[:10]} did not finish ok")
-        per_worker = {
-            pid: tuple((a - b) / n for a, b in zip(cpu_after[pid], cpu_before[pid], strict=True))
-            for pid in pids
-        }
-        supervisor_cpu = (
-            (cpu_after[supervisor][0] - cpu_before[supervisor][0]) / n if supervisor else 0.0
-        )
-    finally:
-        subprocess.run([VEGLIA, "-p", "bench", "daemon", "stop"], stdout=subprocess.DEVNULL)
-        _delete_queues()
-        shutil.rmtree(home, ignore_errors=True)
+            profile = veglia.load_profile("bench")
+            files = DaemonFiles(profile)
+            _veglia("daemon", "start", str(workers))
+            pids = _wait_for_workers(files, workers)
+            _warm_up(workers)
+            supervisor = files.supervisor_pid()
+            watched = [*pids, *([supervisor] if supervisor else [])]
+            cpu_before = {pid: cpu_seconds(pid) for pid in watched}
+            main_before = {pid: main_thread_cpu_seconds(pid) for pid in pids}
+            machine_before = machine_cpu_seconds()
+            start = time.time()
+            with BusySampler(pids) as sampler:
+                nodes, submitted, cost = _submit(n, probe.COUNTS, monitored)
+                pks = [node.pk for node in nodes]
+                peak: dict[int, float] = {}
+                deadline = time.monotonic() + 120 + n
+                # A light poll (it shares the machine with the daemon): when each job ended
+                # comes from its node's last change, not from when this loop saw it.
+                while _count_terminated(pks[0]) < n:
+                    for pid in pids:
+                        peak[pid] = max(peak.get(pid, 0), peak_rss_mb(pid))
+                    if time.monotonic() > deadline:
+                        raise SystemExit("veglia: the jobs did not finish in time")
+                    time.sleep(0.5)
+            ended = _finished_at(pks)
+            latencies = [ended[pk] - submitted[pk] for pk in pks]
+            elapsed = max(ended.values()) - start
+            machine = machine_cpu_seconds() - machine_before
+            cpu_after = {pid: cpu_seconds(pid) for pid in watched}
+            main_after = {pid: main_thread_cpu_seconds(pid) for pid in pids}
+            other_threads = sum(
+                (cpu_after[pid][0] - cpu_before[pid][0]) - (main_after[pid] - main_before[pid])
+                for pid in pids
+            )
+            failed = [node.pk for node in nodes if not node.refresh().is_finished_ok]
+            if failed:
+                raise SystemExit(f"veglia: jobs {failed[:10]} did not finish ok")
+            per_worker = {
+                pid: tuple(
+                    (a - b) / n for a, b in zip(cpu_after[pid], cpu_before[pid], strict=True)
+                )
+                for pid in pids
+            }
+            supervisor_cpu = (
+                (cpu_after[supervisor][0] - cpu_before[supervisor][0]) / n if supervisor else 0.0
+            )
+        finally:
+            subprocess.run([VEGLIA, "-p", "bench", "daemon", "stop"], stdout=subprocess.DEVNULL)
+            _delete_queues()
     records = _probe_records(probe_dir, pids)
     result = {
         "jobs_per_s": n / elapsed,
@@ -673,40 +672,37 @@ def bench_submit_only(n: int, profile: bool = False) -> dict[str, float]:
 
     ``profile``: a cProfile of the submissions (CPU time, this thread), top 30 printed.
     """
-    home = tempfile.mkdtemp(prefix="veglia-bench-")
     probe_dir = tempfile.mkdtemp(prefix="veglia-probe-")
-    os.environ["VEGLIA_HOME"] = home
     probe_env(probe_dir, False)
     probe = load_probe()
-    try:
-        _veglia("presto", "--profile-name", "bench")
-        import logging
-
-        import veglia
-
-        veglia.load_profile("bench")
-        logging.getLogger("veglia.engine").setLevel(logging.ERROR)  # "no daemon runs"
-        if not profile:
-            return _submit(n, probe.COUNTS)[2]
-        import cProfile
-
-        profiler = cProfile.Profile(time.thread_time)  # CPU, not waits
-        profiler.enable()
+    with bench_profile():
         try:
-            return _submit(n, probe.COUNTS)[2]
-        finally:
-            profiler.disable()
-            stats = pstats.Stats(profiler)
-            stats.sort_stats("tottime").print_stats(30)
-            stats.sort_stats("cumulative").print_stats(60)
-    finally:
-        # Lazy: to wait for the broker's confirmations, then close the connection.
-        from veglia.engine.daemon.broker_tasks import _close
+            import logging
 
-        _close()
-        _delete_queues()  # the N tasks no daemon will take
-        shutil.rmtree(home, ignore_errors=True)
-        shutil.rmtree(probe_dir, ignore_errors=True)
+            import veglia
+
+            veglia.load_profile("bench")
+            logging.getLogger("veglia.engine").setLevel(logging.ERROR)  # "no daemon runs"
+            if not profile:
+                return _submit(n, probe.COUNTS)[2]
+            import cProfile
+
+            profiler = cProfile.Profile(time.thread_time)  # CPU, not waits
+            profiler.enable()
+            try:
+                return _submit(n, probe.COUNTS)[2]
+            finally:
+                profiler.disable()
+                stats = pstats.Stats(profiler)
+                stats.sort_stats("tottime").print_stats(30)
+                stats.sort_stats("cumulative").print_stats(60)
+        finally:
+            # Lazy: to wait for the broker's confirmations, then close the connection.
+            from veglia.engine.daemon.broker_tasks import _close
+
+            _close()
+            _delete_queues()  # the N tasks no daemon will take
+            shutil.rmtree(probe_dir, ignore_errors=True)
 
 
 # -- aiida-core ---------------------------------------------------------------------------------

@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
-from machine import describe
+from machine import bench_profile, describe
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
@@ -31,23 +30,29 @@ def main() -> None:
     parser.add_argument("-r", type=int, default=10, help="runs they are spread over")
     args = parser.parse_args()
     print(f"machine: {describe()}")
-    os.environ["VEGLIA_HOME"] = tempfile.mkdtemp(prefix="veglia-tower-bench-")
-
-    from veglia.plugins.tower import outbox, payload
-    from veglia.plugins.tower.sender import TowerSender
-    from veglia_fixtures.profiles import make_profile
+    # Lazy: the tests' helpers (tests/ is put on sys.path above).
+    from veglia_fixtures.profiles import FAST_OPTIONS
     from veglia_fixtures.seqera_platform import SeqeraPlatform
 
     platform = SeqeraPlatform("bench-token", workspace_id="7")
-    profile = make_profile(
-        "bench",
-        **{
-            "tower.enabled": "yes",
-            "tower.endpoint": platform.url,
-            "tower.access_token": "bench-token",
-            "tower.workspace_id": "7",
-        },
-    )
+    options = {
+        **FAST_OPTIONS,
+        "tower.enabled": "yes",
+        "tower.endpoint": platform.url,
+        "tower.access_token": "bench-token",
+        "tower.workspace_id": "7",
+    }
+    with bench_profile("veglia-tower-bench-", broker=False, options=options):
+        send(args, platform)
+
+
+def send(args: argparse.Namespace, platform: Any) -> None:
+    # Lazy: veglia is imported once VEGLIA_HOME names the bench's home.
+    import veglia
+    from veglia.plugins.tower import outbox, payload
+    from veglia.plugins.tower.sender import TowerSender
+
+    profile = veglia.load_profile("bench")
     gpu = json.loads((ROOT / "tests" / "data" / "fusion" / "trace.json").read_text())["gpu"]
     now = int(time.time() * 1000)
     meta = {"projectName": "bench", "userName": "bench", "commandLine": "bench/tower_send.py"}

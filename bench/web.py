@@ -56,12 +56,10 @@ import json
 import os
 import resource
 import secrets
-import shutil
 import socket
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections import Counter
@@ -72,8 +70,8 @@ from typing import Any
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 
-from db_scale import PROFILE, drop_database, make_profile  # noqa: E402
-from machine import describe  # noqa: E402
+from db_scale import PROFILE  # noqa: E402
+from machine import bench_profile, describe  # noqa: E402
 
 #: Calc jobs the big workflow called, and samples in the traced job's trace.
 WORKFLOW_STEPS = 2000
@@ -527,42 +525,35 @@ def time_update_latency(client: Any, fixture: Fixture, count: int) -> None:
 
 
 def bench(backend: str, nodes: int, repeat: int, seconds: float, quiet: float) -> None:
-    home = Path(tempfile.mkdtemp(prefix="veglia-webbench-"))
-    database = None
-    server = None
-    try:
-        _, database = make_profile(backend, home)
-        # Lazy: the profile (VEGLIA_HOME) must exist before veglia reads its config.
-        import veglia
-
-        veglia.load_profile(PROFILE)
-        fixture = fill(nodes)
-        print(f"\n== {machine(backend)}")
-        print(f"{fixture.counts}; workflow {fixture.workflow}, job {fixture.job}")
-        port, token = free_port(), secrets.token_urlsafe(16)
-        server = subprocess.Popen(
-            [sys.executable, __file__, "--serve", str(port), token], env=os.environ.copy()
-        )
-        base_url = f"http://127.0.0.1:{port}"
-        client = wait_for_server(base_url, token, server)
+    postgresql = backend == "postgresql"
+    with bench_profile("veglia-webbench-", name=PROFILE, broker=False, postgresql=postgresql):
+        server = None
         try:
-            time_pages(client, fixture, repeat)
-            time_live(client, fixture, seconds)
-            time_live(client, fixture, quiet, writing=False)
-            time_many_jobs(client, fixture, seconds)
-            time_update_latency(client, fixture, 3 if repeat == 1 else 10)
-        finally:
-            client.close()
-    finally:
-        if server is not None:
-            server.terminate()
-            server.wait(30)
-        if "veglia.manage" in sys.modules:
-            from veglia.manage import unload_profile
+            # Lazy: the profile (VEGLIA_HOME) must exist before veglia reads its config.
+            import veglia
 
-            unload_profile()
-        drop_database(database)
-        shutil.rmtree(home, ignore_errors=True)
+            veglia.load_profile(PROFILE)
+            fixture = fill(nodes)
+            print(f"\n== {machine(backend)}")
+            print(f"{fixture.counts}; workflow {fixture.workflow}, job {fixture.job}")
+            port, token = free_port(), secrets.token_hex(16)  # never "-...": argv of --serve
+            server = subprocess.Popen(
+                [sys.executable, __file__, "--serve", str(port), token], env=os.environ.copy()
+            )
+            base_url = f"http://127.0.0.1:{port}"
+            client = wait_for_server(base_url, token, server)
+            try:
+                time_pages(client, fixture, repeat)
+                time_live(client, fixture, seconds)
+                time_live(client, fixture, quiet, writing=False)
+                time_many_jobs(client, fixture, seconds)
+                time_update_latency(client, fixture, 3 if repeat == 1 else 10)
+            finally:
+                client.close()
+        finally:
+            if server is not None:
+                server.terminate()
+                server.wait(30)
 
 
 def wait_for_server(base_url: str, token: str, server: subprocess.Popen) -> Any:

@@ -9,7 +9,6 @@ here (no LSF or PBS on this machine): their commands run against PATH stand-ins.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import subprocess
@@ -22,6 +21,7 @@ import pytest
 from veglia import engine, orm
 from veglia.entry_points import CalculationFactory
 from veglia.orm.attributes import LAST_JOB_INFO, QUEUE_MOVES, SIMILARITY_KEY, USAGE
+from veglia.plugins.calculations.shell import shell_similarity_key
 from veglia.plugins.schedulers.direct import DirectScheduler
 from veglia.plugins.schedulers.lsf import LsfScheduler
 from veglia.plugins.schedulers.pbspro import PbsProScheduler, TorqueScheduler
@@ -138,8 +138,7 @@ def test_sge_and_direct_cannot_move_jobs():
 def _key(computer: str, command: str) -> str:
     """The similarity key of a core.shell job running ``command`` on ``computer`` (jobs of
     another command are not similar)."""
-    digest = hashlib.sha256(command.encode()).hexdigest()[:16]
-    return f"core.shell||{computer}|command:{digest}"
+    return shell_similarity_key(command, f"core.shell||{computer}")
 
 
 def _history(key: str, runtimes: list[int]) -> None:

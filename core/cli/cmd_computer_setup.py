@@ -149,6 +149,13 @@ class SetupField:
 
     @property
     def default(self) -> Any:
+        """What the prompt offers and ``--non-interactive`` takes: the property's default
+        (for workdir the profile's ``workdir.root``)."""
+        return None if self.required else property_defaults().get(self.name, "")
+
+    @property
+    def listed_default(self) -> Any:
+        """The default ``--help`` shows: built without a profile, so the built-in one."""
         if self.added is not None:
             return self.added.default
         return None if self.required else COMPUTER_PROPERTIES.get(self.name, "")
@@ -203,7 +210,7 @@ def setup_fields() -> list[SetupField]:
 
 
 def _flag_help(field: SetupField) -> str:
-    default = shown(field.default)
+    default = shown(field.listed_default)
     return f"{field.help} [default: {default}]" if default else field.help
 
 

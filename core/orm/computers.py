@@ -31,7 +31,8 @@ __all__ = [
 #: The built-in computer properties and their defaults (plugins add theirs through the
 #: ``computer_properties`` hook: see :func:`property_defaults`).
 COMPUTER_PROPERTIES: dict[str, Any] = {
-    # Under the home: a folder in a shared /tmp can be made by another user first.
+    # Under the home: a folder in a shared /tmp can be made by another user first. The
+    # workdir.root option's default: property_defaults() gives the profile's value.
     "workdir": "{home}/veglia-work",
     "safe_interval": 1.0,
     "minimum_poll_interval": 5.0,
@@ -90,8 +91,10 @@ def plugin_computer_properties() -> dict[str, ComputerProperty]:
 
 
 def property_defaults() -> dict[str, Any]:
-    """Every computer property and its default: the built-in ones, then the plugins'."""
-    return _collected()[1]
+    """Every computer property and its default: the built-in ones, then the plugins'. The
+    workdir's is the active profile's ``workdir.root``: where jobs go on a computer that names
+    no workdir of its own."""
+    return {**_collected()[1], "workdir": get_profile().get_option("workdir.root")}
 
 
 #: How many changes this Python process made to computers and their authinfos: a cache of
@@ -124,7 +127,7 @@ class Computer:
     uuid: str | None = None
 
     def __post_init__(self) -> None:
-        allowed = property_defaults()
+        allowed = _collected()[1]  # the names only: no profile needed
         unknown = set(self.properties) - set(allowed)
         if unknown:
             raise ConfigurationError(
@@ -135,8 +138,6 @@ class Computer:
     def get_property(self, name: str) -> Any:
         if name in self.properties:
             return self.properties[name]
-        if name == "workdir":  # the profile's root, where the computer names none of its own
-            return get_profile().get_option("workdir.root")
         return property_defaults()[name]
 
     def store(self) -> Computer:

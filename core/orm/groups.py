@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from veglia.exceptions import InvalidOptionError, NotExistent, StorageError
 from veglia.manage import get_storage
 from veglia.orm.loading import node_of_row
-from veglia.orm.nodes import Node, is_uuid_prefix
+from veglia.orm.nodes import Node, row_by_uuid_prefix
 from veglia.orm.users import get_default_user
 from veglia.storage import models
 
@@ -219,14 +219,8 @@ def load_group(identifier: str | int) -> Group:
         # Digits that are no pk may still start a UUID ("86536159").
         if row is None and not isinstance(identifier, int):
             row = session.scalar(sa.select(models.Group).where(models.Group.label == text))
-            if row is None and is_uuid_prefix(text):
-                prefix = text.lower()
-                rows = session.scalars(
-                    sa.select(models.Group).where(models.Group.uuid.startswith(prefix)).limit(2)
-                ).all()
-                if len(rows) > 1:
-                    raise NotExistent(f"More than one group has a UUID starting with {text!r}.")
-                row = rows[0] if rows else None
+            if row is None:
+                row = row_by_uuid_prefix(session, models.Group, text, "group")
         if row is not None:
             return Group._from_row(row)
         labels = list(session.scalars(sa.select(models.Group.label).order_by(models.Group.id)))

@@ -25,6 +25,7 @@ from veglia.orm.nodes import (
     MIN_UUID_PREFIX,
     Node,
     is_uuid_prefix,
+    row_by_uuid_prefix,
 )
 from veglia.storage import models
 
@@ -47,31 +48,25 @@ def load_node(identifier: int | str) -> Node:
     # build. By the unique index, which SQLite's LIKE for a prefix cannot use.
     text = str(identifier)
     row: sa.Row[Any] | models.Node | None = None
-    prefix: str | None = None
+    by_prefix = False
     if isinstance(identifier, int) or text.isdigit():
         with get_storage().connection() as connection:
             row = connection.execute(_NODE_BY_PK, {"key": int(text)}).first()
         # Digits that are no pk may still start a UUID ("86536159"); a number never does.
-        if row is None and not isinstance(identifier, int) and is_uuid_prefix(text):
-            prefix = text
+        by_prefix = row is None and not isinstance(identifier, int)
     elif len(text) == _UUID_LENGTH:
         with get_storage().connection() as connection:
             row = connection.execute(_NODE_BY_UUID, {"key": identifier}).first()
     elif is_uuid_prefix(text):
-        prefix = text.lower()
+        by_prefix = True
     else:
         raise NotExistent(
             f"No node with pk or UUID {identifier!r} (a UUID prefix is {MIN_UUID_PREFIX} or "
             "more of its first hex digits)."
         )
-    if prefix is not None:
+    if by_prefix:
         with get_storage().session() as session:
-            rows = session.scalars(
-                sa.select(models.Node).where(models.Node.uuid.startswith(prefix)).limit(2)
-            ).all()
-            if len(rows) > 1:
-                raise NotExistent(f"More than one node has a UUID starting with {identifier!r}.")
-            row = rows[0] if rows else None
+            row = row_by_uuid_prefix(session, models.Node, text, "node")
     if row is None or row.node_type == "selftest":
         raise NotExistent(f"No node with pk or UUID {identifier!r}.")
     return Node._from_row(row)

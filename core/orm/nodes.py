@@ -24,7 +24,7 @@ import sys
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime
 from pathlib import Path
-from typing import Any, BinaryIO, ClassVar, NamedTuple
+from typing import TYPE_CHECKING, Any, BinaryIO, ClassVar, NamedTuple, TypeVar
 
 import sqlalchemy as sa
 
@@ -41,7 +41,17 @@ from veglia.relative_paths import checked_relative
 from veglia.storage import models
 from veglia.storage.times import as_utc
 
-__all__ = ["MIN_UUID_PREFIX", "Node", "StoredBlob", "as_utc", "is_uuid_prefix"]
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
+
+__all__ = [
+    "MIN_UUID_PREFIX",
+    "Node",
+    "StoredBlob",
+    "as_utc",
+    "is_uuid_prefix",
+    "row_by_uuid_prefix",
+]
 
 
 _SCALARS = (str, int, float, bool, type(None))
@@ -73,6 +83,23 @@ def is_uuid_prefix(text: str) -> bool:
     """Whether ``text`` may be looked up as the start of a UUID: hex digits and dashes (as
     AiiDA reads one), at least :data:`MIN_UUID_PREFIX` of them."""
     return len(text) >= MIN_UUID_PREFIX and set(text.lower()) <= _HEX_OR_DASH
+
+
+_Row = TypeVar("_Row", models.Node, models.Group)
+
+
+def row_by_uuid_prefix(session: Session, model: type[_Row], text: str, kind: str) -> _Row | None:
+    """The row of ``model`` (nodes' or groups') whose UUID starts with ``text``; None when
+    none does or ``text`` is no UUID prefix (:func:`is_uuid_prefix`: too short, or not hex).
+    Raises :class:`NotExistent` when more than one does, naming them ``kind``s."""
+    if not is_uuid_prefix(text):
+        return None
+    rows = session.scalars(
+        sa.select(model).where(model.uuid.startswith(text.lower())).limit(2)
+    ).all()
+    if len(rows) > 1:
+        raise NotExistent(f"More than one {kind} has a UUID starting with {text!r}.")
+    return rows[0] if rows else None
 
 
 #: Every node class by its ``node_type``, filled in as subclasses are defined.

@@ -20,7 +20,16 @@ from veglia.plugin_api import (
     checked_relative,
 )
 
-__all__ = ["ShellJob"]
+__all__ = ["ShellJob", "shell_similarity_key"]
+
+
+def shell_similarity_key(command: str, default: str) -> str:
+    """The similarity key of a job that runs the command line ``command`` (not a code):
+    ``default``, the key :meth:`CalcJob.similarity_key` gives it (``core.shell||COMPUTER``),
+    and the command, hashed (the key is indexed, and a command line may be long); the
+    whitespace around the command does not count."""
+    digest = hashlib.sha256(command.strip().encode()).hexdigest()[:16]
+    return f"{default}|command:{digest}"
 
 
 def _port_name(path: str) -> str:
@@ -75,8 +84,7 @@ class ShellJob(CalcJob):
         key = super().similarity_key()
         if self.code is not None or "command" not in self.inputs:
             return key
-        command = self.inputs["command"].value.strip()
-        return f"{key}|command:{hashlib.sha256(command.encode()).hexdigest()[:16]}"
+        return shell_similarity_key(self.inputs["command"].value, key)
 
     def prepare_for_submission(self, folder: Path) -> CalcInfo:
         local_copy = []
