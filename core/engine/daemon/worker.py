@@ -413,7 +413,8 @@ class Worker:
     async def _take_from_database(self) -> None:
         """Without a broker: every unfinished submitted process is ours. New ones are looked
         for every half second; all of them, and every request written on them, less often
-        the more there are (a worker may hold 100,000)."""
+        the more there are (a worker may hold 100,000). At most ``daemon.worker_prefetch``
+        are live at once, as with a broker; the others wait their turn in the database."""
         newest, swept, every = 0, float("-inf"), 0.5
         looked, control_seen = float("-inf"), 0.0
         while not self._stop.is_set():
@@ -425,10 +426,13 @@ class Worker:
                     if sweep:
                         swept, every = looked, max(0.5, len(pks) / 10_000)
                     for pk in pks:
-                        newest = max(newest, pk)
                         if pk not in self.active and not self._holds(pk):
+                            # As a broker's prefetch would: the rest wait their turn.
+                            if len(self.active) >= self.wake_limit:
+                                break
                             self.active[pk] = None
                             self.loop.create_task(self._continue_claimed(pk))
+                        newest = max(newest, pk)
                     control_seen = self._apply_control_requests(control_seen, everywhere=sweep)
                 elif self._control_written() != control_seen:  # a request: at once
                     control_seen = self._apply_control_requests(control_seen, everywhere=True)
