@@ -218,6 +218,7 @@ def test_a_disabled_computer_takes_no_new_jobs(run_cli, profile):
     assert "1 disabled computer not shown: -a lists it." in listed
     rows = ok(run_cli("computer", "list", "-a", "-r")).stdout.splitlines()
     assert rows == ["1\tlocalhost\tlocalhost\tcore.local\tcore.direct\tyes, disabled"]
+    assert "You disabled it" in ok(run_cli("computer", "show", "localhost")).stdout
     line = error(run_cli("shell", "echo hi"), CliExit.CONFIGURATION)
     assert "Computer 'localhost' is disabled for" in line
     assert "Run `veglia computer enable localhost` first. Nothing was stored." in line
@@ -225,6 +226,7 @@ def test_a_disabled_computer_takes_no_new_jobs(run_cli, profile):
     enabled = ok(run_cli("computer", "enable", "localhost")).stdout
     assert "Computer 'localhost' is enabled for" in enabled
     assert "hi" in ok(run_cli("shell", "echo hi")).stdout
+    assert "You disabled it" not in ok(run_cli("computer", "show", "localhost")).stdout
 
 
 def test_computer_disable_for_another_user(run_cli, profile):

@@ -78,6 +78,12 @@ def computer_show(state: CliState, label: str) -> None:
         rows.append((name, f"{shown(computer.properties[name])} (of a plugin not loaded)"))
     print_table(("Property", "Value"), rows)
     console.print("")
+    if not computer.is_enabled():
+        console.print(
+            f"You disabled it: it takes no new jobs of yours (`veglia computer enable "
+            f"{computer.label}`).",
+            markup=False,
+        )
     try:
         params = computer.get_transport().auth_params
         stored = computer.get_auth_params()
