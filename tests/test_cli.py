@@ -179,11 +179,12 @@ def test_outdated_schema_is_reported_and_migrated(run_cli, veglia_home):
             connection.execute(f"DROP TABLE {table}")
         for index in ("ix_nodes_cache_hash", "ix_nodes_similarity_key", "ix_nodes_mtime"):
             connection.execute(f"DROP INDEX {index}")
+        connection.execute("ALTER TABLE codes DROP COLUMN hidden")  # 0012
     status = run_cli("status")
     assert status.exit_code == 1 and "veglia storage migrate" in status.stdout
-    assert "at schema 0001; this release needs 0011" in status.stdout
+    assert "at schema 0001; this release needs 0012" in status.stdout
     migrated = run_cli("storage", "migrate")
-    assert migrated.exit_code == 0 and "from 0001 to 0011" in migrated.stdout
+    assert migrated.exit_code == 0 and "from 0001 to 0012" in migrated.stdout
     assert "Migrated the tables of plugin 'core.tower' from absent to 0001" in migrated.stdout
     assert run_cli("status").exit_code == 0
 
@@ -201,6 +202,7 @@ def test_a_profile_of_the_release_before_keeps_its_outbox_through_storage_migrat
         # As the release before left it: schema 0010, the outbox in it, no Tower version.
         connection.execute("UPDATE alembic_version SET version_num = '0010'")
         connection.execute("DROP TABLE alembic_version_tower")
+        connection.execute("ALTER TABLE codes DROP COLUMN hidden")  # 0012
         for task in range(1, 8):
             connection.execute(
                 "INSERT INTO report_outbox (reporter, run_key, kind, task_id, attempt, payload,"
@@ -213,10 +215,10 @@ def test_a_profile_of_the_release_before_keeps_its_outbox_through_storage_migrat
             "VALUES ('tower', 'run-1', 'begun', '{}')"
         )
     status = run_cli("status")
-    assert status.exit_code == 1 and "at schema 0010; this release needs 0011" in status.stdout
+    assert status.exit_code == 1 and "at schema 0010; this release needs 0012" in status.stdout
     migrated = run_cli("storage", "migrate")
     assert migrated.exit_code == 0, migrated.output
-    assert "from 0010 to 0011" in migrated.stdout
+    assert "from 0010 to 0012" in migrated.stdout
     assert "Migrated the tables of plugin 'core.tower' from absent to 0001" in migrated.stdout
     assert run_cli("status").exit_code == 0
     info = run_cli("storage", "info", "--raw").stdout

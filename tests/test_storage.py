@@ -348,9 +348,9 @@ def test_migration_0006_adds_the_scale_indexes_and_downgrades(storage):
         command.downgrade(config, "0005")
     assert storage.schema_status().current == "0005"
     assert not set(INDEXED_ATTRIBUTES) & _index_names(storage)
-    with pytest.raises(SchemaOutdatedError, match="needs 0011"):
+    with pytest.raises(SchemaOutdatedError, match="needs 0012"):
         storage.check_schema()
-    assert storage.migrate() == ("0005", "0011")
+    assert storage.migrate() == ("0005", "0012")
     assert set(INDEXED_ATTRIBUTES) <= _index_names(storage)
 
 
@@ -590,9 +590,9 @@ def test_a_database_of_the_release_before_keeps_every_outbox_record_as_its_plugi
     runs = _rows(backend, tower_tables.report_runs)
     assert len(outbox) == 5
 
-    with pytest.raises(SchemaOutdatedError, match="needs 0011. Run `veglia storage migrate`"):
+    with pytest.raises(SchemaOutdatedError, match="needs 0012. Run `veglia storage migrate`"):
         backend.check_schema()
-    assert backend.migrate() == ("0010", "0011")
+    assert backend.migrate() == ("0010", "0012")
     backend.check_schema()
     assert _rows(backend, tower_tables.report_outbox) == outbox
     assert _rows(backend, tower_tables.report_runs) == runs
@@ -604,7 +604,7 @@ def test_a_database_of_the_release_before_keeps_every_outbox_record_as_its_plugi
 
 def test_the_core_schema_alone_has_no_plugin_table(storage_url, tmp_path):
     backend = StorageBackend(storage_url, tmp_path / "repo", plugins=[])
-    assert backend.migrate() == (None, "0011")
+    assert backend.migrate() == (None, "0012")
     backend.check_schema()
     tables = set(sa.inspect(backend.engine).get_table_names())
     assert "nodes" in tables and not tables & {"report_outbox", "report_runs"}

@@ -6,39 +6,26 @@ from typing import Any
 
 import click
 
+from veglia.cli.cmd_code_edit import (
+    check_code_label,
+    check_plugin,
+    code_delete,
+    code_duplicate,
+    code_hide,
+    code_reveal,
+)
 from veglia.cli.completion import complete_code_labels, complete_computer_labels
 from veglia.cli.output import echo_success, print_table, raw_option
 from veglia.cli.state import CliState, pass_state
 from veglia.cli.verdi_forms import CODE_TYPES, veglia_writes
 from veglia.engine.calcjob.history import MIN_SAMPLES, Distribution, code_usage
-from veglia.entry_points import get_entry_points
 from veglia.exceptions import InvalidOptionError
 from veglia.orm.computers import Code, load_code, load_computer
 
 
-@click.group("code")
+@click.group("code", commands=[code_hide, code_reveal, code_duplicate, code_delete])
 def code_group() -> None:
     """Create and inspect codes: executables installed on a computer."""
-
-
-def _check_label(label: str) -> str:
-    label = label.strip()
-    if not label or "@" in label or any(c.isspace() for c in label) or label.isdigit():
-        raise InvalidOptionError(
-            f"Code label {label!r} must be non-empty, without spaces or '@', and not a number."
-        )
-    return label
-
-
-def _check_plugin(name: str | None) -> str | None:
-
-    names = [ep.name for ep in get_entry_points("calculations")]
-    if name is not None and name not in names:
-        raise InvalidOptionError(
-            f"{name!r} is not an installed calculation plugin; installed: "
-            f"{', '.join(names) or 'none'}."
-        )
-    return name
 
 
 def _check_code_type(code_type: str | None) -> str | None:
@@ -108,10 +95,10 @@ def code_create(
             "with `which` there)."
         )
     code = Code(
-        label=_check_label(label),
+        label=check_code_label(label),
         computer=load_computer(computer),
         executable=executable,
-        default_calc_job_plugin=_check_plugin(default_calc_job_plugin),
+        default_calc_job_plugin=check_plugin(default_calc_job_plugin),
         description=description,
         prepend_text=prepend_text,
         append_text=append_text,
@@ -126,18 +113,29 @@ def code_create(
     help="Only codes on this computer.",
     shell_complete=complete_computer_labels,
 )
+@click.option("-a", "--all", "show_all", is_flag=True, help="Hidden codes too (`code hide`).")
 @raw_option
 @pass_state
-def code_list(state: CliState, computer: str | None, raw: bool) -> None:
-    """List codes."""
+def code_list(state: CliState, computer: str | None, show_all: bool, raw: bool) -> None:
+    """List codes; hidden ones (`veglia code hide`) only with -a, marked hidden."""
 
     state.profile  # noqa: B018
     if computer is not None:
         computer = load_computer(computer).label
-    rows = [
-        (c.pk, c.full_label, c.executable, c.default_calc_job_plugin or "", c.description)
+    codes = [
+        c
         for c in Code.list()
-        if computer is None or c.computer.label == computer
+        if (computer is None or c.computer.label == computer) and (show_all or not c.hidden)
+    ]
+    rows = [
+        (
+            c.pk,
+            c.full_label + (" (hidden)" if c.hidden else ""),
+            c.executable,
+            c.default_calc_job_plugin or "",
+            c.description,
+        )
+        for c in codes
     ]
     print_table(("PK", "Full label", "Executable", "Default plugin", "Description"), rows, raw=raw)
 
@@ -161,6 +159,7 @@ def code_show(state: CliState, identifier: str) -> None:
         ("description", code.description),
         ("prepend text", code.prepend_text),
         ("append text", code.append_text),
+        ("hidden", "yes (`veglia code reveal` lists it again)" if code.hidden else "no"),
     ]
     print_table(("Property", "Value"), rows)
 

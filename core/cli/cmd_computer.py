@@ -5,7 +5,7 @@ The group is here; each job's commands are in a module of their own: ``setup`` i
 :mod:`.cmd_computer_setup`, ``configure`` in :mod:`.cmd_computer_configure`, ``test`` in
 :mod:`.cmd_computer_checks`, ``list`` and ``show`` in :mod:`.cmd_computer_show`, ``set``,
 ``relabel`` and ``duplicate`` in :mod:`.cmd_computer_edit`, ``delete`` in
-:mod:`.cmd_computer_delete`.
+:mod:`.cmd_computer_delete`, ``enable`` and ``disable`` in :mod:`.cmd_computer_enable`.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from veglia.cli.cmd_computer_checks import computer_test
 from veglia.cli.cmd_computer_configure import computer_configure
 from veglia.cli.cmd_computer_delete import computer_delete
 from veglia.cli.cmd_computer_edit import computer_duplicate, computer_relabel, computer_set
+from veglia.cli.cmd_computer_enable import computer_disable, computer_enable
 from veglia.cli.cmd_computer_setup import computer_setup
 from veglia.cli.cmd_computer_show import computer_list, computer_show
 
@@ -34,6 +35,8 @@ __all__ = ["COMMANDS", "computer_group"]
         computer_relabel,
         computer_duplicate,
         computer_delete,
+        computer_enable,
+        computer_disable,
     ],
 )
 def computer_group() -> None:

@@ -13,24 +13,44 @@ from veglia.cli.output import console, print_table, raw_option
 from veglia.cli.state import CliState, pass_state
 from veglia.exceptions import ConfigurationError
 from veglia.orm.computers import Computer, load_computer, property_defaults
-from veglia.orm.queries import configured_computer_pks
+from veglia.orm.queries import configured_computer_pks, disabled_computer_pks
 
 __all__ = ["computer_list", "computer_show"]
 
 
 @click.command("list")
+@click.option(
+    "-a", "--all", "show_all", is_flag=True, help="Those you disabled too (`computer disable`)."
+)
 @raw_option
 @pass_state
-def computer_list(state: CliState, raw: bool) -> None:
-    """List computers and whether you configured them."""
+def computer_list(state: CliState, show_all: bool, raw: bool) -> None:
+    """List computers and whether you configured them; those you disabled only with -a."""
 
     state.profile  # noqa: B018
     configured = configured_computer_pks()
+    disabled = disabled_computer_pks()
+    computers = Computer.list()
     rows = [
-        (c.pk, c.label, c.hostname, c.transport_type, c.scheduler_type, c.pk in configured)
-        for c in Computer.list()
+        (
+            c.pk,
+            c.label,
+            c.hostname,
+            c.transport_type,
+            c.scheduler_type,
+            "yes, disabled" if c.pk in disabled else c.pk in configured,
+        )
+        for c in computers
+        if show_all or c.pk not in disabled
     ]
     print_table(("PK", "Label", "Hostname", "Transport", "Scheduler", "Configured"), rows, raw=raw)
+    hidden = sum(c.pk in disabled for c in computers)
+    if hidden and not show_all and not raw:
+        console.print(
+            f"{hidden} disabled computer{'s' if hidden != 1 else ''} not shown: -a lists "
+            f"{'them' if hidden != 1 else 'it'}.",
+            markup=False,
+        )
 
 
 @click.command("show")
@@ -58,6 +78,12 @@ def computer_show(state: CliState, label: str) -> None:
         rows.append((name, f"{shown(computer.properties[name])} (of a plugin not loaded)"))
     print_table(("Property", "Value"), rows)
     console.print("")
+    if not computer.is_enabled():
+        console.print(
+            f"You disabled it: it takes no new jobs of yours (`veglia computer enable "
+            f"{computer.label}`).",
+            markup=False,
+        )
     try:
         params = computer.get_transport().auth_params
         stored = computer.get_auth_params()

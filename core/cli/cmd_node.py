@@ -12,6 +12,12 @@ import click
 
 from veglia.cli.cmd_calcjob_clean import calcjob_cleanworkdir
 from veglia.cli.cmd_node_delete import node_delete
+from veglia.cli.cmd_node_fields import (
+    node_attributes,
+    node_description,
+    node_extras,
+    node_label,
+)
 from veglia.cli.cmd_node_repo import print_content, print_listing, repo_group
 from veglia.cli.completion import complete_calcjob_pks, complete_node_pks
 from veglia.cli.graph_image import render_image
@@ -262,6 +268,8 @@ def calcjob_gotocomputer(state: CliState, identifier: str, run: bool) -> None:
 
 # Commands kept in modules of their own (they import from this one when they run).
 node_group.add_command(node_delete)
+for command in (node_attributes, node_extras, node_label, node_description):
+    node_group.add_command(command)
 node_group.add_command(repo_group)
 calcjob_group.add_command(calcjob_cleanworkdir)
 

@@ -95,6 +95,11 @@ BUILTIN_COMMANDS: dict[str, tuple[str, str, str]] = {
         "storage_group",
         "Inspect, migrate and maintain the profile's storage.",
     ),
+    "user": (
+        "veglia.cli.cmd_user",
+        "user_group",
+        "List the users of the profile: who owns nodes and connects to computers.",
+    ),
     "verify": (
         "veglia.cli.cmd_verify",
         "verify",

@@ -39,6 +39,8 @@ class ComputerState:
     version: str
     #: Whether the default user has configured it (it has an authinfo).
     configured: bool = True
+    #: Whether the default user may submit jobs to it (`veglia computer disable`).
+    enabled: bool = True
 
 
 def _version(computer: Computer, auth_params: dict[str, Any] | None) -> str:
@@ -104,8 +106,16 @@ class ComputerSettings:
             auth_params: dict[str, Any] | None = fresh.get_auth_params()
         except ConfigurationError:  # not configured: opening a transport says so
             auth_params = None
-        state = ComputerState(fresh, _version(fresh, auth_params), auth_params is not None)
-        if seen is not None and seen[1].version == state.version:
+        state = ComputerState(
+            fresh,
+            _version(fresh, auth_params),
+            auth_params is not None,
+            auth_params is None or fresh.is_enabled(),
+        )
+        if seen is not None and (seen[1].version, seen[1].enabled) == (
+            state.version,
+            state.enabled,
+        ):
             state = seen[1]  # unchanged: the same object as before
         self._seen[pk] = (now, state)
         return state

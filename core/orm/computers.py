@@ -12,7 +12,7 @@ from veglia.entry_points import CalculationFactory, SchedulerFactory, TransportF
 from veglia.exceptions import ConfigurationError, NotExistent
 from veglia.exceptions import ConfigurationError as _Error
 from veglia.manage import get_profile, get_storage
-from veglia.orm.users import get_default_user
+from veglia.orm.users import User, get_default_user
 from veglia.plugin_manager import gather_named, get_plugin_manager
 from veglia.plugin_types import ComputerProperty
 from veglia.storage import models
@@ -283,6 +283,33 @@ class Computer:
         with get_storage().session() as session:
             return self._authinfo(session, user.pk) is not None
 
+    def is_enabled(self, user: User | None = None) -> bool:
+        """Whether ``user`` (default: the profile's) may submit jobs to it: `veglia computer
+        disable` stops that. Not configured for the user counts as enabled (configuring is
+        asked for first)."""
+        user = user or get_default_user()
+        with get_storage().session() as session:
+            row = self._authinfo(session, user.pk)
+            return row is None or bool(row.enabled)
+
+    def set_enabled(self, enabled: bool, user: User | None = None) -> None:
+        """Let ``user`` (default: the profile's) submit jobs to it, or stop that; jobs
+        already submitted go on. Refused when the user has not configured it."""
+        user = user or get_default_user()
+        default = user.pk == get_default_user().pk
+        if default and self.needs_no_configuration and not self.is_configured():
+            self.configure()  # core.local, stored before it was configured when stored
+        with get_storage().session() as session:
+            row = self._authinfo(session, user.pk)
+            if row is None:
+                raise ConfigurationError(
+                    f"Computer {self.label!r} is not configured for {user.email}, so there is "
+                    f"nothing to {'enable' if enabled else 'disable'}: that user runs "
+                    f"`veglia computer configure {self.label}` first."
+                )
+            row.enabled = enabled
+        _changed()
+
     def get_auth_params(self) -> dict[str, Any]:
         user = get_default_user()
         with get_storage().session() as session:
@@ -348,6 +375,8 @@ class Code:
     description: str = ""
     prepend_text: str = ""
     append_text: str = ""
+    #: Left out of `veglia code list` unless asked (`veglia code hide`), as AiiDA's.
+    hidden: bool = False
     pk: int | None = None
     uuid: str | None = None
 
@@ -372,11 +401,27 @@ class Code:
                 description=self.description,
                 prepend_text=self.prepend_text,
                 append_text=self.append_text,
+                hidden=self.hidden,
             )
             session.add(row)
             session.flush()
             self.pk, self.uuid = row.id, row.uuid
         return self
+
+    def set_hidden(self, hidden: bool) -> None:
+        """Hide the stored code from `veglia code list` (or show it again); it still runs."""
+        with get_storage().session() as session:
+            row = session.get(models.Code, self.pk)
+            if row is None:
+                raise NotExistent(f"Code {self.full_label!r} (pk {self.pk}) was deleted.")
+            row.hidden = hidden
+        self.hidden = hidden
+
+    def delete(self) -> None:
+        """Delete the stored code. Jobs that ran with it keep their record of it (label,
+        executable); `veglia code delete` first refuses while one has not ended."""
+        with get_storage().session() as session:
+            session.execute(sa.delete(models.Code).where(models.Code.id == self.pk))
 
     @classmethod
     def _from_row(cls, row: models.Code, computer: Computer) -> Code:
@@ -388,6 +433,7 @@ class Code:
             description=row.description,
             prepend_text=row.prepend_text,
             append_text=row.append_text,
+            hidden=row.hidden,
             pk=row.id,
             uuid=row.uuid,
         )

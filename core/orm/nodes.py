@@ -396,6 +396,27 @@ class Node:
         else:
             self._extras[key] = _copy(value)
 
+    def delete_extra(self, key: str) -> None:
+        """Remove an extra (nothing happens when there is none of that key)."""
+        if self.is_stored:
+            self._extras = self._patch_json("extras", {}, [key])
+        else:
+            self._extras.pop(key, None)
+
+    # -- label and description -----------------------------------------------------------
+    def set_label(self, label: str) -> None:
+        """Change the label, in the database too once stored: labels and descriptions are
+        notes, not provenance, and may change at any time."""
+        if self.is_stored:
+            self._update_row(label=label)
+        self.label = label
+
+    def set_description(self, description: str) -> None:
+        """Change the description, in the database too once stored (see :meth:`set_label`)."""
+        if self.is_stored:
+            self._update_row(description=description)
+        self.description = description
+
     def _update_row(self, **columns: Any) -> None:
         with get_storage().connection() as connection:
             connection.execute(_update_statement(tuple(columns)), {"node_pk": self.pk, **columns})

@@ -20,6 +20,7 @@ from veglia.manage import get_storage
 from veglia.orm.attributes import (
     BLOCKED,
     CANCEL_PENDING,
+    CODE,
     DAEMON,
     PAUSED,
     PIPELINE_RUN,
@@ -57,6 +58,7 @@ __all__ = [
     "count_by_state",
     "created_or_returned",
     "creating_calcjobs",
+    "disabled_computer_pks",
     "file_sizes",
     "has_attribute",
     "label_condition",
@@ -69,6 +71,7 @@ __all__ = [
     "nodes_touched_by",
     "process_tree",
     "process_tree_select",
+    "processes_of_code",
     "processes_on_computer",
     "provenance_around",
     "recent_nodes",
@@ -622,6 +625,33 @@ def configured_computer_pks() -> set[int]:
     query = sa.select(authinfos.c.computer_id).where(authinfos.c.user_id == user_pk)
     with get_storage().connection() as connection:
         return set(connection.scalars(query))
+
+
+def disabled_computer_pks() -> set[int]:
+    """The pks of the computers the default user disabled (``veglia computer disable``)."""
+    # Lazy: the user's node class needs the ORM, which this module does without.
+    from veglia.orm.users import get_default_user
+
+    user_pk = get_default_user().pk
+    query = sa.select(authinfos.c.computer_id).where(
+        authinfos.c.user_id == user_pk, authinfos.c.enabled.is_(False)
+    )
+    with get_storage().connection() as connection:
+        return set(connection.scalars(query))
+
+
+def processes_of_code(code_pk: int) -> list[tuple[int, str, str]]:
+    """(pk, process type, state) of the jobs that ran (or run) with the code, oldest first."""
+    query = sa.select(nodes.c.id, nodes.c.process_type, nodes.c.process_state).where(
+        nodes.c.process_state.isnot(None),
+        has_attribute(CODE),
+        nodes.c.attributes[CODE]["pk"].as_integer() == code_pk,
+    )
+    with get_storage().connection() as connection:
+        return [
+            (pk, kind or "", state)
+            for pk, kind, state in connection.execute(query.order_by(nodes.c.id))
+        ]
 
 
 def computer_summaries() -> list[tuple[str, str, str, str]]:

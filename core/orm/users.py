@@ -8,16 +8,24 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from veglia.exceptions import NotExistent
 from veglia.manage import get_profile, get_storage
 from veglia.storage import models
 
-__all__ = ["User", "get_default_user"]
+__all__ = ["User", "get_default_user", "list_users", "load_user"]
 
 
 @dataclass(frozen=True)
 class User:
     pk: int
     email: str
+    first_name: str = ""
+    last_name: str = ""
+    institution: str = ""
+
+    @classmethod
+    def _from_row(cls, row: models.User) -> User:
+        return cls(row.id, row.email, row.first_name, row.last_name, row.institution)
 
 
 _default: tuple[tuple[str, Any], User] | None = None
@@ -44,3 +52,21 @@ def get_default_user() -> User:
         user = User(row.id, row.email)
     _default = (key, user)
     return user
+
+
+def list_users() -> list[User]:
+    """The users of the profile's database, by email."""
+    with get_storage().session() as session:
+        rows = session.scalars(sa.select(models.User).order_by(models.User.email))
+        return [User._from_row(row) for row in rows]
+
+
+def load_user(email: str) -> User:
+    """The user of this email; :class:`~veglia.exceptions.NotExistent`, naming the users
+    there are, if none."""
+    with get_storage().session() as session:
+        row = session.scalar(sa.select(models.User).where(models.User.email == email))
+        if row is not None:
+            return User._from_row(row)
+    known = ", ".join(user.email for user in list_users()) or "none"
+    raise NotExistent(f"No user {email!r} in this profile (users: {known}).")

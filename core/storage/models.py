@@ -96,6 +96,7 @@ class Code(Base):
     prepend_text: Mapped[str]
     append_text: Mapped[str]
     ctime: Mapped[datetime]
+    hidden: Mapped[bool]
 
 
 class Node(Base):

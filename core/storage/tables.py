@@ -31,6 +31,7 @@ from sqlalchemy import (
     Text,
     TypeDecorator,
     UniqueConstraint,
+    false,
 )
 
 from veglia.storage.attribute_text import attribute_text
@@ -178,6 +179,8 @@ codes = Table(
     _text("prepend_text", default=""),
     _text("append_text", default=""),
     _time("ctime"),
+    # `veglia code hide`: left out of `veglia code list` (unless -a), as AiiDA's hidden codes.
+    Column("hidden", Boolean, nullable=False, default=False, server_default=false()),
     UniqueConstraint("label", "computer_id"),
 )
 

@@ -243,8 +243,10 @@ class CalcJob(Process):
     def prepare_node(self, node: Any) -> None:
         computer = self.computer
         assert computer.pk is not None
-        # Known configured (as of the runner's last read) spares a query per submission.
-        check_computer(computer, get_runner().computers.current(computer).configured)
+        # Known configured and enabled (as of the runner's last read) spares queries per
+        # submission.
+        known = get_runner().computers.current(computer)
+        check_computer(computer, known.configured, known.enabled)
         node.computer_pk = computer.pk
         attributes = {
             attr.OPTIONS: plain_data(self.options),

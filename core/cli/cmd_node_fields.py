@@ -1,0 +1,254 @@
+"""``veglia node attributes``, ``extras``, ``label`` and ``description``: a node's fields
+alone, as ``verdi node`` prints them, and the ones that may change (extras, label,
+description) changed."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+
+from veglia.cli.completion import complete_node_pks
+from veglia.cli.output import console, echo_success, print_table, raw_option
+from veglia.cli.state import CliState, pass_state
+from veglia.cli.verdi_forms import veglia_writes
+from veglia.exceptions import NotExistent
+from veglia.orm.loading import load_node
+from veglia.orm.nodes import Node
+
+__all__ = ["node_attributes", "node_description", "node_extras", "node_label"]
+
+#: The longest label the database keeps (``nodes.label``).
+MAX_LABEL = 255
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, indent=2, sort_keys=True, default=str, ensure_ascii=False)
+
+
+def _nodes(identifiers: tuple[str, ...]) -> list[Node]:
+    return [load_node(identifier) for identifier in identifiers]
+
+
+def _plural(number: int, what: str) -> str:
+    return f"{number} {what}{'' if number == 1 else 's'}"
+
+
+# -- attributes and extras -------------------------------------------------------------------
+def _check_format(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
+    if value.startswith("yaml"):  # verdi's other formats
+        raise veglia_writes(f"-f json (veglia prints JSON, not {value})")
+    return value
+
+
+_identifier_option = click.option(
+    "-i",
+    "--identifier",
+    type=click.Choice(["pk", "uuid"]),
+    default="pk",
+    show_default=True,
+    help="Name each node by its PK or its UUID.",
+)
+_format_option = click.option(
+    "-f",
+    "--format",
+    "fmt",
+    type=click.Choice(["json", "json+date", "yaml", "yaml_expanded"]),
+    default="json",
+    callback=_check_format,
+    hidden=True,  # verdi's: JSON is the one format
+)
+
+
+def _print_dicts(
+    nodes: list[Node], keys: tuple[str, ...], what: str, identifier: str, raw: bool
+) -> None:
+    """Each node's ``what`` (attributes or extras), only ``keys`` when given: as JSON
+    under the node's PK (or UUID), or with ``raw`` one JSON list for scripts."""
+    name = "PK" if identifier == "pk" else "UUID"
+    found: list[tuple[Node, dict[str, Any]]] = []
+    for node in nodes:
+        values: dict[str, Any] = getattr(node, what)
+        if keys:
+            values = {key: value for key, value in values.items() if key in keys}
+        found.append((node, values))
+    missing = [key for key in keys if not any(key in values for _, values in found)]
+    if missing:
+        known = sorted({key for node in nodes for key in getattr(node, what)})
+        whose = f"Node {nodes[0].pk} has" if len(nodes) == 1 else "None of these nodes has"
+        raise NotExistent(
+            f"{whose} no {what[:-1]} {', '.join(map(repr, missing))} ({what}: "
+            f"{', '.join(known) or 'none'})."
+        )
+    if raw:
+        click.echo(
+            _json([{name: node.pk if name == "PK" else node.uuid, what: v} for node, v in found])
+        )
+        return
+    for node, values in found:
+        console.print(f"[bold]{name}: {node.pk if name == 'PK' else node.uuid}[/bold]")
+        click.echo(_json(values))
+
+
+@click.command("attributes")
+@click.argument(
+    "identifiers", nargs=-1, required=True, metavar="PK...", shell_complete=complete_node_pks
+)
+@click.option("-k", "--key", "keys", multiple=True, help="Only this attribute (repeatable).")
+@_identifier_option
+@_format_option
+@click.option("-r", "--raw", is_flag=True, help="One JSON list of every node, for scripts.")
+@pass_state
+def node_attributes(
+    state: CliState,
+    identifiers: tuple[str, ...],
+    keys: tuple[str, ...],
+    identifier: str,
+    fmt: str,
+    raw: bool,
+) -> None:
+    """Print the attributes of each node PK (or UUID) as JSON.
+
+    Attributes are part of the provenance: they never change once a node is stored.
+    """
+    state.profile  # noqa: B018 -- load the chosen profile
+    _print_dicts(_nodes(identifiers), keys, "attributes", identifier, raw)
+
+
+def _key_value(_ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]) -> Any:
+    pairs = []
+    for text in values:
+        key, sep, value = text.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"{text!r} is not KEY=VALUE.")
+        try:
+            parsed = json.loads(value)
+        except ValueError:
+            parsed = value  # not JSON: the text itself
+        pairs.append((key, parsed))
+    return pairs
+
+
+@click.command("extras")
+@click.argument(
+    "identifiers", nargs=-1, required=True, metavar="PK...", shell_complete=complete_node_pks
+)
+@click.option("-k", "--key", "keys", multiple=True, help="Only this extra (repeatable).")
+@click.option(
+    "-s",
+    "--set",
+    "to_set",
+    multiple=True,
+    metavar="KEY=VALUE",
+    callback=_key_value,
+    help="Set an extra of each node (VALUE as JSON, else as text); repeatable.",
+)
+@click.option("-d", "--delete", "to_delete", multiple=True, metavar="KEY", help="Remove one.")
+@_identifier_option
+@_format_option
+@click.option("-r", "--raw", is_flag=True, help="One JSON list of every node, for scripts.")
+@pass_state
+def node_extras(
+    state: CliState,
+    identifiers: tuple[str, ...],
+    keys: tuple[str, ...],
+    to_set: list[tuple[str, Any]],
+    to_delete: tuple[str, ...],
+    identifier: str,
+    fmt: str,
+    raw: bool,
+) -> None:
+    """Print the extras of each node PK (or UUID) as JSON, or change them.
+
+    Extras are your notes on a node (tags, scores): unlike attributes, they may change at
+    any time.
+    """
+    state.profile  # noqa: B018
+    nodes = _nodes(identifiers)
+    if not to_set and not to_delete:
+        _print_dicts(nodes, keys, "extras", identifier, raw)
+        return
+    for node in nodes:
+        for key, value in to_set:
+            node.set_extra(key, value)
+        for key in to_delete:
+            node.delete_extra(key)
+    done = [f"set {', '.join(key for key, _ in to_set)}"] if to_set else []
+    done += [f"removed {', '.join(to_delete)}"] if to_delete else []
+    echo_success(f"Extras of {_plural(len(nodes), 'node')}: {'; '.join(done)}.")
+
+
+# -- label and description -------------------------------------------------------------------
+def _show_or_set(
+    nodes: list[Node], what: str, new: str | None, verdi_new: str | None, raw: bool
+) -> None:
+    """Show ``what`` (label or description) of each node, or set it to ``new`` (also
+    written ``verdi_new``, verdi's option)."""
+    if new is not None and verdi_new is not None and new != verdi_new:
+        raise click.UsageError(f"Two new {what}s: {new!r} and {verdi_new!r}; give one.")
+    value = new if new is not None else verdi_new
+    if value is None:
+        if raw:  # verdi's --raw: the values alone
+            for node in nodes:
+                click.echo(getattr(node, what))
+            return
+        print_table(("PK", what.capitalize()), [(node.pk, getattr(node, what)) for node in nodes])
+        return
+    if what == "label" and len(value) > MAX_LABEL:
+        raise click.BadParameter(f"a label has at most {MAX_LABEL} characters, not {len(value)}.")
+    for node in nodes:
+        getattr(node, f"set_{what}")(value)
+    shown = f" {value!r}" if what == "label" else ""
+    echo_success(f"Set the {what}{shown} of {_plural(len(nodes), 'node')}.")
+
+
+@click.command("label")
+@click.argument(
+    "identifiers", nargs=-1, required=True, metavar="PK...", shell_complete=complete_node_pks
+)
+@click.option("-s", "--set", "new", metavar="LABEL", help="Set LABEL as the label of each node.")
+@click.option("-L", "--label", "verdi_new", hidden=True)  # verdi's name of --set
+@raw_option
+@click.option("-f", "--force", is_flag=True, hidden=True)  # verdi's: veglia does not ask
+@pass_state
+def node_label(
+    state: CliState,
+    identifiers: tuple[str, ...],
+    new: str | None,
+    verdi_new: str | None,
+    raw: bool,
+    force: bool,
+) -> None:
+    """Show the label of each node PK (or UUID), or set it with --set LABEL.
+
+    Labels are notes, not provenance: they may change at any time. --raw prints the labels
+    alone, one a line.
+    """
+    state.profile  # noqa: B018
+    _show_or_set(_nodes(identifiers), "label", new, verdi_new, raw)
+
+
+@click.command("description")
+@click.argument(
+    "identifiers", nargs=-1, required=True, metavar="PK...", shell_complete=complete_node_pks
+)
+@click.option("-s", "--set", "new", metavar="TEXT", help="Set TEXT as the description of each.")
+@click.option("-D", "--description", "verdi_new", hidden=True)  # verdi's name of --set
+@raw_option
+@click.option("-f", "--force", is_flag=True, hidden=True)  # verdi's: veglia does not ask
+@pass_state
+def node_description(
+    state: CliState,
+    identifiers: tuple[str, ...],
+    new: str | None,
+    verdi_new: str | None,
+    raw: bool,
+    force: bool,
+) -> None:
+    """Show the description of each node PK (or UUID), or set it with --set TEXT.
+
+    --raw prints the descriptions alone, one a line.
+    """
+    state.profile  # noqa: B018
+    _show_or_set(_nodes(identifiers), "description", new, verdi_new, raw)
