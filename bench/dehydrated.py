@@ -18,7 +18,8 @@ cluster (it lives in memory); a thread there drives the cluster:
    jobs per second), the worker waking them ``daemon.worker_prefetch`` at a time.
 
     python bench/dehydrated.py              # 100,000 jobs (about half an hour)
-    python bench/dehydrated.py -n 2000      # a smoke run (.ci/run)
+    python bench/dehydrated.py -n 2000      # a shorter run
+    python bench/dehydrated.py -n 100 --poll-interval 1   # the smoke run of .ci/run
 
 Targets (issue #35): 100,000 waiting jobs under 400 MB resident (about 3 kB a job over the
 idle worker), every one polled every interval, all ending at no less throughput than
@@ -32,19 +33,15 @@ import contextlib
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
 
-from machine import describe
+from machine import bench_profile, describe
 
-VEGLIA = str(Path(sys.executable).parent / "veglia")
 PROFILE = "dehydrated"
-POLL_INTERVAL = 5.0
 
 
 def rss_mb(pid: int | None = None) -> float:
@@ -69,7 +66,7 @@ def _fake_plugins(folder: Path) -> Path:
 
 
 # -- the worker's process -----------------------------------------------------------------------
-def worker_main(n: int, out: Path) -> None:
+def worker_main(n: int, out: Path, interval: float) -> None:
     """Run a daemon worker here, with a thread that reports and drives the fake cluster."""
     import veglia
     from veglia.engine.daemon.worker import Worker
@@ -105,9 +102,9 @@ def worker_main(n: int, out: Path) -> None:
                 cluster_mb=_deep_size(cluster.jobs, cluster.submitted, cluster._submissions)
                 / 2**20,
             )
-            time.sleep(3 * POLL_INTERVAL + 1)
+            time.sleep(3 * interval + 1)
             window = [size for at, size in queries if at > held_at]
-            report(phase="polled", queries=len(window), sizes=window, seconds=3 * POLL_INTERVAL)
+            report(phase="polled", queries=len(window), sizes=window, seconds=3 * interval + 1)
             # The control round (4.) happens now, from the other process; wait for its end.
             while not (out.parent / "controlled").exists():
                 time.sleep(0.2)
@@ -182,21 +179,18 @@ def _timed_control(node, action: str, done) -> float:  # type: ignore[no-untyped
     return time.monotonic() - start
 
 
-def bench(n: int, timeout: float) -> dict:
-    home = Path(tempfile.mkdtemp(prefix="veglia-dehydrated-"))
-    env = {**os.environ, "VEGLIA_HOME": str(home)}
+def bench(n: int, timeout: float, interval: float) -> dict:
+    with bench_profile("veglia-dehydrated-", name=PROFILE, broker=False) as home:
+        return _bench(home, n, timeout, interval)
+
+
+def _bench(home: Path, n: int, timeout: float, interval: float) -> dict:
     plugins = _fake_plugins(home / "plugins")
+    env = {**os.environ}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(plugins), env.get("PYTHONPATH")]))
-    os.environ.update(VEGLIA_HOME=str(home))
     sys.path.insert(0, str(plugins))
     worker = None
     try:
-        subprocess.run(
-            [VEGLIA, "presto", "--profile-name", PROFILE, "--no-broker"],
-            check=True,
-            stdout=subprocess.DEVNULL,
-            env=env,
-        )
         import veglia
         from veglia import engine, orm
         from veglia.engine.daemon import DaemonFiles
@@ -211,7 +205,7 @@ def bench(n: int, timeout: float) -> dict:
             scheduler_type="fake.scheduler",
             properties={
                 "safe_interval": 0.0,
-                "minimum_poll_interval": POLL_INTERVAL,
+                "minimum_poll_interval": interval,
                 "measure_usage": False,
             },
         ).store()
@@ -220,7 +214,18 @@ def bench(n: int, timeout: float) -> dict:
         files = DaemonFiles(get_profile())
         files.folder.mkdir(parents=True, exist_ok=True)
         worker = subprocess.Popen(
-            [sys.executable, __file__, "--worker", "-n", str(n), "--out", str(out)], env=env
+            [
+                sys.executable,
+                __file__,
+                "--worker",
+                "-n",
+                str(n),
+                "--out",
+                str(out),
+                "--poll-interval",
+                str(interval),
+            ],
+            env=env,
         )
         # `process pause` and the others look for a running daemon by its pid file: this
         # worker, started without a supervisor, is the daemon here.
@@ -269,7 +274,6 @@ def bench(n: int, timeout: float) -> dict:
     finally:
         if worker is not None and worker.poll() is None:
             worker.kill()
-        shutil.rmtree(home, ignore_errors=True)
 
 
 def main() -> None:
@@ -277,14 +281,17 @@ def main() -> None:
     parser.add_argument("-n", type=int, default=100_000, help="jobs (default 100000)")
     parser.add_argument("--timeout", type=float, default=7200.0, help="seconds per phase")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    parser.add_argument(
+        "--poll-interval", type=float, default=5.0, help="seconds between polls (default 5)"
+    )
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        worker_main(args.n, args.out)
+        worker_main(args.n, args.out, args.poll_interval)
         return
     print(f"machine: {describe()}", flush=True)
-    figures = bench(args.n, args.timeout)
+    figures = bench(args.n, args.timeout, args.poll_interval)
     if args.json:
         print(json.dumps(figures, indent=2))
         return
