@@ -197,4 +197,9 @@ def test_piped_output_keeps_whole_values_one_row_a_line(long_values, run_cli):
     plugins = run_cli("plugin", "list", env=env).stdout
     assert any(ENTRY_POINT in line and OBJECT in line for line in plugins.splitlines())
     assert "…" not in run_cli("computer", "show", "hydrogen-cluster", env=env).stdout
-
+    # An option's line holds its whole description, 300 characters wide or not.
+    options = run_cli("config", "list", env=env).stdout.splitlines()
+    root = next(line for line in options if line.startswith("workdir.root "))
+    assert root.rstrip().endswith(
+        "It must belong to you and be writable by nobody else (veglia checks)."
+    )

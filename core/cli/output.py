@@ -9,6 +9,7 @@ from typing import Any, BinaryIO
 import click
 from rich.cells import cell_len
 from rich.console import Console
+from rich.segment import Segment, Segments
 from rich.table import Table
 from rich.text import Text
 
@@ -83,9 +84,10 @@ def print_table(
     by_column = [[header, *(row[i] for row in cells)] for i, header in enumerate(columns)]
     naturals = [max(cell_len(line) for t in texts for line in t.split("\n")) for texts in by_column]
     gaps = 2 * (len(columns) - 1)
-    if width is None or sum(naturals) + gaps <= width:
-        table = _table(columns, cells, [None] * len(columns), title)
-        console.print(table, width=None if terminal else max(console.width, sum(naturals) + gaps))
+    if width is None:
+        _print_unfolded(_table(columns, cells, [None] * len(columns), title))
+    elif sum(naturals) + gaps <= width:
+        console.print(_table(columns, cells, [None] * len(columns), title))
     elif len(columns) == 2 and title is None:
         _print_keyed(columns, cells, naturals[0], width)
     else:
@@ -105,6 +107,15 @@ def _table(
     for cell_row in rows:
         table.add_row(*(Text(cell) for cell in cell_row), style=None)
     return table
+
+
+def _print_unfolded(table: Table) -> None:
+    """``table`` as wide as its cells make it, wider than the console or not."""
+    wide = console.options.update_width(10**6)
+    segments: list[Segment] = []
+    for line in console.render_lines(table, wide, pad=False):
+        segments += [*line, Segment.line()]
+    console.print(Segments(segments), end="", soft_wrap=True)
 
 
 def _print_keyed(columns: Sequence[str], rows: list[list[str]], key_width: int, width: int) -> None:
@@ -152,7 +163,7 @@ def _print_plain(columns: Sequence[str], rows: list[list[str]], width: int | Non
             cell + " " * (width - cell_len(cell)) for cell, width in zip(cells, widths, strict=True)
         )
 
-    console.print(Text(line(columns), style="bold"))
+    console.print(Text(line(columns), style="bold"), soft_wrap=True)
     console.file.write("".join(line(row) + "\n" for row in rows))
     console.file.flush()
     return True
