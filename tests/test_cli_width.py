@@ -98,6 +98,7 @@ def long_values(profile, veglia_home, tmp_path):
         )
         if state == "finished":
             job.set_exit(0, None)
+        job.add_log("REPORT", f"submitted to hydrogen-cluster, in {JOB_DIR}, as job 81234567")
         jobs.append(job)
     Config().set_option(
         "test",
@@ -131,9 +132,7 @@ def commands(values) -> dict[str, list[str]]:
 
 def paths_in(text: str) -> list[str]:
     """The paths and dotted names of the fixture that ``text`` shows, whole or shortened."""
-    found = re.findall(
-        r"/scratch[^\s)]*|veglia_quantumespresso[^\s)]*|quantumespresso\.[^\s)]*", text
-    )
+    found = re.findall(r"(?:/scratch|veglia_quantumespresso|quantumespresso\.)[^\s),]*", text)
     return [
         path for path in found if not path.endswith("workflows.pw_relax_with_hubbard_corrections")
     ]
@@ -203,3 +202,13 @@ def test_piped_output_keeps_whole_values_one_row_a_line(long_values, run_cli):
     assert root.rstrip().endswith(
         "It must belong to you and be writable by nobody else (veglia checks)."
     )
+
+
+def test_a_path_loses_whole_folders_from_its_middle():
+    from veglia.cli.fit import elide_middle
+
+    assert elide_middle("/scratch/project/alice/run/job/ab12", 19) == "/scratch/…/job/ab12"
+    assert elide_middle("/scratch/project/alice/run/job/ab12", 40) == (
+        "/scratch/project/alice/run/job/ab12"
+    )
+    assert elide_middle("relax-silicon-supercell-4x4x4", 16) == "relax…cell-4x4x4"

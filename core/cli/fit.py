@@ -17,7 +17,7 @@ ELLIPSIS = "…"
 WORD_FLOOR = 16
 #: A word, with the branch of a tree before it (``process list``'s "   └─ name"): the
 #: branch stays on its name's line.
-_WORD = re.compile(r"^ *└─ \S+|\S+")
+_WORD = re.compile(r"(^ *└─ )?(\S+)")
 
 
 def floor_width(texts: Sequence[str]) -> int:
@@ -25,7 +25,8 @@ def floor_width(texts: Sequence[str]) -> int:
     widest = max((cell_len(line) for text in texts for line in text.split("\n")), default=0)
     if widest <= WORD_FLOOR:
         return widest
-    return min(WORD_FLOOR, max(cell_len(word) for text in texts for word in _WORD.findall(text)))
+    words = (match.group() for text in texts for match in _WORD.finditer(text))
+    return min(WORD_FLOOR, max(map(cell_len, words)))
 
 
 def _head(text: str, width: int) -> str:
@@ -78,7 +79,15 @@ def elide_middle(text: str, width: int) -> str:
 def elide_words(text: str, width: int) -> str:
     """``text`` with each word longer than ``width`` cells shortened in its middle, so it
     can wrap between words in a column that wide."""
-    return _WORD.sub(lambda match: elide_middle(match.group(), width), text)
+
+    def shortened(match: re.Match[str]) -> str:
+        branch, word = match.group(1) or "", match.group(2)
+        room = width - cell_len(branch)
+        if room < 4:
+            return elide_middle(branch + word, width)
+        return branch + elide_middle(word, room)
+
+    return _WORD.sub(shortened, text)
 
 
 def share_widths(naturals: Sequence[int], floors: Sequence[int], room: int) -> list[int]:

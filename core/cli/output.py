@@ -15,7 +15,15 @@ from rich.text import Text
 
 from veglia.cli.fit import elide_middle, elide_words, floor_width, share_widths
 
-__all__ = ["console", "echo_error", "echo_info", "echo_success", "echo_warning", "print_table"]
+__all__ = [
+    "console",
+    "echo_error",
+    "echo_info",
+    "echo_success",
+    "echo_warning",
+    "echo_wrapped",
+    "print_table",
+]
 
 # Piped output is for scripts and logs: do not fold it to 80 columns (tables are never
 # folded when piped: see print_table).
@@ -42,6 +50,29 @@ def echo_warning(message: str) -> None:
 
 def echo_error(message: str) -> None:
     error_console.print(f"[red]Error:[/red] {message}", markup=True)
+
+
+def on_terminal() -> bool:
+    """Whether the output goes to a terminal (a person reads it) rather than into a pipe or
+    a file (a script does): rich's FORCE_COLOR, set for colours in CI logs, does not count."""
+    isatty = getattr(console.file, "isatty", None)
+    try:
+        return bool(isatty and isatty())
+    except ValueError:  # a closed file
+        return False
+
+
+def echo_wrapped(text: str, hang: str = "    ") -> None:
+    """``text`` as it is, not markup; on a terminal wrapped between words, the lines after
+    the first starting with ``hang``, a word too long for a line shortened in its middle.
+    Piped, one line."""
+    if not on_terminal():
+        console.print(text, markup=False, soft_wrap=True)
+        return
+    room = max(console.width - cell_len(hang), 8)
+    for index, line in enumerate(Text(elide_words(text, room)).wrap(console, room)):
+        line.rstrip()
+        console.print(Text(hang) + line if index else line, soft_wrap=True)
 
 
 def _cell(value: Any) -> str:
@@ -77,8 +108,7 @@ def print_table(
             click.echo("\t".join(_cell(v) for v in row))
         return
     cells = [[_cell(v) for v in row] for row in rows]
-    terminal = console.is_terminal
-    width = console.width if terminal else None
+    width = console.width if on_terminal() else None
     if len(cells) > PLAIN_ROWS and title is None and _print_plain(columns, cells, width):
         return
     by_column = [[header, *(row[i] for row in cells)] for i, header in enumerate(columns)]
