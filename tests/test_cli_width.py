@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import pty
 import re
+import select
 import struct
 import subprocess
 import termios
@@ -48,6 +49,9 @@ def in_terminal(args: list[str], columns: int, env: dict[str, str]) -> str:
     os.close(follower)
     chunks = []
     while True:
+        if not select.select([leader], [], [], 120)[0]:
+            process.kill()
+            raise AssertionError(f"veglia {' '.join(args)} printed nothing for 120 s")
         try:
             chunk = os.read(leader, 65536)
         except OSError:  # EIO: the command has closed the terminal
@@ -113,7 +117,8 @@ def long_values(profile, veglia_home, tmp_path):
         "Metadata-Version: 2.1\nName: veglia-quantumespresso-plugin\nVersion: 4.11.0\n"
     )
     (info / "entry_points.txt").write_text(f"[veglia.calculations]\n{ENTRY_POINT} = {OBJECT}\n")
-    env = {"VEGLIA_HOME": str(veglia_home), "VEGLIA_PROFILE": "test", "PYTHONPATH": str(folder)}
+    path = os.pathsep.join([str(folder), *filter(None, [os.environ.get("PYTHONPATH")])])
+    env = {"VEGLIA_HOME": str(veglia_home), "VEGLIA_PROFILE": "test", "PYTHONPATH": path}
     return {"computer": computer, "workflow": workflow, "jobs": jobs, "env": env}
 
 
