@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from veglia.cli.output import console
+from veglia.cli.output import console, echo_wrapped
 from veglia.storage.times import as_utc as aware
 
 if TYPE_CHECKING:
@@ -33,10 +33,8 @@ def relative_time(value: datetime | None, now: datetime | None = None) -> str:
 
 def print_logs(node: ProcessNode, logs: list[Any], indent: str = "") -> None:
     for log in logs:
-        console.print(
-            f"{indent}{format_time(log.time)} [{node.pk} | {log.levelname}]: {log.message}",
-            markup=False,
-        )
+        message = f"{indent}{format_time(log.time)} [{node.pk} | {log.levelname}]: {log.message}"
+        echo_wrapped(message, hang=f"{indent}    ")
         traceback = (log.details or {}).get("traceback")
         if traceback:
             console.print(

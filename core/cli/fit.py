@@ -1,0 +1,122 @@
+"""Fitting table cells into a terminal's width without breaking a word: column widths
+shared out, and a word too long for its column shortened in the middle ("/scratch/…/ab12")."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from rich.cells import cell_len, set_cell_size
+
+__all__ = ["ELLIPSIS", "WORD_FLOOR", "elide_middle", "elide_words", "floor_width", "share_widths"]
+
+ELLIPSIS = "…"
+#: A column no wider than this keeps its width while wider ones give way (states, times
+#: and short names stay whole); a wider one is not made narrower than its longest word,
+#: up to this width: text wraps between words, long paths and labels are shortened.
+WORD_FLOOR = 16
+#: A word, with the branch of a tree before it (``process list``'s "   └─ name"): the
+#: branch stays on its name's line.
+_WORD = re.compile(r"(^ *└─ )?(\S+)")
+
+
+def floor_width(texts: Sequence[str]) -> int:
+    """The narrowest a column of these texts is made while others can give way."""
+    widest = max((cell_len(line) for text in texts for line in text.split("\n")), default=0)
+    if widest <= WORD_FLOOR:
+        return widest
+    words = (match.group() for text in texts for match in _WORD.finditer(text))
+    return min(WORD_FLOOR, max(map(cell_len, words)))
+
+
+def _head(text: str, width: int) -> str:
+    """The start of ``text`` in at most ``width`` cells."""
+    return set_cell_size(text, width).rstrip() if cell_len(text) > width else text
+
+
+def _tail(text: str, width: int) -> str:
+    """The end of ``text`` in at most ``width`` cells."""
+    return _head(text[::-1], width)[::-1]
+
+
+def _elide_path(text: str, width: int) -> str | None:
+    """A path with whole folders left out of its middle: ``/scratch/…/job/ab12``; None when
+    not even its first and last part fit."""
+    parts = text.split("/")
+    if len(parts) < 3:
+        return None
+    head, tail = 1 if parts[0] else 2, 1  # "/scratch" keeps its leading slash
+    best = None
+    while head + tail < len(parts):
+        candidate = "/".join([*parts[:head], ELLIPSIS, *parts[len(parts) - tail :]])
+        if cell_len(candidate) > width:
+            break
+        best = candidate
+        # Grow the end first (the job's own folder tells jobs apart), then the start.
+        if cell_len(parts[len(parts) - tail - 1]) <= cell_len(parts[head]):
+            tail += 1
+        else:
+            head += 1
+    return best
+
+
+def elide_middle(text: str, width: int) -> str:
+    """``text`` itself when it fits in ``width`` cells, else its start and end with "…"
+    between: whole folders left out of a path, characters out of anything else."""
+    if cell_len(text) <= width:
+        return text
+    if width <= 1:
+        return ELLIPSIS[:width]
+    path = _elide_path(text, width) if "/" in text.strip("/") else None
+    if path is not None:
+        return path
+    # More of the end than of the start: a name's end tells it from its neighbours
+    # ("...-waiting", "...:DirectScheduler").
+    room = width - cell_len(ELLIPSIS)
+    return _head(text, room // 3) + ELLIPSIS + _tail(text, room - room // 3)
+
+
+def elide_words(text: str, width: int) -> str:
+    """``text`` with each word longer than ``width`` cells shortened in its middle, so it
+    can wrap between words in a column that wide."""
+
+    def shortened(match: re.Match[str]) -> str:
+        branch, word = match.group(1) or "", match.group(2)
+        room = width - cell_len(branch)
+        if room < 4:
+            return elide_middle(branch + word, width)
+        return branch + elide_middle(word, room)
+
+    return _WORD.sub(shortened, text)
+
+
+def share_widths(naturals: Sequence[int], floors: Sequence[int], room: int) -> list[int]:
+    """Column widths within ``room`` cells: each column its natural width if all fit;
+    else each its floor, and what is left shared out so that narrow columns are whole and
+    the wide ones get equal shares. Floors that do not fit are cut, widest first."""
+    if sum(naturals) <= room:
+        return list(naturals)
+    widths = [min(floor, natural) for floor, natural in zip(floors, naturals, strict=True)]
+    while sum(widths) > room and max(widths) > 1:
+        widest = widths.index(max(widths))
+        widths[widest] -= 1
+    left = room - sum(widths)
+    wanting = sorted(
+        (i for i, natural in enumerate(naturals) if natural > widths[i]),
+        key=lambda i: naturals[i] - widths[i],
+    )
+    while wanting and left > 0:
+        share = left // len(wanting)
+        if share == 0:  # a cell each to the columns that want the most
+            for i in sorted(wanting, key=lambda i: widths[i] - naturals[i])[:left]:
+                widths[i] += 1
+            break
+        need = naturals[wanting[0]] - widths[wanting[0]]
+        if need <= share:
+            widths[wanting.pop(0)] += need
+            left -= need
+            continue
+        for i in wanting:
+            widths[i] += share
+        left -= share * len(wanting)
+    return widths

@@ -1,0 +1,219 @@
+"""The tables of the CLI read well in an 80-column terminal and in a wide one: no line
+longer than the terminal, no state, label or path broken across lines (a path is whole, or
+shortened in its middle with "…"), nothing shortened that fits; piped, values are whole.
+
+The commands run in a pseudo-terminal of the given width, as a user's shell runs them."""
+
+from __future__ import annotations
+
+import os
+import pty
+import re
+import select
+import struct
+import subprocess
+import termios
+from fcntl import ioctl
+
+import pytest
+
+from veglia_fixtures.profiles import VEGLIA
+
+WORK_DIR = "/scratch/project-hydrogen-storage/shared/{username}/veglia-calculations/workdirs"
+JOB_DIR = (
+    "/scratch/project-hydrogen-storage/shared/alice/veglia-calculations/workdirs/3f/9a/"
+    "7c41e2d8-bb04-4a6e-9f1c-2d7e0c5a91ab"
+)
+LABEL = "relax-silicon-supercell-4x4x4-pbe-high-cutoff-kpoints-8x8x8"
+PROCESS_TYPE = "veglia_quantumespresso.calculations.pw_relax_with_hubbard_corrections"
+ENTRY_POINT = "quantumespresso.pw.relax_with_hubbard_corrections_and_spin_orbit"
+OBJECT = "veglia_quantumespresso.calculations.pw_relax:PwRelaxHubbardSpinOrbitCalculation"
+#: The fixture's long values as the commands show them (the workflow's type aside).
+LONG_VALUES = (JOB_DIR, WORK_DIR, PROCESS_TYPE, OBJECT, ENTRY_POINT)
+STATE_WORDS = ("Waiting", "Finished")
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+def in_terminal(args: list[str], columns: int, env: dict[str, str]) -> str:
+    """What `veglia ARGS` prints in a terminal ``columns`` wide (colours taken out)."""
+    leader, follower = pty.openpty()
+    ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
+    full_env = {**os.environ, **env, "COLUMNS": str(columns), "TERM": "xterm"}
+    process = subprocess.Popen(
+        [VEGLIA, *args],
+        stdin=subprocess.DEVNULL,
+        stdout=follower,
+        stderr=subprocess.PIPE,
+        env=full_env,
+    )
+    os.close(follower)
+    chunks = []
+    while True:
+        if not select.select([leader], [], [], 120)[0]:
+            process.kill()
+            raise AssertionError(f"veglia {' '.join(args)} printed nothing for 120 s")
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # EIO: the command has closed the terminal
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(leader)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 0, stderr.decode()
+    text = b"".join(chunks).decode().replace("\r\n", "\n")
+    return ANSI.sub("", text)
+
+
+@pytest.fixture
+def long_values(profile, veglia_home, tmp_path):
+    """A profile whose computer, jobs, options and plugins have realistic long values;
+    the environment a command needs to see them."""
+    from veglia import orm
+    from veglia.config import Config
+    from veglia.orm.attributes import REMOTE_WORKDIR, SCHEDULER_STATE
+    from veglia.orm.computers import Computer
+
+    computer = Computer(
+        label="hydrogen-cluster",
+        hostname="login01.hydrogen-storage.example.org",
+        transport_type="core.local",
+        scheduler_type="core.direct",
+        description="The project's cluster; jobs run in the shared scratch folder of the project.",
+        properties={"workdir": WORK_DIR},
+    ).store()
+    workflow = orm.WorkflowNode(process_type=PROCESS_TYPE.replace("calculations", "workflows"))
+    workflow.label = LABEL
+    workflow.process_state = "waiting"
+    workflow.store()
+    jobs = []
+    for state, scheduler_state in (("waiting", "RUNNING"), ("finished", None)):
+        job = orm.CalcJobNode(process_type=PROCESS_TYPE)
+        job.label = f"{LABEL}-{state}"
+        job.process_state = state
+        job.computer_pk = computer.pk
+        job.store([(workflow, "call", "CALL_CALC")])
+        job.set_attributes(
+            {
+                REMOTE_WORKDIR: JOB_DIR,
+                **({SCHEDULER_STATE: scheduler_state} if scheduler_state else {}),
+            }
+        )
+        if state == "finished":
+            job.set_exit(0, None)
+        job.add_log("REPORT", f"submitted to hydrogen-cluster, in {JOB_DIR}, as job 81234567")
+        jobs.append(job)
+    Config().set_option(
+        "test",
+        "notify.email",
+        "alice@hydrogen-storage.example.org,bob@hydrogen-storage.example.org,carol@hydrogen-storage.example.org",
+    )
+
+    folder = tmp_path / "plugins"
+    info = folder / "veglia_quantumespresso_plugin-4.11.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: veglia-quantumespresso-plugin\nVersion: 4.11.0\n"
+    )
+    (info / "entry_points.txt").write_text(f"[veglia.calculations]\n{ENTRY_POINT} = {OBJECT}\n")
+    path = os.pathsep.join([str(folder), *filter(None, [os.environ.get("PYTHONPATH")])])
+    env = {"VEGLIA_HOME": str(veglia_home), "VEGLIA_PROFILE": "test", "PYTHONPATH": path}
+    return {"computer": computer, "workflow": workflow, "jobs": jobs, "env": env}
+
+
+def commands(values) -> dict[str, list[str]]:
+    job = values["jobs"][0]
+    return {
+        "process list": ["process", "list", "-a"],
+        "process show": ["process", "show", str(job.pk)],
+        "process show (workflow)": ["process", "show", str(values["workflow"].pk)],
+        "config list": ["config", "list"],
+        "config show": ["config", "show"],
+        "computer show": ["computer", "show", "hydrogen-cluster"],
+        "plugin list": ["plugin", "list"],
+    }
+
+
+def paths_in(text: str) -> list[str]:
+    """The paths and dotted names of the fixture that ``text`` shows, whole or shortened."""
+    found = re.findall(r"(?:/scratch|veglia_quantumespresso|quantumespresso\.)[^\s),]*", text)
+    return [
+        path for path in found if not path.endswith("workflows.pw_relax_with_hubbard_corrections")
+    ]
+
+
+def assert_whole_or_elided_in_the_middle(shown: str, full: str) -> None:
+    if shown == full:
+        return
+    head, sep, tail = shown.partition("…")
+    assert sep and head and tail, f"{shown!r} is neither {full!r} nor shortened in its middle"
+    assert full.startswith(head) and full.endswith(tail), f"{shown!r} is not {full!r} shortened"
+
+
+@pytest.mark.parametrize("columns", [80, 200])
+def test_every_table_fits_the_terminal_without_breaking_a_word(long_values, columns):
+    shown = {
+        name: in_terminal(args, columns, long_values["env"])
+        for name, args in commands(long_values).items()
+    }
+    for name, text in shown.items():
+        too_long = [line for line in text.splitlines() if len(line.rstrip()) > columns]
+        assert not too_long, f"{name} at {columns} columns:\n{text}"
+        if name.startswith("process"):
+            # Every state whole: a word of its own on one line, not cut or folded.
+            words = set(text.split())
+            assert set(STATE_WORDS) & words, f"{name}:\n{text}"
+            pieces = [
+                word
+                for word in words
+                if len(word) >= 3
+                and any(word.lower() in s and word.lower() != s for s in ("waiting", "finished"))
+            ]
+            assert not pieces, f"{name} breaks a state ({pieces}):\n{text}"
+        for path in paths_in(text):
+            full = next((full for full in LONG_VALUES if full.endswith(path[-4:])), None)
+            assert full is not None, f"{name}: {path!r} is a part of a path:\n{text}"
+            assert_whole_or_elided_in_the_middle(path, full)
+    if columns == 80:
+        # A value too long for the room beside its key goes under it, indented.
+        lines = shown["process show"].splitlines()
+        key = next(i for i, line in enumerate(lines) if line.startswith("work dir"))
+        assert lines[key].strip() == "work dir"
+        assert lines[key + 1].startswith("    /scratch/")
+    else:
+        # Nothing is shortened that fits.
+        assert JOB_DIR in shown["process show"]
+        assert LABEL in shown["process list"] and PROCESS_TYPE in shown["process list"]
+        assert WORK_DIR in shown["computer show"]
+        assert ENTRY_POINT in shown["plugin list"] and OBJECT in shown["plugin list"]
+        for name, text in shown.items():
+            assert "…" not in text, f"{name}:\n{text}"
+
+
+def test_piped_output_keeps_whole_values_one_row_a_line(long_values, run_cli):
+    """What grep wants: each row on one line with its values whole, however wide."""
+    env = long_values["env"]
+    listed = run_cli("process", "list", "-a", env=env).stdout.splitlines()
+    job = long_values["jobs"][1]
+    line = next(line for line in listed if line.lstrip().startswith(str(job.pk)))
+    assert f"{LABEL}-finished" in line and PROCESS_TYPE in line and "Finished" in line
+    plugins = run_cli("plugin", "list", env=env).stdout
+    assert any(ENTRY_POINT in line and OBJECT in line for line in plugins.splitlines())
+    assert "…" not in run_cli("computer", "show", "hydrogen-cluster", env=env).stdout
+    # An option's line holds its whole description, 300 characters wide or not.
+    options = run_cli("config", "list", env=env).stdout.splitlines()
+    root = next(line for line in options if line.startswith("workdir.root "))
+    assert root.rstrip().endswith(
+        "It must belong to you and be writable by nobody else (veglia checks)."
+    )
+
+
+def test_a_path_loses_whole_folders_from_its_middle():
+    from veglia.cli.fit import elide_middle
+
+    assert elide_middle("/scratch/project/alice/run/job/ab12", 19) == "/scratch/…/job/ab12"
+    assert elide_middle("/scratch/project/alice/run/job/ab12", 40) == (
+        "/scratch/project/alice/run/job/ab12"
+    )
+    assert elide_middle("relax-silicon-supercell-4x4x4", 16) == "relax…cell-4x4x4"
