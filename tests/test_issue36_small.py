@@ -38,9 +38,7 @@ def test_deleting_a_postgresql_profile_drops_its_tables(run_cli, postgres_databa
 
 
 @pytest.mark.services
-def test_deleting_a_postgresql_profile_with_keep_data_keeps_its_tables(
-    run_cli, postgres_database
-):
+def test_deleting_a_postgresql_profile_with_keep_data_keeps_its_tables(run_cli, postgres_database):
     made = run_cli("setup", "-n", "--profile-name", "pg", "--storage-url", postgres_database)
     assert made.exit_code == 0, made.output
     before = _tables(postgres_database)
@@ -54,3 +52,33 @@ def test_deleting_a_postgresql_profile_with_keep_data_keeps_its_tables(
     # The same database makes a profile again, migrated from where it was.
     again = run_cli("setup", "-n", "--profile-name", "pg2", "--storage-url", postgres_database)
     assert again.exit_code == 0, again.output
+
+
+def test_a_rerun_that_made_other_content_is_recorded_and_not_offered_again(profile, run_cli):
+    from veglia import engine, orm
+    from veglia.entry_points import CalculationFactory
+    from veglia.manage import get_storage
+    from veglia.orm import load_node
+
+    builder = CalculationFactory("core.shell").get_builder()
+    builder.command = orm.Str("date +%s%N > stamp.txt")
+    builder.outputs = orm.List(["stamp.txt"])
+    _, node = engine.run_get_node(builder)
+    record = next(r for r in node.outputs.retrieved.list_objects() if r.path == "stamp.txt")
+    blob = get_storage().repository.objects / record.sha256[:2] / record.sha256[2:]
+    blob.write_bytes(b"tampered\n")
+
+    rerun = run_cli("-p", "test", "verify", str(node.pk), "--rerun")
+    assert rerun.exit_code == 1, rerun.output
+    rerun_pk = load_node(node.pk).get_attribute("not_reproducible")["rerun"]
+    said = " ".join(rerun.stdout.split())
+    assert f"process {node.pk} is not reproducible (rerun {rerun_pk} made other content)" in said
+    assert load_node(node.pk).get_attribute("not_reproducible")["sha256"] == [record.sha256]
+
+    for _ in range(2):  # known now: reported, no rerun offered, no failure
+        later = run_cli("-p", "test", "verify", str(node.pk))
+        assert later.exit_code == 0, later.output
+        said = " ".join(later.stdout.split())
+        assert f"process {node.pk}: not reproducible (rerun {rerun_pk} made other content)" in said
+        assert "They were made by" not in said and "--rerun" not in said
+        assert said.count("not reproducible") == 1

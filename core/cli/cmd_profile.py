@@ -94,7 +94,8 @@ def profile_delete(state: CliState, name: str, keep_data: bool, force: bool) -> 
             echo_warning(f"{exc}. They stay on the broker until deleted there.")
     state.config.delete_profile(name, keep_data=keep_data)
     if keep_data:
-        kept = f"its folder {profile.folder}" + (f" and its tables in {database}" if database else "")
+        kept = f"its folder {profile.folder}"
+        kept += f" and its tables in {database}" if database else ""
         echo_success(f"Deleted profile {name!r}; kept {kept} (--keep-data).")
     elif database:
         echo_success(
