@@ -82,3 +82,71 @@ def test_a_rerun_that_made_other_content_is_recorded_and_not_offered_again(profi
         assert f"process {node.pk}: not reproducible (rerun {rerun_pk} made other content)" in said
         assert "They were made by" not in said and "--rerun" not in said
         assert said.count("not reproducible") == 1
+
+
+def _example_copy(root, version: str):
+    """A copy of the example plugin package at ``version``."""
+    import shutil
+    from pathlib import Path
+
+    source = Path(__file__).parent / "plugin_packages" / "veglia-example-plugin"
+    package = root / f"example-{version}"
+    shutil.copytree(source, package)
+    pyproject = package / "pyproject.toml"
+    pyproject.write_text(
+        pyproject.read_text().replace('version = "0.1.0"', f'version = "{version}"')
+    )
+    return package
+
+
+def _install(package, site) -> None:
+    import subprocess
+    import sys
+
+    command = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q", "install"]
+    command += ["--no-deps", "--upgrade", "--target", str(site), str(package)]
+    subprocess.run(command, check=True, timeout=300)
+
+
+def test_the_daemon_says_when_it_runs_an_older_plugin_than_is_installed(
+    run_cli, daemon, tmp_path, monkeypatch
+):
+    import time
+
+    site = tmp_path / "site"
+    _install(_example_copy(tmp_path, "0.1.0"), site)
+    monkeypatch.setenv("PYTHONPATH", str(site))  # the CLI and the daemon it starts
+    assert run_cli("presto", "--no-broker", "--profile-name", "test").exit_code == 0
+    daemon(1)
+    deadline = time.monotonic() + 30
+    while not list((tmp_path / "veglia-home").rglob("worker-*.json")):
+        assert time.monotonic() < deadline, "no worker status file"
+        time.sleep(0.2)
+    same = run_cli("-p", "test", "daemon", "status")
+    assert same.exit_code == 0 and "restart" not in same.output, same.output
+    assert run_cli("-p", "test", "status").exit_code == 0
+
+    _install(_example_copy(tmp_path, "0.2.0"), site)  # pip install of a new version
+    change = "veglia-example-plugin 0.1.0 -> 0.2.0"
+    shown = run_cli("-p", "test", "daemon", "status")
+    assert shown.exit_code == 0, shown.output
+    said = " ".join(shown.stderr.split())
+    assert "runs the plugin code it started with, not what is installed now" in said
+    assert f"({change}): restart it with `veglia daemon restart`." in said
+
+    status = run_cli("-p", "test", "status")
+    assert status.exit_code == 1, status.output
+    said = " ".join(status.stdout.split())
+    assert "✘ daemon: running, supervisor pid" in said and change in said
+    assert "hint: restart it with `veglia daemon restart`" in said
+
+    submitted = run_cli("-p", "test", "shell", "--submit", "true")
+    assert submitted.exit_code == 0, submitted.output
+    assert change in " ".join(submitted.stderr.split())
+
+    assert run_cli("-p", "test", "daemon", "restart").exit_code == 0
+    deadline = time.monotonic() + 30
+    while "restart" in (again := run_cli("-p", "test", "daemon", "status")).output:
+        assert time.monotonic() < deadline, again.output
+        time.sleep(0.5)
+    assert run_cli("-p", "test", "status").exit_code == 0

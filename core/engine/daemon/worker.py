@@ -35,6 +35,7 @@ from veglia.engine.daemon.task_bridge import task_bridge
 from veglia.engine.metrics import METRICS
 from veglia.engine.process import load_process
 from veglia.engine.runner import Runner, set_runner
+from veglia.entry_points import plugin_distributions
 from veglia.exceptions import NotExistent, ProcessClassError, StepAbandoned
 from veglia.manage import get_storage
 from veglia.notifications import notify
@@ -131,6 +132,8 @@ class Worker:
     def __init__(self, profile: Profile) -> None:
 
         self.profile = profile
+        #: The plugin packages this worker imports, as installed when it started.
+        self.plugin_versions = plugin_distributions()
         self.files = DaemonFiles(profile)
         self.loop = asyncio.new_event_loop()
         asyncio.set_event_loop(self.loop)
@@ -377,6 +380,7 @@ class Worker:
                 "pid": os.getpid(),
                 "active": len(self.active),
                 "time": time.time(),
+                "plugins": self.plugin_versions,
                 **counts,
             },
         )
