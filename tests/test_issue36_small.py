@@ -4,6 +4,8 @@ older plugin than the one installed, and `plugin list` says which plugins are lo
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 
@@ -150,3 +152,53 @@ def test_the_daemon_says_when_it_runs_an_older_plugin_than_is_installed(
         assert time.monotonic() < deadline, again.output
         time.sleep(0.5)
     assert run_cli("-p", "test", "status").exit_code == 0
+
+
+def test_the_monitor_signature_is_one_in_the_docs_and_the_code():
+    import re
+    from pathlib import Path
+
+    import veglia.engine.calcjob.monitors as monitors
+    from veglia.plugin_api import Monitor
+
+    docs = Path(__file__).resolve().parent.parent / "docs"
+    texts = {
+        "docs/monitors.md": (docs / "monitors.md").read_text(),
+        "docs/plugins.md": (docs / "plugins.md").read_text(),
+        "the module": monitors.__doc__ or "",
+        "Monitor": Monitor.__doc__ or "",
+    }
+    found = {}
+    for where, text in texts.items():
+        text = " ".join(text.replace("\\|", "|").split())
+        for signature in re.findall(r"(?<!\w)monitor\(node, transport[^`]*", text):
+            found.setdefault(signature.strip(), []).append(where)
+    assert list(found) == ["monitor(node, transport, /, **kwargs) -> str | MonitorResult | None"]
+    assert {where for places in found.values() for where in places} == set(texts)
+
+
+@pytest.mark.parametrize(
+    "name", ["FileStat", "FileSlice", "FileWatch", "LiveTrace", "TraceSample", "MonitorResult"]
+)
+def test_every_type_a_monitor_is_given_is_documented(name):
+    import dataclasses
+    import inspect
+    from pathlib import Path
+
+    import veglia.plugin_api as api
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "monitors.md").read_text()
+    kind = getattr(api, name)
+    assert f"`{name}" in text, name
+    if dataclasses.is_dataclass(kind):
+        names = [field.name for field in dataclasses.fields(kind)]
+    else:
+        names = list(getattr(kind, "_fields", ()))
+    names += [
+        key
+        for key, value in vars(kind).items()
+        if not key.startswith("_") and (isinstance(value, property) or inspect.isfunction(value))
+    ]
+    assert names, name
+    missing = [n for n in names if not re.search(rf"[`.(]{n}\b", text)]
+    assert not missing, f"{name}: {missing} not in docs/monitors.md"
