@@ -202,3 +202,36 @@ def test_every_type_a_monitor_is_given_is_documented(name):
     assert names, name
     missing = [n for n in names if not re.search(rf"[`.(]{n}\b", text)]
     assert not missing, f"{name}: {missing} not in docs/monitors.md"
+
+
+def _installed_by_hand(site, name: str, module: str, source: str) -> None:
+    """A distribution as pip leaves it (its dist-info), with one ``veglia.plugins`` entry."""
+    info = site / f"{name}-0.1.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(f"[veglia.plugins]\n{name} = {module}\n")
+    (site / f"{module}.py").write_text(source)
+
+
+def test_plugin_list_says_which_plugins_are_loaded_and_why_not(run_cli, tmp_path):
+    site = tmp_path / "site"
+    _installed_by_hand(site, "broken", "broken_hooks", "import not_a_module_anywhere\n")
+    env = {"PYTHONPATH": str(site)}
+
+    listed = run_cli("plugin", "list", "plugins", "--raw", env=env)
+    assert listed.exit_code == 0, listed.output
+    loaded = {row.split("\t")[1]: row.split("\t")[4] for row in listed.stdout.splitlines()}
+    assert loaded["broken"] == (
+        "failed to import: ModuleNotFoundError: No module named 'not_a_module_anywhere'"
+    )
+    assert loaded["core.web"] == "not registered: plugin 'broken' failed to import, so none is"
+
+    left_out = run_cli(
+        "plugin", "list", "plugins", "--raw", env={**env, "VEGLIA_PLUGINS": "core.web"}
+    )
+    loaded = {row.split("\t")[1]: row.split("\t")[4] for row in left_out.stdout.splitlines()}
+    assert loaded["broken"] == "not loaded: VEGLIA_PLUGINS leaves it out"
+    assert loaded["core.web"] == "registered"
+
+    others = run_cli("plugin", "list", "monitors", "--raw", env=env).stdout.splitlines()
+    assert others and all(row.endswith("\twhen used") for row in others)
