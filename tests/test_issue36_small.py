@@ -235,3 +235,11 @@ def test_plugin_list_says_which_plugins_are_loaded_and_why_not(run_cli, tmp_path
 
     others = run_cli("plugin", "list", "monitors", "--raw", env=env).stdout.splitlines()
     assert others and all(row.endswith("\twhen used") for row in others)
+
+
+def test_verdis_delete_data_flag_deletes_the_profile_s_folder(run_cli, veglia_home):
+    assert run_cli("presto", "--no-broker").exit_code == 0
+    deleted = run_cli("profile", "delete", "presto", "--force", "--delete-data")
+    assert deleted.exit_code == 0, deleted.output
+    assert "Deleted profile 'presto' and its folder" in deleted.stdout
+    assert not (veglia_home / "profiles" / "presto").exists()

@@ -62,9 +62,10 @@ add_alias(profile_group, "setdefault", profile_set_default)
 @profile_group.command("delete")
 @click.argument("name")
 @click.option(
-    "--keep-data",
-    is_flag=True,
-    help="Keep the profile's folder (SQLite, files) and its tables in a database of its URL.",
+    "--keep-data/--delete-data",
+    default=False,
+    help="Keep the profile's folder (SQLite, files) and its tables in a database of its URL, "
+    "or delete them (the default; verdi's --delete-data).",
 )
 @click.option("-f", "--force", is_flag=True, help="Do not ask for confirmation.")
 @pass_state
