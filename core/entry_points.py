@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable
-from importlib.metadata import EntryPoint, entry_points
+from importlib.metadata import EntryPoint, distributions, entry_points
 from typing import Any
 
 from veglia.exceptions import (
@@ -34,6 +34,7 @@ __all__ = [
     "get_entry_points",
     "group_name",
     "load_entry_point",
+    "plugin_distributions",
 ]
 
 #: Short name of each plugin kind -> its entry-point group.
@@ -75,6 +76,19 @@ def clear_cache() -> None:
     """Forget the entry points read so far (after installing a plugin in this process)."""
     _entry_points.cache_clear()
     _load_cached.cache_clear()
+
+
+def plugin_distributions() -> dict[str, str]:
+    """``{distribution name: version}`` of each installed package that provides a veglia
+    entry point (veglia itself too), read now, not cached: a daemon worker keeps what it
+    started with, and the CLI compares it with what is installed (an upgraded plugin)."""
+    groups = set(GROUPS.values())
+    found: dict[str, str] = {}
+    for dist in distributions():
+        if any(ep.group in groups for ep in dist.entry_points):
+            # The first on sys.path is the one Python imports.
+            found.setdefault(dist.metadata["Name"], dist.version)
+    return found
 
 
 def get_entry_point(group: str, name: str) -> EntryPoint:

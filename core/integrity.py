@@ -9,10 +9,13 @@ when it was stored, or is gone. The calc jobs that created the damaged nodes can
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from veglia.exceptions import NotExistent
 from veglia.manage import get_storage
 from veglia.orm import queries
+from veglia.orm.attributes import NOT_REPRODUCIBLE
+from veglia.orm.loading import load_node
 
 __all__ = ["DamagedFile", "FileCheck", "check_files", "nodes_to_check"]
 
@@ -47,6 +50,24 @@ class FileCheck:
     def producers(self) -> dict[int, list[int]]:
         """``{calc job pk: [damaged node pks it created]}``: the steps to run again."""
         return queries.creating_calcjobs(self.damaged_nodes) if self.damaged else {}
+
+    def not_reproducible(self) -> tuple[dict[int, dict[str, Any]], FileCheck]:
+        """The calc jobs whose damaged files a rerun already failed to make again
+        (``{pk: their NOT_REPRODUCIBLE record}``), and this check without those files (not
+        counted among its ``files`` either)."""
+        known: dict[int, dict[str, Any]] = {}
+        left = list(self.damaged)
+        for pk, made in self.producers().items():
+            record = load_node(pk).get_attribute(NOT_REPRODUCIBLE)
+            if not record:
+                continue
+            theirs = [f for f in left if f.node_pk in made]
+            # Damage the rerun did not see (another file) is new: that job is run again.
+            if all(f.expected in record["sha256"] for f in theirs):
+                known[pk] = record
+                left = [f for f in left if f not in theirs]
+        gone = len(self.damaged) - len(left)
+        return known, FileCheck(self.files - gone, self.nodes, left)
 
 
 def nodes_to_check(pks: tuple[int, ...] | list[int]) -> list[int]:

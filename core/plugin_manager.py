@@ -35,6 +35,7 @@ __all__ = [
     "gather_strict",
     "get_plugin_manager",
     "has_implementations",
+    "load_states",
     "reset_plugin_manager",
 ]
 
@@ -81,6 +82,40 @@ def get_plugin_manager() -> pluggy.PluginManager:
     if _manager is None:
         _manager = build_plugin_manager()
     return _manager
+
+
+def load_states() -> dict[str, str]:
+    """Whether each ``veglia.plugins`` entry point is registered with the plugin manager:
+    ``{name: "registered"}``, or in one line why not (left out by ``VEGLIA_PLUGINS``, failed
+    to import and why, or not registered because another failed: then none is)."""
+    problem = ""
+    try:
+        manager: pluggy.PluginManager | None = get_plugin_manager()
+    except Exception as exc:  # an import, or pluggy refusing a hook implementation
+        manager, problem = None, " ".join(str(exc).split())
+    wanted = _wanted_names()
+    states: dict[str, str] = {}
+    failed = ""
+    for entry_point in get_entry_points(GROUPS["plugins"]):
+        if wanted is not None and entry_point.name not in wanted:
+            states[entry_point.name] = "not loaded: VEGLIA_PLUGINS leaves it out"
+        elif manager is not None and manager.get_plugin(entry_point.name) is not None:
+            states[entry_point.name] = "registered"
+        else:
+            try:
+                entry_point.load()
+            except Exception as exc:
+                why = " ".join(f"{type(exc).__name__}: {exc}".split())
+                states[entry_point.name] = f"failed to import: {why}"
+                failed = failed or entry_point.name
+            else:
+                states[entry_point.name] = ""
+    for name, state in states.items():
+        if not state and failed:
+            states[name] = f"not registered: plugin {failed!r} failed to import, so none is"
+        elif not state:
+            states[name] = f"not registered: {problem}"
+    return states
 
 
 def reset_plugin_manager() -> None:

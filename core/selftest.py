@@ -94,9 +94,11 @@ def check_broker(profile: Profile) -> CheckResult:
 
 
 def check_daemon(profile: Profile) -> CheckResult:
-    """Informational: a stopped daemon is a normal state, so this never fails."""
+    """A stopped daemon is a normal state; one that runs older plugin code than is
+    installed (a plugin upgraded under it) fails."""
     # Lazy: the engine only for the check that needs it.
     from veglia.engine.daemon import DaemonFiles
+    from veglia.engine.daemon.installed_code import plugin_changes
 
     files = DaemonFiles(profile)
     pid = files.supervisor_pid()
@@ -105,7 +107,17 @@ def check_daemon(profile: Profile) -> CheckResult:
             "daemon", True, "not running (start it with `veglia daemon start` to submit jobs)"
         )
     workers = len(files.read_status().get("workers", []))
-    return CheckResult("daemon", True, f"running, supervisor pid {pid}, {workers} worker(s)")
+    running = f"running, supervisor pid {pid}, {workers} worker(s)"
+    changes = plugin_changes(profile)
+    if changes:
+        return CheckResult(
+            "daemon",
+            False,
+            f"{running}, on the plugin code it started with, not what is installed now: "
+            + ", ".join(changes),
+            "restart it with `veglia daemon restart`",
+        )
+    return CheckResult("daemon", True, running)
 
 
 CHECKS: tuple[Callable[[Profile], CheckResult], ...] = (

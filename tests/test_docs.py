@@ -17,6 +17,12 @@ A block that must not run is marked on the line before its fence, with the reaso
 
 and is listed, with its reason, as a skipped test. Whatever a page started (a daemon) is
 stopped when its test ends. See docs/development.md.
+
+A page of PACKAGE_PAGES shows a plugin package: a block whose first line is ``# PATH`` (a
+``.py`` or ``.toml`` file, then maybe ``, continued`` or ``: what it is``) is that file of
+the package (blocks of one file are joined), not run on its own. The test writes the
+package in the page's working folder, installs it with ``pip install -e`` before the page
+runs, and uninstalls it afterwards.
 """
 
 from __future__ import annotations
@@ -40,6 +46,9 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 LANGUAGES = ("bash", "python")
+#: Pages that show a plugin package, and the name of its folder (and distribution).
+PACKAGE_PAGES = {"docs/plugins.md": "mylab-veglia"}
+PACKAGE_FILE = re.compile(r"^# (?P<path>[\w./-]+\.(?:py|toml))(?:[,:].*)?$")
 SKIP = re.compile(r"^\s*<!--\s*docs-test:\s*skip\s*\((?P<reason>[^)]+)\)\s*-->\s*$")
 FENCE = re.compile(r"^(?P<indent>\s*)(?P<fence>```+|~~~+)(?P<info>.*)$")
 BLOCK_TIMEOUT = 120.0  # seconds one block may take
@@ -63,6 +72,18 @@ class Block:
     @property
     def where(self) -> str:
         return f"{self.page}:{self.line}"
+
+    @property
+    def package_file(self) -> str | None:
+        """The file of the page's plugin package this block is, if it is one."""
+        if self.page not in PACKAGE_PAGES:
+            return None
+        match = PACKAGE_FILE.match(self.source.split("\n", 1)[0])
+        return match["path"] if match else None
+
+    @property
+    def runs(self) -> bool:
+        return self.language in LANGUAGES and not self.skip and not self.package_file
 
 
 def read_blocks(path: Path) -> list[Block]:
@@ -90,7 +111,7 @@ def read_blocks(path: Path) -> list[Block]:
             ):
                 body.append(lines[index][len(indent) :] if lines[index].strip() else "")
                 index += 1
-            if language in LANGUAGES:
+            if language in (*LANGUAGES, "toml"):
                 source = textwrap.dedent("\n".join(body)) + "\n"
                 blocks.append(Block(page, index - len(body) + 1, language, source, skip))
             elif skip is not None:
@@ -263,13 +284,39 @@ class PageRun:
 
 
 def makes_its_profile(blocks: list[Block]) -> bool:
-    return any(not block.skip and re.search(r"\bveglia presto\b", block.source) for block in blocks)
+    return any(block.runs and re.search(r"\bveglia presto\b", block.source) for block in blocks)
+
+
+def install_package(page: str, folder: Path) -> str | None:
+    """Write the page's plugin package in ``folder`` and ``pip install -e`` it; its name."""
+    name = PACKAGE_PAGES.get(page)
+    if name is None:
+        return None
+    root = folder / name
+    for block in ALL_BLOCKS[page]:
+        if block.package_file:
+            path = root / block.package_file
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with path.open("a") as file:
+                file.write(block.source + "\n")
+    for package in root.iterdir():
+        if package.is_dir():
+            (package / "__init__.py").touch()  # as the page says: empty
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
+    subprocess.run([*pip, "install", "--no-deps", "-e", str(root)], check=True, timeout=300)
+    return name
+
+
+def uninstall_package(name: str | None) -> None:
+    if name is not None:
+        pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
+        subprocess.run([*pip, "uninstall", "-y", name], check=True, timeout=300)
 
 
 RUNNABLE_PAGES = [
     pytest.param(page, marks=[pytest.mark.services] if page in PAGE_SERVICES else [])
     for page, blocks in ALL_BLOCKS.items()
-    if any(not block.skip for block in blocks)
+    if any(block.runs for block in blocks)
 ]
 
 
@@ -277,7 +324,7 @@ RUNNABLE_PAGES = [
 def test_page_examples_run(page: str, veglia_home: Path, tmp_path: Path, request):
     for fixture in PAGE_SERVICES.get(page, []):
         request.getfixturevalue(fixture)
-    blocks = [block for block in ALL_BLOCKS[page] if not block.skip]
+    blocks = [block for block in ALL_BLOCKS[page] if block.runs]
     bin_dir = str(Path(sys.executable).parent)
     env = {key: value for key, value in os.environ.items() if not key.startswith("VEGLIA_")}
     env.update(
@@ -287,7 +334,9 @@ def test_page_examples_run(page: str, veglia_home: Path, tmp_path: Path, request
         COLUMNS="200",
     )
     run = PageRun(tmp_path / "page", env)
+    package = None
     try:
+        package = install_package(page, run.cwd)
         if not makes_its_profile(ALL_BLOCKS[page]):
             presto = subprocess.run(
                 ["veglia", "presto"], env=env, cwd=run.cwd, capture_output=True, text=True
@@ -297,6 +346,7 @@ def test_page_examples_run(page: str, veglia_home: Path, tmp_path: Path, request
             run.run(block)
     finally:
         run.close()
+        uninstall_package(package)
 
 
 @pytest.mark.parametrize("block", SKIPPED, ids=[block.where for block in SKIPPED])

@@ -16,6 +16,7 @@ from veglia.cli.state import CliState, pass_state
 from veglia.config.private_paths import private_file, private_folder
 from veglia.engine.daemon import DaemonFiles
 from veglia.engine.daemon.files import write_json
+from veglia.engine.daemon.installed_code import old_code_message
 from veglia.exceptions import DaemonError
 from veglia.plugin_manager import gather, gather_strict
 
@@ -154,6 +155,9 @@ def daemon_status(state: CliState, raw: bool) -> int:
     print_table(("Worker PID", "Started", "Restarts", "Live", "Dehydrated"), rows, raw=raw)
     if not raw and repaired is not None:
         click.echo(f"Stranded processes queued again: {repaired}")
+    old_code = old_code_message(state.profile)
+    if old_code:
+        echo_warning(old_code[0].upper() + old_code[1:] + ".")
     if not raw:
         _plugin_status_lines(state, files)
     return 0

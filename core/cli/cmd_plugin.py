@@ -12,6 +12,7 @@ import click
 from veglia.cli.completion import complete_entry_points
 from veglia.cli.output import console, print_table, raw_option
 from veglia.entry_points import GROUPS, get_entry_points, group_name, load_entry_point
+from veglia.plugin_manager import load_states
 from veglia.signatures import plain_doc, signature_text
 
 
@@ -35,14 +36,19 @@ def plugin_group() -> None:
 @click.argument("group", required=False, type=click.Choice(sorted(GROUPS)))
 @raw_option
 def plugin_list(group: str | None, raw: bool) -> None:
-    """List plugins of every group, or of GROUP."""
+    """List plugins of every group, or of GROUP. Loaded: for a ``plugins`` entry (hooks),
+    whether it is registered, or why not; the others are imported when used."""
+    states = load_states() if group in (None, "plugins") else {}
     rows = []
     for short in [group] if group else sorted(GROUPS):
         for entry_point in get_entry_points(short):
-            rows.append((short, entry_point.name, entry_point.value, _distribution(entry_point)))
+            loaded = states[entry_point.name] if short == "plugins" else "when used"
+            rows.append(
+                (short, entry_point.name, entry_point.value, _distribution(entry_point), loaded)
+            )
         if not raw and not get_entry_points(short):
-            rows.append((short, "-", "(none installed)", ""))
-    print_table(("Group", "Name", "Object", "Package"), rows, raw=raw)
+            rows.append((short, "-", "(none installed)", "", ""))
+    print_table(("Group", "Name", "Object", "Package", "Loaded"), rows, raw=raw)
 
 
 def _type_name(valid_type: Any) -> str:

@@ -10,26 +10,42 @@ import click
 from veglia.cli.completion import complete_node_pks
 from veglia.cli.output import console
 from veglia.cli.state import CliState, pass_state
-from veglia.engine.rerun import run_again, set_aside
+from veglia.engine.rerun import record_not_reproducible, run_again, set_aside
 from veglia.integrity import FileCheck, check_files, nodes_to_check
+from veglia.orm.process_nodes import CalcJobNode
 
 
-def _rerun(producers: dict[int, list[int]], bad_blobs: set[str]) -> int:
-    """Run each producing job again, here; how many failed."""
+def _rerun(producers: dict[int, list[int]], bad_blobs: set[str]) -> dict[int, CalcJobNode]:
+    """Run each producing job again, here; ``{pk: its rerun}``."""
     set_aside(bad_blobs)
-    failed = 0
+    reruns = {}
     for pk in sorted(producers):
         console.print(f"Rerunning process {pk}…")
-        node = run_again(pk)
+        node = reruns[pk] = run_again(pk)
         if node.is_finished_ok:
             console.print(f"[green]✔[/green] process {pk} ran again as process {node.pk}")
         else:
-            failed += 1
             console.print(
                 f"[red]✘[/red] process {pk} ran again as process {node.pk}, which failed: "
                 f"{node.exit_message}"
             )
-    return failed
+    return reruns
+
+
+def _record_other_content(
+    producers: dict[int, list[int]], reruns: dict[int, CalcJobNode], again: FileCheck
+) -> None:
+    """Note each job whose (finished) rerun made other content, so that it is not offered
+    again: a job that is not reproducible stays so."""
+    for pk, made in sorted(producers.items()):
+        blobs = {f.expected for f in again.damaged if f.node_pk in made}
+        if blobs and reruns[pk].is_finished_ok:
+            record_not_reproducible(pk, reruns[pk].pk, blobs)
+            console.print(
+                f"[yellow]![/yellow] process {pk} is not reproducible (rerun {reruns[pk].pk} "
+                "made other content): recorded; `veglia verify` reports it from now on and "
+                "offers no rerun."
+            )
 
 
 def _print_damaged(result: FileCheck) -> None:
@@ -54,7 +70,12 @@ def verify(state: CliState, pks: tuple[int, ...], rerun: bool | None) -> int:
 
     state.profile  # noqa: B018 - loads the profile
     node_ids = nodes_to_check(pks)
-    result = check_files(node_ids)
+    known, result = check_files(node_ids).not_reproducible()
+    for pk, record in sorted(known.items()):
+        console.print(
+            f"[yellow]![/yellow] process {pk}: not reproducible (rerun {record['rerun']} made "
+            f"other content), recorded {record['at']}; its damaged files are not counted"
+        )
     _print_damaged(result)
     if not result.damaged:
         console.print(
@@ -74,9 +95,11 @@ def verify(state: CliState, pks: tuple[int, ...], rerun: bool | None) -> int:
     if not rerun:
         console.print("Rerun them with `veglia verify --rerun " + " ".join(map(str, pks)) + "`.")
         return 1
-    failed = _rerun(producers, result.damaged_blobs)
-    again = check_files(node_ids)
+    reruns = _rerun(producers, result.damaged_blobs)
+    failed = sum(not node.is_finished_ok for node in reruns.values())
+    again = check_files(node_ids).not_reproducible()[1]
     _print_damaged(again)
+    _record_other_content(producers, reruns, again)
     if again.damaged:
         console.print(
             f"[red]✘[/red] {len(again.damaged_blobs)} files are still damaged: the rerun made "

@@ -6,7 +6,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from veglia.cli.output import echo_warning
+from veglia.engine.daemon.installed_code import old_code_message
 from veglia.engine.daemon.presence import daemon_running, no_daemon_message
+from veglia.manage import get_profile
 from veglia.orm.attributes import DAEMON
 from veglia.orm.queries import active_process_pks
 
@@ -17,10 +19,14 @@ __all__ = ["warn_if_no_daemon", "warn_if_waiting_for_no_daemon"]
 
 
 def warn_if_no_daemon(node: ProcessNode | None = None) -> bool:
-    """Warn when no daemon runs (for ``node``: only when it waits for one); True if warned."""
+    """Warn when no daemon runs (for ``node``: only when it waits for one); True if warned.
+    When one runs on older plugin code than is installed, warn of that (and return False)."""
     if node is not None and (node.is_terminated or not node.get_attribute(DAEMON)):
         return False
     if daemon_running():
+        old_code = old_code_message(get_profile())
+        if old_code:
+            echo_warning(old_code[0].upper() + old_code[1:] + ".")
         return False
     echo_warning(no_daemon_message())
     return True

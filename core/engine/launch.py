@@ -12,6 +12,7 @@ from typing import Any
 
 from veglia.engine.builder import ProcessBuilder
 from veglia.engine.daemon.broker_tasks import send_continue_task
+from veglia.engine.daemon.installed_code import old_code_message
 from veglia.engine.daemon.presence import daemon_running, no_daemon_message
 from veglia.engine.daemon.task_pipeline import get_pipeline
 from veglia.engine.persistence import WHERE_PROCESS_CLASSES_GO
@@ -29,6 +30,8 @@ LOGGER = logging.getLogger("veglia.engine")
 #: Seconds between two warnings that no daemon runs (a loop of submissions gets one).
 NO_DAEMON_WARNING_EVERY = 60.0
 _warned_at = float("-inf")
+#: When the running daemon's plugin versions were last compared with the installed ones.
+_code_checked_at = float("-inf")
 
 
 def _split(
@@ -64,7 +67,8 @@ def submit(process: type[Process] | ProcessBuilder[Process], /, **inputs: Any) -
     """Store the process and hand it to the daemon; return its node at once.
 
     When no daemon runs for the profile, a warning says so (logged on ``veglia.engine``,
-    at most once a minute): the process waits, created, until one starts.
+    at most once a minute): the process waits, created, until one starts. A daemon that runs
+    older plugin code than is installed (a plugin upgraded under it) is warned of the same way.
 
     The node, its checkpoint and its daemon flag are committed when this returns; its
     broker task may still wait for the broker's confirmation, which the next ``submit``
@@ -81,11 +85,19 @@ def submit(process: type[Process] | ProcessBuilder[Process], /, **inputs: Any) -
 
 
 def _warn_if_no_daemon() -> None:
-    global _warned_at
-    if time.monotonic() - _warned_at < NO_DAEMON_WARNING_EVERY or daemon_running():
+    global _warned_at, _code_checked_at
+    if time.monotonic() - _warned_at < NO_DAEMON_WARNING_EVERY:
         return
-    _warned_at = time.monotonic()
-    LOGGER.warning("%s; the process waits until it runs", no_daemon_message())
+    if not daemon_running():
+        _warned_at = time.monotonic()
+        LOGGER.warning("%s; the process waits until it runs", no_daemon_message())
+    elif time.monotonic() - _code_checked_at >= NO_DAEMON_WARNING_EVERY:
+        # A plugin upgraded under the running daemon: the process runs on the old code.
+        _code_checked_at = time.monotonic()
+        old_code = old_code_message(get_profile())
+        if old_code:
+            _warned_at = time.monotonic()
+            LOGGER.warning("%s", old_code)
 
 
 # -- handing over to the daemon: a broker task, or the database alone ---------------------

@@ -20,12 +20,20 @@ from veglia.engine.process import NODE_ATTRIBUTES, Process, load_process_class
 from veglia.engine.runner import get_runner
 from veglia.exceptions import InputValidationError, NotExistent, ProcessActiveError
 from veglia.manage import get_storage
-from veglia.orm.attributes import CODE, MONITORS, PLAIN_INPUTS, RERUN_FROM, RERUN_OF
+from veglia.orm.attributes import (
+    CODE,
+    MONITORS,
+    NOT_REPRODUCIBLE,
+    PLAIN_INPUTS,
+    RERUN_FROM,
+    RERUN_OF,
+)
 from veglia.orm.computers import load_code
 from veglia.orm.data import to_node
 from veglia.orm.loading import load_node
 from veglia.orm.process_nodes import CalcJobNode, WorkflowNode
 from veglia.pipeline_setups import parse_toml_value
+from veglia.storage.times import utcnow
 
 if TYPE_CHECKING:
     from veglia.engine.workflow.workchain import WorkChain
@@ -33,6 +41,7 @@ if TYPE_CHECKING:
 __all__ = [
     "builder_from_node",
     "parse_settings",
+    "record_not_reproducible",
     "rerun_workflow",
     "run_again",
     "set_aside",
@@ -54,6 +63,13 @@ def run_again(pk: int) -> CalcJobNode:
     _, node = run_get_node(builder_from_node(_calcjob(pk)))
     node.set_attribute(RERUN_OF, pk)
     return node  # type: ignore[return-value]
+
+
+def record_not_reproducible(pk: int, rerun: int, blobs: Iterable[str]) -> None:
+    """Note on calc job ``pk`` that its rerun ``rerun`` did not make these stored SHA-256s
+    again (NOT_REPRODUCIBLE): ``veglia verify`` reports it and stops suggesting a rerun."""
+    record = {"rerun": rerun, "at": utcnow().isoformat(timespec="seconds"), "sha256": sorted(blobs)}
+    _calcjob(pk).set_attribute(NOT_REPRODUCIBLE, record)
 
 
 def submit_again(pk: int) -> CalcJobNode:

@@ -24,6 +24,10 @@ CONTROL_REQUEST = "control_request"
 #: The pk of the process that ``veglia verify --rerun`` (a calc job) or ``veglia process
 #: rerun`` (a workflow) ran this one again for.
 RERUN_OF = "rerun_of"
+#: On a calc job that ``veglia verify --rerun`` ran again and whose rerun made other content:
+#: {"rerun": pk of the rerun, "at": ISO time, "sha256": [the stored SHA-256s it did not make
+#: again]}. ``verify`` then reports the job as not reproducible and suggests no rerun.
+NOT_REPRODUCIBLE = "not_reproducible"
 #: A pipeline setup's run: {"setup": name, "version": n, "element": row id, "identity": ...}.
 PIPELINE_RUN = "pipeline_run"
 #: Which finished jobs are like this one (calc jobs, and the restart policy's workflow).

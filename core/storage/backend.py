@@ -363,6 +363,28 @@ class StorageBackend:
             moved.append((plugin, status.current, status.head))
         return moved
 
+    def drop_tables(self) -> list[str]:
+        """Drop the tables veglia made here (the core's, each installed plugin's, and every
+        Alembic version table, a removed plugin's too); return their names. Tables veglia
+        did not make are left alone, and so is the database itself."""
+        # Lazy: the core tables module, as the other storage checks read it.
+        from veglia.storage.tables import metadata
+
+        known = set(metadata.tables) | {t for _, m in self.plugins() for t in m.tables}
+        try:
+            with self.engine.begin() as connection:
+                present = sa.inspect(connection).get_table_names()
+                ours = [n for n in present if n in known or n.startswith("alembic_version")]
+                reflected = sa.MetaData()
+                reflected.reflect(connection, only=ours)
+                # In the order foreign keys need, whichever plugin's tables refer to which.
+                reflected.drop_all(connection)
+        except sa.exc.OperationalError as exc:
+            raise StorageUnavailable(
+                f"Cannot reach the database at {mask_url(self.url)}: {exc.orig}"
+            ) from None
+        return sorted(ours)
+
     def schema_differences(self) -> dict[str, list[Any]]:
         """What the database has that the tables declared in code do not, and the other
         way round: the core's (key ``"core"``) and each plugin's (by plugin name), each

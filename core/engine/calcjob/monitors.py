@@ -81,7 +81,7 @@ class Monitor(Protocol):
     monitor declares (``state``, ``files``, ``trace``: :func:`engine_given`) by name. Each
     type it is given is described in docs/monitors.md ("What a monitor is given"). Any
     keyword parameters match (``*args, **kwargs`` typed ``Any`` stand for "whatever the
-    monitor declares"), so ``def my_monitor(node, transport, limit: int = 3) -> str | None``
+    monitor declares"), so ``def my_monitor(node, transport, *, limit: int = 3) -> str | None``
     is a ``Monitor``; the engine checks the kwargs against the signature itself
     (:func:`check_arguments`).
     """

@@ -40,6 +40,7 @@ from veglia.engine.dehydration import Sleeps, Wake
 from veglia.engine.metrics import METRICS
 from veglia.engine.process import load_process
 from veglia.engine.runner import Runner, set_runner
+from veglia.entry_points import plugin_distributions
 from veglia.exceptions import NotExistent, ProcessClassError, ProcessDehydrated, StepAbandoned
 from veglia.manage import get_storage
 from veglia.notifications import notify
@@ -154,6 +155,8 @@ class Worker:
     def __init__(self, profile: Profile) -> None:
 
         self.profile = profile
+        #: The plugin packages this worker imports, as installed when it started.
+        self.plugin_versions = plugin_distributions()
         self.files = DaemonFiles(profile)
         self.loop = asyncio.new_event_loop()
         asyncio.set_event_loop(self.loop)
@@ -544,6 +547,7 @@ class Worker:
                 "live": sum(1 for process in self.active.values() if process is not None),
                 "dehydrated": len(self.sleeps),
                 "time": time.time(),
+                "plugins": self.plugin_versions,
                 **counts,
             },
         )
