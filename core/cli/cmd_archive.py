@@ -12,9 +12,9 @@ import click
 from veglia.cli.output import console, echo_success, print_table
 from veglia.cli.state import CliState, pass_state
 from veglia.config.values import parse_size_mb
+from veglia.exceptions import ConfigurationError
 from veglia.orm.archive import create_archive
 from veglia.orm.archive_import import import_archive
-from veglia.exceptions import ConfigurationError
 from veglia.orm.archive_read import MIB, ArchiveLimits, inspect_archive
 from veglia.orm.loading import load_node
 

@@ -5,6 +5,7 @@ line as a calc job)."""
 from __future__ import annotations
 
 import builtins
+import importlib
 import importlib.util
 import os
 import sys
@@ -161,11 +162,10 @@ def python(state: CliState, plain: bool) -> None:
     namespace.update(__name__="__main__", __doc__=None, __builtins__=builtins)
     banner = _banner(namespace, state.profile.name)
     if not plain and importlib.util.find_spec("IPython") is not None:
-        # Lazy: IPython is optional, and heavy.
-        import IPython
-
+        # By name: IPython is optional (not a dependency, so no types for it either).
+        ipython = importlib.import_module("IPython")
         click.echo(banner)
-        IPython.start_ipython(argv=[], user_ns=namespace, display_banner=False)
+        ipython.start_ipython(argv=[], user_ns=namespace, display_banner=False)
         return
     # Lazy: the console only for this command.
     import code
