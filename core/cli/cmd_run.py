@@ -15,8 +15,11 @@ from typing import Any
 
 import click
 
+import veglia
+from veglia import engine, entry_points, orm
 from veglia.cli.state import CliState, pass_state
 from veglia.exceptions import ScriptError
+from veglia.manage import get_storage
 
 __all__ = ["python", "run", "user_namespace"]
 
@@ -51,10 +54,6 @@ def user_namespace() -> dict[str, Any]:
     """The names a script run by ``veglia run`` (or ``veglia python``) finds defined: the
     packages ``veglia``, ``orm`` and ``engine``, the ORM's classes and loaders, ``run`` and
     ``submit`` and the workflow helpers, the plugin factories, ``get_profile``."""
-    # Lazy: the ORM and the engine only for these two commands, not at every CLI start.
-    import veglia
-    from veglia import engine, entry_points, orm
-
     namespace: dict[str, Any] = {"veglia": veglia, "orm": orm, "engine": engine}
     namespace.update({name: getattr(orm, name) for name in orm.__all__})
     namespace.update({name: getattr(engine, name) for name in _ENGINE_NAMES})
@@ -66,9 +65,6 @@ def user_namespace() -> dict[str, Any]:
 def _loaded(state: CliState) -> dict[str, Any]:
     """Load the profile and open its storage (a wrong profile or an old schema is one line
     here, before any of the user's code runs); veglia's names."""
-    # Lazy: the storage layer only for these two commands.
-    from veglia.manage import get_storage
-
     state.profile  # noqa: B018 -- load the chosen profile
     get_storage()
     return user_namespace()
