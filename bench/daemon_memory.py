@@ -151,7 +151,7 @@ def bench(n: int, broker: bool, timeout: float, keep: float = 0.0) -> dict[str, 
         check=True,
         stdout=subprocess.DEVNULL,
     )
-    _veglia("config", "set", "daemon.worker_process_slots", str(n + 10))
+    _veglia("config", "set", "daemon.worker_prefetch", str(n + 10))
     _veglia("daemon", "start", "1")
     nodes = []
     try:

@@ -46,7 +46,7 @@ def snapshot(n: int, out: Path) -> None:
         check=True,
         stdout=subprocess.DEVNULL,
     )
-    daemon_memory._veglia("config", "set", "daemon.worker_process_slots", str(n + 10))
+    daemon_memory._veglia("config", "set", "daemon.worker_prefetch", str(n + 10))
     import veglia
     from veglia import engine, orm
     from veglia.engine.daemon import DaemonFiles

@@ -793,7 +793,7 @@ def bench_aiida(n: int, workers: int, python: str) -> dict[str, float]:
             "/bin/bash",
             "-n",
         )
-        run("config", "set", "daemon.worker_process_slots", "1000")
+        run("config", "set", "daemon.worker_prefetch", "1000")
         run("daemon", "start", str(workers))
         out = subprocess.run(
             [python, "-c", AIIDA_SCRIPT, str(n), str(workers)],

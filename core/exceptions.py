@@ -50,6 +50,7 @@ went wrong and what to do about it. :class:`CliExit` lists every exit code of th
         └── HostKeyError            the remote host key is unknown or has changed
 
     StepAbandoned (a BaseException)  the database went away during a process step
+    ProcessDehydrated (a BaseException) a waiting process leaves memory until something happens
 """
 
 from __future__ import annotations
@@ -80,6 +81,7 @@ __all__ = [
     "PluginError",
     "ProcessActiveError",
     "ProcessClassError",
+    "ProcessDehydrated",
     "ProfileNotFoundError",
     "RepositoryIntegrityError",
     "SchedulerError",
@@ -388,3 +390,18 @@ class StepAbandoned(BaseException):
             "last checkpoint once the database answers."
         )
         self.pk = pk
+
+
+class ProcessDehydrated(BaseException):
+    """A waiting process leaves its worker's memory until something happens to it.
+
+    Not an error: a calc job waiting on its scheduler, or a workflow waiting on its
+    children, raises it between two polls so that the daemon worker keeps only ``sleep``
+    (what the batched poll needs, a few hundred bytes) and the process's checkpoint stays
+    its state. Like :class:`StepAbandoned` it is a ``BaseException`` so that plumpy does not
+    turn it into the EXCEPTED state. See ``veglia.engine.dehydration``.
+    """
+
+    def __init__(self, sleep: object) -> None:
+        super().__init__("the process waits dehydrated")
+        self.sleep = sleep

@@ -193,19 +193,20 @@ def daemon_status(state: CliState, raw: bool) -> int:
     for worker in status.get("workers", []):
         try:
             seen = json.loads(files.worker_status(worker["pid"]).read_text())
-            load = seen["active"]
+            live, dehydrated = seen["live"], seen["dehydrated"]
         except (OSError, ValueError, KeyError):
-            seen, load = {}, "?"
+            seen, live, dehydrated = {}, "?", "?"
         if "repaired" in seen:
             repaired = (repaired or 0) + seen["repaired"]
         started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(worker["started"]))
-        rows.append((worker["pid"], started, worker["restarts"], load))
+        rows.append((worker["pid"], started, worker["restarts"], live, dehydrated))
     if not raw:
         click.echo(
             f"Daemon of {state.profile.name!r} on {socket.gethostname()}: supervisor pid {pid}, "
             f"{_plural_workers(len(rows))}"
         )
-    print_table(("Worker PID", "Started", "Restarts", "Active processes"), rows, raw=raw)
+    # Live: in the worker's memory; dehydrated: waiting as rows of the database.
+    print_table(("Worker PID", "Started", "Restarts", "Live", "Dehydrated"), rows, raw=raw)
     for retiring in status.get("retiring", []) if not raw else []:
         click.echo(f"Worker {retiring} was removed and is stopping.")
     if not raw and repaired is not None:

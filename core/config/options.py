@@ -241,8 +241,11 @@ BUILTIN_OPTIONS: tuple[Option, ...] = (
         parse=parse_positive_seconds,
     ),
     Option(
-        "daemon.worker_process_slots",
-        "Most processes one daemon worker runs at once (its broker prefetch).",
+        "daemon.worker_prefetch",
+        "Process tasks one daemon worker takes from the broker before earlier ones have "
+        "ended or gone to wait dehydrated (its broker prefetch). Not a cap on the processes "
+        "a worker holds: those waiting on a scheduler or on their children are dehydrated "
+        "and do not count.",
         default=1000,
         parse=parse_positive_int,
         needs_restart=True,
@@ -304,11 +307,22 @@ def get_options() -> dict[str, Option]:
     return _catalogue[1]
 
 
+#: Options of earlier releases (and of aiida-core), with what replaced them.
+GONE_OPTIONS = {
+    "daemon.worker_process_slots": (
+        "a worker no longer caps the processes it holds (waiting ones are dehydrated); "
+        "its broker prefetch is `daemon.worker_prefetch`."
+    ),
+}
+
+
 def get_option(name: str) -> Option:
     """The option called ``name``; the error suggests close names."""
     import difflib
 
     options = get_options()
+    if name in GONE_OPTIONS:
+        raise InvalidOptionError(f"Option {name!r} is gone: {GONE_OPTIONS[name]}")
     if name not in options:
         close = difflib.get_close_matches(name, options, n=3)
         hint = f" Did you mean {', '.join(close)}?" if close else " See `veglia config list`."

@@ -38,6 +38,7 @@ from veglia.storage.outage import is_storage_outage
 if TYPE_CHECKING:
     from plumpy.utils import AttributesFrozendict
 
+    from veglia.engine.dehydration import Wake
     from veglia.storage.backend import HeldTransaction
 
 __all__ = [
@@ -342,6 +343,14 @@ class Process(plumpy.Process):
 
     _terminal_writes: tuple[Callable[[], None], ...] = ()
 
+    def take_wake(self) -> Wake | None:
+        """What woke this process from dehydration, once (None: it was not asleep, or this
+        is not a daemon worker). See ``veglia.engine.dehydration``."""
+        sleeps = get_runner().sleeps
+        if sleeps is None or self.node is None:
+            return None
+        return sleeps.take_wake(self.node.pk)
+
     def write_when_terminated(self, write: Callable[[], None]) -> None:
         """Run ``write`` in the commit that records the process's end (a daemon worker
         gives up its lease on it there)."""
@@ -350,7 +359,8 @@ class Process(plumpy.Process):
     def on_terminal_state_recorded(self) -> None:
         """The process ended and its node says so (subclasses report, notify; call super)."""
 
-        get_runner().child_watcher.wake()  # a workflow here may be waiting for this one
+        # A workflow here may be waiting for this one.
+        get_runner().child_watcher.wake(self.node.pk if self.node is not None else None)
 
     # -- results -----------------------------------------------------------------------------
     _deferred_outputs: list[tuple[str, Node]] | None = None

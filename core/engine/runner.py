@@ -18,6 +18,7 @@ from veglia.manage import get_profile
 from veglia.orm.users import get_default_user
 
 if TYPE_CHECKING:
+    from veglia.engine.dehydration import Sleeps
     from veglia.orm.computers import Computer
     from veglia.orm.process_nodes import ProcessNode
 
@@ -57,6 +58,8 @@ class Runner:
         self.child_watcher = ChildWatcher()
         #: Processes stepping on this loop by pk (a daemon worker shares its own table).
         self.local_processes: dict[int, Any] = {}
+        #: A daemon worker's dehydrated processes; None elsewhere: nothing dehydrates.
+        self.sleeps: Sleeps | None = None
 
     @property
     def poll_interval(self) -> float:

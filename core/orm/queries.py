@@ -93,11 +93,18 @@ def has_attribute(key: str) -> Any:
 
 # -- processes ---------------------------------------------------------------------------------
 def active_process_pks(
-    *, paused: bool | None = None, blocked: bool | None = None, daemon: bool | None = None
+    *,
+    paused: bool | None = None,
+    blocked: bool | None = None,
+    daemon: bool | None = None,
+    after: int | None = None,
 ) -> list[int]:
     """The pks of unfinished processes, oldest first; only the paused (or not) ones, the
-    blocked (or not) ones, the ones handed to the daemon (or not), when asked."""
+    blocked (or not) ones, the ones handed to the daemon (or not), those of pk above
+    ``after``, when asked."""
     query = sa.select(nodes.c.id).where(nodes.c.process_state.in_(ACTIVE_STATES))
+    if after is not None:
+        query = query.where(nodes.c.id > after)
     if paused is not None:
         is_paused = nodes.c.attributes[PAUSED].as_boolean().is_(True)
         query = query.where(is_paused if paused else sa.not_(is_paused))

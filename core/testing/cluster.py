@@ -29,6 +29,8 @@ class FakeCluster:
         #: Every id ever submitted, in order.
         self.submitted: list[str] = []
         self._ids = itertools.count(1001)
+        #: Job ids by (work dir, script): a submission replayed gets its first job's id.
+        self._submissions: dict[tuple[str, str], str] = {}
         self._refusals: list[SchedulerSubmitError] = []
         self._changed = threading.Condition()
 
@@ -37,6 +39,7 @@ class FakeCluster:
         with self._changed:
             self.jobs.clear()
             self.submitted.clear()
+            self._submissions.clear()
             self._refusals.clear()
 
     def job(self, job_id: str) -> JobInfo:
@@ -113,10 +116,11 @@ class FakeCluster:
         with self._changed:
             if self._refusals:
                 raise self._refusals.pop(0)
-            for job_id, info in self.jobs.items():  # the same submission, replayed
-                if info.details.get("workdir") == workdir and info.details["script"] == script:
-                    return job_id
+            replayed = self._submissions.get((workdir, script))  # the same one, again
+            if replayed is not None and replayed in self.jobs:
+                return replayed
             job_id = str(next(self._ids))
+            self._submissions[(workdir, script)] = job_id
             self.jobs[job_id] = JobInfo(
                 job_id,
                 JobState.QUEUED,

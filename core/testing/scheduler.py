@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import tempfile
 
 from veglia.exceptions import SchedulerError
 from veglia.schedulers import JobFailure, JobInfo, JobState, JobTemplate, Scheduler
@@ -16,6 +17,8 @@ _MARKER = "#veglia-fake-scheduler"
 _SUBMITTED = re.compile(r"veglia-fake-submitted (/.*)")
 _KILLED = re.compile(r"veglia-fake-killed (\d+)")
 _JOB_ID = re.compile(r"\d+")
+#: Listings longer than this are read from a file (see ``joblist_command``).
+_INLINE_LINES = 1000
 _FIELDS = ("job_id", "state", "raw_state", "exit_code", "failure", "wallclock_seconds", "reason")
 
 
@@ -92,12 +95,12 @@ class FakeScheduler(Scheduler):
         """A ``printf`` of the cluster's jobs as they are now (all of them without
         ``job_ids``; ``user`` is ignored): one ``id|state|raw state|exit code|failure|
         wallclock seconds|reason`` line each, after a marker line."""
-        wanted = [_check_job_id(job_id) for job_id in job_ids] if job_ids else None
+        wanted = {_check_job_id(job_id) for job_id in job_ids} if job_ids else None
         with self.cluster._changed:
-            infos = [
-                info for info in self.cluster.jobs.values()
-                if wanted is None or info.job_id in wanted
-            ]  # fmt: skip
+            if wanted is None:
+                infos = list(self.cluster.jobs.values())
+            else:
+                infos = [self.cluster.jobs[i] for i in sorted(wanted) if i in self.cluster.jobs]
             lines = [_MARKER] + [
                 "|".join(
                     [
@@ -112,7 +115,16 @@ class FakeScheduler(Scheduler):
                 )
                 for info in infos
             ]
-        return "printf '%s\\n' " + " ".join(shlex.quote(line) for line in lines)
+        if len(lines) <= _INLINE_LINES:
+            return "printf '%s\\n' " + " ".join(shlex.quote(line) for line in lines)
+        # A command line holds at most 128 kB: a long listing is read from a file, as a
+        # real batch system's client reads its controller's answer.
+        with tempfile.NamedTemporaryFile(
+            "w", prefix="veglia-fake-listing-", suffix=".txt", delete=False
+        ) as listing:
+            listing.write("\n".join(lines) + "\n")
+        path = shlex.quote(listing.name)
+        return f"cat {path}; rc=$?; rm -f {path}; exit $rc"
 
     def parse_joblist_output(self, retval: int, stdout: str, stderr: str) -> list[JobInfo]:
         lines = [line for line in stdout.splitlines() if line.strip()]

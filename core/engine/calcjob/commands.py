@@ -43,6 +43,11 @@ class SteppingJob(Protocol):
         """One poll; True when the job has left the scheduler or is done."""
         ...
 
+    def dehydrate_if_idle(self) -> None:
+        """Between two polls: leave the worker's memory when nothing is due soon (raises
+        ``ProcessDehydrated``; see ``veglia.engine.dehydration``)."""
+        ...
+
     async def do_retrieve(self) -> Path: ...
 
     def parse(self, folder: str) -> Any: ...
@@ -80,7 +85,7 @@ class JobWaiting(InterruptibleWaiting):
                 return self._next(UPLOAD, "Waiting to upload")
             if command == UPDATE:
                 while not await self._interruptible(process.do_update(), finish_first=False):
-                    pass
+                    process.dehydrate_if_idle()
                 stop = process.node.get_attribute(attr.STOPPED_BY_MONITOR) if process.node else None
                 if stop and not stop.get("retrieve"):
                     return self.create_state(

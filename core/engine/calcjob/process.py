@@ -37,6 +37,7 @@ from veglia.engine.calcjob import caching, holds, job_script, kill, right_sizing
 from veglia.engine.calcjob.calcinfo import CalcInfo
 from veglia.engine.calcjob.commands import RETRIEVE, UPLOAD, JobWaiting
 from veglia.engine.calcjob.job_script import EXIT_STATUS_FILE
+from veglia.engine.calcjob.live_trace import WRITE_INTERVAL, LiveTrace
 from veglia.engine.calcjob.monitor_runner import MonitorRunner
 from veglia.engine.calcjob.monitors import (
     load_monitor,
@@ -56,13 +57,19 @@ from veglia.engine.calcjob.trace import (
     finish_record,
     measured_usage,
 )
+from veglia.engine.dehydration import JobSleep
 from veglia.engine.exit_codes import ExitCode
 from veglia.engine.process import Process, flatten_inputs, plain_data
 from veglia.engine.process_spec import ProcessSpec
 from veglia.engine.runner import get_runner
 from veglia.engine.waiting import InterruptibleWaiting
 from veglia.entry_points import ParserFactory
-from veglia.exceptions import TransportError, TransportTaskFailed, UnsafeWorkdirError
+from veglia.exceptions import (
+    ProcessDehydrated,
+    TransportError,
+    TransportTaskFailed,
+    UnsafeWorkdirError,
+)
 from veglia.manage import get_profile
 from veglia.orm import attributes as attr
 from veglia.orm.computers import Code, Computer
@@ -530,8 +537,15 @@ class CalcJob(Process):
 
         node = self.node
         assert node is not None and node.job_id
+        wake = self.take_wake()
         try:
-            info = await get_runner().poller(self.computer).next_update(node.job_id)
+            if wake is not None and wake.error is not None:
+                self.runtime.update_failures = wake.failures
+                raise wake.error
+            if wake is not None and wake.polled:
+                info, self.runtime.woken_by_poll = wake.info, True
+            else:
+                info = await get_runner().poller(self.computer).next_update(node.job_id)
         except (TransportError, SchedulerError) as exc:
             return await self._update_failed(exc)
         self.runtime.update_failures = 0
@@ -550,6 +564,7 @@ class CalcJob(Process):
         # The last poll's goes in the commit of the state change to RETRIEVE.
         with self.closing_writes() if done else nullcontext():
             written = write_poll(node, changes, self.runtime.clock_written)
+        self.runtime.quiet_polls = 0 if written else self.runtime.quiet_polls + 1
         if written and attr.STARTED_AT in changes:
             self.trace_updated("RUNNING")
         if info is not None and not done:  # a longer queue before it outlives its own
@@ -570,6 +585,37 @@ class CalcJob(Process):
         if not running:
             live.flush()
         return done
+
+    def dehydrate_if_idle(self) -> None:
+        """Between two polls of a job still queued or running: leave the worker's memory
+        (``ProcessDehydrated``) when the job waits as it did at the last poll (or this
+        process was just woken by a poll), has no monitors (they are called at every poll)
+        and nothing is due before two poll intervals: the poller wakes it when the job
+        changes, when its queue move's deadline comes, or when its live trace is next
+        written. See ``veglia.engine.dehydration``."""
+        runner = get_runner()
+        node, runtime = self.node, self.runtime
+        if runner.sleeps is None or node is None or not node.job_id:
+            return
+        if not runner.sleeps.may_sleep(node.pk):
+            return
+        if not (runtime.quiet_polls or runtime.woken_by_poll) or runtime.update_failures:
+            return
+        if node.get_attribute(attr.MONITORS):
+            return
+        state = node.get_attribute(attr.SCHEDULER_STATE)
+        poller = runner.poller(self.computer)
+        now = time.monotonic()
+        due = now + runtime.queue_moves.quiet_for(node.get_attribute(attr.LAST_JOB_INFO))
+        live = runtime.live_trace
+        if state == JobState.RUNNING.value and LiveTrace.expected(node):
+            live.flush()
+            due = min(due, now + runner.sleeps.trace_interval(WRITE_INTERVAL))
+        if due - now < 2 * poller.interval or not isinstance(state, str):
+            return
+        sleep = JobSleep(node.pk, node.job_id, state, due)
+        poller.sleep(sleep)
+        raise ProcessDehydrated(sleep)
 
     async def _run_monitors(self, trace_reads: list[dict[str, Any]]) -> bool:
         """After a poll: the job's monitors (its live trace read first, ``trace_reads``); True

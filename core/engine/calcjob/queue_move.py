@@ -83,6 +83,26 @@ class QueueMoves:
             self.decided = done
         return self.decided
 
+    def quiet_for(self, last_job_info: dict[str, Any] | None) -> float:
+        """Seconds during which :meth:`consider` has nothing to do for the job as last
+        polled (``last_job_info``, the node's attribute): ``math.inf`` when its state is
+        decided, 0 when the next poll must look again."""
+        if not last_job_info:
+            return 0.0
+        info = JobInfo.from_attributes(last_job_info)
+        state = {JobState.QUEUED: _PENDING, JobState.RUNNING: _RUNNING}.get(info.state)
+        if state is None:
+            return math.inf
+        if self.decided is None:
+            return 0.0
+        if state in self.decided:
+            return math.inf
+        node = self.job.node
+        elapsed = _elapsed(node, info) if node is not None else None
+        if state == _PENDING or self.deadline is None or elapsed is None:
+            return 0.0
+        return max(0.0, self.deadline - elapsed)
+
     async def consider(self, info: JobInfo) -> None:
         """At a poll of a job the scheduler still has: move it, or say why not, once per state."""
         if info.state is JobState.QUEUED:

@@ -80,6 +80,11 @@ class CalcJobRuntime:
     links_reported: set[tuple[str, str]] = field(default_factory=set)
     #: How each monitor's faults were last logged, by monitor name (rate-limited rows).
     fault_logs: dict[str, FaultLog] = field(default_factory=dict)
+    #: Polls in a row that wrote nothing (the job waits as it did): one makes it idle.
+    quiet_polls: int = 0
+    #: Whether this process was woken from dehydration by a poll's answer: it may sleep
+    #: again once that answer is written.
+    woken_by_poll: bool = False
 
     @classmethod
     def of(cls, job: OwningJob) -> CalcJobRuntime:

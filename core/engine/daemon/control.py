@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 from veglia.engine.calcjob.kill import owe_cancel
@@ -131,12 +131,12 @@ def _control(node: ProcessNode, action: str, message: str, timeout: float) -> st
                 send_continue_task(get_profile().broker_url, node.pk)
                 return f"process {node.pk} was held by no worker: queued it for the daemon"
     elif _daemon_running():
-        node.set_attribute(CONTROL_REQUEST, {"action": action, "message": message})
+        _write_request(node, action, message)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if _done(node, action):
                 return f"{action} carried out by the daemon for process {node.pk}"
-            time.sleep(0.2)
+            time.sleep(0.05)
         raise ControlError(
             f"The daemon did not {action} process {node.pk} within {timeout:.0f} s; see "
             "`veglia daemon logs`."
@@ -178,7 +178,14 @@ def request_kill(node: ProcessNode, message: str) -> None:
     elif get_profile().broker_url:
         get_controller().kill_process(_recipient(node.pk), message)
     else:
-        node.set_attribute(CONTROL_REQUEST, {"action": "kill", "message": message})
+        _write_request(node, "kill", message)
+
+
+def _write_request(node: ProcessNode, action: str, message: str) -> None:
+    """Write the request where the daemon worker without broker finds it within a second,
+    dehydrated or not (see ``apply_database_requests``)."""
+    node.set_attribute(CONTROL_REQUEST, {"action": action, "message": message})
+    DaemonFiles(get_profile()).control_requested.touch()
 
 
 def _control_here(node: ProcessNode, action: str, message: str) -> str:
@@ -226,28 +233,28 @@ def _kill_unloadable(node: ProcessNode, message: str) -> str:
     return f"kill carried out for process {node.pk} from its record ({_NO_CLASS})"
 
 
-def apply_database_requests(active: dict[int, Any]) -> None:
-    """In a worker without broker: apply requests written on the nodes it runs."""
+def apply_database_requests(
+    live: Collection[int] | None,
+    holds: Callable[[int], bool],
+    deliver: Callable[[int, str, str | None], None],
+) -> None:
+    """In a worker without broker: take the requests written on the processes in ``live``
+    (None: on every active process, asleep or not) that it ``holds``, and hand each to
+    ``deliver(pk, action, message)``."""
     import sqlalchemy as sa
 
-    running = [pk for pk, process in active.items() if process is not None]
-    if not running:
-        return
+    query = sa.select(Node.id).where(has_attribute(CONTROL_REQUEST))
+    if live is not None:
+        if not live:
+            return
+        query = query.where(Node.id.in_(list(live)))
+    else:
+        query = query.where(Node.process_state.in_(leases.ACTIVE_STATES))
     with get_storage().session() as session:
-        pks = session.scalars(
-            sa.select(Node.id).where(Node.id.in_(running), has_attribute(CONTROL_REQUEST))
-        ).all()
+        pks = [pk for pk in session.scalars(query).all() if holds(pk)]
     for pk in pks:
         node = load_node(pk)
         request = node.get_attribute(CONTROL_REQUEST) or {}
         node.delete_attribute(CONTROL_REQUEST)
-        process = active.get(pk)
-        if process is None or not request:
-            continue
-        action, message = request.get("action"), request.get("message") or None
-        if action == "kill":
-            process.kill(message or "Killed through the CLI")
-        elif action == "pause":
-            process.pause(message or "Paused through the CLI")
-        elif action == "play":
-            process.play()
+        if request and request.get("action") in ACTIONS:
+            deliver(pk, request["action"], request.get("message") or None)

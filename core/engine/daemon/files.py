@@ -23,6 +23,9 @@ class DaemonFiles:
         self.log = self.folder / "daemon.log"
         #: The values of the plugins' `daemon start` options (the daemon_start_options hook).
         self.start_options = self.folder / "start-options.json"
+        #: Touched when a kill, pause or play is written on a node for the daemon to carry out
+        #: (without a broker): its worker then looks among all its processes, asleep or not.
+        self.control_requested = self.folder / "control-requested"
 
     def worker_status(self, pid: int) -> Path:
         return self.folder / f"worker-{pid}.json"

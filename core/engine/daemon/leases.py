@@ -170,23 +170,26 @@ def acquire(pk: int, worker: WorkerId, timeout: float) -> bool:
 
 
 def renew(worker: WorkerId, pks: Iterable[int]) -> set[int]:
-    """Renew ``worker``'s leases; the processes among ``pks`` it still holds."""
-    pks = list(pks)
-    if not pks:
+    """Renew ``worker``'s leases; the processes among ``pks`` it still holds.
+
+    Every lease of the worker is renewed in one statement, whatever their number (a worker
+    may hold 100,000 dehydrated processes: a list of their ids would pass SQLite's limit
+    on a statement's parameters); a lease it holds on a process not in ``pks`` would go
+    with it, but it has none (each is released when its process leaves the worker).
+    """
+    wanted = set(pks)
+    if not wanted:
         return set()
     with get_storage().connection() as connection:
         connection.execute(
             sa.update(process_leases)
-            .where(process_leases.c.worker == str(worker), process_leases.c.process_id.in_(pks))
+            .where(process_leases.c.worker == str(worker))
             .values(heartbeat=_now())
         )
-        return set(
-            connection.scalars(
-                sa.select(process_leases.c.process_id).where(
-                    process_leases.c.worker == str(worker), process_leases.c.process_id.in_(pks)
-                )
-            )
+        held = connection.scalars(
+            sa.select(process_leases.c.process_id).where(process_leases.c.worker == str(worker))
         )
+        return wanted.intersection(held)
 
 
 def release(pk: int, worker: WorkerId) -> None:

@@ -15,7 +15,8 @@ No lease, no worker: the key routes nowhere, and the sender acts on the process 
 
 A subscriber is kept as given (a process's bound method) and wrapped for kiwipy when a
 message comes: the wrappers, built at each process start, were about 1.5 kB per process
-held for as long as it runs, and RPCs are rare.
+held for as long as it runs, and RPCs are rare. A process the worker holds dehydrated has
+no subscriber: ``fallback`` gives one that wakes it and hands it the message.
 """
 
 from __future__ import annotations
@@ -28,7 +29,9 @@ from kiwipy.rmq import defaults
 
 from veglia.engine.daemon.leases import WorkerId
 
-__all__ = ["SharedRpcQueue", "rpc_recipient"]
+__all__ = ["PROCESS_GONE", "SharedRpcQueue", "rpc_recipient"]
+
+PROCESS_GONE = "the process is no longer run by this worker; try again"
 
 
 class SharedRpcQueue:
@@ -37,9 +40,14 @@ class SharedRpcQueue:
     (plumpy's ``convert_to_comm`` onto the worker's loop)."""
 
     def __init__(
-        self, communicator: Any, token: str, convert: Callable[[Any], Any] = lambda s: s
+        self,
+        communicator: Any,
+        token: str,
+        convert: Callable[[Any], Any] = lambda s: s,
+        fallback: Callable[[str], Any] = lambda key: None,
     ) -> None:
         self._communicator = communicator
+        self._fallback = fallback
         self._prefix = f"{defaults.RPC_TOPIC}.w{token}."
         self._convert = convert
         self._subscribers: dict[str, Any] = {}
@@ -81,7 +89,7 @@ class SharedRpcQueue:
 
     async def _on_message(self, message: Any) -> None:
         key = message.routing_key.removeprefix(self._prefix)
-        subscriber = self._subscribers.get(key)
+        subscriber = self._subscribers.get(key) or self._fallback(key)
         if subscriber is None:
             subscriber = _gone
         else:
@@ -93,7 +101,7 @@ class SharedRpcQueue:
 
 def _gone(_communicator: Any, _message: Any) -> None:
     """A message for a process that left this worker between routing and delivery."""
-    raise kiwipy.RemoteException("the process is no longer run by this worker; try again")
+    raise kiwipy.RemoteException(PROCESS_GONE)
 
 
 def rpc_recipient(pk: int, worker: str) -> str:

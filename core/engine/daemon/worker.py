@@ -9,14 +9,18 @@ unfinished submitted process from the database, at start and as they are submitt
 from __future__ import annotations
 
 import asyncio
+import collections
+import contextlib
 import functools
 import gc
 import logging
 import os
 import signal
 import time
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+import kiwipy
 from plumpy.communications import LoopCommunicator, convert_to_comm
 
 from veglia.config.profile import Profile
@@ -30,12 +34,13 @@ from veglia.engine.daemon.live_config import INTERVAL as CONFIG_INTERVAL
 from veglia.engine.daemon.live_config import follow_config
 from veglia.engine.daemon.outages import OutageWatcher
 from veglia.engine.daemon.pipeline_intake import PipelineIntake
-from veglia.engine.daemon.rpc_queue import SharedRpcQueue
+from veglia.engine.daemon.rpc_queue import PROCESS_GONE, SharedRpcQueue
 from veglia.engine.daemon.task_bridge import task_bridge
+from veglia.engine.dehydration import Sleeps, Wake
 from veglia.engine.metrics import METRICS
 from veglia.engine.process import load_process
 from veglia.engine.runner import Runner, set_runner
-from veglia.exceptions import NotExistent, ProcessClassError, StepAbandoned
+from veglia.exceptions import NotExistent, ProcessClassError, ProcessDehydrated, StepAbandoned
 from veglia.manage import get_storage
 from veglia.notifications import notify
 from veglia.orm.loading import load_node
@@ -46,6 +51,15 @@ from veglia.storage.outage import is_storage_outage, wait_for_storage
 __all__ = ["QuietCommunicator", "Worker"]
 
 LOGGER = logging.getLogger("veglia.daemon")
+
+
+def _carry_out(process: Any, action: str, message: str | None) -> None:
+    if action == "kill":
+        process.kill(message or "Killed through the CLI")
+    elif action == "pause":
+        process.pause(message or "Paused through the CLI")
+    elif action == "play":
+        process.play()
 
 
 def _except_unloadable(node: ProcessNode, exc: ProcessClassError) -> None:
@@ -78,11 +92,20 @@ class QuietCommunicator(LoopCommunicator):
     holds thousands of waiting jobs (see ``bench/daemon_memory.py``).
     """
 
-    def __init__(self, communicator: Any, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(
+        self,
+        communicator: Any,
+        loop: asyncio.AbstractEventLoop,
+        fallback: Callable[[str], Any] = lambda key: None,
+    ) -> None:
         super().__init__(communicator, loop)
-        # Its processes' RPCs come with the token of its leases (see rpc_queue).
+        # Its processes' RPCs come with the token of its leases (see rpc_queue); those of
+        # its dehydrated processes wake them (``fallback``).
         self._rpc = SharedRpcQueue(
-            communicator, leases.this_worker().token, lambda s: convert_to_comm(s, loop)
+            communicator,
+            leases.this_worker().token,
+            lambda s: convert_to_comm(s, loop),
+            lambda key: (lambda s: None if s is None else convert_to_comm(s, loop))(fallback(key)),
         )
 
     # Never called by veglia; plumpy's says it returns a future (kiwipy's, untyped).
@@ -136,14 +159,26 @@ class Worker:
         asyncio.set_event_loop(self.loop)
         self.communicator: Any = None
         if profile.broker_url:
-            slots = int(profile.get_option("daemon.worker_process_slots"))
+            slots = int(profile.get_option("daemon.worker_prefetch"))
             self._thread_communicator = create_communicator(
                 profile, task_prefetch_count=slots, takes_tasks=True
             )
-            self.communicator = QuietCommunicator(self._thread_communicator, self.loop)
+            self.communicator = QuietCommunicator(
+                self._thread_communicator, self.loop, self._rpc_for_sleeper
+            )
         self.runner = Runner(loop=self.loop, communicator=self.communicator)
         set_runner(self.runner)
         self.active: dict[int, Any] = self.runner.local_processes
+        #: Its dehydrated processes: held (their leases renewed), not in memory.
+        self.sleeps = Sleeps(self._rehydrate)
+        self.runner.sleeps = self.runner.child_watcher.sleeps = self.sleeps
+        #: Futures of callers waiting for a woken process to be live (``awake``).
+        self._live_waiters: dict[int, asyncio.Future[Any]] = {}
+        #: Woken processes waiting their turn to load, and how many are loaded (stepping).
+        self._to_wake: collections.deque[int] = collections.deque()
+        self._queued: set[int] = set()  # those of _to_wake still to start
+        self._waking = 0
+        self.wake_limit = int(profile.get_option("daemon.worker_prefetch"))
         self._stop = asyncio.Event()
         self.me = leases.this_worker()
         #: Processes whose lease went with the commit of their end (see _release_at_end).
@@ -192,17 +227,20 @@ class Worker:
     async def _on_task(self, _communicator: Any, task: dict[str, Any]) -> bool:
         return await self.continue_process(int(task["pid"]))
 
-    async def continue_process(self, pk: int) -> bool:
-        """Load the process from its checkpoint and step it until it terminates.
+    async def continue_process(self, pk: int, *, woken: bool = False) -> bool:
+        """Load the process from its checkpoint and step it until it terminates, or until
+        it waits dehydrated (see ``veglia.engine.dehydration``): either way its broker task
+        is then acknowledged, and a dehydrated process keeps its lease. ``woken``: a process
+        of this worker woken from dehydration, whose lease it holds.
 
         When the database goes away under a step, the process is dropped as it stands and
         loaded again from its checkpoint once the database answers, still under this
         worker's lease (which its renewals keep, or this worker stops: see ``_fence``).
         """
-        if self.active.get(pk) is not None:  # a duplicate task: the running one will ack
-            return True
+        if not woken and self._holds(pk):
+            return True  # a duplicate task: this worker holds the process already
         follow_config(log=False)  # a new process starts with the options as they are now
-        held = ended = False
+        held, ended, asleep = woken, False, False
         try:
             while True:
                 try:
@@ -214,6 +252,11 @@ class Worker:
                         return True
                     await self._step(pk, node)
                     ended = True
+                    return True
+                except ProcessDehydrated as exc:
+                    self._drop(pk)
+                    self.sleeps.add(exc.sleep)  # type: ignore[arg-type]  # a JobSleep or ChildrenSleep
+                    asleep = True
                     return True
                 except StepAbandoned as exc:
                     LOGGER.warning("%s", exc)
@@ -230,10 +273,13 @@ class Worker:
                 await wait_for_storage()
         finally:
             self.active.pop(pk, None)
+            waiter = self._live_waiters.pop(pk, None)
+            if waiter is not None and not waiter.done():
+                waiter.set_result(None)  # it did not come back: the caller says so
             # Released in the commit of its end, unless that commit did not happen here.
             released = pk in self._released and ended
             self._released.discard(pk)
-            if held and not released:
+            if held and not released and not asleep:
                 try:
                     leases.release(pk, self.me)
                 except Exception:  # it expires by itself
@@ -287,7 +333,77 @@ class Worker:
             process.pause(node.paused_reason or None)
         process.write_when_terminated(functools.partial(self._release_at_end, pk))
         self.active[pk] = process
+        waiter = self._live_waiters.pop(pk, None)
+        if waiter is not None and not waiter.done():
+            waiter.set_result(process)
         await process.step_until_terminated()
+
+    def _rehydrate(self, pk: int, urgent: bool) -> None:
+        """``Sleeps``' way back: step the woken process again, from its checkpoint. At most
+        ``daemon.worker_prefetch`` woken processes are loaded at once, the rest waiting
+        their turn as a pk each (a poll may wake 100,000 jobs that ended together);
+        ``urgent`` ones (a kill, pause or play waits) go at once."""
+        if urgent:
+            self._start_woken(pk)
+            return
+        self._to_wake.append(pk)
+        self._queued.add(pk)
+        self._woken_done(None)
+
+    def _start_woken(self, pk: int) -> None:
+        self.active[pk] = None  # held: not claimed again before its task runs
+        self._waking += 1
+        task = self.loop.create_task(self.continue_process(pk, woken=True))
+        task.add_done_callback(self._woken_done)
+
+    def _woken_done(self, task: asyncio.Task[Any] | None) -> None:
+        """A woken process left (``task`` done), or one more waits: start those whose turn
+        came."""
+        if task is not None:
+            self._waking -= 1
+        while self._to_wake and self._waking < self.wake_limit:
+            pk = self._to_wake.popleft()
+            if pk in self._queued:  # not taken out of turn since
+                self._queued.discard(pk)
+                self._start_woken(pk)
+
+    @contextlib.asynccontextmanager
+    async def awake(self, pk: int, timeout: float = 30.0) -> AsyncIterator[Any]:
+        """Process ``pk`` stepping in this worker for the block, woken first if it sleeps
+        and kept from dehydrating until the block ends (a kill, pause or play is delivered
+        in it); None when this worker does not hold it, or it did not come back in time."""
+        self.sleeps.keep_awake(pk)
+        try:
+            process = self.active.get(pk)
+            if process is None and self._holds(pk):
+                waiter = self._live_waiters.get(pk)
+                if waiter is None:
+                    waiter = self._live_waiters[pk] = self.loop.create_future()
+                if pk in self._queued:  # woken, waiting its turn: now
+                    self._queued.discard(pk)
+                    self._start_woken(pk)
+                else:
+                    self.sleeps.wake(pk, Wake(), urgent=True)
+                with contextlib.suppress(asyncio.TimeoutError):
+                    process = await asyncio.wait_for(asyncio.shield(waiter), timeout)
+            yield process
+        finally:
+            self.sleeps.let_sleep(pk)
+
+    def _rpc_for_sleeper(self, key: str) -> Any:
+        """The RPC subscriber of a process this worker holds dehydrated (``key``, its pk):
+        it wakes the process and hands it the message. None for any other key."""
+        pk = int(key) if key.isdigit() else None
+        if pk is None or not self._holds(pk):
+            return None
+
+        async def deliver(communicator: Any, message: Any) -> Any:
+            async with self.awake(pk) as process:
+                if process is None:
+                    raise kiwipy.RemoteException(PROCESS_GONE)
+                return process.message_receive(communicator, message)
+
+        return deliver
 
     def _release_at_end(self, pk: int) -> None:
         # In the commit of the process's end: no moment where it has ended yet is held.
@@ -295,29 +411,73 @@ class Worker:
         self._released.add(pk)
 
     async def _take_from_database(self) -> None:
-        """Without a broker: every unfinished submitted process is ours."""
-
+        """Without a broker: every unfinished submitted process is ours. New ones are looked
+        for every half second; all of them, and every request written on them, less often
+        the more there are (a worker may hold 100,000)."""
+        newest, swept, every = 0, float("-inf"), 0.5
+        looked, control_seen = float("-inf"), 0.0
         while not self._stop.is_set():
             try:
-                for pk in active_process_pks(daemon=True):
-                    if pk not in self.active:
-                        self.active[pk] = None
-                        self.loop.create_task(self._continue_claimed(pk))
-                self._apply_control_requests()
+                if time.monotonic() - looked >= 0.5:
+                    looked = time.monotonic()
+                    sweep = looked - swept >= every
+                    pks = active_process_pks(daemon=True, after=None if sweep else newest)
+                    if sweep:
+                        swept, every = looked, max(0.5, len(pks) / 10_000)
+                    for pk in pks:
+                        newest = max(newest, pk)
+                        if pk not in self.active and not self._holds(pk):
+                            self.active[pk] = None
+                            self.loop.create_task(self._continue_claimed(pk))
+                    control_seen = self._apply_control_requests(control_seen, everywhere=sweep)
+                elif self._control_written() != control_seen:  # a request: at once
+                    control_seen = self._apply_control_requests(control_seen, everywhere=True)
             except Exception as exc:
                 if not is_storage_outage(exc):
                     raise
                 LOGGER.warning("cannot look for submitted processes: %s", exc)
                 await wait_for_storage()
-            await asyncio.sleep(0.5)
+            await asyncio.sleep(0.1)
 
     async def _continue_claimed(self, pk: int) -> None:
         self.active.pop(pk, None)
         await self.continue_process(pk)
 
-    def _apply_control_requests(self) -> None:
+    def _apply_control_requests(self, seen: float, *, everywhere: bool) -> float:
+        """Kill, pause and play requests written on the nodes (no broker): those of live
+        processes at each look; those of sleeping ones when a request was written since
+        ``seen`` (the mtime of ``control_requested``) or ``everywhere``. The mtime seen."""
+        written = self._control_written()
+        look_everywhere = everywhere or written != seen
+        live = None if look_everywhere else [pk for pk, p in self.active.items() if p is not None]
+        apply_database_requests(live, self._holds, self._deliver_request)
+        return written
 
-        apply_database_requests(self.active)
+    def _control_written(self) -> float:
+        """When a request was last written for the daemon (``control_requested``)."""
+        try:
+            return self.files.control_requested.stat().st_mtime
+        except OSError:
+            return 0.0
+
+    def _holds(self, pk: int) -> bool:
+        """Whether this worker holds process ``pk``: live, asleep, or being woken."""
+        return (
+            pk in self.active or pk in self.sleeps or pk in self._live_waiters or pk in self._queued
+        )
+
+    def _deliver_request(self, pk: int, action: str, message: str | None) -> None:
+        process = self.active.get(pk)
+        if process is not None:
+            _carry_out(process, action, message)
+            return
+
+        async def woken() -> None:
+            async with self.awake(pk) as process:
+                if process is not None:
+                    _carry_out(process, action, message)
+
+        self.loop.create_task(woken())
 
     async def _renew_leases(self) -> None:
         """Say every few seconds that this worker still runs its processes; stop at once when
@@ -327,6 +487,7 @@ class Worker:
         while not self._stop.is_set():
             await asyncio.sleep(interval)
             running = [pk for pk, process in self.active.items() if process is not None]
+            running += [*self.sleeps.sleeping, *self._queued]
             try:
                 lost = set(running) - leases.renew(self.me, running)
                 renewed = time.monotonic()
@@ -375,7 +536,9 @@ class Worker:
             {
                 **({} if repaired is None else {"repaired": repaired}),
                 "pid": os.getpid(),
-                "active": len(self.active),
+                "active": len(self.active) + len(self.sleeps),
+                "live": sum(1 for process in self.active.values() if process is not None),
+                "dehydrated": len(self.sleeps),
                 "time": time.time(),
                 **counts,
             },

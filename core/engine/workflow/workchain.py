@@ -48,6 +48,7 @@ from plumpy.workchains import if_ as _plumpy_if
 from plumpy.workchains import while_ as _plumpy_while
 
 from veglia.engine.daemon.control import request_kill
+from veglia.engine.dehydration import ChildrenSleep
 from veglia.engine.exit_codes import ExitCode
 from veglia.engine.launch import find_called, launch_child
 from veglia.engine.persistence import decode_value, encode_value
@@ -56,6 +57,7 @@ from veglia.engine.process_spec import ProcessSpec
 from veglia.engine.progress import workflow_progress
 from veglia.engine.runner import get_runner
 from veglia.engine.waiting import InterruptibleWaiting
+from veglia.exceptions import ProcessDehydrated
 from veglia.notifications import notify
 from veglia.orm.attributes import (
     PLAIN_INPUTS,
@@ -242,8 +244,22 @@ class ChildrenWaiting(InterruptibleWaiting):
         process: WorkChain = self.process  # type: ignore[assignment]
         assert self.data is not None  # the children it was given when entered
         pks = [item["pk"] for item in self.data]
+        runner = get_runner()
+        # In a daemon worker it waits dehydrated, and is woken once they have all ended (or
+        # for a kill, pause or play); woken, it waits here for what is left of the wait.
+        sleeps, node = runner.sleeps, process.node
+        # (``take_wake`` last: it takes the wake it reads.)
+        if (
+            sleeps is not None
+            and node is not None
+            and sleeps.may_sleep(node.pk)
+            and process.take_wake() is None
+        ):
+            sleep = ChildrenSleep(node.pk, tuple(pks))
+            runner.child_watcher.sleep(sleep)
+            raise ProcessDehydrated(sleep)
         # A kill interrupts the wait; on_kill then kills the children.
-        await self._interruptible(get_runner().child_watcher.wait(pks), finish_first=False)
+        await self._interruptible(runner.child_watcher.wait(pks), finish_first=False)
         process.resolve_awaited(self.data)
         return self.create_state(ProcessState.RUNNING, process.do_step)
 

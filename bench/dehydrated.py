@@ -1,0 +1,285 @@
+#!/usr/bin/env python3
+"""N jobs waiting on one daemon worker, dehydrated: its memory, its polls, their end.
+
+The jobs are ``core.shell`` jobs on a computer of ``veglia.testing``'s fake transport and
+fake scheduler (no real batch system holds 100,000 jobs here; the fake one keeps them
+queued until told). The worker runs in a process of its own, which also holds the fake
+cluster (it lives in memory); a thread there drives the cluster:
+
+1. the worker starts idle, and its resident memory is read (``idle``);
+2. this process submits the N jobs, timed (``submit``), while the worker takes them: each is
+   uploaded, submitted to the fake cluster, polled twice and dehydrated;
+3. once all N sleep, the worker's memory is read again (``held``, and per job over idle);
+   the scheduler queries of the next few poll intervals are counted, with how many job ids
+   each asked for (every sleeping job must be in each);
+4. a pause, a play and a kill are sent to one sleeping job, each timed from the command to
+   its effect on the node (no broker: the request is written on the node);
+5. the cluster finishes every job at once; the bench times until all have ended (``end``,
+   jobs per second), the worker waking them ``daemon.worker_prefetch`` at a time.
+
+    python bench/dehydrated.py              # 100,000 jobs (about half an hour)
+    python bench/dehydrated.py -n 2000      # a smoke run (.ci/run)
+
+Targets (issue #35): 100,000 waiting jobs under 400 MB resident (about 3 kB a job over the
+idle worker), every one polled every interval, all ending at no less throughput than
+``bench/throughput.py -n 500``; 100,000 submissions in under 2 minutes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from machine import describe
+
+VEGLIA = str(Path(sys.executable).parent / "veglia")
+PROFILE = "dehydrated"
+POLL_INTERVAL = 5.0
+
+
+def rss_mb(pid: int | None = None) -> float:
+    status = Path(f"/proc/{pid or 'self'}/status").read_text()
+    match = re.search(r"VmRSS:\s+(\d+)", status)
+    return int(match.group(1)) / 1024 if match else 0.0
+
+
+def _fake_plugins(folder: Path) -> Path:
+    """A distribution's metadata registering veglia.testing's fake transport and scheduler
+    as entry points, in ``folder`` (put on sys.path: importlib.metadata finds it there)."""
+    info = folder / "veglia_bench_fakes-0.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: veglia-bench-fakes\nVersion: 0.0\n")
+    (info / "entry_points.txt").write_text(
+        "[veglia.transports]\nfake.transport = veglia.testing:FakeTransport\n\n"
+        "[veglia.schedulers]\nfake.scheduler = veglia.testing:FakeScheduler\n"
+    )
+    return folder
+
+
+# -- the worker's process -----------------------------------------------------------------------
+def worker_main(n: int, out: Path) -> None:
+    """Run a daemon worker here, with a thread that reports and drives the fake cluster."""
+    import veglia
+    from veglia.engine.daemon.worker import Worker
+    from veglia.testing import FakeScheduler
+
+    profile = veglia.load_profile(PROFILE)
+    queries: list[tuple[float, int]] = []
+    listing = FakeScheduler.get_jobs
+
+    def counted(self, transport, job_ids):  # type: ignore[no-untyped-def]
+        queries.append((time.monotonic(), len(job_ids)))
+        return listing(self, transport, job_ids)
+
+    FakeScheduler.get_jobs = counted  # type: ignore[method-assign]
+    worker = Worker(profile)
+    cluster = FakeScheduler.cluster
+
+    def report(**values: object) -> None:
+        with open(out, "a") as handle:
+            handle.write(json.dumps(values) + "\n")
+
+    def drive() -> None:
+        try:
+            time.sleep(3)
+            report(phase="idle", rss_mb=rss_mb())
+            while len(worker.sleeps) < n:
+                time.sleep(0.5)
+            held_at = time.monotonic()
+            report(phase="held", rss_mb=rss_mb(), live=len(worker.active))
+            time.sleep(3 * POLL_INTERVAL + 1)
+            window = [size for at, size in queries if at > held_at]
+            report(phase="polled", queries=len(window), sizes=window, seconds=3 * POLL_INTERVAL)
+            # The control round (4.) happens now, from the other process; wait for its end.
+            while not (out.parent / "controlled").exists():
+                time.sleep(0.2)
+            start = time.monotonic()
+            for job_id in list(cluster.jobs):
+                cluster.finish(job_id, 0)
+            while len(worker.sleeps) or any(p is not None for p in worker.active.values()):
+                time.sleep(0.2)
+            report(phase="ended", seconds=time.monotonic() - start, peak_mb=_peak_mb())
+        except BaseException as exc:
+            report(phase="error", error=repr(exc))
+        finally:
+            os.kill(os.getpid(), 15)  # the worker stops
+
+    threading.Thread(target=drive, daemon=True).start()
+    worker.run()
+
+
+def _peak_mb() -> float:
+    status = Path("/proc/self/status").read_text()
+    match = re.search(r"VmHWM:\s+(\d+)", status)
+    return int(match.group(1)) / 1024 if match else 0.0
+
+
+# -- this process ----------------------------------------------------------------------------
+def _phase(out: Path, name: str, process: subprocess.Popen, timeout: float) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError):
+            for line in out.read_text().splitlines():
+                entry = json.loads(line)
+                if entry["phase"] == "error":
+                    raise SystemExit(f"the worker's driver failed: {entry['error']}")
+                if entry["phase"] == name:
+                    return entry
+        if process.poll() is not None:
+            raise SystemExit(f"the worker ended (exit {process.returncode}) before {name!r}")
+        time.sleep(0.5)
+    raise SystemExit(f"no {name!r} from the worker within {timeout:.0f} s")
+
+
+def _timed_control(node, action: str, done) -> float:  # type: ignore[no-untyped-def]
+    from veglia.engine.daemon.control import control_process
+
+    start = time.monotonic()
+    control_process(node, action)
+    while not done(node.refresh()):
+        time.sleep(0.01)
+    return time.monotonic() - start
+
+
+def bench(n: int, timeout: float) -> dict:
+    home = Path(tempfile.mkdtemp(prefix="veglia-dehydrated-"))
+    env = {**os.environ, "VEGLIA_HOME": str(home)}
+    plugins = _fake_plugins(home / "plugins")
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(plugins), env.get("PYTHONPATH")]))
+    os.environ.update(VEGLIA_HOME=str(home))
+    sys.path.insert(0, str(plugins))
+    worker = None
+    try:
+        subprocess.run(
+            [VEGLIA, "presto", "--profile-name", PROFILE, "--no-broker"],
+            check=True,
+            stdout=subprocess.DEVNULL,
+            env=env,
+        )
+        import veglia
+        from veglia import engine, orm
+        from veglia.engine.daemon import DaemonFiles
+        from veglia.entry_points import CalculationFactory
+        from veglia.manage import get_profile
+
+        veglia.load_profile(PROFILE)
+        computer = orm.Computer(
+            label="fake",
+            hostname="fake",
+            transport_type="fake.transport",
+            scheduler_type="fake.scheduler",
+            properties={
+                "safe_interval": 0.0,
+                "minimum_poll_interval": POLL_INTERVAL,
+                "measure_usage": False,
+            },
+        ).store()
+        computer.configure(root=str(home / "cluster"))
+        out = home / "worker.jsonl"
+        files = DaemonFiles(get_profile())
+        files.folder.mkdir(parents=True, exist_ok=True)
+        worker = subprocess.Popen(
+            [sys.executable, __file__, "--worker", "-n", str(n), "--out", str(out)], env=env
+        )
+        # `process pause` and the others look for a running daemon by its pid file: this
+        # worker, started without a supervisor, is the daemon here.
+        files.pid.write_text(str(worker.pid))
+        idle = _phase(out, "idle", worker, 120)
+        shell = CalculationFactory("core.shell")
+        command = orm.Str("echo done").store()
+        start = time.monotonic()
+        cpu = time.process_time()
+        nodes = [
+            engine.submit(shell, command=command, metadata={"computer": "fake"})
+            for _ in range(n)
+        ]
+        submit_seconds, submit_cpu = time.monotonic() - start, time.process_time() - cpu
+        print(f"submitted {n} jobs in {submit_seconds:.1f} s", flush=True)
+        held = _phase(out, "held", worker, timeout)
+        polled = _phase(out, "polled", worker, 120)
+
+        probe = nodes[n // 2]
+        control = {
+            "pause": _timed_control(probe, "pause", lambda x: x.paused),
+            "play": _timed_control(probe, "play", lambda x: not x.paused),
+            "kill": _timed_control(probe, "kill", lambda x: x.is_terminated),
+        }
+        (home / "controlled").touch()
+        ended = _phase(out, "ended", worker, timeout)
+        worker.wait(60)
+        finished = sum(1 for node in nodes if node.refresh().is_terminated)
+        return {
+            "jobs": n,
+            "submit_seconds": submit_seconds,
+            "submit_cpu_ms_per_job": submit_cpu * 1000 / n,
+            "worker_idle_mb": idle["rss_mb"],
+            "worker_held_mb": held["rss_mb"],
+            "live_when_held": held["live"],
+            "kb_per_job": (held["rss_mb"] - idle["rss_mb"]) * 1024 / n,
+            "queries_in_window": polled["queries"],
+            "window_seconds": polled["seconds"],
+            "ids_per_query": sorted(set(polled["sizes"])),
+            "control_seconds": control,
+            "end_seconds": ended["seconds"],
+            "ended_per_second": (n - 1) / ended["seconds"],
+            "worker_peak_mb": ended["peak_mb"],
+            "terminated": finished,
+        }
+    finally:
+        if worker is not None and worker.poll() is None:
+            worker.kill()
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("-n", type=int, default=100_000, help="jobs (default 100000)")
+    parser.add_argument("--timeout", type=float, default=7200.0, help="seconds per phase")
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        worker_main(args.n, args.out)
+        return
+    print(f"machine: {describe()}", flush=True)
+    figures = bench(args.n, args.timeout)
+    if args.json:
+        print(json.dumps(figures, indent=2))
+        return
+    f = figures
+    print(f"{f['jobs']} jobs on one worker, dehydrated (SQLite, no broker)")
+    print(
+        f"  submitted in {f['submit_seconds']:.1f} s "
+        f"({f['submit_cpu_ms_per_job']:.2f} ms of CPU a job)"
+    )
+    print(
+        f"  worker idle {f['worker_idle_mb']:.0f} MB; holding all {f['jobs']}: "
+        f"{f['worker_held_mb']:.0f} MB ({f['kb_per_job']:.2f} kB a job over idle; "
+        f"{f['live_when_held']} live)"
+    )
+    print(
+        f"  polls in {f['window_seconds']:.0f} s: {f['queries_in_window']} scheduler "
+        f"queries, of {', '.join(map(str, f['ids_per_query']))} job ids each"
+    )
+    control = ", ".join(f"{k} {v:.2f} s" for k, v in f["control_seconds"].items())
+    print(f"  a sleeping job, from the command to its effect: {control}")
+    print(
+        f"  all finished at once: ended in {f['end_seconds']:.1f} s "
+        f"({f['ended_per_second']:.1f} jobs/s), worker peak {f['worker_peak_mb']:.0f} MB; "
+        f"{f['terminated']}/{f['jobs']} terminated"
+    )
+
+
+if __name__ == "__main__":
+    main()

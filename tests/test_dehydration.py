@@ -1,0 +1,135 @@
+"""Waiting processes are dehydrated: held by their worker as database rows, not in memory,
+and woken when their job changes, their children end, or a kill, pause or play comes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+
+import pytest
+
+from veglia import engine, orm
+from veglia.engine.daemon import DaemonFiles
+from veglia.entry_points import CalculationFactory
+from veglia_fixtures.profiles import pid_alive, wait_for
+from veglia_fixtures.services import rabbitmqctl
+
+ShellJob = CalculationFactory("core.shell")
+
+
+def _counts(profile) -> list[dict]:
+    """Each worker's status file (written every second)."""
+    files = DaemonFiles(profile)
+    counts = []
+    for worker in files.read_status().get("workers", []):
+        try:
+            counts.append(json.loads(files.worker_status(worker["pid"]).read_text()))
+        except (OSError, ValueError):
+            counts.append({"pid": worker["pid"]})
+    return counts
+
+
+def _until(condition, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while not (value := condition()):
+        assert time.monotonic() < deadline, what
+        time.sleep(0.1)
+    return value
+
+
+def _dehydrated(profile) -> int:
+    return sum(c.get("dehydrated", 0) for c in _counts(profile))
+
+
+def test_waiting_jobs_are_dehydrated_and_daemon_status_counts_them(profile, daemon, run_cli):
+    daemon(1)
+    nodes = [engine.submit(ShellJob, command=orm.Str(f"sleep 6; echo {i}")) for i in range(12)]
+    _until(lambda: _dehydrated(profile) >= 10, 60, f"not dehydrated: {_counts(profile)}")
+    (worker,) = _counts(profile)
+    assert worker["live"] <= 2, worker
+    status = run_cli("-p", "test", "daemon", "status")
+    assert status.exit_code == 0
+    assert "Live" in status.stdout and "Dehydrated" in status.stdout, status.stdout
+    raw = run_cli("-p", "test", "daemon", "status", "--raw").stdout.split()
+    assert int(raw[-1]) >= 10, raw  # the dehydrated column
+
+    wait_for(nodes, lambda n: n.is_terminated, timeout=120)
+    assert all(n.is_finished_ok for n in nodes), [n.exit_message for n in nodes]
+    assert [n.outputs.stdout.get_content() for n in nodes] == [f"{i}\n".encode() for i in range(12)]
+    for node in nodes:
+        assert sum(log.message.startswith("submitted job") for log in node.logs) == 1
+    _until(lambda: _dehydrated(profile) == 0, 10, "a finished job still counted")
+
+
+@pytest.mark.parametrize("with_broker", [False, True], ids=["database", "broker"])
+def test_a_dehydrated_job_is_paused_played_and_killed_at_once(
+    with_broker, request, daemon, run_cli
+):
+    """At once: not at the next poll, which is 30 s away here. (How soon on a quiet machine,
+    a fraction of a second, is measured by bench/dehydrated.py.)"""
+    profile = request.getfixturevalue("broker_profile" if with_broker else "profile")
+    daemon(1)
+    node = engine.submit(ShellJob, command=orm.Str("sleep 120"))
+    wait_for([node], lambda n: n.get_attribute("scheduler_state") == "running", timeout=60)
+    _until(lambda: _dehydrated(profile) == 1, 30, "the job was not dehydrated")
+    assert run_cli("-p", "test", "config", "set", "engine.poll_interval", "30").exit_code == 0
+    time.sleep(1.5)  # the worker follows `config set` every half second
+
+    def timed(action: str) -> float:
+        start = time.monotonic()
+        result = run_cli("-p", "test", "process", action, str(node.pk))
+        assert result.exit_code == 0, result.output
+        return time.monotonic() - start
+
+    assert timed("pause") < 10
+    assert node.refresh().paused
+    assert timed("play") < 10
+    assert not node.refresh().paused
+    assert timed("kill") < 10
+    assert node.refresh().is_killed
+    _until(lambda: not pid_alive(node.job_id), 10, "the job survived its kill")
+    _until(lambda: _dehydrated(profile) == 0, 5, "a killed job still counted")
+
+
+def test_workflows_waiting_for_children_never_starve_them(
+    broker_profile, workflows, daemon, run_cli
+):
+    """aiida-core's deadlock (its issue "Deadlock when creating many processes"): more
+    waiting workflows than a worker takes at once, their children queued behind them."""
+    assert run_cli("-p", "test", "config", "set", "daemon.worker_prefetch", "2").exit_code == 0
+    daemon(1)
+    flows = [
+        engine.submit(workflows.CountedShell, command=orm.Str("sleep 0.5"), times=orm.Int(2))
+        for _ in range(6)
+    ]
+    wait_for(flows, lambda n: n.is_terminated, timeout=120)
+    assert all(n.is_finished_ok for n in flows), [n.exit_message for n in flows]
+    assert all(len(n.called) == 2 for n in flows)
+
+
+def test_the_old_slot_option_says_what_replaced_it(profile, run_cli):
+    result = run_cli("-p", "test", "config", "set", "daemon.worker_process_slots", "500")
+    assert result.exit_code != 0
+    assert "daemon.worker_prefetch" in result.output and "Traceback" not in result.output
+
+
+def test_dehydrated_jobs_survive_a_killed_worker_and_a_broker_restart_together(
+    broker_profile, daemon, restartable_rabbitmq
+):
+    daemon(2)
+    nodes = [engine.submit(ShellJob, command=orm.Str(f"sleep 5; echo {i}")) for i in range(24)]
+    _until(lambda: _dehydrated(broker_profile) >= 8, 60, "no job dehydrated")
+    victim = max(_counts(broker_profile), key=lambda c: c.get("dehydrated", 0))
+    assert victim["dehydrated"] >= 1
+    os.kill(victim["pid"], signal.SIGKILL)
+    rabbitmqctl("stop_app")
+    time.sleep(3)
+    rabbitmqctl("start_app")
+    wait_for(nodes, lambda n: n.is_terminated, timeout=240)
+    assert all(n.is_finished_ok for n in nodes), [(n.pk, n.exit_message) for n in nodes]
+    assert [n.outputs.stdout.get_content() for n in nodes] == [f"{i}\n".encode() for i in range(24)]
+    assert len({n.job_id for n in nodes}) == 24
+    for node in nodes:
+        assert sum(log.message.startswith("submitted job") for log in node.logs) == 1
