@@ -11,6 +11,7 @@ import click
 
 from veglia.cli.output import console, echo_success, print_table
 from veglia.cli.state import CliState, pass_state
+from veglia.config.profile import Profile
 from veglia.config.values import parse_size_mb
 from veglia.exceptions import ConfigurationError
 from veglia.orm.archive import create_archive
@@ -77,6 +78,16 @@ def _size_option(text: str | None) -> int | None:
         raise click.BadParameter(str(exc)) from None
 
 
+def _limits_of(profile: Profile) -> ArchiveLimits:
+    """The limits the profile's ``archive.*`` options set."""
+    return ArchiveLimits(
+        max_data_size=profile.get_option("archive.max_data_size") * MIB,
+        max_row_size=profile.get_option("archive.max_row_size") * MIB,
+        max_total_size=profile.get_option("archive.max_size") * MIB,
+        max_ratio=profile.get_option("archive.max_ratio"),
+    )
+
+
 def _profile_limits(state: CliState) -> ArchiveLimits:
     """The limits of the profile's ``archive.*`` options; without any profile, the defaults
     (an archive is read without one)."""
@@ -86,12 +97,7 @@ def _profile_limits(state: CliState) -> ArchiveLimits:
         if state.profile_name is not None:
             raise
         return ArchiveLimits()
-    return ArchiveLimits(
-        max_data_size=profile.get_option("archive.max_data_size") * MIB,
-        max_row_size=profile.get_option("archive.max_row_size") * MIB,
-        max_total_size=profile.get_option("archive.max_size") * MIB,
-        max_ratio=profile.get_option("archive.max_ratio"),
-    )
+    return _limits_of(profile)
 
 
 def _when(text: object) -> str:
@@ -180,13 +186,12 @@ def archive_import(
     refused whole, as is a damaged one or one past the size limits. Missing computers and
     codes are created by label, not configured.
     """
-    profile = state.profile
+    defaults = _limits_of(state.profile)
     limits = ArchiveLimits(
-        max_data_size=_size_option(max_data_size)
-        or profile.get_option("archive.max_data_size") * MIB,
-        max_row_size=_size_option(max_row_size) or profile.get_option("archive.max_row_size") * MIB,
-        max_total_size=_size_option(max_size) or profile.get_option("archive.max_size") * MIB,
-        max_ratio=max_ratio or profile.get_option("archive.max_ratio"),
+        max_data_size=_size_option(max_data_size) or defaults.max_data_size,
+        max_row_size=_size_option(max_row_size) or defaults.max_row_size,
+        max_total_size=_size_option(max_size) or defaults.max_total_size,
+        max_ratio=max_ratio or defaults.max_ratio,
     )
     summary = import_archive(Path(path), limits)
     if not summary.changed:  # no node, link, group, computer, code or user was created
