@@ -247,6 +247,15 @@ def test_python_opens_a_console_with_veglias_names(run_cli, profile):
     assert "profile 'test'" in console and "load_node" in console and "submit" in console
 
 
+def test_veglia_shell_without_a_command_points_a_verdi_user_to_python(run_cli, profile):
+    result = run_cli("-p", "test", "shell")
+    assert result.exit_code == CliExit.USAGE and result.stdout == ""
+    assert result.stderr.strip() == (
+        "Error: veglia writes this as: veglia python (an interactive Python with the profile "
+        "loaded; `veglia shell COMMAND` runs COMMAND as a calc job)"
+    )
+
+
 # -- calcjob gotocomputer ----------------------------------------------------------------------
 @pytest.fixture
 def job(profile):

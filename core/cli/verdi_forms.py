@@ -31,6 +31,7 @@ VERDI_FORMS: dict[str, str] = {
     "verdi group add-nodes -G GROUP [-f] PK...": "works: a hidden command (cmd_group)",
     "verdi group remove-nodes -G GROUP [-c] [-f] [PK...]": "works: a hidden command (cmd_group)",
     "verdi config set --global KEY VALUE": "the hint: options are per profile (cmd_config)",
+    "verdi shell": "the hint: veglia python, when veglia shell has no COMMAND (cmd_shell)",
 }
 
 #: verdi's kinds of code (``verdi code create TYPE``) and what veglia makes of them: None for
