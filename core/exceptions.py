@@ -26,6 +26,7 @@ went wrong and what to do about it. :class:`CliExit` lists every exit code of th
     ├── ProcessActiveError          a process must end first (deleting it, cleaning its work dir)
     ├── ArchiveError                an archive file cannot be written or read (corrupt, unknown)
     │   └── ArchiveRowTooBig        a row of its data.json is past the size allowed
+    ├── ScriptError                 a script for `veglia run` cannot be read
     ├── InvalidLinkError            a link the provenance rules forbid (its ends' kinds)
     ├── DaemonError                 the daemon could not be started or stopped
     ├── WatchTimeout                `process watch --timeout` ran out
@@ -87,6 +88,7 @@ __all__ = [
     "SchedulerSubmitError",
     "SchemaNewerError",
     "SchemaOutdatedError",
+    "ScriptError",
     "StepAbandoned",
     "StorageError",
     "StorageUnavailable",
@@ -270,6 +272,13 @@ class ArchiveRowTooBig(ArchiveError):
     def __init__(self, section: str, number: int, limit: int) -> None:
         super().__init__(f"row {number} of {section} in data.json is past {limit} bytes")
         self.section, self.number, self.limit = section, number, limit
+
+
+class ScriptError(VegliaError):
+    """A Python script given to ``veglia run`` is missing or cannot be read (what it raises
+    once it runs is the script's own: shown with its traceback)."""
+
+    exit_code = CliExit.INVALID_INPUT
 
 
 class InvalidLinkError(VegliaError, ValueError):

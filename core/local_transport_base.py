@@ -263,4 +263,5 @@ class LocalTransportBase(Transport):
         return self._run_bash(command, cwd=cwd, stdin=stdin, timeout=timeout)
 
     def gotocomputer_command(self, workdir: str) -> str:
-        return f"cd {shlex.quote(self.path(workdir))} && exec bash -l"
+        """Your own shell (``$SHELL``, else bash), as a login shell, in ``workdir``."""
+        return f'cd {shlex.quote(self.path(workdir))} && exec "${{SHELL:-bash}}" -l'

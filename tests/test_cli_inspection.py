@@ -253,9 +253,9 @@ def test_calcjob_files_results_and_workdir(run_cli, jobs, local):
     assert ok(run_cli("calcjob", "inputcat", str(add.pk), "aiida.in")).stdout == "echo $((2 + 3))\n"
     assert json.loads(ok(run_cli("calcjob", "res", pk)).stdout) == {}
 
-    command = ok(run_cli("calcjob", "gotocomputer", pk)).stdout.strip()
-    assert command == f"cd {good.remote_workdir} && exec bash -l"
-    shell = ok(run_cli("calcjob", "gotocomputer", pk, "--exec", input="pwd\n"))
+    command = ok(run_cli("calcjob", "gotocomputer", pk, "--print")).stdout.strip()
+    assert command == f'cd {good.remote_workdir} && exec "${{SHELL:-bash}}" -l'
+    shell = ok(run_cli("calcjob", "gotocomputer", pk, input="pwd\n", env={"SHELL": "bash"}))
     assert shell.stdout.splitlines()[-1] == good.remote_workdir
 
 

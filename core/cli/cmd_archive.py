@@ -1,18 +1,22 @@
-"""``veglia archive create / import``: nodes with their provenance in one portable file, as
-``verdi archive``."""
+"""``veglia archive create / import / inspect``: nodes with their provenance in one portable
+file, as ``verdi archive``."""
 
 from __future__ import annotations
 
+import json
+from datetime import datetime
 from pathlib import Path
 
 import click
 
-from veglia.cli.output import console, echo_success
+from veglia.cli.output import console, echo_success, print_table
 from veglia.cli.state import CliState, pass_state
+from veglia.config.profile import Profile
 from veglia.config.values import parse_size_mb
+from veglia.exceptions import ConfigurationError
 from veglia.orm.archive import create_archive
 from veglia.orm.archive_import import import_archive
-from veglia.orm.archive_read import MIB, ArchiveLimits
+from veglia.orm.archive_read import MIB, ArchiveLimits, inspect_archive
 from veglia.orm.loading import load_node
 
 
@@ -74,6 +78,71 @@ def _size_option(text: str | None) -> int | None:
         raise click.BadParameter(str(exc)) from None
 
 
+def _limits_of(profile: Profile) -> ArchiveLimits:
+    """The limits the profile's ``archive.*`` options set."""
+    return ArchiveLimits(
+        max_data_size=profile.get_option("archive.max_data_size") * MIB,
+        max_row_size=profile.get_option("archive.max_row_size") * MIB,
+        max_total_size=profile.get_option("archive.max_size") * MIB,
+        max_ratio=profile.get_option("archive.max_ratio"),
+    )
+
+
+def _profile_limits(state: CliState) -> ArchiveLimits:
+    """The limits of the profile's ``archive.*`` options; without any profile, the defaults
+    (an archive is read without one)."""
+    try:
+        profile = state.profile
+    except ConfigurationError:
+        if state.profile_name is not None:
+            raise
+        return ArchiveLimits()
+    return _limits_of(profile)
+
+
+def _when(text: object) -> str:
+    try:
+        return datetime.fromisoformat(str(text)).strftime("%Y-%m-%d %H:%M:%S %Z").strip()
+    except ValueError:
+        return str(text)
+
+
+@archive_group.command("inspect")
+@click.argument("path", metavar="FILE", type=click.Path(dir_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="Print it as JSON, for scripts.")
+@pass_state
+def archive_inspect(state: CliState, path: str, as_json: bool) -> None:
+    """Show what the archive FILE holds, without importing it: its format version, when it
+    was written, its nodes by type, links, groups, computers and files.
+
+    The archive is checked as an import checks it: a damaged one is refused (exit 9)."""
+    # Lazy: the node type -> class name table loads the ORM's classes, for the text only.
+    from veglia.views.node import type_name
+
+    info = inspect_archive(Path(path), _profile_limits(state))
+    info["nodes"] = {type_name(node_type): count for node_type, count in info["node_types"].items()}
+    if as_json:
+        click.echo(json.dumps(info, indent=2))
+        return
+    counts = info["counts"]
+    rows: list[tuple[str, object]] = [
+        ("format version", f"{info['version']} ({info['format']})"),
+        ("written by", f"veglia {info['veglia_version']}"),
+        ("created", _when(info["created"])),
+        ("nodes", counts["nodes"]),
+        *((f"  {name}", count) for name, count in sorted(info["nodes"].items())),
+        ("links", counts["links"]),
+        ("groups", counts["groups"]),
+        ("computers", counts["computers"]),
+        ("codes", counts["codes"]),
+        ("users", counts["users"]),
+        ("log messages", counts["logs"]),
+        ("files", f"{info['files']} ({_size(info['bytes'])})"),
+    ]
+    console.print(f"Archive {path}", markup=False, highlight=False)
+    print_table(("Property", "Value"), rows)
+
+
 @archive_group.command("import")
 @click.argument("path", metavar="FILE", type=click.Path(dir_okay=False))
 @click.option(
@@ -117,13 +186,12 @@ def archive_import(
     refused whole, as is a damaged one or one past the size limits. Missing computers and
     codes are created by label, not configured.
     """
-    profile = state.profile
+    defaults = _limits_of(state.profile)
     limits = ArchiveLimits(
-        max_data_size=_size_option(max_data_size)
-        or profile.get_option("archive.max_data_size") * MIB,
-        max_row_size=_size_option(max_row_size) or profile.get_option("archive.max_row_size") * MIB,
-        max_total_size=_size_option(max_size) or profile.get_option("archive.max_size") * MIB,
-        max_ratio=max_ratio or profile.get_option("archive.max_ratio"),
+        max_data_size=_size_option(max_data_size) or defaults.max_data_size,
+        max_row_size=_size_option(max_row_size) or defaults.max_row_size,
+        max_total_size=_size_option(max_size) or defaults.max_total_size,
+        max_ratio=max_ratio or defaults.max_ratio,
     )
     summary = import_archive(Path(path), limits)
     if not summary.changed:  # no node, link, group, computer, code or user was created

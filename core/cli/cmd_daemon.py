@@ -1,4 +1,4 @@
-"""``veglia daemon``: start, stop, restart, status and logs."""
+"""``veglia daemon``: start, stop, restart, incr, decr, status and logs."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from veglia.config.private_paths import private_file, private_folder
 from veglia.engine.daemon import DaemonFiles
 from veglia.engine.daemon.files import write_json
 from veglia.engine.daemon.installed_code import old_code_message
+from veglia.engine.daemon.scaling import request_change
 from veglia.exceptions import DaemonError
 from veglia.plugin_manager import gather, gather_strict
 
@@ -122,6 +123,59 @@ def daemon_restart(state: CliState) -> None:
     start_daemon(state, workers)
 
 
+def _plural_workers(count: int) -> str:
+    return f"{count} worker{'' if count == 1 else 's'}"
+
+
+def change_workers(state: CliState, delta: int) -> None:
+    """Add (``delta`` > 0) or remove workers of the running daemon, and say how many it has
+    now; :class:`DaemonError` when none runs or the change cannot be made."""
+    files = _files(state)
+    name = state.profile.name
+    if files.supervisor_pid() is None:
+        raise DaemonError(
+            f"The daemon of {name!r} is not running; start it with `veglia daemon start N`."
+        )
+    status = files.read_status()
+    before = len(status.get("workers", []))
+    if delta > 0 and not status.get("broker", True):
+        raise DaemonError(
+            f"The daemon of {name!r} runs without a broker, so with one worker; set broker.url "
+            "and restart it (`veglia daemon restart`) for more."
+        )
+    if delta < 0 and before == 1:
+        raise DaemonError(
+            f"The daemon of {name!r} has 1 worker, the fewest it runs; stop it with "
+            "`veglia daemon stop`."
+        )
+    request_change(files, delta)
+    after = len(files.read_status().get("workers", []))
+    change = "added" if after > before else "removed"
+    done = f"{change} {abs(after - before)}" if after != before else "none changed"
+    if delta < 0 and before + delta < 1:
+        done += ": it keeps one"
+    echo_success(f"Daemon of {name!r} now has {_plural_workers(after)} ({done}).")
+
+
+@daemon_group.command("incr")
+@click.argument("number", type=click.IntRange(min=1), default=1, metavar="[N]")
+@pass_state
+def daemon_incr(state: CliState, number: int) -> None:
+    """Add N workers (default 1) to the running daemon; it needs a broker for more than one."""
+    change_workers(state, number)
+
+
+@daemon_group.command("decr")
+@click.argument("number", type=click.IntRange(min=1), default=1, metavar="[N]")
+@pass_state
+def daemon_decr(state: CliState, number: int) -> None:
+    """Remove N workers (default 1) from the running daemon, never the last one.
+
+    A removed worker stops as at `daemon stop`: its processes, checkpointed, go on in the
+    other workers."""
+    change_workers(state, -number)
+
+
 @daemon_group.command("status")
 @raw_option
 @pass_state
@@ -149,10 +203,13 @@ def daemon_status(state: CliState, raw: bool) -> int:
         rows.append((worker["pid"], started, worker["restarts"], live, dehydrated))
     if not raw:
         click.echo(
-            f"Daemon of {state.profile.name!r} on {socket.gethostname()}: supervisor pid {pid}"
+            f"Daemon of {state.profile.name!r} on {socket.gethostname()}: supervisor pid {pid}, "
+            f"{_plural_workers(len(rows))}"
         )
     # Live: in the worker's memory; dehydrated: waiting as rows of the database.
     print_table(("Worker PID", "Started", "Restarts", "Live", "Dehydrated"), rows, raw=raw)
+    for retiring in status.get("retiring", []) if not raw else []:
+        click.echo(f"Worker {retiring} was removed and is stopping.")
     if not raw and repaired is not None:
         click.echo(f"Stranded processes queued again: {repaired}")
     old_code = old_code_message(state.profile)

@@ -239,10 +239,16 @@ def calcjob_res(state: CliState, identifier: str, keys: tuple[str, ...]) -> None
 
 @calcjob_group.command("gotocomputer")
 @click.argument("identifier", metavar="PK", shell_complete=complete_calcjob_pks)
-@click.option("--exec", "run", is_flag=True, help="Open the shell instead of printing how.")
+@click.option(
+    "--print", "print_only", is_flag=True, help="Print the command line instead of running it."
+)
+@click.option("--exec", "_exec", is_flag=True, hidden=True)  # what opened it before --print
 @pass_state
-def calcjob_gotocomputer(state: CliState, identifier: str, run: bool) -> None:
-    """Print (or with --exec run) the command that opens a shell in the job's work dir."""
+def calcjob_gotocomputer(state: CliState, identifier: str, print_only: bool, _exec: bool) -> None:
+    """Open a shell in the job's work dir: over ssh as the computer's transport connects
+    (its key, known_hosts, jump host), or your own shell for a local computer.
+
+    With --print, print that command line instead."""
 
     state.profile  # noqa: B018
     node = load_calcjob(identifier)
@@ -258,11 +264,12 @@ def calcjob_gotocomputer(state: CliState, identifier: str, run: bool) -> None:
     assert key is not None  # a job with a work dir ran on a computer
     computer = load_computer(key)
     command = computer.get_transport().gotocomputer_command(workdir)
-    if not run:
+    if print_only:
         click.echo(command)
         return
-    console.print(f"Opening a shell in {computer.label}:{workdir}", markup=False)
+    console.print(f"Opening a shell in {computer.label}:{workdir}", markup=False, highlight=False)
     sys.stdout.flush()
+    sys.stderr.flush()
     os.execvp("bash", ["bash", "-c", command])
 
 

@@ -13,6 +13,7 @@ from veglia.cli.completion import complete_computer_labels
 from veglia.cli.daemon_hint import warn_if_no_daemon
 from veglia.cli.output import echo_info, echo_success
 from veglia.cli.state import CliState, pass_state
+from veglia.cli.verdi_forms import veglia_writes
 from veglia.entry_points import CalculationFactory
 
 if TYPE_CHECKING:
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
 
 
 @click.command("shell")
-@click.argument("command")
+@click.argument("command", required=False)
 @click.option(
     "-c",
     "--computer",
@@ -52,7 +53,7 @@ if TYPE_CHECKING:
 @pass_state
 def shell(
     state: CliState,
-    command: str,
+    command: str | None,
     computer: str | None,
     files: tuple[str, ...],
     outputs: tuple[str, ...],
@@ -61,7 +62,11 @@ def shell(
     label: str,
 ) -> int:
     """Run COMMAND with bash as a calc job, with full provenance, and print its output."""
-
+    if command is None:  # `verdi shell`, most likely: its interactive Python is `veglia python`
+        raise veglia_writes(
+            "veglia python (an interactive Python with the profile loaded; `veglia shell "
+            "COMMAND` runs COMMAND as a calc job)"
+        )
     if submit and propagate_exit:
         raise click.UsageError(
             "--propagate-exit waits for the command's exit status; --submit does not wait. "

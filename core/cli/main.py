@@ -75,6 +75,17 @@ BUILTIN_COMMANDS: dict[str, tuple[str, str, str]] = {
     ),
     "process": ("veglia.cli.cmd_process", "process_group", "Inspect and control processes."),
     "profile": ("veglia.cli.cmd_profile", "profile_group", "Inspect and manage profiles."),
+    "python": (
+        "veglia.cli.cmd_run",
+        "python",
+        "Open an interactive Python with the profile loaded and veglia's names defined, as "
+        "`verdi shell` does: IPython when it is installed, else Python's own console.",
+    ),
+    "run": (
+        "veglia.cli.cmd_run",
+        "run",
+        "Run the Python SCRIPT with the profile loaded, as `verdi run` does.",
+    ),
     "setup": (
         "veglia.cli.cmd_setup",
         "setup",

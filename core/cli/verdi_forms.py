@@ -34,6 +34,7 @@ VERDI_FORMS: dict[str, str] = {
     "verdi profile delete --delete-data / --keep-data NAME": (
         "works: --keep-data/--delete-data of profile delete (cmd_profile)"
     ),
+    "verdi shell": "the hint: veglia python, when veglia shell has no COMMAND (cmd_shell)",
 }
 
 #: verdi's kinds of code (``verdi code create TYPE``) and what veglia makes of them: None for

@@ -38,6 +38,7 @@ __all__ = [
     "ArchiveLimits",
     "BoundedReader",
     "RowChecker",
+    "inspect_archive",
     "opened_archive",
     "parse_time",
     "read_archive",
@@ -515,6 +516,28 @@ def read_archive(path: Path | str, limits: ArchiveLimits | None = None) -> Archi
     is wrong."""
     with opened_archive(path, limits) as (content, _):
         return content
+
+
+def inspect_archive(path: Path | str, limits: ArchiveLimits | None = None) -> dict[str, Any]:
+    """What the archive holds, read and checked as an import would (nothing is written):
+    its format, version, the veglia that wrote it and when, the rows of each section
+    (``counts``), its nodes by node type (``node_types``), and its file contents (``files``,
+    ``bytes``). :class:`ArchiveError` saying what is wrong with it."""
+    content = read_archive(path, limits)
+    metadata = content.metadata
+    node_types: dict[str, int] = {}
+    for node_type in content.checked.nodes.values():
+        node_types[node_type] = node_types.get(node_type, 0) + 1
+    return {
+        "format": metadata["format"],
+        "version": metadata["version"],
+        "veglia_version": metadata.get("veglia_version"),
+        "created": metadata.get("created"),
+        "counts": dict(content.checked.counts),
+        "node_types": dict(sorted(node_types.items())),
+        "files": len(content.blobs),
+        "bytes": sum(content.blobs.values()),
+    }
 
 
 # -- writing ------------------------------------------------------------------------------------

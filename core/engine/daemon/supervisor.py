@@ -20,12 +20,15 @@ from veglia.config.profile import Profile
 from veglia.engine.daemon.files import DaemonFiles, write_json
 from veglia.engine.daemon.live_config import INTERVAL as CONFIG_INTERVAL
 from veglia.engine.daemon.live_config import follow_config
+from veglia.engine.daemon.scaling import clear_requests, take_requests
 
 __all__ = ["supervise"]
 
 LOGGER = logging.getLogger("veglia.daemon")
 #: Set to ``1`` in the environment of the worker that keeps house (see housekeeping).
 PRIMARY_ENV = "VEGLIA_DAEMON_PRIMARY"
+#: How long a worker told to stop (SIGTERM) may take before it is killed.
+RETIRE_TIMEOUT = 30.0
 
 
 class _Slot(TypedDict, total=False):
@@ -40,10 +43,12 @@ class _Slot(TypedDict, total=False):
 
 
 def supervise(profile: Profile, workers: int) -> None:
-    """Start ``workers`` workers and restart any that dies, until SIGTERM."""
+    """Start ``workers`` workers and restart any that dies, until SIGTERM; add or remove
+    workers when ``veglia daemon incr / decr`` asks (see :mod:`scaling`)."""
     files = DaemonFiles(profile)
     private_folder(files.folder)
     files.pid.write_text(str(os.getpid()))
+    clear_requests(files)
     stopping = False
 
     def stop(*_: Any) -> None:
@@ -65,11 +70,19 @@ def supervise(profile: Profile, workers: int) -> None:
         log.close()  # the child has its own copy
         return process
 
-    slots: list[_Slot] = [
-        {"process": spawn(index == 0), "restarts": 0, "started": time.time(), "primary": index == 0}
-        for index in range(workers)
-    ]
+    def new_slot(primary: bool) -> _Slot:
+        return {
+            "process": spawn(primary),
+            "restarts": 0,
+            "started": time.time(),
+            "primary": primary,
+        }
+
+    slots: list[_Slot] = [new_slot(index == 0) for index in range(workers)]
+    #: Workers removed by `daemon decr`, told to stop: each with when it is killed instead.
+    retiring: list[tuple[subprocess.Popen[bytes], float]] = []
     next_config = time.time() + CONFIG_INTERVAL
+    most = None if profile.broker_url else 1  # without a broker, one worker takes everything
 
     def write_status() -> None:
         write_json(
@@ -77,13 +90,45 @@ def supervise(profile: Profile, workers: int) -> None:
             {
                 "supervisor": os.getpid(),
                 "started": started,
+                "broker": bool(profile.broker_url),
                 "modules": sorted(sys.modules),  # kept few: see tests/test_daemon.py
                 "workers": [
                     {"pid": s["process"].pid, "restarts": s["restarts"], "started": s["started"]}
                     for s in slots
                 ],
+                "retiring": [process.pid for process, _ in retiring],
             },
         )
+
+    def scale(delta: int) -> None:
+        """Add or remove workers; the newest go first, the first one (which keeps house)
+        never: at least one worker stays."""
+        wanted = max(1, len(slots) + delta)
+        wanted = wanted if most is None else min(wanted, most)
+        while len(slots) < wanted:
+            slots.append(new_slot(False))
+        while len(slots) > wanted:
+            process = slots.pop()["process"]
+            process.terminate()  # a worker stops at SIGTERM, its processes checkpointed
+            retiring.append((process, time.time() + RETIRE_TIMEOUT))
+        LOGGER.warning("daemon now has %d worker(s)", len(slots))
+
+    def reap_retiring() -> bool:
+        """Forget the removed workers that have stopped, kill those past their time; True
+        when one went."""
+        gone = False
+        for entry in list(retiring):
+            process, deadline = entry
+            if process.poll() is None and time.time() < deadline:
+                continue
+            if process.poll() is None:
+                LOGGER.warning("removed worker %d did not stop; killing it", process.pid)
+                process.kill()
+                process.wait()
+            files.worker_status(process.pid).unlink(missing_ok=True)
+            retiring.remove(entry)
+            gone = True
+        return gone
 
     started = time.time()
     write_status()
@@ -96,6 +141,12 @@ def supervise(profile: Profile, workers: int) -> None:
                 follow_config()  # the hooks' threads (a reporter's sender) read them too
             except Exception:
                 LOGGER.exception("could not read the profile's options again")
+        requests = take_requests(files)
+        if requests.delta:
+            scale(requests.delta)
+        if requests.delta or reap_retiring():
+            write_status()
+        requests.done()
         for slot in slots:
             code = slot["process"].poll()
             if code is None or stopping or time.time() < slot.get("retry_at", 0):
@@ -125,15 +176,16 @@ def supervise(profile: Profile, workers: int) -> None:
                 }
             )
             write_status()
-    for slot in slots:
-        slot["process"].terminate()
-    deadline = time.time() + 30
-    for slot in slots:
+    processes = [slot["process"] for slot in slots] + [process for process, _ in retiring]
+    for process in processes:
+        process.terminate()
+    deadline = time.time() + RETIRE_TIMEOUT
+    for process in processes:
         try:
-            slot["process"].wait(max(0.1, deadline - time.time()))
+            process.wait(max(0.1, deadline - time.time()))
         except subprocess.TimeoutExpired:
-            slot["process"].kill()
-        files.worker_status(slot["process"].pid).unlink(missing_ok=True)
+            process.kill()
+        files.worker_status(process.pid).unlink(missing_ok=True)
     files.status.unlink(missing_ok=True)
     files.pid.unlink(missing_ok=True)
     LOGGER.warning("daemon stopped")
