@@ -20,6 +20,7 @@ cluster (it lives in memory); a thread there drives the cluster:
     python bench/dehydrated.py              # 100,000 jobs (about half an hour)
     python bench/dehydrated.py -n 2000      # a shorter run
     python bench/dehydrated.py -n 100 --poll-interval 1   # the smoke run of .ci/run
+    VEGLIA_BENCH_TRACEMALLOC=12 python bench/dehydrated.py -n 3000   # what a job keeps
 
 Targets (issue #35): 100,000 waiting jobs under 400 MB resident (about 3 kB a job over the
 idle worker), every one polled every interval, all ending at no less throughput than
@@ -29,6 +30,7 @@ idle worker), every one polled every interval, all ending at no less throughput 
 from __future__ import annotations
 
 import argparse
+import collections
 import contextlib
 import json
 import os
@@ -81,6 +83,17 @@ def worker_main(n: int, out: Path, interval: float) -> None:
         return listing(self, transport, job_ids)
 
     FakeScheduler.get_jobs = counted  # type: ignore[method-assign]
+    # The fake transport records every call for tests to look at: a log no real transport
+    # keeps, which would grow with the jobs. Kept to its last thousand here.
+    from veglia.testing import FakeTransport
+
+    made = FakeTransport.__init__
+
+    def bounded(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        made(self, *args, **kwargs)
+        self.calls = collections.deque(maxlen=1000)
+
+    FakeTransport.__init__ = bounded  # type: ignore[method-assign]
     worker = Worker(profile)
     cluster = FakeScheduler.cluster
 
@@ -92,8 +105,21 @@ def worker_main(n: int, out: Path, interval: float) -> None:
         try:
             time.sleep(3)
             report(phase="idle", rss_mb=rss_mb())
+            tracing = os.environ.get("VEGLIA_BENCH_TRACEMALLOC")
+            if tracing:
+                import tracemalloc
+
+                tracemalloc.start(int(tracing))
+                first = tracemalloc.take_snapshot()
             while len(worker.sleeps) < n:
                 time.sleep(0.5)
+            if tracing:
+                grown = tracemalloc.take_snapshot().compare_to(first, "traceback")
+                with open("/tmp/veglia-dehydrated-tracemalloc.txt", "w") as handle:
+                    for stat in grown[:25]:
+                        size, count = stat.size_diff / n, stat.count_diff
+                        handle.write(f"{size:.0f} B a job, {count} blocks\n")
+                        handle.write("\n".join(stat.traceback.format()[-12:]) + "\n\n")
             held_at = time.monotonic()
             report(
                 phase="held",
