@@ -131,3 +131,33 @@ def _no_runner_left():
     from veglia.engine.runner import set_runner
 
     set_runner(None)
+
+
+@pytest.mark.services
+def test_a_poll_outage_is_dated_from_the_first_failed_poll(veglia_home, private_sshd, run_cli):
+    """The job runs, then its computer goes away: the polls fail, back off, and the pause's
+    "unreachable since" is the first failed poll."""
+    make_profile(**{"transport.retry_initial_interval": "0.5", "transport.retry_attempts": "3"})
+    private_sshd["computer"]("flaky")
+    builder = ShellJob.get_builder()
+    builder.command = orm.Str("sleep 20")
+    builder.metadata.computer = "flaky"
+    runner = get_runner()
+    process = runner.instantiate(ShellJob, builder.to_dict())
+    task = runner.loop.create_task(process.step_until_terminated())
+    node = process.node
+    try:
+        _step_until(lambda: node.job_id is not None, timeout=60)
+        private_sshd["stop"]()
+        _step_until(lambda: node.get_attribute(BACKOFF) is not None, timeout=60)
+        assert process_status(node.process_state, node.attributes).startswith(
+            "update attempt 1/3 failed; "
+        )
+        _step_until(lambda: bool(node.get_attribute("unreachable")), timeout=60)
+        first = next(log for log in node.logs if "update attempt 1/3 failed" in log.message)
+        last = next(log for log in node.logs if "update attempt 3/3 failed" in log.message)
+        since = node.get_attribute("unreachable")["since"]
+        assert abs(since - first.time.timestamp()) < 0.3
+        assert last.time.timestamp() - since > 1  # backed off 0.5 s, then 1 s
+    finally:
+        _kill(process, task)

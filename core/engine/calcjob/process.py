@@ -587,6 +587,7 @@ class CalcJob(Process):
         except (TransportError, SchedulerError) as exc:
             return await self._update_failed(exc)
         self.runtime.update_failures = 0
+        self._backoff_over()
         done = info is None or info.state == JobState.DONE
         state = JobState.DONE if info is None or done else info.state
         changes: dict[str, Any] = {attr.SCHEDULER_STATE: state.value}
@@ -697,11 +698,13 @@ class CalcJob(Process):
 
         runner = get_runner()
         failures = self.runtime.update_failures = self.runtime.update_failures + 1
-        self.report(f"update attempt {failures}/{runner.retry_attempts} failed: {exc}")
-        if failures >= runner.retry_attempts:
+        last = failures >= runner.retry_attempts
+        delay = runner.retry_interval * 2 ** (failures - 1)
+        self._attempt_failed("update", failures, exc, None if last else delay)
+        if last:
             self.runtime.update_failures = 0
             raise TransportTaskFailed(str(exc))
-        await asyncio.sleep(runner.retry_interval * 2 ** (failures - 1))
+        await asyncio.sleep(delay)
         return False
 
     async def do_retrieve(self) -> Path:
