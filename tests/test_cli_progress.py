@@ -1,6 +1,7 @@
 """While a command waits, a terminal shows it: a live status line for a job run in the
-foreground (``veglia shell``), progress bars for long commands (verify, archive, storage
-maintain). A pipe never gets them: a script reads the result alone.
+foreground (``veglia shell``, ``engine.run`` in a ``veglia run`` script), progress bars for
+long commands (verify, archive, storage maintain). A pipe never gets them: a script reads
+the result alone.
 
 Each command runs in a new interpreter, once with stderr on a pseudo-terminal (``pty``) and
 once on a pipe, through the ``veglia`` entry point a user types.
@@ -66,6 +67,28 @@ def test_a_foreground_shell_job_shows_a_live_status_line_on_a_terminal_only(prof
     assert piped.stdout.startswith("hello\n")
     assert "scheduler:" not in piped.stdout + piped.stderr
     assert "\x1b[" not in piped.stdout + piped.stderr
+
+
+def test_engine_run_in_a_veglia_run_script_shows_the_status_line_while_it_waits(profile, tmp_path):
+    script = tmp_path / "two_jobs.py"
+    script.write_text(
+        "ShellJob = CalculationFactory('core.shell')\n"
+        "for word in ('one', 'two'):\n"
+        "    builder = ShellJob.get_builder()\n"
+        "    builder.command = orm.Str(f'sleep 1; echo {word}')\n"
+        "    results, node = run_get_node(builder)\n"
+        "    print('printed', results['stdout'].get_content().decode().strip(), node.pk)\n"
+    )
+    code, shown = _on_a_terminal("-p", "test", "run", str(script))
+    assert code == 0, shown
+    # A line for each run, gone before the script prints on.
+    assert len(re.findall(r"process \d+ ⏵ Waiting · scheduler: running", shown)) >= 2, shown
+    assert "printed one" in shown and "printed two" in shown
+
+    piped = _on_a_pipe("-p", "test", "run", str(script))
+    assert piped.returncode == 0, piped.stderr
+    assert piped.stdout.startswith("printed one ")
+    assert "scheduler:" not in piped.stdout + piped.stderr
 
 
 @pytest.fixture

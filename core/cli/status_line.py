@@ -1,6 +1,7 @@
-"""The live status line of a job run in the foreground (``veglia shell``, ``verify --rerun``):
-its state, what it is doing and the time so far, on stderr, and only when stderr is a
-terminal (see :mod:`veglia.cli.progress_bars` for the long commands' bars)."""
+"""The live status line of a job run in the foreground (``veglia shell``, ``verify --rerun``,
+``engine.run`` in a ``veglia run`` script): its state, what it is doing and the time so far,
+on stderr, and only when stderr is a terminal (see :mod:`veglia.cli.progress_bars` for the
+long commands' bars)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from rich.markup import escape
+from rich.status import Status
 
 from veglia.cli.output import error_console
 from veglia.engine.launch import watching
@@ -38,15 +40,30 @@ def status_text(process: Process, elapsed: float) -> str:
 @contextmanager
 def status_line() -> Iterator[None]:
     """A live status line while a ``run`` in this block waits for its process (see
-    :func:`veglia.engine.launch.watching`); nothing when stderr is no terminal."""
+    :func:`veglia.engine.launch.watching`), gone when the run ends (a script's next print
+    comes where it was); nothing when stderr is no terminal."""
     if not error_console.is_terminal:
         yield
         return
-    started = time.monotonic()
-    with error_console.status("starting…") as status:
+    shown: list[tuple[Status, float]] = []  # the line of the run under way, and its start
 
-        def update(process: Process) -> None:
-            status.update(escape(status_text(process, time.monotonic() - started)))
+    def hide() -> None:
+        if shown:
+            shown.pop()[0].stop()
 
+    def update(process: Process) -> None:
+        if process.has_terminated() or process.node is None or process.node.is_terminated:
+            hide()
+            return
+        if not shown:
+            status = error_console.status("starting…")
+            status.start()
+            shown.append((status, time.monotonic()))
+        status, started = shown[0]
+        status.update(escape(status_text(process, time.monotonic() - started)))
+
+    try:
         with watching(update):
             yield
+    finally:
+        hide()

@@ -78,8 +78,9 @@ _WATCH: ContextVar[tuple[Callable[[Process], None], float] | None] = ContextVar(
 def watching(callback: Callable[[Process], None], every: float = 0.25) -> Iterator[None]:
     """While a :func:`run` or :func:`run_get_node` in this block waits, call
     ``callback(process)`` every ``every`` seconds on the runner's loop, between the steps
-    (the node is as the process left it: no query needed). The CLI's live status line uses
-    it. A callback that raises is logged and called no more; the run goes on."""
+    (the node is as the process left it: no query needed), and once more when the run ends
+    (``process.has_terminated()``, or the run failed). The CLI's live status line uses it.
+    A callback that raises is logged and called no more; the run goes on."""
     token = _WATCH.set((callback, every))
     try:
         yield
@@ -102,6 +103,10 @@ async def _watched(process: Process, callback: Callable[[Process], None], every:
         await process.step_until_terminated()
     finally:
         ticker.cancel()
+        try:
+            callback(process)  # once more, ended (or failed): a status line goes
+        except Exception:
+            LOGGER.exception("Watching process %s failed", process.pid)
 
 
 def run(process: type[Process] | ProcessBuilder[Process], /, **inputs: Any) -> dict[str, Any]:
