@@ -16,6 +16,7 @@ from veglia.manage import get_storage
 from veglia.orm import queries
 from veglia.orm.attributes import NOT_REPRODUCIBLE
 from veglia.orm.loading import load_node
+from veglia.progress_report import ProgressReport, no_progress
 
 __all__ = ["DamagedFile", "FileCheck", "check_files", "nodes_to_check"]
 
@@ -84,13 +85,14 @@ def nodes_to_check(pks: tuple[int, ...] | list[int]) -> list[int]:
     return sorted(processes | queries.created_or_returned(processes))
 
 
-def check_files(node_pks: list[int]) -> FileCheck:
+def check_files(node_pks: list[int], progress: ProgressReport = no_progress) -> FileCheck:
     """Recompute the SHA-256 of every stored file of these nodes (each blob once)."""
     repository = get_storage().repository
     records = queries.repository_files(node_pks)
     hashes: dict[str, str | None] = {}
     damaged = []
-    for node_pk, path, sha256 in records:
+    for done, (node_pk, path, sha256) in enumerate(records):
+        progress("checking files", done, len(records))
         if sha256 not in hashes:
             try:
                 hashes[sha256] = repository.hash_of_stored(sha256)
@@ -98,4 +100,5 @@ def check_files(node_pks: list[int]) -> FileCheck:
                 hashes[sha256] = None
         if hashes[sha256] != sha256:
             damaged.append(DamagedFile(node_pk, path, sha256, hashes[sha256]))
+    progress("checking files", len(records), len(records))
     return FileCheck(len(records), len(node_pks), damaged)

@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from veglia.cli.output import console, echo_success, print_table
+from veglia.cli.progress_bars import progress_bars
 from veglia.cli.state import CliState, pass_state
 from veglia.config.profile import Profile
 from veglia.config.values import parse_size_mb
@@ -56,7 +57,8 @@ def archive_create(
     """
     state.profile  # noqa: B018 -- load the chosen profile
     pks = [load_node(identifier).pk for identifier in identifiers]
-    summary = create_archive(path, pks, groups, overwrite=force)
+    with progress_bars() as progress:
+        summary = create_archive(path, pks, groups, overwrite=force, progress=progress)
     parts = [
         _plural(summary.nodes, "node") + f" ({summary.processes} processes, {summary.data} data)",
         _plural(summary.links, "link"),
@@ -193,7 +195,8 @@ def archive_import(
         max_total_size=_size_option(max_size) or defaults.max_total_size,
         max_ratio=max_ratio or defaults.max_ratio,
     )
-    summary = import_archive(Path(path), limits)
+    with progress_bars() as progress:
+        summary = import_archive(Path(path), limits, progress)
     if not summary.changed:  # no node, link, group, computer, code or user was created
         console.print(
             f"Nothing new in {path}: its {_plural(summary.nodes_present, 'node')} "

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
 PROCESS_STATES = ("created", "running", "waiting", "finished", "excepted", "killed")
 #: Longest status text in ``process list`` (``process show`` has all of it).
-STATUS_WIDTH = 40
+STATUS_WIDTH = 48
 
 
 # -- list ------------------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ import click
 import veglia
 from veglia import engine, entry_points, orm
 from veglia.cli.state import CliState, pass_state
+from veglia.cli.status_line import status_line
 from veglia.exceptions import ScriptError
 from veglia.manage import get_storage
 
@@ -130,7 +131,8 @@ def run(state: CliState, script: str, args: tuple[str, ...]) -> int:
     # As `python SCRIPT`: modules beside the script are importable.
     sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
     try:
-        exec(code, namespace)
+        with status_line():  # on a terminal, while the script's run() waits for its process
+            exec(code, namespace)
     except SystemExit as exc:
         return _exit_status(exc)
     except KeyboardInterrupt:

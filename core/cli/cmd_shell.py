@@ -13,6 +13,7 @@ from veglia.cli.completion import complete_computer_labels
 from veglia.cli.daemon_hint import warn_if_no_daemon
 from veglia.cli.output import echo_info, echo_success
 from veglia.cli.state import CliState, pass_state
+from veglia.cli.status_line import status_line
 from veglia.cli.verdi_forms import veglia_writes
 from veglia.entry_points import CalculationFactory
 
@@ -90,7 +91,8 @@ def shell(
         )
         warn_if_no_daemon()
         return 0
-    results, node = engine.run_get_node(builder)
+    with status_line():  # on a terminal: state, scheduler state and time so far, on stderr
+        results, node = engine.run_get_node(builder)
     if "stdout" in results:
         sys.stdout.write(results["stdout"].get_content().decode(errors="replace"))
     if "stderr" in results:

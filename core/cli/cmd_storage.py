@@ -8,6 +8,7 @@ import click
 from rich.filesize import decimal
 
 from veglia.cli.output import echo_info, echo_success, print_table, raw_option
+from veglia.cli.progress_bars import progress_bars
 from veglia.cli.state import CliState, pass_state
 from veglia.config.values import parse_duration
 from veglia.storage.backend import StorageBackend
@@ -122,7 +123,8 @@ def storage_maintain(state: CliState, grace_period: int, dry_run: bool, raw: boo
         # Read once: maintain's look-up, then the count of what the grace period kept (a
         # user who just deleted nodes expects their files gone).
         referenced = functools.cache(storage.referenced_blobs)
-        freed = storage.repository.maintain(grace_period, referenced, dry_run)
+        with progress_bars() as progress:
+            freed = storage.repository.maintain(grace_period, referenced, dry_run, progress)
         gone = {name for name, _ in freed}
         kept = referenced()
         young = sum(1 for sha in storage.repository if sha not in kept and sha not in gone)

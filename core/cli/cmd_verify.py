@@ -9,7 +9,9 @@ import click
 
 from veglia.cli.completion import complete_node_pks
 from veglia.cli.output import console
+from veglia.cli.progress_bars import progress_bars
 from veglia.cli.state import CliState, pass_state
+from veglia.cli.status_line import status_line
 from veglia.engine.rerun import record_not_reproducible, run_again, set_aside
 from veglia.integrity import FileCheck, check_files, nodes_to_check
 from veglia.orm.process_nodes import CalcJobNode
@@ -21,7 +23,8 @@ def _rerun(producers: dict[int, list[int]], bad_blobs: set[str]) -> dict[int, Ca
     reruns = {}
     for pk in sorted(producers):
         console.print(f"Rerunning process {pk}…")
-        node = reruns[pk] = run_again(pk)
+        with status_line():
+            node = reruns[pk] = run_again(pk)
         if node.is_finished_ok:
             console.print(f"[green]✔[/green] process {pk} ran again as process {node.pk}")
         else:
@@ -70,7 +73,8 @@ def verify(state: CliState, pks: tuple[int, ...], rerun: bool | None) -> int:
 
     state.profile  # noqa: B018 - loads the profile
     node_ids = nodes_to_check(pks)
-    known, result = check_files(node_ids).not_reproducible()
+    with progress_bars() as progress:
+        known, result = check_files(node_ids, progress).not_reproducible()
     for pk, record in sorted(known.items()):
         console.print(
             f"[yellow]![/yellow] process {pk}: not reproducible (rerun {record['rerun']} made "
@@ -97,7 +101,8 @@ def verify(state: CliState, pks: tuple[int, ...], rerun: bool | None) -> int:
         return 1
     reruns = _rerun(producers, result.damaged_blobs)
     failed = sum(not node.is_finished_ok for node in reruns.values())
-    again = check_files(node_ids).not_reproducible()[1]
+    with progress_bars() as progress:
+        again = check_files(node_ids, progress).not_reproducible()[1]
     _print_damaged(again)
     _record_other_content(producers, reruns, again)
     if again.damaged:

@@ -3,12 +3,18 @@ handed to it by a broker task, or by the database alone."""
 
 from __future__ import annotations
 
+import asyncio
 import importlib.machinery
 import logging
 import os
 import sys
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
+
+from plumpy import run_until_complete
 
 from veglia.engine.builder import ProcessBuilder
 from veglia.engine.daemon.broker_tasks import send_continue_task
@@ -24,7 +30,7 @@ from veglia.orm.loading import load_node
 from veglia.orm.process_nodes import ProcessNode
 from veglia.storage import models
 
-__all__ = ["run", "run_get_node", "submit"]
+__all__ = ["run", "run_get_node", "submit", "watching"]
 
 LOGGER = logging.getLogger("veglia.engine")
 #: Seconds between two warnings that no daemon runs (a loop of submissions gets one).
@@ -50,12 +56,57 @@ def run_get_node(
     process_class, all_inputs = _split(process, inputs)
     runner = get_runner()
     instance = runner.instantiate(process_class, all_inputs)
-    runner.run_until_terminated(instance)
+    watch = _WATCH.get()
+    if watch is None:
+        runner.run_until_terminated(instance)
+    else:
+        run_until_complete(runner.loop, _watched(instance, *watch))
     assert instance.node is not None
     node = instance.node.refresh()
     if instance.is_excepted:
         raise instance.exception()  # type: ignore[misc]
     return dict(instance.outputs), node
+
+
+#: What :func:`watching` asked for in this context: the callback and its interval.
+_WATCH: ContextVar[tuple[Callable[[Process], None], float] | None] = ContextVar(
+    "veglia_run_watch", default=None
+)
+
+
+@contextmanager
+def watching(callback: Callable[[Process], None], every: float = 0.25) -> Iterator[None]:
+    """While a :func:`run` or :func:`run_get_node` in this block waits, call
+    ``callback(process)`` every ``every`` seconds on the runner's loop, between the steps
+    (the node is as the process left it: no query needed), and once more when the run ends
+    (``process.has_terminated()``, or the run failed). The CLI's live status line uses it.
+    A callback that raises is logged and called no more; the run goes on."""
+    token = _WATCH.set((callback, every))
+    try:
+        yield
+    finally:
+        _WATCH.reset(token)
+
+
+async def _watched(process: Process, callback: Callable[[Process], None], every: float) -> None:
+    async def ticks() -> None:
+        while True:
+            try:
+                callback(process)
+            except Exception:
+                LOGGER.exception("Watching process %s failed; the run goes on", process.pid)
+                return
+            await asyncio.sleep(every)
+
+    ticker = asyncio.ensure_future(ticks())
+    try:
+        await process.step_until_terminated()
+    finally:
+        ticker.cancel()
+        try:
+            callback(process)  # once more, ended (or failed): a status line goes
+        except Exception:
+            LOGGER.exception("Watching process %s failed", process.pid)
 
 
 def run(process: type[Process] | ProcessBuilder[Process], /, **inputs: Any) -> dict[str, Any]:

@@ -39,6 +39,7 @@ from veglia.orm.attributes import CODE
 from veglia.orm.groups import load_group
 from veglia.orm.process_nodes import TERMINAL_STATES
 from veglia.orm.provenance import EXPORT_RULES, traverse
+from veglia.progress_report import ProgressReport, no_progress
 from veglia.storage import models
 from veglia.storage.times import as_utc
 
@@ -260,6 +261,7 @@ def create_archive(
     groups: Iterable[str | int] = (),
     *,
     overwrite: bool = False,
+    progress: ProgressReport = no_progress,
 ) -> ArchiveSummary:
     """Write the nodes ``pks`` and the groups ``groups`` (with their nodes), with their
     provenance, to the archive ``path``; the file appears whole or not at all."""
@@ -298,13 +300,15 @@ def create_archive(
         with zipfile.ZipFile(tmp_name, "w", compression=zipfile.ZIP_DEFLATED) as archive:
             archive.writestr(METADATA, json.dumps(metadata, indent=2, sort_keys=True))
             archive.writestr(DATA, text)
-            for sha256 in blobs:
+            for done, sha256 in enumerate(blobs):
+                progress("writing files", done, len(blobs))
                 with (
                     repository.open(sha256) as source,
                     archive.open(BLOBS + sha256, "w", force_zip64=True) as target,
                 ):
                     shutil.copyfileobj(source, target, _COPY)
                 size += archive.getinfo(BLOBS + sha256).file_size
+        progress("writing files", len(blobs), len(blobs))
         os.replace(tmp_name, path)
     except OSError as exc:
         raise ArchiveError(f"Cannot write {path}: {exc.strerror or exc}.") from None

@@ -41,6 +41,7 @@ from veglia.orm.archive_read import (
     read_archive,
 )
 from veglia.orm.attributes import CACHED_FROM, CODE
+from veglia.progress_report import ProgressReport, no_progress
 from veglia.relative_paths import checked_relative
 from veglia.storage import models
 
@@ -119,7 +120,9 @@ def _remap_attributes(
     return attributes
 
 
-def import_archive(path: Path | str, limits: ArchiveLimits | None = None) -> ImportSummary:
+def import_archive(
+    path: Path | str, limits: ArchiveLimits | None = None, progress: ProgressReport = no_progress
+) -> ImportSummary:
     """Import the archive ``path`` into the active profile; what it added. Refused whole,
     before anything is written, when it is damaged, past ``limits``, or would change the
     provenance of a node here already.
@@ -140,10 +143,10 @@ def import_archive(path: Path | str, limits: ArchiveLimits | None = None) -> Imp
             if uuid not in present
             for sha256 in contents
         }
-        _copy_contents(archive, content, sorted(new_contents), summary)
+        _copy_contents(archive, content, sorted(new_contents), summary, progress)
         try:
             with storage.session() as session:
-                _write_rows(session, content, archive, present, summary)
+                _write_rows(session, content, archive, present, summary, progress)
         except sa.exc.IntegrityError:
             raise ArchiveError(
                 f"Some rows of {content.path} were added here by someone else while it was "
@@ -158,7 +161,11 @@ def import_archive(path: Path | str, limits: ArchiveLimits | None = None) -> Imp
 
 
 def _copy_contents(
-    archive: zipfile.ZipFile, content: ArchiveContent, contents: list[str], summary: ImportSummary
+    archive: zipfile.ZipFile,
+    content: ArchiveContent,
+    contents: list[str],
+    summary: ImportSummary,
+    progress: ProgressReport,
 ) -> None:
     """The new nodes' file contents into the repository, each checked again as it is copied
     (size and SHA-256, in chunks): one that no longer matches is not stored.
@@ -167,7 +174,8 @@ def _copy_contents(
     content stored for nothing is harmless, a node without its content is not.
     """
     repository = get_storage().repository
-    for sha256 in contents:
+    for done, sha256 in enumerate(contents):
+        progress("copying files", done, len(contents))
         if repository.keep(sha256):  # touched: `storage maintain` leaves it for now
             continue
         what = f"the file content {sha256}"
@@ -179,6 +187,7 @@ def _copy_contents(
                 f"{content.path} changed while it was imported ({exc}); import it again."
             ) from None
         summary.files += 1
+    progress("copying files", len(contents), len(contents))
 
 
 def _batches(
@@ -203,6 +212,7 @@ def _write_rows(
     archive: zipfile.ZipFile,
     present: dict[str, int],
     summary: ImportSummary,
+    progress: ProgressReport,
 ) -> None:
     """Users, computers, codes, nodes, their files, links, logs and groups, in ``session``,
     read a batch of rows at a time from ``data.json``: the rows a row refers to are written
@@ -227,7 +237,10 @@ def _write_rows(
     ids = dict(present)
     # The nodes whose ``cached_from`` names a node written after them: set at the end.
     cached_later: list[tuple[int, str]] = []
+    total, read = len(content.checked.nodes), 0
     for batch in _batches(rows("nodes") if new else iter(())):
+        progress("writing nodes", read, total)
+        read += len(batch["nodes"])
         new_nodes = [node for node in batch["nodes"] if node["uuid"] not in present]
         _import_nodes(
             session, new_nodes, users, computers, codes, ids, content.checked.nodes, cached_later

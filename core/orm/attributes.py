@@ -98,8 +98,13 @@ CANCEL_PENDING = "cancel_pending"
 SUBMISSION_REJECTED = "submission_rejected"
 #: {"reason", "time", "computer"}: held until ``veglia process unblock``.
 BLOCKED = "blocked"
-#: {"computer", "since", "next_probe"}: paused for an outage, played when the computer answers.
+#: {"computer", "since", "next_probe"}: paused for an outage, played when the computer answers;
+#: ``since`` is the first failed attempt of the transport step that ran out of attempts.
 UNREACHABLE = "unreachable"
+#: {"step", "attempt", "attempts", "error", "first_failure", "next_try"}: a transport step
+#: whose last attempt failed, waiting to try again (``CalcJob.with_retries``); written with
+#: the report of the failure, gone once an attempt succeeds. Times: seconds since the epoch.
+BACKOFF = "backoff"
 #: {"name", "message", "time", "retrieve", "parse", "override_exit_code"} of the monitor that
 #: stopped the job.
 STOPPED_BY_MONITOR = "stopped_by_monitor"

@@ -26,6 +26,7 @@ from typing import BinaryIO, Protocol
 
 from veglia.config.private_paths import private_folder
 from veglia.exceptions import NotExistent, RepositoryIntegrityError
+from veglia.progress_report import ProgressReport, no_progress
 
 __all__ = ["ByteSource", "FileRepository"]
 
@@ -187,7 +188,11 @@ class FileRepository:
         return target
 
     def maintain(
-        self, grace: float, referenced: Callable[[], Set[str]], dry_run: bool = False
+        self,
+        grace: float,
+        referenced: Callable[[], Set[str]],
+        dry_run: bool = False,
+        progress: ProgressReport = no_progress,
     ) -> list[tuple[str, int]]:
         """Remove the blobs no node's file refers to and that were not stored (or kept) in
         the last ``grace`` seconds, and temporary files of writes older than that (their
@@ -203,7 +208,8 @@ class FileRepository:
         self._restore_set_aside()
         cutoff = time.time() - grace
         stale: list[tuple[str, int]] = []
-        for sha256 in self:
+        for seen, sha256 in enumerate(self):
+            progress("reading blobs", seen, None)
             try:
                 status = self._path(sha256).stat()
             except FileNotFoundError:
@@ -212,9 +218,11 @@ class FileRepository:
                 stale.append((sha256, status.st_size))
         kept = referenced()
         freed: list[tuple[str, int]] = []
-        for sha256, size in stale:
+        for done, (sha256, size) in enumerate(stale):
+            progress("freeing blobs", done, len(stale))
             if sha256 not in kept and (dry_run or self._remove_if_stale(sha256, cutoff)):
                 freed.append((sha256, size))
+        progress("freeing blobs", len(stale), len(stale))
         if self._tmp.is_dir():
             for leftover in sorted(self._tmp.iterdir()):
                 try:

@@ -27,6 +27,7 @@ from typing import Any, BinaryIO, Protocol
 import sqlalchemy as sa
 
 from veglia.exceptions import NotExistent, RepositoryIntegrityError
+from veglia.progress_report import ProgressReport, no_progress
 from veglia.storage.repository import ByteSource, FileRepository
 from veglia.storage.tables import repository_blobs, repository_chunks, repository_files
 
@@ -225,7 +226,11 @@ class DatabaseRepository:
         return target
 
     def maintain(
-        self, grace: float, referenced: Callable[[], Set[str]], dry_run: bool = False
+        self,
+        grace: float,
+        referenced: Callable[[], Set[str]],
+        dry_run: bool = False,
+        progress: ProgressReport = no_progress,
     ) -> list[tuple[str, int]]:
         """Delete the blobs no node's file refers to and that were not stored (or kept) in
         the last ``grace`` seconds, then the folder's (:meth:`FileRepository.maintain`);
@@ -252,7 +257,8 @@ class DatabaseRepository:
         references = sa.select(repository_files.c.id).where(
             repository_files.c.sha256 == _BLOBS.c.sha256
         )
-        for sha256, size in stale:
+        for done, (sha256, size) in enumerate(stale):
+            progress("freeing blobs", done, len(stale))
             if sha256 in kept:
                 continue
             if dry_run:
@@ -271,7 +277,8 @@ class DatabaseRepository:
             if deleted:
                 freed.append((sha256, size))
         freed.extend(self._orphan_chunks(cutoff, dry_run))
-        freed.extend(self.fallback.maintain(grace, referenced, dry_run))
+        progress("freeing blobs", len(stale), len(stale))
+        freed.extend(self.fallback.maintain(grace, referenced, dry_run, progress))
         return freed
 
     def _orphan_chunks(self, cutoff: Any, dry_run: bool) -> list[tuple[str, int]]:

@@ -7,19 +7,24 @@ reading only the attributes the columns name); no ORM object, no per-row query.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from veglia.orm.attributes import (
+    BACKOFF,
     CANCEL_PENDING,
+    COMPUTER,
+    DAEMON,
     GPU_METRICS,
     JOB_ID,
     MONITOR_STATE,
     PAUSED,
     PAUSED_REASON,
     PIPELINE_RUN,
+    REMOTE_WORKDIR,
     SCHEDULER_STATE,
     STOPPED_BY_MONITOR,
     WAITING_FOR,
@@ -31,9 +36,11 @@ __all__ = [
     "DEFAULT_LIST_PROJECTION",
     "PROCESS_LIST_COLUMNS",
     "ROW_ATTRIBUTES",
+    "STATUS_ATTRIBUTES",
     "ListColumn",
     "ProcessRowView",
     "as_tree",
+    "backoff_text",
     "format_state",
     "iso_time",
     "kind_of",
@@ -48,15 +55,24 @@ __all__ = [
 
 #: The attributes a process row reads (a list query asks for these alone).
 ROW_ATTRIBUTES = (
+    BACKOFF,
     CANCEL_PENDING,
+    COMPUTER,
+    DAEMON,
     JOB_ID,
     MONITOR_STATE,
     PAUSED,
     PAUSED_REASON,
+    REMOTE_WORKDIR,
     SCHEDULER_STATE,
     STOPPED_BY_MONITOR,
     WAITING_FOR,
 )
+#: The attributes :func:`process_status` reads.
+STATUS_ATTRIBUTES = (
+    BACKOFF, CANCEL_PENDING, COMPUTER, DAEMON, JOB_ID, PAUSED, PAUSED_REASON, REMOTE_WORKDIR,
+    SCHEDULER_STATE, WAITING_FOR,
+)  # fmt: skip
 
 
 def iso_time(value: datetime | None) -> str | None:
@@ -80,19 +96,51 @@ def format_state(
     return f"{symbol} {(state or 'unknown').capitalize()}"
 
 
-def process_status(state: str | None, attributes: dict[str, Any]) -> str:
-    """What an active process is doing: why it is paused, or its job's scheduler state; of
-    a killed one, that its scheduler job is still to be cancelled."""
+def process_status(state: str | None, attributes: dict[str, Any], now: float | None = None) -> str:
+    """What a process is doing, never "" while it is active: why it is paused, a transport
+    step's back-off, its job's scheduler state, the children it waits for, or the step it is
+    at; of a killed one, that its scheduler job is still to be cancelled. ``now``: seconds
+    since the epoch (the back-off's "next in")."""
     pending = attributes.get(CANCEL_PENDING)
     if pending:
         return f"cancel pending: job {pending['job_id']} on {pending['computer']}"
-    if attributes.get(PAUSED) and state in ACTIVE_STATES:
+    if state not in ACTIVE_STATES:
+        return ""
+    if attributes.get(PAUSED):
         return attributes.get(PAUSED_REASON) or "paused"
-    if state in ACTIVE_STATES and attributes.get(SCHEDULER_STATE):
+    backoff = attributes.get(BACKOFF)
+    if isinstance(backoff, dict):
+        return backoff_text(backoff, time.time() if now is None else now)
+    if attributes.get(SCHEDULER_STATE):
         return f"scheduler: {attributes[SCHEDULER_STATE]}"
-    if state in ACTIVE_STATES and attributes.get(WAITING_FOR):
+    if attributes.get(WAITING_FOR):
         return "waiting for " + ", ".join(map(str, attributes[WAITING_FOR]))
-    return ""
+    return _step_text(state, attributes)
+
+
+def backoff_text(backoff: dict[str, Any], now: float) -> str:
+    """``upload attempt 3/5 failed; next in 40 s``: a transport step waiting to try again."""
+    text = f"{backoff.get('step', 'transport')} attempt {backoff.get('attempt')}/"
+    text += f"{backoff.get('attempts')} failed"
+    next_try = backoff.get("next_try")
+    if next_try is None:
+        return text
+    left = round(next_try - now)
+    return text + (f"; next in {left} s" if left > 0 else "; trying again")
+
+
+def _step_text(state: str | None, attributes: dict[str, Any]) -> str:
+    """An active process with nothing else to say: the step it is at, as far as its
+    attributes tell (a calc job's work dir and job id are written as each step ends)."""
+    if state == "created":
+        return "waiting for a daemon worker" if attributes.get(DAEMON) else "not started yet"
+    computer = attributes.get(COMPUTER)
+    if computer and state == "waiting":
+        if not attributes.get(REMOTE_WORKDIR):
+            return f"uploading to {computer}"
+        if not attributes.get(JOB_ID):
+            return f"submitting to {computer}"
+    return str(state)
 
 
 # -- monitors ----------------------------------------------------------------------------------
@@ -295,7 +343,7 @@ PROCESS_LIST_COLUMNS: dict[str, ListColumn] = {
     "status": ListColumn(
         "Status",
         lambda r: process_status(r.process_state, r.attributes),
-        (CANCEL_PENDING, PAUSED, PAUSED_REASON, SCHEDULER_STATE, WAITING_FOR),
+        STATUS_ATTRIBUTES,
     ),
     "exit_status": ListColumn("Exit", lambda r: r.exit_status, ()),
     "exit_message": ListColumn("Exit message", lambda r: r.exit_message, ()),

@@ -70,7 +70,7 @@ from veglia.exceptions import (
     TransportTaskFailed,
     UnsafeWorkdirError,
 )
-from veglia.manage import get_profile
+from veglia.manage import get_profile, get_storage
 from veglia.orm import attributes as attr
 from veglia.orm.computers import Code, Computer
 from veglia.orm.data import FolderData, RemoteData
@@ -327,8 +327,16 @@ class CalcJob(Process):
         node = self.node
         assert node is not None
         computer = self.computer
-        since = (node.get_attribute(attr.UNREACHABLE) or {}).get("since") or time.time()
+        # Since the first failed attempt of the step that ran out of them, not this pause.
+        backoff = node.get_attribute(attr.BACKOFF) or {}
+        since = (
+            (node.get_attribute(attr.UNREACHABLE) or {}).get("since")
+            or backoff.get("first_failure")
+            or time.time()
+        )
         node.set_attribute(attr.UNREACHABLE, {"computer": computer.label, "since": since})
+        if backoff:  # the pause says why now; played, the step starts a new count
+            node.delete_attribute(attr.BACKOFF)
         holds.notify_unreachable(computer, self.pid, reason)
 
     def block(self, reason: str, cause: str = "") -> str:
@@ -370,16 +378,44 @@ class CalcJob(Process):
                         stack.enter_async_context(runner.lease_transport(self.computer))
                     )
                     result = await lease.run(function, lease.transport, *args)
+                self._backoff_over()
                 # A transport task went through: the one that ends an outage says so, once.
                 holds.notify_back(self.computer)
                 return result
             except (TransportError, OSError) as exc:
-                self.report(f"{name} attempt {attempt}/{runner.retry_attempts} failed: {exc}")
-                if attempt == runner.retry_attempts:
+                last = attempt == runner.retry_attempts
+                self._attempt_failed(name, attempt, exc, None if last else delay)
+                if last:
                     raise TransportTaskFailed(str(exc)) from None
                 await self._before_the_call(asyncio.sleep(delay))
                 delay *= 2
         raise AssertionError("unreachable")
+
+    def _attempt_failed(self, step: str, attempt: int, exc: Exception, delay: float | None) -> None:
+        """Report a failed attempt and record it on the node (``process list`` shows it), in
+        one commit; ``delay``: seconds to the next attempt, None after the last one."""
+        node = self.node
+        assert node is not None
+        attempts = get_runner().retry_attempts
+        now = time.time()
+        previous = node.get_attribute(attr.BACKOFF) or {}
+        record = {
+            "step": step,
+            "attempt": attempt,
+            "attempts": attempts,
+            "error": str(exc),
+            # A record still here: the same run of failures (a worker that died mid-way).
+            "first_failure": previous.get("first_failure") or now,
+            "next_try": None if delay is None else now + delay,
+        }
+        with get_storage().transaction():
+            self.report(f"{step} attempt {attempt}/{attempts} failed: {exc}")
+            node.set_attribute(attr.BACKOFF, record)
+
+    def _backoff_over(self) -> None:
+        node = self.node
+        if node is not None and node.get_attribute(attr.BACKOFF) is not None:
+            node.delete_attribute(attr.BACKOFF)
 
     async def _before_the_call(self, awaitable: Awaitable[T]) -> T:
         """What a transport task awaits before its call (the back-off, the connection),
@@ -551,6 +587,7 @@ class CalcJob(Process):
         except (TransportError, SchedulerError) as exc:
             return await self._update_failed(exc)
         self.runtime.update_failures = 0
+        self._backoff_over()
         done = info is None or info.state == JobState.DONE
         state = JobState.DONE if info is None or done else info.state
         changes: dict[str, Any] = {attr.SCHEDULER_STATE: state.value}
@@ -661,11 +698,13 @@ class CalcJob(Process):
 
         runner = get_runner()
         failures = self.runtime.update_failures = self.runtime.update_failures + 1
-        self.report(f"update attempt {failures}/{runner.retry_attempts} failed: {exc}")
-        if failures >= runner.retry_attempts:
+        last = failures >= runner.retry_attempts
+        delay = runner.retry_interval * 2 ** (failures - 1)
+        self._attempt_failed("update", failures, exc, None if last else delay)
+        if last:
             self.runtime.update_failures = 0
             raise TransportTaskFailed(str(exc))
-        await asyncio.sleep(runner.retry_interval * 2 ** (failures - 1))
+        await asyncio.sleep(delay)
         return False
 
     async def do_retrieve(self) -> Path:
