@@ -113,9 +113,7 @@ def long_values(profile, veglia_home, tmp_path):
     folder = tmp_path / "plugins"
     info = folder / "veglia_qe-4.11.0.dist-info"
     info.mkdir(parents=True)
-    (info / "METADATA").write_text(
-        "Metadata-Version: 2.1\nName: veglia-qe\nVersion: 4.11.0\n"
-    )
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: veglia-qe\nVersion: 4.11.0\n")
     (info / "entry_points.txt").write_text(f"[veglia.calculations]\n{ENTRY_POINT} = {OBJECT}\n")
     path = os.pathsep.join([str(folder), *filter(None, [os.environ.get("PYTHONPATH")])])
     env = {"VEGLIA_HOME": str(veglia_home), "VEGLIA_PROFILE": "test", "PYTHONPATH": path}
