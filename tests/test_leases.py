@@ -140,6 +140,33 @@ def test_a_lost_task_behind_a_backlog_is_repaired_after_the_backlog_patience(
         assert sum(log.message.startswith("submitted job") for log in node.logs) == 1
 
 
+def test_a_process_whose_worker_stopped_is_repaired_at_once_behind_a_backlog(
+    broker_profile, daemon, run_cli
+):
+    """A dehydrated process's task was acknowledged: when its worker stops, nothing waits
+    in the broker for it, so the backlog's patience would only delay it."""
+    from veglia.engine.daemon.reconcile import Reconciler, queued_tasks
+
+    daemon(1)
+    run_cli("-p", "test", "daemon", "stop")  # declares the queue, then leaves it unread
+    asleep = engine.submit(ShellJob, command=orm.Str("echo asleep"))
+    _purge_process_queue(broker_profile)  # as its worker acknowledged it when it dehydrated
+    waiting = engine.submit(ShellJob, command=orm.Str("echo waiting its turn"))
+    assert queued_tasks(broker_profile) == 1
+    assert leases.acquire(asleep.pk, _elsewhere("stopped"), timeout=3600)
+    broker_profile.options["daemon.lease_timeout"] = 1.0
+    time.sleep(1.5)  # its lease expires: the worker holding it stopped renewing
+
+    reconciler = Reconciler(broker_profile, backlog_patience=30)
+    assert reconciler.step(now=0) == []  # a first look
+    assert reconciler.step(now=5) == [asleep.pk]  # stranded for sure, backlog or not
+    assert reconciler.step(now=31) == [waiting.pk]  # may have been waiting its turn
+
+    daemon(1)
+    wait_for([asleep, waiting], lambda n: n.is_terminated, timeout=90)
+    assert asleep.is_finished_ok and waiting.is_finished_ok
+
+
 def test_control_never_acts_under_a_live_worker(broker_profile, daemon, run_cli):
     daemon(1)
     run_cli("-p", "test", "daemon", "stop")

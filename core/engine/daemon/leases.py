@@ -28,6 +28,7 @@ __all__ = [
     "Lease",
     "WorkerId",
     "acquire",
+    "held_by_the_dead",
     "holder",
     "live_workers",
     "release",
@@ -229,22 +230,40 @@ def unleased_active(timeout: float) -> list[int]:
     """Active daemon processes that no live worker holds (a lease expired, or held by a
     worker of this host that is gone): stranded, unless a task for them waits in the
     broker."""
+    never, dead = _unheld_active(timeout)
+    return sorted([*never, *dead])
+
+
+def held_by_the_dead(timeout: float) -> list[int]:
+    """Active daemon processes whose lease is held by a worker that stopped (its lease
+    expired, or it was of this host and is gone): stranded for sure, whatever waits in the
+    broker, since a worker acknowledges a dehydrated process's task."""
+    return sorted(_unheld_active(timeout)[1])
+
+
+def _unheld_active(timeout: float) -> tuple[list[int], list[int]]:
+    """Active daemon processes with no lease, and those whose holder stopped."""
     now = _now()
-    live = sa.select(process_leases.c.process_id).where(process_leases.c.heartbeat >= now - timeout)
+    leased = sa.select(process_leases.c.process_id)
     active = sa.and_(
         nodes.c.process_state.in_(ACTIVE_STATES), nodes.c.attributes[DAEMON].as_boolean().is_(True)
     )
     with get_storage().connection() as connection:
-        unleased = connection.scalars(
-            sa.select(nodes.c.id).where(active, nodes.c.id.not_in(live))
+        never = connection.scalars(
+            sa.select(nodes.c.id).where(active, nodes.c.id.not_in(leased))
         ).all()
         held = connection.execute(
-            sa.select(process_leases.c.process_id, process_leases.c.worker, process_leases.c.pid)
+            sa.select(
+                process_leases.c.process_id,
+                process_leases.c.worker,
+                process_leases.c.pid,
+                (process_leases.c.heartbeat < now - timeout).label("expired"),
+            )
             .join(nodes, nodes.c.id == process_leases.c.process_id)
-            .where(active, process_leases.c.heartbeat >= now - timeout)
+            .where(active)
         ).all()
     # One look at each holder, not at each of the hundreds of processes it holds.
-    holders = {(worker, pid) for _, worker, pid in held}
+    holders = {(worker, pid) for _, worker, pid, expired in held if not expired}
     gone = {holder for holder in holders if local_holder_gone(*holder)}
-    orphans = [pk for pk, worker, pid in held if (worker, pid) in gone]
-    return sorted([*unleased, *orphans])
+    dead = [pk for pk, worker, pid, expired in held if expired or (worker, pid) in gone]
+    return list(never), dead

@@ -58,10 +58,12 @@ def requeue(pks: list[int]) -> None:
 class Reconciler:
     """The supervisor's repair loop; ``repaired`` counts the processes it queued again.
 
-    While tasks wait in the broker (the workers are full), an unheld process may simply be
-    waiting its turn, so it is queued again only once it has been unheld for
+    While tasks wait in the broker (the workers are full), a process with no lease may
+    simply be waiting its turn, so it is queued again only once it has been unheld for
     ``backlog_patience`` seconds (ten lease timeouts, at least a minute): a lost task then
-    costs that long at most, and a duplicate is dropped by whichever worker gets it.
+    costs that long at most, and a duplicate is dropped by whichever worker gets it. One
+    whose worker stopped while holding it is queued again at once: its task may have been
+    acknowledged when it dehydrated.
     """
 
     def __init__(self, profile: Any, backlog_patience: float | None = None) -> None:
@@ -82,8 +84,14 @@ class Reconciler:
         if not seen_before:
             return []
         if queued_tasks(self.profile):
+            # Behind a backlog, a process with no lease may be waiting its turn; one whose
+            # holder stopped is stranded all the same (a dehydrated process's task was
+            # acknowledged), so it is queued again at once.
+            dead = set(leases.held_by_the_dead(self.timeout))
             seen_before = [
-                pk for pk in seen_before if now - self._since[pk] >= self.backlog_patience
+                pk
+                for pk in seen_before
+                if pk in dead or now - self._since[pk] >= self.backlog_patience
             ]
         if not seen_before:
             return []
