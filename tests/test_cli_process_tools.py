@@ -100,7 +100,9 @@ def test_process_list_filters_orders_and_says_when_nothing_is_active(run_cli, ma
 
     # A long status is cut in the table; --raw and `process show` have all of it.
     active = ok(run_cli("-p", "test", "process", "list")).stdout
-    assert "upload failed on every attempt: the computer re…" in active and LONG_REASON not in active
+    assert (
+        "upload failed on every attempt: the computer re…" in active and LONG_REASON not in active
+    )
     raw = ok(run_cli("-p", "test", "process", "list", "--raw", "-P", "pk,status")).stdout
     assert raw == f"{paused.pk}\t{LONG_REASON}\n"
     shown = ok(run_cli("-p", "test", "process", "show", str(paused.pk))).stdout
