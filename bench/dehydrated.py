@@ -206,7 +206,9 @@ def _timed_control(node, action: str, done) -> float:  # type: ignore[no-untyped
 
 
 def bench(n: int, timeout: float, interval: float) -> dict:
-    with bench_profile("veglia-dehydrated-", name=PROFILE, broker=False) as home:
+    with bench_profile(
+        "veglia-dehydrated-", name=PROFILE, broker=False, options={"daemon.dehydrate": "yes"}
+    ) as home:
         return _bench(home, n, timeout, interval)
 
 

@@ -19,6 +19,24 @@ from veglia_fixtures.services import rabbitmqctl
 ShellJob = CalculationFactory("core.shell")
 
 
+@pytest.fixture
+def profile(profile):
+    return _dehydrating(profile)
+
+
+@pytest.fixture
+def broker_profile(broker_profile):
+    return _dehydrating(broker_profile)
+
+
+def _dehydrating(profile):
+    from veglia.config import Config
+
+    Config().set_option(profile.name, "daemon.dehydrate", "yes")
+    profile.options["daemon.dehydrate"] = True
+    return profile
+
+
 def _counts(profile) -> list[dict]:
     """Each worker's status file (written every second)."""
     files = DaemonFiles(profile)

@@ -251,6 +251,15 @@ BUILTIN_OPTIONS: tuple[Option, ...] = (
         needs_restart=True,
     ),
     Option(
+        "daemon.dehydrate",
+        "Keep waiting processes (a job waiting on its scheduler, a workflow waiting on its "
+        "children) in the database rather than in a worker's memory, waking them when "
+        "something happens to them. Off until it has passed the chaos test (issue #35).",
+        default=False,
+        parse=parse_boolean,
+        needs_restart=True,
+    ),
+    Option(
         "daemon.lease_timeout",
         "Seconds after which a worker that stopped renewing its lease on a process (killed, "
         "cut off, frozen) loses it, and another worker may take the process over.",

@@ -196,7 +196,8 @@ class Worker:
         self.active: dict[int, Any] = self.runner.local_processes
         #: Its dehydrated processes: held (their leases renewed), not in memory.
         self.sleeps = Sleeps(self._rehydrate)
-        self.runner.sleeps = self.runner.child_watcher.sleeps = self.sleeps
+        if profile.get_option("daemon.dehydrate"):
+            self.runner.sleeps = self.runner.child_watcher.sleeps = self.sleeps
         #: Futures of callers waiting for a woken process to be live (``awake``).
         self._live_waiters: dict[int, asyncio.Future[Any]] = {}
         #: Woken processes waiting their turn to load, and how many are loaded (stepping).
