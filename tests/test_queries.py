@@ -95,14 +95,13 @@ def test_the_daemon_touches_only_the_nodes_with_a_control_request(graph):
 
     workflow, _, _, _, held, _ = graph
     done = []
-
-    class Running:
-        def __init__(self, pk):
-            self.pause = lambda message: done.append((pk, "pause", message))
+    mine = {workflow.pk, held.pk}
 
     held.set_attribute(CONTROL_REQUEST, {"action": "pause", "message": "hold on"})
     before = queries.node_mtime(workflow.pk)
-    apply_database_requests({workflow.pk: Running(workflow.pk), held.pk: Running(held.pk)})
+    # The live processes' requests; then every active process's (sleeping ones included).
+    for live in (sorted(mine), None):
+        apply_database_requests(live, mine.__contains__, lambda *request: done.append(request))
     assert done == [(held.pk, "pause", "hold on")]
     assert orm.load_node(held.pk).get_attribute(CONTROL_REQUEST) is None
     assert queries.node_mtime(workflow.pk) == before  # not rewritten twice a second
