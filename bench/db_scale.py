@@ -194,6 +194,7 @@ def daemon_queries() -> list[tuple[str, Callable[[], Any]]]:
     worker = held[0][1] if held else "nobody"
     mine = [pk for pk, holder in held if holder == worker]
     active = {pk: type("P", (), {"paused": True})() for pk in mine}
+    held_here = set(mine)
 
     class Holder:
         def __str__(self) -> str:
@@ -205,7 +206,10 @@ def daemon_queries() -> list[tuple[str, Callable[[], Any]]]:
         ("leases: renew a worker's", lambda: leases.renew(Holder(), mine)),  # type: ignore[arg-type]
         ("presence: live workers", lambda: leases.live_workers(30.0)),
         ("child watcher: ended children", lambda: ChildWatcher()._terminated(mine)),
-        ("control requests (no broker)", lambda: apply_database_requests(active)),
+        (
+            "control requests (no broker)",
+            lambda: apply_database_requests(None, held_here.__contains__, lambda *_: None),
+        ),
         ("outages: paused for an outage", lambda: OutageWatcher(active)._paused_for_outage()),
         ("caching: find an equal job", lambda: caching.find_cached("f" * 64, 0)),
         ("right-sizing: similar jobs", lambda: history.similar_usage("core.shell||x|1")),
