@@ -127,7 +127,12 @@ def _load_cached(group: str, name: str) -> Any:
         ) from exc
 
 
-def _factory(group: str, check: Callable[[Any], bool], kind: str) -> Callable[[str], Any]:
+def _factory(
+    exported: str, group: str, check: Callable[[Any], bool], kind: str
+) -> Callable[[str], Any]:
+    """The loader exported as ``exported``; it is named so, as help(), reprs and tracebacks
+    then show the name a user imported."""
+
     def factory(name: str) -> Any:
         plugin = load_entry_point(group, name)
         if not check(plugin):
@@ -136,7 +141,7 @@ def _factory(group: str, check: Callable[[Any], bool], kind: str) -> Callable[[s
             )
         return plugin
 
-    factory.__name__ = factory.__qualname__ = f"{kind.split()[-1]}Factory"
+    factory.__name__ = factory.__qualname__ = exported
     factory.__doc__ = f"Load the {kind} registered as ``name`` in ``{group_name(group)}``."
     return factory
 
@@ -154,16 +159,27 @@ def _subclass_of(dotted: str) -> Callable[[Any], bool]:
 
 
 TransportFactory = _factory(
-    "transports", _subclass_of("veglia.transports.Transport"), "a Transport subclass"
+    "TransportFactory",
+    "transports",
+    _subclass_of("veglia.transports.Transport"),
+    "a Transport subclass",
 )
-MonitorFactory = _factory("monitors", callable, "a monitor function")
-SchedulerFactory = _factory("schedulers", inspect.isclass, "a Scheduler class")
-CalculationFactory = _factory("calculations", inspect.isclass, "a Calculation class")
+MonitorFactory = _factory("MonitorFactory", "monitors", callable, "a monitor function")
+SchedulerFactory = _factory("SchedulerFactory", "schedulers", inspect.isclass, "a Scheduler class")
+CalculationFactory = _factory(
+    "CalculationFactory", "calculations", inspect.isclass, "a Calculation class"
+)
 WorkflowFactory = _factory(
-    "workflows", _subclass_of("veglia.engine.workflow.workchain.WorkChain"), "a WorkChain subclass"
+    "WorkflowFactory",
+    "workflows",
+    _subclass_of("veglia.engine.workflow.workchain.WorkChain"),
+    "a WorkChain subclass",
 )
-ParserFactory = _factory("parsers", inspect.isclass, "a Parser class")
-DataFactory = _factory("data", inspect.isclass, "a Data class")
+ParserFactory = _factory("ParserFactory", "parsers", inspect.isclass, "a Parser class")
+DataFactory = _factory("DataFactory", "data", inspect.isclass, "a Data class")
 DataSourceFactory = _factory(
-    "datasources", _subclass_of("veglia.datasources.DataSource"), "a DataSource subclass"
+    "DataSourceFactory",
+    "datasources",
+    _subclass_of("veglia.datasources.DataSource"),
+    "a DataSource subclass",
 )

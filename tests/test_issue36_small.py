@@ -57,18 +57,10 @@ def test_deleting_a_postgresql_profile_with_keep_data_keeps_its_tables(run_cli, 
 
 
 def test_a_rerun_that_made_other_content_is_recorded_and_not_offered_again(profile, run_cli):
-    from veglia import engine, orm
-    from veglia.entry_points import CalculationFactory
-    from veglia.manage import get_storage
     from veglia.orm import load_node
+    from veglia_fixtures.profiles import damaged_unstable_job
 
-    builder = CalculationFactory("core.shell").get_builder()
-    builder.command = orm.Str("date +%s%N > stamp.txt")
-    builder.outputs = orm.List(["stamp.txt"])
-    _, node = engine.run_get_node(builder)
-    record = next(r for r in node.outputs.retrieved.list_objects() if r.path == "stamp.txt")
-    blob = get_storage().repository.objects / record.sha256[:2] / record.sha256[2:]
-    blob.write_bytes(b"tampered\n")
+    node, record = damaged_unstable_job()
 
     rerun = run_cli("-p", "test", "verify", str(node.pk), "--rerun")
     assert rerun.exit_code == 1, rerun.output

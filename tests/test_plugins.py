@@ -50,6 +50,16 @@ def test_factories_load_builtins():
     assert MonitorFactory("core.always_kill")(None, None) == "Killed by core.always_kill."
 
 
+def test_every_factory_is_named_as_it_is_exported():
+    import veglia.entry_points as entry_points_module
+
+    exported = [name for name in entry_points_module.__all__ if name.endswith("Factory")]
+    assert {"CalculationFactory", "DataFactory", "WorkflowFactory"} <= set(exported)
+    for name in exported:
+        factory = getattr(entry_points_module, name)
+        assert (factory.__name__, factory.__qualname__) == (name, name)
+
+
 def test_missing_plugin_lists_what_is_installed():
     with pytest.raises(MissingEntryPointError, match=r"Installed: core\.local, core\.ssh"):
         TransportFactory("core.sshh")

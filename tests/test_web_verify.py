@@ -11,10 +11,10 @@ import sqlalchemy as sa
 
 from veglia import engine, orm
 from veglia.manage import get_storage
-from veglia.orm.attributes import RERUN_OF
+from veglia.orm.attributes import NOT_REPRODUCIBLE, RERUN_OF
 from veglia.storage.models import Node
 from veglia_fixtures.browser import expect
-from veglia_fixtures.profiles import wait_for
+from veglia_fixtures.profiles import damaged_unstable_job, wait_for
 
 PASSWORD = "correct horse battery staple 7"
 
@@ -111,3 +111,37 @@ def test_readers_see_no_verify_and_a_form_without_its_token_does_nothing(
         assert answer is not None and answer.status == 403
         assert page.locator('form[action^="/action/"]').count() == 0
     assert _calcjob_pks() == before
+
+
+def test_a_job_recorded_as_not_reproducible_is_not_offered_a_rerun_and_one_posted_is_refused(
+    profile, web_server, run_cli
+):
+    # A rerun cannot remake this job's damaged output: `veglia verify --rerun` records it.
+    job, _ = damaged_unstable_job()
+    assert run_cli("-p", "test", "verify", str(job.pk), "--rerun").exit_code == 1
+    recorded = orm.load_node(job.pk).get_attribute(NOT_REPRODUCIBLE)
+    # What `veglia verify` says of it from now on, and the page must say too.
+    reason = f"process {job.pk}: not reproducible (rerun {recorded['rerun']} made other content)"
+    cli = run_cli("-p", "test", "verify", str(job.pk))
+    assert reason in " ".join(cli.stdout.split())
+
+    before = _calcjob_pks()
+    with httpx.Client(base_url=web_server.base_url, timeout=30) as client:
+        client.get("/", params={"token": web_server.token}, follow_redirects=True)
+        asked = client.get(f"/action/verify/{job.pk}").text
+        token = re.search(r'name="csrf_token" value="([^"]+)"', asked).group(1)
+        checked = client.post(f"/action/verify/{job.pk}", data={"csrf_token": token})
+        assert checked.status_code == 200
+        assert reason in checked.text and f"recorded {recorded['at']}" in checked.text
+        assert f"/action/rerun/{job.pk}" not in checked.text
+
+        confirm = client.get(f"/action/rerun/{job.pk}")
+        assert reason in confirm.text and "There is nothing to re-run." in confirm.text
+        assert f'action="/action/rerun/{job.pk}"' not in confirm.text
+
+        posted = client.post(f"/action/rerun/{job.pk}", data={"csrf_token": token})
+        assert posted.status_code == 409
+        said = " ".join(posted.text.split())
+        assert f"P{reason[1:]}" in said and "Nothing was run again" in said
+    assert _calcjob_pks() == before
+    assert orm.load_node(job.pk).get_attribute(NOT_REPRODUCIBLE) == recorded

@@ -203,52 +203,53 @@ def _show_or_set(
     echo_success(f"Set the {what}{shown} of {_plural(len(nodes), 'node')}.")
 
 
-@click.command("label")
-@click.argument(
-    "identifiers", nargs=-1, required=True, metavar="PK...", shell_complete=complete_node_pks
-)
-@click.option("-s", "--set", "new", metavar="LABEL", help="Set LABEL as the label of each node.")
-@click.option("-L", "--label", "verdi_new", hidden=True)  # verdi's name of --set
-@raw_option
-@click.option("-f", "--force", is_flag=True, hidden=True)  # verdi's: veglia does not ask
-@pass_state
-def node_label(
-    state: CliState,
-    identifiers: tuple[str, ...],
-    new: str | None,
-    verdi_new: str | None,
-    raw: bool,
-    force: bool,
-) -> None:
+def _field_command(
+    what: str, verdi_flag: str, metavar: str, set_help: str, help_text: str
+) -> click.Command:
+    """The command that shows or sets ``what`` (label or description) of nodes; verdi
+    names its --set option ``verdi_flag``/``--WHAT``."""
+
+    @click.command(what, help=help_text)
+    @click.argument(
+        "identifiers", nargs=-1, required=True, metavar="PK...", shell_complete=complete_node_pks
+    )
+    @click.option("-s", "--set", "new", metavar=metavar, help=set_help)
+    @click.option(verdi_flag, f"--{what}", "verdi_new", hidden=True)  # verdi's name of --set
+    @raw_option
+    @click.option("-f", "--force", is_flag=True, hidden=True)  # verdi's: veglia does not ask
+    @pass_state
+    def command(
+        state: CliState,
+        identifiers: tuple[str, ...],
+        new: str | None,
+        verdi_new: str | None,
+        raw: bool,
+        force: bool,
+    ) -> None:
+        state.profile  # noqa: B018
+        _show_or_set(_nodes(identifiers), what, new, verdi_new, raw)
+
+    return command
+
+
+node_label = _field_command(
+    "label",
+    "-L",
+    "LABEL",
+    "Set LABEL as the label of each node.",
     """Show the label of each node PK (or UUID), or set it with --set LABEL.
 
     Labels are notes, not provenance: they may change at any time. --raw prints the labels
     alone, one a line.
-    """
-    state.profile  # noqa: B018
-    _show_or_set(_nodes(identifiers), "label", new, verdi_new, raw)
-
-
-@click.command("description")
-@click.argument(
-    "identifiers", nargs=-1, required=True, metavar="PK...", shell_complete=complete_node_pks
+    """,
 )
-@click.option("-s", "--set", "new", metavar="TEXT", help="Set TEXT as the description of each.")
-@click.option("-D", "--description", "verdi_new", hidden=True)  # verdi's name of --set
-@raw_option
-@click.option("-f", "--force", is_flag=True, hidden=True)  # verdi's: veglia does not ask
-@pass_state
-def node_description(
-    state: CliState,
-    identifiers: tuple[str, ...],
-    new: str | None,
-    verdi_new: str | None,
-    raw: bool,
-    force: bool,
-) -> None:
+node_description = _field_command(
+    "description",
+    "-D",
+    "TEXT",
+    "Set TEXT as the description of each.",
     """Show the description of each node PK (or UUID), or set it with --set TEXT.
 
     --raw prints the descriptions alone, one a line.
-    """
-    state.profile  # noqa: B018
-    _show_or_set(_nodes(identifiers), "description", new, verdi_new, raw)
+    """,
+)

@@ -5,14 +5,16 @@ Verify recomputes the SHA-256 of every file the process and the processes it cal
 (what ``veglia verify PK`` checks, veglia.integrity) and shows which changed, or that all are
 intact. When some are damaged, re-run hands the calc jobs that made them to the daemon, with
 the inputs they had (what ``veglia verify --rerun`` does, but submitted rather than run in
-the server). Both go through a confirmation and need a user of role ``operate`` and the
-session's CSRF token, as the other actions do.
+the server). A calc job recorded as not reproducible (a rerun made other content,
+``FileCheck.not_reproducible``) is named with the CLI's reason and never offered or sent
+again, as ``veglia verify`` does. Both go through a confirmation and need a user of role
+``operate`` and the session's CSRF token, as the other actions do.
 """
 
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
 from starlette.requests import Request
@@ -43,6 +45,9 @@ class Damage:
     damaged: list[dict[str, Any]]
     #: The calc jobs that made the damaged files: [{pk, label, url, nodes}]
     producers: list[dict[str, Any]]
+    #: The calc jobs a rerun already failed to remake (their files are not in ``damaged``):
+    #: [{pk, url, rerun, rerun_url, at, reason}]
+    not_reproducible: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _ended_process(pk: int) -> ProcessNode:
@@ -55,7 +60,23 @@ def _ended_process(pk: int) -> ProcessNode:
     return node
 
 
-def _damage(node: ProcessNode, check: FileCheck) -> Damage:
+def _not_reproducible(pk: int, record: dict[str, Any]) -> dict[str, Any]:
+    # The words of `veglia verify` (cmd_verify), so that both name it alike.
+    reason = (
+        f"process {pk}: not reproducible (rerun {record['rerun']} made other content), "
+        f"recorded {record['at']}"
+    )
+    return {
+        "pk": pk,
+        "url": f"/job/{pk}",
+        "rerun": record["rerun"],
+        "rerun_url": f"/job/{record['rerun']}",
+        "at": record["at"],
+        "reason": reason,
+    }
+
+
+def _damage(node: ProcessNode, check: FileCheck, known: dict[int, dict[str, Any]]) -> Damage:
     # Lazy: the ORM, once an integrity action is asked for.
     from veglia.plugin_api import load_node
 
@@ -75,7 +96,10 @@ def _damage(node: ProcessNode, check: FileCheck) -> Damage:
         }
         for file in check.damaged
     ]
-    return Damage(node.pk, node.label, check.files, check.nodes, damaged, producers)
+    not_reproducible = [_not_reproducible(pk, record) for pk, record in sorted(known.items())]
+    return Damage(
+        node.pk, node.label, check.files, check.nodes, damaged, producers, not_reproducible
+    )
 
 
 def verify_process(pk: int) -> Damage:
@@ -84,18 +108,20 @@ def verify_process(pk: int) -> Damage:
     from veglia.plugin_api import check_files, nodes_to_check
 
     node = _ended_process(pk)
-    return _damage(node, check_files(nodes_to_check([pk])))
+    known, check = check_files(nodes_to_check([pk])).not_reproducible()
+    return _damage(node, check, known)
 
 
 def rerun_damaged(pk: int) -> tuple[Damage, list[tuple[int, int]]]:
     """Check again, then set the damaged blobs aside and hand each calc job that made them
-    to the daemon; the check, and (old pk, new pk) for each job sent."""
+    to the daemon; the check, and (old pk, new pk) for each job sent. A job recorded as not
+    reproducible is not sent, nor are its blobs set aside."""
     # Lazy: the engine, once a re-run is asked for.
     from veglia.plugin_api import check_files, nodes_to_check, set_aside, submit_again
 
     node = _ended_process(pk)
-    check = check_files(nodes_to_check([pk]))
-    damage = _damage(node, check)
+    known, check = check_files(nodes_to_check([pk])).not_reproducible()
+    damage = _damage(node, check, known)
     if not damage.producers:
         return damage, []
     set_aside(check.damaged_blobs)
@@ -112,9 +138,20 @@ def _rerun_outcome(damage: Damage, sent: list[tuple[int, int]]) -> str:
         return "No calc job made the damaged files: there is nothing to re-run."
     text = "; ".join(f"process {old} runs again as process {new}" for old, new in sent)
     text = text[0].upper() + text[1:] + "."
+    for job in damage.not_reproducible:
+        text += f" Not run again: {job['reason']}."
     if not daemon_running():
         text += " No daemon runs: start one with `veglia daemon start`."
     return text
+
+
+def _refusal_of_not_reproducible(damage: Damage) -> str:
+    reasons = "; ".join(job["reason"] for job in damage.not_reproducible)
+    # One line, as the CLI's; capitalised, as it opens the page's message.
+    return (
+        f"{reasons[0].upper()}{reasons[1:]}. Nothing was run again (a rerun would not make "
+        "the stored files anew): use the rerun's outputs."
+    )
 
 
 def routes(site: SiteLike) -> list[BaseRoute]:
@@ -199,9 +236,13 @@ def routes(site: SiteLike) -> list[BaseRoute]:
             )
         try:
             damage, sent = await asyncio.to_thread(rerun_damaged, node.pk)
-            outcome = _rerun_outcome(damage, sent)
         except VegliaError as exc:
             sent, outcome = [], str(exc)
+        else:
+            if not sent and damage.not_reproducible:
+                message = _refusal_of_not_reproducible(damage)
+                return _refuse(site, request, "Not reproducible", message, 409)
+            outcome = _rerun_outcome(damage, sent)
         site.flash(request, outcome)
         target = site.page_url("job", sent[0][1]) if len(sent) == 1 else page_of(node)
         return RedirectResponse(target, status_code=303)

@@ -296,6 +296,24 @@ def stored_process(node_class, state, label="", exit_status=None, caller=None, *
     return node
 
 
+def damaged_unstable_job():
+    """A finished calc job whose output differs at each run (a time stamp), that stamp's
+    blob overwritten in the repository since: a rerun cannot make it again. The job, and the
+    stamp's file record."""
+    from veglia import engine, orm
+    from veglia.entry_points import CalculationFactory
+    from veglia.manage import get_storage
+
+    builder = CalculationFactory("core.shell").get_builder()
+    builder.command = orm.Str("date +%s%N > stamp.txt")
+    builder.outputs = orm.List(["stamp.txt"])
+    _, node = engine.run_get_node(builder)
+    record = next(r for r in node.outputs.retrieved.list_objects() if r.path == "stamp.txt")
+    blob = get_storage().repository.objects / record.sha256[:2] / record.sha256[2:]
+    blob.write_bytes(b"tampered\n")
+    return node, record
+
+
 def pid_alive(pid: str) -> bool:
     """Running, not a zombie waiting for a parent that does not reap (PID 1 in a container)."""
     stat = subprocess.run(["ps", "-o", "stat=", "-p", pid], capture_output=True, text=True)
