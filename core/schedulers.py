@@ -243,6 +243,12 @@ class Scheduler(ABC):
     def joblist_command(self, job_ids: list[str] | None = None, user: str | None = None) -> str:
         """The command line that lists the given jobs (or all jobs of ``user``)."""
 
+    def joblist_input(self, job_ids: list[str]) -> bytes | None:
+        """What the list command for ``job_ids`` reads on its standard input; None: nothing.
+        A batch system whose command would pass the length of one argument (128 kB on
+        Linux: about 15,000 ids) with all ids on the line takes them here instead."""
+        return None
+
     @abstractmethod
     def parse_joblist_output(self, retval: int, stdout: str, stderr: str) -> list[JobInfo]:
         """Jobs from the list command's output.
@@ -310,7 +316,9 @@ class Scheduler(ABC):
         """
         if not job_ids:
             return {}
-        retval, stdout, stderr = transport.exec_command(self.joblist_command(job_ids), timeout=120)
+        retval, stdout, stderr = transport.exec_command(
+            self.joblist_command(job_ids), stdin=self.joblist_input(job_ids), timeout=120
+        )
         return {info.job_id: info for info in self.parse_joblist_output(retval, stdout, stderr)}
 
     def kill(self, transport: Transport, job_id: str) -> bool:

@@ -81,6 +81,23 @@ def test_waiting_jobs_are_dehydrated_and_daemon_status_counts_them(profile, daem
     _until(lambda: _dehydrated(profile) == 0, 10, "a finished job still counted")
 
 
+def test_with_dehydration_off_waiting_jobs_stay_live(profile, daemon, run_cli):
+    assert run_cli("-p", "test", "config", "set", "daemon.dehydrate", "no").exit_code == 0
+    daemon(1)
+    nodes = [engine.submit(ShellJob, command=orm.Str(f"sleep 5; echo {i}")) for i in range(3)]
+    wait_for(nodes, lambda n: n.get_attribute("scheduler_state") == "running", timeout=60)
+    time.sleep(2)  # many polls: with dehydration on, each job sleeps after its second
+    (worker,) = _counts(profile)
+    assert (worker["live"], worker["dehydrated"]) == (3, 0), worker
+    # What each of them waits for, in the daemon log (docs/daemon.md): their poll.
+    os.kill(worker["pid"], signal.SIGUSR1)
+    log = DaemonFiles(profile).log
+    _until(lambda: "tasks (SIGUSR1)" in log.read_text(), 10, "no task list in the log")
+    _until(lambda: log.read_text().count(" next_update") >= 3, 10, log.read_text()[-3000:])
+    wait_for(nodes, lambda n: n.is_terminated, timeout=60)
+    assert all(n.is_finished_ok for n in nodes), [n.exit_message for n in nodes]
+
+
 @pytest.mark.parametrize("with_broker", [False, True], ids=["database", "broker"])
 def test_a_dehydrated_job_is_paused_played_and_killed_at_once(
     with_broker, request, daemon, run_cli
@@ -109,6 +126,23 @@ def test_a_dehydrated_job_is_paused_played_and_killed_at_once(
     assert node.refresh().is_killed
     _until(lambda: not pid_alive(node.job_id), 10, "the job survived its kill")
     _until(lambda: _dehydrated(profile) == 0, 5, "a killed job still counted")
+
+
+def test_a_job_played_after_a_pause_ends_when_dehydrated_again(profile, daemon, run_cli):
+    """A play is checkpointed, as the pause is: the job dehydrates again after it and, woken
+    when its scheduler job ends, goes on rather than waiting paused for a play that came."""
+    daemon(1)
+    node = engine.submit(ShellJob, command=orm.Str("sleep 12; echo done"))
+    wait_for([node], lambda n: n.get_attribute("scheduler_state") == "running", timeout=60)
+    _until(lambda: _dehydrated(profile) == 1, 30, "the job was not dehydrated")
+    assert run_cli("-p", "test", "process", "pause", str(node.pk)).exit_code == 0
+    assert node.refresh().paused
+    assert run_cli("-p", "test", "process", "play", str(node.pk)).exit_code == 0
+    _until(lambda: _dehydrated(profile) == 1, 30, "the played job was not dehydrated again")
+    assert node.refresh().get_attribute("scheduler_state") == "running"  # it sleeps through
+    wait_for([node], lambda n: n.is_terminated, timeout=60)
+    assert node.is_finished_ok, node.exit_message
+    assert node.outputs.stdout.get_content() == b"done\n"
 
 
 def test_workflows_waiting_for_children_never_starve_them(

@@ -407,8 +407,13 @@ def _run_joblist_with_fake_slurm(tmp_path, job_ids, squeue_lines, scontrol=None)
     for name in ("squeue", "scontrol", "sacct"):
         (tmp_path / name).chmod(0o755)
     env = {**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}"}
-    command = SlurmScheduler().joblist_command(job_ids)
-    result = subprocess.run(["bash", "-c", command], capture_output=True, text=True, env=env)
+    scheduler = SlurmScheduler()
+    command = scheduler.joblist_command(job_ids)
+    stdin = (scheduler.joblist_input(job_ids) or b"").decode()
+    result = subprocess.run(
+        ["bash", "-c", command], input=stdin, capture_output=True, text=True, env=env
+    )
+    assert "Argument list too long" not in result.stderr, len(command)
     return result.stdout
 
 
@@ -441,6 +446,23 @@ def test_sacct_runs_once_and_only_for_ids_that_finished_or_were_forgotten(tmp_pa
     ]
     stdout = _run_joblist_with_fake_slurm(tmp_path, ["3", "5", "7"], squeue_lines, scontrol)
     assert "sacct" not in stdout  # all active: no sacct at all
+
+
+def test_twenty_thousand_ids_are_listed_in_one_command_and_sacct_takes_1000_a_call(tmp_path):
+    """All on one line, 20,000 ids pass the 128 kB one argument may hold: they go on
+    standard input and squeue lists the user's jobs; sacct is asked 1,000 at a time."""
+    job_ids = [str(100000 + i) for i in range(20000)]
+    ended = job_ids[:1005]  # squeue no longer lists them
+    squeue_lines = "".join(
+        f"{i}|{i}|{i}|N/A|RUNNING|None|short|0:20|1:00|1|x\n" for i in job_ids[1005:]
+    )
+    stdout = _run_joblist_with_fake_slurm(tmp_path, job_ids, squeue_lines)
+    lines = stdout.splitlines()
+    assert [line.split()[2] for line in lines if "scontrol" in line] == ended
+    asked = [line.removeprefix("asked --jobs=").split(",") for line in lines if "asked" in line]
+    assert [len(ids) for ids in asked] == [1000, 5]
+    assert [i for ids in asked for i in ids] == ended
+    assert len(SlurmScheduler().joblist_command(job_ids)) < 2000
 
 
 def test_sacct_helpers_read_sacct_s_units():
@@ -646,6 +668,23 @@ def test_get_jobs_reports_running_and_finished_jobs_in_one_command(cluster):
     assert set(jobs) == {running, finished}
     assert jobs[running].state is JobState.RUNNING
     assert (jobs[finished].state, jobs[finished].exit_code) == (JobState.DONE, 0)
+
+
+@pytest.mark.services
+def test_past_the_ids_a_line_holds_the_ids_go_on_stdin_over_ssh(cluster):
+    scheduler, transport, submit = cluster
+    scheduler.IDS_ON_THE_LINE = 2  # as 15,000 would, without waiting for 15,000 jobs
+    ok = submit("ok", ["echo hello"])
+    bad = submit("bad", ["exit 3"])
+    slow = submit("slow", ["sleep 120"], queue_name="long", max_wallclock_seconds=300)
+    counting = CountingTransport(transport)
+    _wait_done(scheduler, counting, [ok, bad], 60)
+    jobs = scheduler.get_jobs(counting, [ok, bad, slow, "999999"])
+    assert counting.commands[-1].startswith("ids=$(cat); ")  # none on the line
+    assert (jobs[ok].state, jobs[ok].exit_code) == (JobState.DONE, 0)
+    assert (jobs[bad].state, jobs[bad].exit_code) == (JobState.DONE, 3)
+    assert jobs[slow].state in (JobState.QUEUED, JobState.RUNNING)
+    assert "999999" not in jobs
 
 
 @pytest.mark.services

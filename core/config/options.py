@@ -254,8 +254,8 @@ BUILTIN_OPTIONS: tuple[Option, ...] = (
         "daemon.dehydrate",
         "Keep waiting processes (a job waiting on its scheduler, a workflow waiting on its "
         "children) in the database rather than in a worker's memory, waking them when "
-        "something happens to them. Off until it has passed the chaos test (issue #35).",
-        default=False,
+        "something happens to them. Off: every process a worker holds stays in its memory.",
+        default=True,
         parse=parse_boolean,
         needs_restart=True,
     ),

@@ -431,6 +431,10 @@ class Process(plumpy.Process):
         if self.node is not None:
             self.node.set_attributes({PAUSED: False, PAUSED_REASON: ""})
             self.node.add_log("REPORT", "Played")
+            # As the pause was: a process loaded from a checkpoint written while it was
+            # paused (a dehydrated one woken, one whose worker died) would wait paused for a
+            # play that has come already.
+            save_checkpoint(self)
 
 
 def load_process_class(process_type: str) -> type[Process]:

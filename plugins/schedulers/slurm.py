@@ -204,12 +204,16 @@ class SlurmScheduler(Scheduler):
     # -- list -----------------------------------------------------------------------------
     def joblist_command(self, job_ids: list[str] | None = None, user: str | None = None) -> str:
         """One bash line: ``squeue`` for every id at once, then ``scontrol show job`` for
-        each id squeue did not list (finished jobs, which squeue leaves out), then one
-        ``sacct`` for the ids scontrol reported finished or no longer knew (their usage, and
-        the state of jobs SLURM forgot), each section led by a ``#veglia`` marker line for
-        the parser. scontrol and sacct are skipped when squeue itself failed: with the
-        controller down, more timeouts would help nobody. While every job is queued or
-        running, nothing runs but squeue.
+        each id squeue did not list (finished jobs, which squeue leaves out), then ``sacct``
+        for the ids scontrol reported finished or no longer knew (their usage, and the state
+        of jobs SLURM forgot), at most 1,000 ids a call, each section led by a ``#veglia``
+        marker line for the parser. scontrol and sacct are skipped when squeue itself
+        failed: with the controller down, more timeouts would help nobody. While every job
+        is queued or running, nothing runs but squeue.
+
+        Past ``IDS_ON_THE_LINE`` ids the line would grow past what one argument may hold:
+        the ids come on standard input (``joblist_input``) and squeue lists all the user's
+        jobs.
         """
         squeue = f"squeue --noheader --array --format={shlex.quote(_SQUEUE_FORMAT)}"
         if not job_ids:
@@ -219,21 +223,35 @@ class SlurmScheduler(Scheduler):
                 'printf "%s\\n" "$q"'
             )
         ids = [_check_job_id(job_id) for job_id in job_ids]
+        if len(ids) > self.IDS_ON_THE_LINE:
+            take, listing = "ids=$(cat); ", f'{squeue} --user="$(whoami)"'
+        else:
+            take, listing = f"ids='{' '.join(ids)}'; ", f"{squeue} --jobs={','.join(ids)}"
         finished = "|".join(sorted(FINISHED_STATES))
+        # The ids squeue listed: as users write them (%i), and the array's own (%F).
+        listed = "printf \"%s\\n\" \"$q\" | cut -s -d'|' -f1,2 | tr '|' '\\n'"
         return (
-            f"q=$({squeue} --jobs={','.join(ids)} 2>&1); rc=$?; "
+            f"{take}q=$({listing} 2>&1); rc=$?; "
             f'echo "{_MARKER}squeue rc=$rc"; printf "%s\\n" "$q"; '
             f'if [ $rc -eq 0 ] || [[ $q == *"{_INVALID_ID}"* ]]; then a=; '
             f"f='JobState=({finished})( |$)'; "
-            f"for id in {' '.join(ids)}; do "
-            f'printf "%s\\n" "$q" | grep -qE "^([^|]*[|])?$id[|]" || {{ '
+            f'for id in $(printf "%s\\n" $ids | grep -vxF -f <({listed})); do '
             f's=$(scontrol --oneliner --details show job "$id" 2>&1); c=$?; '
             f'echo "{_MARKER}scontrol $id rc=$c"; printf "%s\\n" "$s"; '
-            f'if [[ $s =~ $f || ( $c -ne 0 && $s == *"{_INVALID_ID}"* ) ]]; then a=$a,$id; fi; }}; '
+            f'if [[ $s =~ $f || ( $c -ne 0 && $s == *"{_INVALID_ID}"* ) ]]; then a="$a $id"; fi; '
             "done; "
-            f'if [ -n "$a" ]; then t=$({SACCT_COMMAND} --jobs=${{a#,}} 2>&1); '
-            f'echo "{_MARKER}sacct rc=$?"; printf "%s\\n" "$t"; fi; fi'
+            'for j in $(printf "%s\\n" $a | xargs -r -n 1000 | tr " " ","); do '
+            f"t=$({SACCT_COMMAND} --jobs=$j 2>&1); "
+            f'echo "{_MARKER}sacct rc=$?"; printf "%s\\n" "$t"; done; fi'
         )
+
+    #: Ids past which the list command takes them on standard input (see joblist_command).
+    IDS_ON_THE_LINE = 1000
+
+    def joblist_input(self, job_ids: list[str]) -> bytes | None:
+        if len(job_ids) <= self.IDS_ON_THE_LINE:
+            return None
+        return "\n".join(_check_job_id(job_id) for job_id in job_ids).encode() + b"\n"
 
     def parse_joblist_output(self, retval: int, stdout: str, stderr: str) -> list[JobInfo]:
         sections: list[tuple[str, int, list[str]]] = []
@@ -253,8 +271,10 @@ class SlurmScheduler(Scheduler):
         accounted: list[JobInfo] | None = None
         for name, code, lines in sections:
             text = "\n".join(lines).strip()
-            if name == "sacct":
-                accounted = parse_sacct(code, lines)
+            if name == "sacct":  # one section a 1,000 ids
+                part = parse_sacct(code, lines)
+                if part is not None:
+                    accounted = [*(accounted or []), *part]
                 continue
             if code != 0:
                 if _INVALID_ID in text:  # unknown or long-forgotten ids: absent, not an error

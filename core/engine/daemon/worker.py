@@ -227,6 +227,7 @@ class Worker:
         _tune_garbage_collection()
         self.loop.add_signal_handler(signal.SIGTERM, self._stop.set)
         self.loop.add_signal_handler(signal.SIGINT, self._stop.set)
+        self.loop.add_signal_handler(signal.SIGUSR1, _log_task_stacks)
         if self.communicator is not None:
             self.communicator.add_task_subscriber(self._on_task)
         else:
@@ -371,6 +372,8 @@ class Worker:
             return
         if node.paused:
             process.pause(node.paused_reason or None)
+        elif process.paused:  # played after a checkpoint that does not say so (older ones)
+            process.play()
         process.write_when_terminated(functools.partial(self._release_at_end, pk))
         self.active[pk] = process
         waiter = self._live_waiters.pop(pk, None)
@@ -588,3 +591,19 @@ class Worker:
                 **counts,
             },
         )
+
+
+def _log_task_stacks() -> None:
+    """On SIGUSR1: every task of the worker's loop and where it waits, in the daemon log.
+    What a process stuck in a live worker waits for, which no thread dump shows."""
+    lines = []
+    for task in asyncio.all_tasks():
+        lines.append(f"{task.get_name()} waits for {task._fut_waiter!r}:")  # type: ignore[attr-defined]
+        awaited: Any = task.get_coro()
+        while awaited is not None:  # down the chain of awaits, where the task is now
+            frame = getattr(awaited, "cr_frame", None) or getattr(awaited, "gi_frame", None)
+            if frame is not None:
+                code = frame.f_code
+                lines.append(f"  {code.co_filename}:{frame.f_lineno} {code.co_name}")
+            awaited = getattr(awaited, "cr_await", None) or getattr(awaited, "gi_yieldfrom", None)
+    LOGGER.warning("%d tasks (SIGUSR1)\n%s", len(asyncio.all_tasks()), "\n".join(lines))
