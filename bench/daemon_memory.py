@@ -142,12 +142,27 @@ def _read(path: Path) -> dict:
 
 
 def bench(n: int, broker: bool, timeout: float, keep: float = 0.0) -> dict[str, float]:
-    options = {"daemon.worker_prefetch": str(n + 10)}
-    with bench_profile("veglia-memory-", name=PROFILE, broker=broker, options=options):
+    # The default options: waiting jobs are dehydrated, and the worker steps at most
+    # daemon.worker_prefetch (1,000) at once.
+    with bench_profile("veglia-memory-", name=PROFILE, broker=broker):
         return _measure(n, timeout, keep)
 
 
+#: Trace samples a second this machine's jobs may take together: each periodic sample of
+#: the core.trace sampler starts an `mv`, and N jobs on one 2-core machine (on a cluster
+#: they would be spread over its nodes) sampling every 10 s would fork N/10 a second.
+SAMPLES_PER_SECOND = 50
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _measure(n: int, timeout: float, keep: float) -> dict[str, float]:
+    interval = max(10, n // SAMPLES_PER_SECOND)
+    _veglia("computer", "set", "localhost", "--trace-interval", str(interval))
+    print(f"trace samples every {interval} s (at most {SAMPLES_PER_SECOND} a second)")
     _veglia("daemon", "start", "1")
     nodes = []
     try:
@@ -187,8 +202,11 @@ def _measure(n: int, timeout: float, keep: float) -> dict[str, float]:
             if batch == warm:
                 warm_mb = rss_mb(worker)
         print(f"submitted {n} jobs in {submitted:.1f} s", flush=True)
-        held = _read(files.worker_status(worker)).get("active", 0)
+        counts = _read(files.worker_status(worker))
+        held = counts.get("active", 0)
+        cpu_before, hold_start = _cpu_seconds(worker), time.monotonic()
         time.sleep(5)  # a few poll cycles with every job waiting
+        hold_cpu = (_cpu_seconds(worker) - cpu_before) / (time.monotonic() - hold_start)
         if keep:
             print(f"keeping the jobs waiting {keep:.0f} s: worker pid {worker}", flush=True)
             time.sleep(keep)
@@ -198,6 +216,8 @@ def _measure(n: int, timeout: float, keep: float) -> dict[str, float]:
             "worker_idle_mb": idle,
             "worker_mb": rss_mb(worker),
             "held": held,
+            "dehydrated": _read(files.worker_status(worker)).get("dehydrated", 0),
+            "hold_cpu": hold_cpu,
         }
         figures["per_job_kb"] = (figures["worker_mb"] - idle) * 1024 / n
         figures["marginal_kb"] = (figures["worker_mb"] - warm_mb) * 1024 / max(1, n - warm)
@@ -259,6 +279,8 @@ def main() -> None:
     print(f"worker RSS, {figures['held']} jobs: {figures['worker_mb']:.1f} MB")
     print(f"RSS per active job:  {figures['per_job_kb']:.1f} kB (all over idle)")
     print(f"  marginal:          {figures['marginal_kb']:.1f} kB (past the first tenth)")
+    print(f"dehydrated:          {figures['dehydrated']} of them")
+    print(f"worker CPU holding:  {figures['hold_cpu'] * 100:.1f} % of a core")
 
 
 if __name__ == "__main__":
