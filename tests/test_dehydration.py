@@ -145,6 +145,27 @@ def test_a_job_played_after_a_pause_ends_when_dehydrated_again(profile, daemon, 
     assert node.outputs.stdout.get_content() == b"done\n"
 
 
+def test_a_job_whose_monitors_have_intervals_sleeps_between_their_calls(profile, daemon):
+    """Each of its monitors has a minimum_poll_interval: the job sleeps until the first is
+    due, and its monitor still stops it."""
+    daemon(1)
+    builder = ShellJob.get_builder()
+    builder.command = orm.Str("for i in $(seq 60); do echo line-$i >> out.txt; sleep 0.5; done")
+    builder.monitors = {
+        "twelve": {
+            "entry_point": "core.file_pattern",
+            "kwargs": {"path": "out.txt", "pattern": "^line-12$"},
+            "minimum_poll_interval": 3,
+        }
+    }
+    node = engine.submit(builder)
+    wait_for([node], lambda n: n.get_attribute("scheduler_state") == "running", timeout=60)
+    _until(lambda: _dehydrated(profile) == 1, 20, "the monitored job was not dehydrated")
+    wait_for([node], lambda n: n.is_terminated, timeout=60)
+    assert node.exit_status == 150, node.exit_message  # STOPPED_BY_MONITOR
+    assert "line-12" in node.exit_message
+
+
 def test_workflows_waiting_for_children_never_starve_them(
     broker_profile, workflows, daemon, run_cli
 ):

@@ -25,6 +25,7 @@ import copy
 import functools
 import inspect
 import json
+import math
 import posixpath
 import time
 from concurrent.futures import Future
@@ -181,6 +182,25 @@ class MonitorRunner:
             data = self.node.get_attribute(MONITORS, [])
             runtime.monitor_specs = [MonitorSpec(**each) for each in data]
         return runtime.monitor_specs
+
+    def seconds_until_due(self) -> float | None:
+        """Seconds until one of the job's monitors is next due, for a job that may wait
+        dehydrated until then (see ``CalcJob.dehydrate_if_idle``); ``math.inf`` when all
+        are switched off. None when one is due at every poll (it has no
+        ``minimum_poll_interval``) or a call is still in flight."""
+        if self.calls():
+            return None
+        states: dict[str, dict[str, Any]] = self.node.get_attribute(MONITOR_STATE, {})
+        soonest = math.inf
+        for spec in self._specs():
+            state = states.get(spec.name) or _fresh_state(spec)
+            if state["disabled"]:
+                continue
+            if not spec.minimum_poll_interval:
+                return None
+            last = state.get("last_call")
+            soonest = min(soonest, (last + spec.minimum_poll_interval - now()) if last else 0.0)
+        return soonest
 
     def calls(self) -> dict[str, MonitorCall]:
         """The job's monitor calls in flight, by monitor name (they live with the process:

@@ -630,10 +630,11 @@ class CalcJob(Process):
     def dehydrate_if_idle(self) -> None:
         """Between two polls of a job still queued or running: leave the worker's memory
         (``ProcessDehydrated``) when the job waits as it did at the last poll (or this
-        process was just woken by a poll), has no monitors (they are called at every poll)
-        and nothing is due before two poll intervals: the poller wakes it when the job
-        changes, when its queue move's deadline comes, or when its live trace is next
-        written. See ``veglia.engine.dehydration``."""
+        process was just woken by a poll) and nothing is due before two poll intervals:
+        the poller wakes it when the job changes, when its queue move's deadline comes,
+        when its live trace is next written, or when a monitor is next due (when each of
+        its monitors has a ``minimum_poll_interval``: one without is called at every poll
+        and keeps the job live). See ``veglia.engine.dehydration``."""
         runner = get_runner()
         node, runtime = self.node, self.runtime
         if runner.sleeps is None or node is None or not node.job_id:
@@ -642,12 +643,17 @@ class CalcJob(Process):
             return
         if not (runtime.quiet_polls or runtime.woken_by_poll) or runtime.update_failures:
             return
-        if node.get_attribute(attr.MONITORS):
-            return
         state = node.get_attribute(attr.SCHEDULER_STATE)
         poller = runner.poller(self.computer)
         now = time.monotonic()
         due = now + runtime.queue_moves.quiet_for(node.get_attribute(attr.LAST_JOB_INFO))
+        if node.get_attribute(attr.MONITORS):
+            # Called at every poll unless each has its minimum_poll_interval: then it sleeps
+            # until the first is due, woken with that poll's answer to call it.
+            until_due = MonitorRunner(self).seconds_until_due()
+            if until_due is None:
+                return
+            due = min(due, now + until_due)
         live = runtime.live_trace
         if state == JobState.RUNNING.value and LiveTrace.expected(node):
             live.flush()
