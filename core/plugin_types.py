@@ -166,6 +166,8 @@ class JobScriptWrap:
         is signalled (TERM, INT, HUP); ``$veglia_exit`` is the commands' exit status.
     :param live_trace: this wrap writes the live trace files (``_veglia_trace.json`` and
         ``_veglia_trace.series``, see docs/trace.md): the engine reads them at each poll.
+    :param sample_interval: seconds between the live trace's samples, once the job has run
+        a while: a job waiting dehydrated is woken to read them no more often than this.
     :param files: files to put in the job's work directory beside the script, name -> text
         (say a script ``before`` sources with ``. ./_myplugin.sh``). Names start with ``_``
         and hold no folder. The same text for every job is stored once in the repository,
@@ -180,6 +182,7 @@ class JobScriptWrap:
     prefix: str = ""
     after: str = ""
     live_trace: bool = False
+    sample_interval: float | None = None
     files: dict[str, str] = field(default_factory=dict)
     retrieve: tuple[str, ...] = ()
 
@@ -213,8 +216,12 @@ class JobScriptWrap:
             )
 
     def recorded(self) -> dict[str, Any]:
-        """What the node keeps of it: the name and whether it writes a live trace."""
-        return {"name": self.name, "live_trace": self.live_trace}
+        """What the node keeps of it: the name, whether it writes a live trace, and how
+        often it samples it."""
+        recorded: dict[str, Any] = {"name": self.name, "live_trace": self.live_trace}
+        if self.sample_interval is not None:
+            recorded["sample_interval"] = self.sample_interval
+        return recorded
 
 
 @dataclass(frozen=True)

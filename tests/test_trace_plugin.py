@@ -82,10 +82,28 @@ def test_a_job_run_by_the_engine_carries_its_sampled_trace(profile: Any) -> None
     builder.command = orm.Str("echo work")
     _, node = engine.run_get_node(builder)
     assert node.is_finished_ok
-    assert {"name": "core.trace", "live_trace": True} in node.get_attribute("job_script_wraps")
+    wrap = {"name": "core.trace", "live_trace": True, "sample_interval": 10.0}
+    assert wrap in node.get_attribute("job_script_wraps")
     trace = node.get_attribute("trace_record")["extras"]["trace"]
     assert trace["sampler"]["final"] is True and trace["sampler"]["version"] == 1
     assert trace["proc"]["realtime"] >= 0 and trace["sources"]["proc"] in ("trace", "time")
+
+
+def test_a_sleeping_job_reads_its_trace_no_more_often_than_its_sampler_writes(
+    profile: Any,
+) -> None:
+    from veglia.engine.calcjob.live_trace import WRITE_INTERVAL, LiveTrace
+    from veglia.orm.computers import load_computer
+
+    computer = load_computer("localhost")
+    ran = {}
+    for interval in (10, 300):
+        computer.properties["trace_interval"] = interval
+        computer.save()
+        _, ran[interval] = engine.run_get_node(ShellJob, command=orm.Str("true"))
+    # Every minute (the live trace's writes); every 300 s when its sampler samples so seldom.
+    assert LiveTrace.read_interval(ran[10]) == WRITE_INTERVAL == 60.0
+    assert LiveTrace.read_interval(ran[300]) == 300.0
 
 
 def test_fusion_reads_first_and_the_sampled_trace_last() -> None:

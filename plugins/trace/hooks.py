@@ -84,6 +84,7 @@ def job_script_wrap(node: Any, computer: Any) -> JobScriptWrap | None:
         prefix="{veglia_trace_fd}>&-",
         after="veglia_trace_stop 2>/dev/null || :",
         live_trace=True,
+        sample_interval=interval,
     )
 
 

@@ -243,6 +243,21 @@ class LiveTrace:
         wraps = node.get_attribute(attr.JOB_SCRIPT_WRAPS) or []
         return any(isinstance(w, dict) and w.get("live_trace") for w in wraps)
 
+    @staticmethod
+    def read_interval(node: Any) -> float:
+        """Seconds between two reads of the job's live trace by a job that waits
+        dehydrated: ``WRITE_INTERVAL``, or its samplers' interval when that is longer (a
+        read between two samples finds nothing new)."""
+        wraps = node.get_attribute(attr.JOB_SCRIPT_WRAPS) or []
+        intervals = [
+            w["sample_interval"]
+            for w in wraps
+            if isinstance(w, dict)
+            and w.get("live_trace")
+            and isinstance(w.get("sample_interval"), int | float)
+        ]
+        return max([WRITE_INTERVAL, *intervals])
+
     @classmethod
     def read(cls, transport: Any, workdir: str | None = None) -> LiveTrace | None:
         """Read the two files through ``transport`` at once (a monitor called outside the

@@ -37,7 +37,7 @@ from veglia.engine.calcjob import caching, holds, job_script, kill, right_sizing
 from veglia.engine.calcjob.calcinfo import CalcInfo
 from veglia.engine.calcjob.commands import RETRIEVE, UPLOAD, JobWaiting
 from veglia.engine.calcjob.job_script import EXIT_STATUS_FILE
-from veglia.engine.calcjob.live_trace import WRITE_INTERVAL, LiveTrace
+from veglia.engine.calcjob.live_trace import LiveTrace
 from veglia.engine.calcjob.monitor_runner import MonitorRunner
 from veglia.engine.calcjob.monitors import (
     load_monitor,
@@ -657,7 +657,7 @@ class CalcJob(Process):
         live = runtime.live_trace
         if state == JobState.RUNNING.value and LiveTrace.expected(node):
             live.flush()
-            due = min(due, now + runner.sleeps.trace_interval(WRITE_INTERVAL))
+            due = min(due, now + runner.sleeps.trace_interval(LiveTrace.read_interval(node)))
         if due - now < 2 * poller.interval or not isinstance(state, str):
             return
         sleep = JobSleep(node.pk, node.job_id, state, due)

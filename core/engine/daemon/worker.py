@@ -583,9 +583,10 @@ class Worker:
             {
                 **({} if repaired is None else {"repaired": repaired}),
                 "pid": os.getpid(),
-                "active": len(self.active) + len(self.sleeps),
+                # Woken ones waiting their turn to load (_queued) are still dehydrated.
+                "active": len(self.active) + len(self.sleeps) + len(self._queued),
                 "live": sum(1 for process in self.active.values() if process is not None),
-                "dehydrated": len(self.sleeps),
+                "dehydrated": len(self.sleeps) + len(self._queued),
                 "time": time.time(),
                 "plugins": self.plugin_versions,
                 **counts,
