@@ -256,7 +256,7 @@ class LiveTrace:
             and w.get("live_trace")
             and isinstance(w.get("sample_interval"), int | float)
         ]
-        return max([WRITE_INTERVAL, *intervals])
+        return float(max([WRITE_INTERVAL, *intervals]))
 
     @classmethod
     def read(cls, transport: Any, workdir: str | None = None) -> LiveTrace | None:
