@@ -160,8 +160,8 @@ def ssh_params(env: Mapping[str, str]) -> dict[str, Any]:
 def ssh_computer(poll_interval: float, label: str = "ssh") -> Iterator[Any]:
     """A computer ``label`` on the loopback sshd of ``scripts/services`` (core.ssh +
     core.direct, polled every ``poll_interval`` seconds), stored in the loaded profile for
-    the ``with`` block; its jobs run in a work directory of this run's own under the SSH
-    user's home.
+    the ``with`` block; its jobs (and the guards' heartbeat) are in a work directory of this
+    run's own under the SSH user's home.
 
     At the end, through the computer's own transport and scheduler, the jobs of its
     processes that have not ended (the bench's, left running: stop the daemon first) are
@@ -182,6 +182,8 @@ def ssh_computer(poll_interval: float, label: str = "ssh") -> Iterator[Any]:
             "workdir": workdir,
             "minimum_poll_interval": poll_interval,
             "safe_interval": 1.0,
+            # Not the default under the user's home, which no run would remove.
+            "guard_heartbeat": f"{workdir}/guard-heartbeat",
         },
     ).store()
     computer.configure(**ssh_params(env))
