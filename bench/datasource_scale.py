@@ -20,17 +20,14 @@ slower, which is what ``known`` is for.
 from __future__ import annotations
 
 import argparse
-import os
 import posixpath
 import shlex
 import sys
 import time
 import uuid
-from pathlib import Path
 
-from machine import describe
+from machine import describe, services_env, ssh_params
 
-SERVICES_ENV = Path(os.environ.get("VEGLIA_SERVICES_ENV", "/var/lib/veglia-services/services.env"))
 TARGET_FIRST, TARGET_SECOND = 60.0, 2.0
 
 
@@ -106,16 +103,8 @@ def main() -> None:
         finally:
             local.rmtree(folder)
     if not args.no_ssh:
-        env = dict(line.split("=", 1) for line in SERVICES_ENV.read_text().split() if "=" in line)
-        params = {
-            "port": int(env["SSH_PORT"]),
-            "username": env["SSH_USER"],
-            "key_filename": env["SSH_KEY"],
-            "known_hosts": env["SSH_KNOWN_HOSTS"],
-            "look_for_keys": False,
-            "allow_agent": False,
-        }
-        with TransportFactory("core.ssh")(env["SSH_HOST"], **params) as ssh:
+        env = services_env()
+        with TransportFactory("core.ssh")(env["SSH_HOST"], **ssh_params(env)) as ssh:
             folder = posixpath.join(env["SSH_USER_HOME"], name)
             try:
                 results["core.ssh"] = measure("core.ssh", ssh, folder, args.files, args.size)

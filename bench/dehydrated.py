@@ -3,8 +3,10 @@
 
 The jobs are ``core.shell`` jobs on a computer of ``veglia.testing``'s fake transport and
 fake scheduler (no real batch system holds 100,000 jobs here; the fake one keeps them
-queued until told). The worker runs in a process of its own, which also holds the fake
-cluster (it lives in memory); a thread there drives the cluster:
+queued until told). The bench starts the daemon as a user does (``veglia daemon start``),
+with this module installed as a plugin beside the fake transport and scheduler: its
+``daemon_started`` hook starts, in the daemon's worker, which also holds the fake cluster
+(it lives in memory), a thread that drives the cluster:
 
 1. the worker starts idle, and its resident memory is read (``idle``);
 2. this process submits the N jobs, timed (``submit``), while the worker takes them: each is
@@ -40,10 +42,16 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
-from machine import bench_profile, describe
+from machine import VEGLIA, bench_profile, describe
+
+from veglia.plugin_api import hookimpl
 
 PROFILE = "dehydrated"
+#: In the environment of the daemon the bench starts: its settings, as JSON. Its worker
+#: then drives the fake cluster (``daemon_started``); any other daemon is left alone.
+DRIVE_ENV = "VEGLIA_BENCH_DEHYDRATED"
 
 
 def rss_mb(pid: int | None = None) -> float:
@@ -52,9 +60,10 @@ def rss_mb(pid: int | None = None) -> float:
     return int(match.group(1)) / 1024 if match else 0.0
 
 
-def _fake_plugins(folder: Path) -> Path:
+def _bench_plugins(folder: Path) -> Path:
     """A distribution's metadata registering veglia.testing's fake transport and scheduler
-    as entry points, in ``folder`` (put on sys.path: importlib.metadata finds it there)."""
+    and this module's ``daemon_started`` as entry points, in ``folder`` (put on sys.path:
+    importlib.metadata finds it there)."""
     info = folder / "veglia_bench_fakes-0.0.dist-info"
     info.mkdir(parents=True)
     (info / "METADATA").write_text(
@@ -62,19 +71,27 @@ def _fake_plugins(folder: Path) -> Path:
     )
     (info / "entry_points.txt").write_text(
         "[veglia.transports]\nfake.transport = veglia.testing:FakeTransport\n\n"
-        "[veglia.schedulers]\nfake.scheduler = veglia.testing:FakeScheduler\n"
+        "[veglia.schedulers]\nfake.scheduler = veglia.testing:FakeScheduler\n\n"
+        f"[veglia.plugins]\nbench.dehydrated = {Path(__file__).stem}\n"
     )
     return folder
 
 
-# -- the worker's process -----------------------------------------------------------------------
-def worker_main(n: int, out: Path, interval: float) -> None:
-    """Run a daemon worker here, with a thread that reports and drives the fake cluster."""
-    import veglia
-    from veglia.engine.daemon.worker import Worker
+# -- in the daemon's worker ----------------------------------------------------------------
+@hookimpl
+def daemon_started(profile: Any) -> None:
+    """In the worker of the daemon the bench started (it holds the fake cluster): count the
+    scheduler queries, and drive the cluster from a thread of its own."""
+    settings = os.environ.get(DRIVE_ENV)
+    if settings:
+        drive(**json.loads(settings))
+
+
+def drive(n: int, out: str, interval: float) -> None:
+    """Start the thread that reports to ``out`` and drives the fake cluster."""
+    from veglia.engine.runner import get_runner
     from veglia.testing import FakeScheduler
 
-    profile = veglia.load_profile(PROFILE)
     queries: list[tuple[float, int]] = []
     listing = FakeScheduler.get_jobs
 
@@ -94,14 +111,15 @@ def worker_main(n: int, out: Path, interval: float) -> None:
         self.calls = collections.deque(maxlen=1000)
 
     FakeTransport.__init__ = bounded  # type: ignore[method-assign]
-    worker = Worker(profile)
+    # The worker's runner: its live processes (local_processes) and its dehydrated ones.
+    runner = get_runner()
     cluster = FakeScheduler.cluster
 
     def report(**values: object) -> None:
         with open(out, "a") as handle:
             handle.write(json.dumps(values) + "\n")
 
-    def drive() -> None:
+    def run() -> None:
         try:
             time.sleep(3)
             report(phase="idle", rss_mb=rss_mb())
@@ -111,7 +129,7 @@ def worker_main(n: int, out: Path, interval: float) -> None:
 
                 tracemalloc.start(int(tracing))
                 first = tracemalloc.take_snapshot()
-            while len(worker.sleeps) < n:
+            while len(runner.sleeps) < n:
                 time.sleep(0.5)
             if tracing:
                 grown = tracemalloc.take_snapshot().compare_to(first, "traceback")
@@ -124,29 +142,26 @@ def worker_main(n: int, out: Path, interval: float) -> None:
             report(
                 phase="held",
                 rss_mb=rss_mb(),
-                live=len(worker.active),
+                live=len(runner.local_processes),
                 cluster_mb=_deep_size(cluster.jobs, cluster.submitted, cluster._submissions)
                 / 2**20,
             )
             time.sleep(3 * interval + 1)
             window = [size for at, size in queries if at > held_at]
             report(phase="polled", queries=len(window), sizes=window, seconds=3 * interval + 1)
-            # The control round (4.) happens now, from the other process; wait for its end.
-            while not (out.parent / "controlled").exists():
+            # The control round (4.) happens now, from the bench's process; wait for its end.
+            while not (Path(out).parent / "controlled").exists():
                 time.sleep(0.2)
             start = time.monotonic()
             for job_id in list(cluster.jobs):
                 cluster.finish(job_id, 0)
-            while len(worker.sleeps) or any(p is not None for p in worker.active.values()):
+            while len(runner.sleeps) or any(p is not None for p in runner.local_processes.values()):
                 time.sleep(0.2)
             report(phase="ended", seconds=time.monotonic() - start, peak_mb=_peak_mb())
         except BaseException as exc:
             report(phase="error", error=repr(exc))
-        finally:
-            os.kill(os.getpid(), 15)  # the worker stops
 
-    threading.Thread(target=drive, daemon=True).start()
-    worker.run()
+    threading.Thread(target=run, daemon=True, name="veglia-bench-driver").start()
 
 
 def _deep_size(*roots: object) -> int:
@@ -179,7 +194,7 @@ def _peak_mb() -> float:
 
 
 # -- this process ----------------------------------------------------------------------------
-def _phase(out: Path, name: str, process: subprocess.Popen, timeout: float) -> dict:
+def _phase(out: Path, name: str, worker: int, log: Path, timeout: float) -> dict:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         with contextlib.suppress(OSError):
@@ -189,8 +204,10 @@ def _phase(out: Path, name: str, process: subprocess.Popen, timeout: float) -> d
                     raise SystemExit(f"the worker's driver failed: {entry['error']}")
                 if entry["phase"] == name:
                     return entry
-        if process.poll() is not None:
-            raise SystemExit(f"the worker ended (exit {process.returncode}) before {name!r}")
+        if not Path(f"/proc/{worker}").exists():
+            # Its fake cluster went with it: the supervisor's next worker cannot go on.
+            tail = "\n".join(log.read_text(errors="replace").splitlines()[-20:])
+            raise SystemExit(f"the worker ended before {name!r}; the daemon log ends:\n{tail}")
         time.sleep(0.5)
     raise SystemExit(f"no {name!r} from the worker within {timeout:.0f} s")
 
@@ -213,19 +230,21 @@ def bench(n: int, timeout: float, interval: float) -> dict:
 
 
 def _bench(home: Path, n: int, timeout: float, interval: float) -> dict:
-    plugins = _fake_plugins(home / "plugins")
-    env = {**os.environ}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(plugins), env.get("PYTHONPATH")]))
+    plugins = _bench_plugins(home / "plugins")
     sys.path.insert(0, str(plugins))
-    worker = None
+    out = home / "worker.jsonl"
+    env = {**os.environ, DRIVE_ENV: json.dumps({"n": n, "out": str(out), "interval": interval})}
+    # The daemon's processes import this module (its hook) and find the fake plugins.
+    paths = [str(plugins), str(Path(__file__).parent), env.get("PYTHONPATH")]
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, paths))
+    daemon = [VEGLIA, "-p", PROFILE, "daemon"]
     try:
         import veglia
         from veglia import engine, orm
         from veglia.engine.daemon import DaemonFiles
         from veglia.entry_points import CalculationFactory
-        from veglia.manage import get_profile
 
-        veglia.load_profile(PROFILE)
+        profile = veglia.load_profile(PROFILE)
         computer = orm.Computer(
             label="fake",
             hostname="fake",
@@ -238,27 +257,10 @@ def _bench(home: Path, n: int, timeout: float, interval: float) -> dict:
             },
         ).store()
         computer.configure(root=str(home / "cluster"))
-        out = home / "worker.jsonl"
-        files = DaemonFiles(get_profile())
-        files.folder.mkdir(parents=True, exist_ok=True)
-        worker = subprocess.Popen(
-            [
-                sys.executable,
-                __file__,
-                "--worker",
-                "-n",
-                str(n),
-                "--out",
-                str(out),
-                "--poll-interval",
-                str(interval),
-            ],
-            env=env,
-        )
-        # `process pause` and the others look for a running daemon by its pid file: this
-        # worker, started without a supervisor, is the daemon here.
-        files.pid.write_text(str(worker.pid))
-        idle = _phase(out, "idle", worker, 120)
+        subprocess.run([*daemon, "start", "1"], check=True, env=env, stdout=subprocess.DEVNULL)
+        files = DaemonFiles(profile)
+        worker = files.read_status()["workers"][0]["pid"]
+        idle = _phase(out, "idle", worker, files.log, 120)
         shell = CalculationFactory("core.shell")
         command = orm.Str("echo done").store()
         start = time.monotonic()
@@ -268,8 +270,8 @@ def _bench(home: Path, n: int, timeout: float, interval: float) -> dict:
         ]
         submit_seconds, submit_cpu = time.monotonic() - start, time.process_time() - cpu
         print(f"submitted {n} jobs in {submit_seconds:.1f} s", flush=True)
-        held = _phase(out, "held", worker, timeout)
-        polled = _phase(out, "polled", worker, 120)
+        held = _phase(out, "held", worker, files.log, timeout)
+        polled = _phase(out, "polled", worker, files.log, 120)
 
         probe = nodes[n // 2]
         control = {
@@ -278,8 +280,8 @@ def _bench(home: Path, n: int, timeout: float, interval: float) -> dict:
             "kill": _timed_control(probe, "kill", lambda x: x.is_terminated),
         }
         (home / "controlled").touch()
-        ended = _phase(out, "ended", worker, timeout)
-        worker.wait(60)
+        ended = _phase(out, "ended", worker, files.log, timeout)
+        subprocess.run([*daemon, "stop"], check=True, stdout=subprocess.DEVNULL)
         finished = sum(1 for node in nodes if node.refresh().is_terminated)
         return {
             "jobs": n,
@@ -300,8 +302,8 @@ def _bench(home: Path, n: int, timeout: float, interval: float) -> dict:
             "terminated": finished,
         }
     finally:
-        if worker is not None and worker.poll() is None:
-            worker.kill()
+        # Stopped already, unless the bench failed: then it says "not running", or stops it.
+        subprocess.run([*daemon, "stop"], stdout=subprocess.DEVNULL)
 
 
 def main() -> None:
@@ -312,12 +314,7 @@ def main() -> None:
     parser.add_argument(
         "--poll-interval", type=float, default=5.0, help="seconds between polls (default 5)"
     )
-    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.worker:
-        worker_main(args.n, args.out, args.poll_interval)
-        return
     print(f"machine: {describe()}", flush=True)
     figures = bench(args.n, args.timeout, args.poll_interval)
     if args.json:

@@ -1,6 +1,7 @@
 """What every bench needs: the line it prints first (the machine its figures were measured
-on), the machine's busy CPU time (read before and after a run), and a profile of its own
-to measure in.
+on), the machine's busy CPU time (read before and after a run), a profile of its own
+to measure in, and, for the benches on SSH, the loopback sshd of ``scripts/services`` and
+a computer on it.
 
 Benches run as scripts (``python bench/NAME.py``), so this directory is on ``sys.path`` and
 ``from machine import bench_profile, describe`` works from any of them.
@@ -20,10 +21,13 @@ import tempfile
 import uuid
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 VEGLIA = str(Path(sys.executable).parent / "veglia")
 PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
 BROKER_URL = "amqp://guest:guest@127.0.0.1:5672/"
+#: Where ``scripts/services`` writes the addresses of the services it started.
+SERVICES_ENV = Path(os.environ.get("VEGLIA_SERVICES_ENV", "/var/lib/veglia-services/services.env"))
 
 
 def cpu_model() -> str:
@@ -125,3 +129,82 @@ def _postgres(statement: str) -> None:
 
     with psycopg.connect(PG_ADMIN, autocommit=True) as connection:
         connection.execute(statement)
+
+
+def services_env() -> dict[str, str]:
+    """The ``NAME=value`` lines ``scripts/services`` wrote (the SSH_* ones name its sshd)."""
+    try:
+        text = SERVICES_ENV.read_text()
+    except OSError as exc:
+        sys.exit(
+            f"{SERVICES_ENV} cannot be read ({exc.strerror}): start the services with "
+            "`bash scripts/services`, or name their file with VEGLIA_SERVICES_ENV."
+        )
+    return dict(line.strip().split("=", 1) for line in text.splitlines() if "=" in line)
+
+
+def ssh_params(env: Mapping[str, str]) -> dict[str, Any]:
+    """How core.ssh connects to the loopback sshd of ``scripts/services`` (on host
+    ``env["SSH_HOST"]``), ``env`` being :func:`services_env`: as its user, with its key alone."""
+    return {
+        "port": int(env["SSH_PORT"]),
+        "username": env["SSH_USER"],
+        "key_filename": env["SSH_KEY"],
+        "known_hosts": env["SSH_KNOWN_HOSTS"],
+        "look_for_keys": False,
+        "allow_agent": False,
+    }
+
+
+@contextlib.contextmanager
+def ssh_computer(poll_interval: float, label: str = "ssh") -> Iterator[Any]:
+    """A computer ``label`` on the loopback sshd of ``scripts/services`` (core.ssh +
+    core.direct, polled every ``poll_interval`` seconds), stored in the loaded profile for
+    the ``with`` block; its jobs (and the guards' heartbeat) are in a work directory of this
+    run's own under the SSH user's home.
+
+    At the end, through the computer's own transport and scheduler, the jobs of its
+    processes that have not ended (the bench's, left running: stop the daemon first) are
+    cancelled by the job ids their nodes recorded, and the work directory is removed: this
+    run's jobs and files, never another's.
+    """
+    # Lazy: veglia is imported only once VEGLIA_HOME names the bench's home.
+    from veglia import orm
+
+    env = services_env()
+    workdir = f"{env['SSH_USER_HOME']}/veglia-bench-{uuid.uuid4().hex[:8]}"
+    computer = orm.Computer(
+        label=label,
+        hostname=env["SSH_HOST"],
+        transport_type="core.ssh",
+        scheduler_type="core.direct",
+        properties={
+            "workdir": workdir,
+            "minimum_poll_interval": poll_interval,
+            "safe_interval": 1.0,
+            # Not the default under the user's home, which no run would remove.
+            "guard_heartbeat": f"{workdir}/guard-heartbeat",
+        },
+    ).store()
+    computer.configure(**ssh_params(env))
+    try:
+        yield computer
+    finally:
+        _cancel_jobs_and_remove(computer, workdir)
+
+
+def _cancel_jobs_and_remove(computer: Any, workdir: str) -> None:
+    from veglia.orm.loading import load_node
+    from veglia.orm.queries import processes_on_computer
+
+    job_ids = [load_node(pk).job_id for pk, _, _ in processes_on_computer(computer.pk)]
+    scheduler = computer.get_scheduler()
+    # One shell reads every cancel: one round trip, and no limit on a command's length.
+    cancels = "\n".join(scheduler.kill_command(job_id) for job_id in job_ids if job_id)
+    with computer.get_transport() as transport:
+        if cancels:
+            # bash, as the transport runs every command: scheduler commands are written for it.
+            _, _, err = transport.exec_command("bash", stdin=cancels.encode(), timeout=600)
+            if err.strip():  # a job gone already, or one left running: say which
+                print(f"cancelling the jobs on {computer.label}: {err.strip()}", file=sys.stderr)
+        transport.rmtree(workdir)

@@ -35,20 +35,14 @@ Where the time went (CPU, measured in process on the loaded 2-core machine, 1000
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
-import signal
 import subprocess
-import sys
 import time
-import uuid
 from pathlib import Path
 
-from machine import bench_profile, describe
+from machine import VEGLIA, bench_profile, describe, ssh_computer
 
-VEGLIA = str(Path(sys.executable).parent / "veglia")
-SERVICES_ENV = Path(os.environ.get("VEGLIA_SERVICES_ENV", "/var/lib/veglia-services/services.env"))
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -76,10 +70,8 @@ def main() -> None:
     )
     args = parser.parse_args()
     print(f"machine: {describe()}")
-    env = dict(line.split("=", 1) for line in SERVICES_ENV.read_text().split() if "=" in line)
-    workdir = f"{env['SSH_USER_HOME']}/veglia-monscale-{uuid.uuid4().hex[:8]}"
     nodes: list = []
-    with bench_profile():
+    with bench_profile(), ssh_computer(args.poll_interval):
         try:
             import veglia
             from veglia import engine, orm
@@ -87,25 +79,6 @@ def main() -> None:
             from veglia.entry_points import CalculationFactory
 
             profile = veglia.load_profile("bench")
-            computer = orm.Computer(
-                label="ssh",
-                hostname=env["SSH_HOST"],
-                transport_type="core.ssh",
-                scheduler_type="core.direct",
-                properties={
-                    "workdir": workdir,
-                    "minimum_poll_interval": args.poll_interval,
-                    "safe_interval": 1.0,
-                },
-            ).store()
-            computer.configure(
-                port=int(env["SSH_PORT"]),
-                username=env["SSH_USER"],
-                key_filename=env["SSH_KEY"],
-                known_hosts=env["SSH_KNOWN_HOSTS"],
-                look_for_keys=False,
-                allow_agent=False,
-            )
             subprocess.run([VEGLIA, "daemon", "start", "1"], check=True, stdout=subprocess.DEVNULL)
             shell = CalculationFactory("core.shell")
             start = time.monotonic()
@@ -146,13 +119,9 @@ def main() -> None:
             after, cpu_after = sample()
             _report(args, before, after, cpu_after - cpu_before)
         finally:
+            # Before ssh_computer cancels the jobs: the daemon would see them end and fetch
+            # their files, for nothing.
             subprocess.run([VEGLIA, "-p", "bench", "daemon", "stop"], stdout=subprocess.DEVNULL)
-            for node in nodes:  # the jobs' process groups (core.direct), by their ids
-                job_id = node.refresh().job_id if node.pk else None
-                if job_id:
-                    with contextlib.suppress(ProcessLookupError, PermissionError, ValueError):
-                        os.killpg(int(job_id), signal.SIGTERM)
-            subprocess.run(["rm", "-rf", workdir])
 
 
 def _report(args: argparse.Namespace, before: dict, after: dict, cpu: float) -> None:

@@ -14,16 +14,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
-from machine import bench_profile, describe
-
-VEGLIA = str(Path(sys.executable).parent / "veglia")
-SERVICES_ENV = Path(os.environ.get("VEGLIA_SERVICES_ENV", "/var/lib/veglia-services/services.env"))
+from machine import VEGLIA, bench_profile, describe, ssh_computer
 
 
 def _rss_mb(pid: int, field: str = "VmRSS") -> float:
@@ -41,8 +36,7 @@ def main() -> None:
     parser.add_argument("--monitors", action="store_true", help="Attach 2 monitors to each job.")
     args = parser.parse_args()
     print(f"machine: {describe()}")
-    env = dict(line.split("=", 1) for line in SERVICES_ENV.read_text().split() if "=" in line)
-    with bench_profile():
+    with bench_profile(), ssh_computer(args.poll_interval):
         try:
             import veglia
             from veglia import engine, orm
@@ -50,25 +44,6 @@ def main() -> None:
             from veglia.entry_points import CalculationFactory
 
             profile = veglia.load_profile("bench")
-            computer = orm.Computer(
-                label="ssh",
-                hostname=env["SSH_HOST"],
-                transport_type="core.ssh",
-                scheduler_type="core.direct",
-                properties={
-                    "workdir": f"{env['SSH_USER_HOME']}/veglia-bench",
-                    "minimum_poll_interval": args.poll_interval,
-                    "safe_interval": 1.0,
-                },
-            ).store()
-            computer.configure(
-                port=int(env["SSH_PORT"]),
-                username=env["SSH_USER"],
-                key_filename=env["SSH_KEY"],
-                known_hosts=env["SSH_KNOWN_HOSTS"],
-                look_for_keys=False,
-                allow_agent=False,
-            )
             subprocess.run([VEGLIA, "daemon", "start", "1"], check=True, stdout=subprocess.DEVNULL)
             shell = CalculationFactory("core.shell")
             start = time.monotonic()
@@ -122,11 +97,9 @@ def main() -> None:
                 f"{after['active']} active processes"
             )
         finally:
+            # Before ssh_computer cancels the jobs: the daemon would see them end and fetch
+            # their files, for nothing.
             subprocess.run([VEGLIA, "-p", "bench", "daemon", "stop"], stdout=subprocess.DEVNULL)
-            subprocess.run(["pkill", "-u", env.get("SSH_USER", "vegliatest"), "-f", "sleep 100000"])
-            subprocess.run(
-                ["rm", "-rf", f"{env.get('SSH_USER_HOME', '/nonexistent')}/veglia-bench"]
-            )
 
 
 if __name__ == "__main__":

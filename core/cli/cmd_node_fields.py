@@ -5,7 +5,8 @@ description) changed."""
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Callable
+from typing import Any, cast
 
 import click
 
@@ -42,6 +43,9 @@ def _check_format(_ctx: click.Context, _param: click.Parameter, value: str) -> s
     return value
 
 
+_identifiers_argument = click.argument(
+    "identifiers", nargs=-1, required=True, metavar="PK...", shell_complete=complete_node_pks
+)
 _identifier_option = click.option(
     "-i",
     "--identifier",
@@ -91,31 +95,6 @@ def _print_dicts(
         click.echo(_json(values))
 
 
-@click.command("attributes")
-@click.argument(
-    "identifiers", nargs=-1, required=True, metavar="PK...", shell_complete=complete_node_pks
-)
-@click.option("-k", "--key", "keys", multiple=True, help="Only this attribute (repeatable).")
-@_identifier_option
-@_format_option
-@click.option("-r", "--raw", is_flag=True, help="One JSON list of every node, for scripts.")
-@pass_state
-def node_attributes(
-    state: CliState,
-    identifiers: tuple[str, ...],
-    keys: tuple[str, ...],
-    identifier: str,
-    fmt: str,
-    raw: bool,
-) -> None:
-    """Print the attributes of each node PK (or UUID) as JSON.
-
-    Attributes are part of the provenance: they never change once a node is stored.
-    """
-    state.profile  # noqa: B018 -- load the chosen profile
-    _print_dicts(_nodes(identifiers), keys, "attributes", identifier, raw)
-
-
 def _key_value(_ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]) -> Any:
     pairs = []
     for text in values:
@@ -130,45 +109,12 @@ def _key_value(_ctx: click.Context, _param: click.Parameter, values: tuple[str, 
     return pairs
 
 
-@click.command("extras")
-@click.argument(
-    "identifiers", nargs=-1, required=True, metavar="PK...", shell_complete=complete_node_pks
-)
-@click.option("-k", "--key", "keys", multiple=True, help="Only this extra (repeatable).")
-@click.option(
-    "-s",
-    "--set",
-    "to_set",
-    multiple=True,
-    metavar="KEY=VALUE",
-    callback=_key_value,
-    help="Set an extra of each node (VALUE as JSON, else as text); repeatable.",
-)
-@click.option("-d", "--delete", "to_delete", multiple=True, metavar="KEY", help="Remove one.")
-@_identifier_option
-@_format_option
-@click.option("-r", "--raw", is_flag=True, help="One JSON list of every node, for scripts.")
-@pass_state
-def node_extras(
-    state: CliState,
-    identifiers: tuple[str, ...],
-    keys: tuple[str, ...],
-    to_set: list[tuple[str, Any]],
-    to_delete: tuple[str, ...],
-    identifier: str,
-    fmt: str,
-    raw: bool,
-) -> None:
-    """Print the extras of each node PK (or UUID) as JSON, or change them.
-
-    Extras are your notes on a node (tags, scores): unlike attributes, they may change at
-    any time.
-    """
-    state.profile  # noqa: B018
-    nodes = _nodes(identifiers)
+def _change_extras(
+    nodes: list[Node], to_set: list[tuple[str, Any]], to_delete: tuple[str, ...]
+) -> str | None:
+    """Set and remove extras of each node; what was done, or None when nothing was asked."""
     if not to_set and not to_delete:
-        _print_dicts(nodes, keys, "extras", identifier, raw)
-        return
+        return None
     for node in nodes:
         for key, value in to_set:
             node.set_extra(key, value)
@@ -176,7 +122,86 @@ def node_extras(
             node.delete_extra(key)
     done = [f"set {', '.join(key for key, _ in to_set)}"] if to_set else []
     done += [f"removed {', '.join(to_delete)}"] if to_delete else []
-    echo_success(f"Extras of {_plural(len(nodes), 'node')}: {'; '.join(done)}.")
+    return f"Extras of {_plural(len(nodes), 'node')}: {'; '.join(done)}."
+
+
+_Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
+
+
+def _dict_command(
+    what: str,
+    help_text: str,
+    change_options: tuple[_Decorator, ...] = (),
+    change: Callable[..., str | None] | None = None,
+) -> click.Command:
+    """The command that prints ``what`` (attributes or extras) of nodes as JSON. With
+    ``change_options``, ``change(nodes, **their values)`` changes them instead, and says
+    what it did; it returns None when none was given, and the values are printed."""
+
+    def command(
+        state: CliState,
+        identifiers: tuple[str, ...],
+        keys: tuple[str, ...],
+        identifier: str,
+        fmt: str,
+        raw: bool,
+        **changes: Any,
+    ) -> None:
+        state.profile  # noqa: B018 -- load the chosen profile
+        nodes = _nodes(identifiers)
+        said = change(nodes, **changes) if change is not None else None
+        if said is None:
+            _print_dicts(nodes, keys, what, identifier, raw)
+        else:
+            echo_success(said)
+
+    decorators: list[_Decorator] = [
+        click.command(what, help=help_text),
+        _identifiers_argument,
+        click.option(
+            "-k", "--key", "keys", multiple=True, help=f"Only this {what[:-1]} (repeatable)."
+        ),
+        *change_options,
+        _identifier_option,
+        _format_option,
+        click.option("-r", "--raw", is_flag=True, help="One JSON list of every node, for scripts."),
+        pass_state,
+    ]
+    for decorator in reversed(decorators):  # as they would be written above ``command``
+        command = decorator(command)
+    return cast(click.Command, command)
+
+
+node_attributes = _dict_command(
+    "attributes",
+    """Print the attributes of each node PK (or UUID) as JSON.
+
+    Attributes are part of the provenance: they never change once a node is stored.
+    """,
+)
+node_extras = _dict_command(
+    "extras",
+    """Print the extras of each node PK (or UUID) as JSON, or change them.
+
+    Extras are your notes on a node (tags, scores): unlike attributes, they may change at
+    any time.
+    """,
+    (
+        click.option(
+            "-s",
+            "--set",
+            "to_set",
+            multiple=True,
+            metavar="KEY=VALUE",
+            callback=_key_value,
+            help="Set an extra of each node (VALUE as JSON, else as text); repeatable.",
+        ),
+        click.option(
+            "-d", "--delete", "to_delete", multiple=True, metavar="KEY", help="Remove one."
+        ),
+    ),
+    _change_extras,
+)
 
 
 # -- label and description -------------------------------------------------------------------
@@ -210,9 +235,7 @@ def _field_command(
     names its --set option ``verdi_flag``/``--WHAT``."""
 
     @click.command(what, help=help_text)
-    @click.argument(
-        "identifiers", nargs=-1, required=True, metavar="PK...", shell_complete=complete_node_pks
-    )
+    @_identifiers_argument
     @click.option("-s", "--set", "new", metavar=metavar, help=set_help)
     @click.option(verdi_flag, f"--{what}", "verdi_new", hidden=True)  # verdi's name of --set
     @raw_option
