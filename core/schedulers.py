@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from veglia.exceptions import SchedulerError, SchedulerSubmitError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from veglia.transports import Transport
 
 __all__ = [
@@ -243,11 +245,34 @@ class Scheduler(ABC):
     def joblist_command(self, job_ids: list[str] | None = None, user: str | None = None) -> str:
         """The command line that lists the given jobs (or all jobs of ``user``)."""
 
+    #: How many ids a list command carries on its line at most. The line reaches the batch
+    #: system's computer as one argument of its shell, which Linux caps at 128 kB (about
+    #: 15,000 ids); past this many, a scheduler whose ``joblist_input`` returns
+    #: :meth:`ids_input` leaves them off the line and reads them on standard input.
+    IDS_ON_THE_LINE: int = 1000
+
     def joblist_input(self, job_ids: list[str]) -> bytes | None:
-        """What the list command for ``job_ids`` reads on its standard input; None: nothing.
-        A batch system whose command would pass the length of one argument (128 kB on
-        Linux: about 15,000 ids) with all ids on the line takes them here instead."""
+        """What the list command for ``job_ids`` reads on its standard input; None: nothing,
+        the default. A scheduler whose list command could grow past what one argument holds
+        returns :meth:`ids_input` here and writes a command reading them past
+        ``IDS_ON_THE_LINE`` (:meth:`ids_not_listed` helps)."""
         return None
+
+    def ids_input(self, job_ids: list[str], check: Callable[[str], str]) -> bytes | None:
+        """For ``joblist_input``: past ``IDS_ON_THE_LINE`` ids, ``job_ids`` one a line, each
+        passed through ``check`` (the scheduler's id check, as they reach a shell); None up
+        to that many, which go on the command line."""
+        if len(job_ids) <= self.IDS_ON_THE_LINE:
+            return None
+        return "".join(f"{check(job_id)}\n" for job_id in job_ids).encode()
+
+    @staticmethod
+    def ids_not_listed(listed: str) -> str:
+        """A bash pipeline printing, one a line, the ids in ``$ids`` (read with
+        ``ids=$(cat)`` from :meth:`ids_input`) that the bash command ``listed`` does not
+        print as a whole line: one ``grep -vxF``, however many ids. A list command that
+        lists all of the user's jobs then asks the batch system about just these."""
+        return f'printf "%s\\n" $ids | grep -vxF -f <({listed})'
 
     @abstractmethod
     def parse_joblist_output(self, retval: int, stdout: str, stderr: str) -> list[JobInfo]:
@@ -316,10 +341,15 @@ class Scheduler(ABC):
         """
         if not job_ids:
             return {}
-        retval, stdout, stderr = transport.exec_command(
+        retval, stdout, stderr = self.run_joblist(transport, job_ids)
+        return {info.job_id: info for info in self.parse_joblist_output(retval, stdout, stderr)}
+
+    def run_joblist(self, transport: Transport, job_ids: list[str]) -> tuple[int, str, str]:
+        """The list command for ``job_ids`` run with its standard input: ``(exit code,
+        stdout, stderr)``. For a ``get_jobs`` of one's own, which then reads them."""
+        return transport.exec_command(
             self.joblist_command(job_ids), stdin=self.joblist_input(job_ids), timeout=120
         )
-        return {info.job_id: info for info in self.parse_joblist_output(retval, stdout, stderr)}
 
     def kill(self, transport: Transport, job_id: str) -> bool:
         retval, stdout, stderr = transport.exec_command(self.kill_command(job_id), timeout=120)

@@ -24,6 +24,8 @@ from veglia.schedulers import (
     SchedulerError,
     SchedulerSubmitError,
 )
+from veglia.testing import FakeTransport as SandboxTransport  # runs commands with bash
+from veglia_fixtures.fake_batch import fake_batch_command
 
 DATA = Path(__file__).parent / "data" / "schedulers" / "lsf"
 COMMANDS = {c["command"]: c for c in json.loads((DATA / "commands.json").read_text())["commands"]}
@@ -296,6 +298,94 @@ def test_the_list_command_runs_in_a_shell_as_one_format_argument(tmp_path):
         "4101",
         "4102",
     ]
+
+
+def test_past_the_ids_a_line_holds_they_go_on_stdin():
+    scheduler = LsfScheduler()
+    job_ids = [str(200000 + i) for i in range(20000)]
+    command = scheduler.joblist_command(job_ids)
+    assert command.startswith("ids=$(cat); ") and len(command) < 1000
+    assert "200000" not in command  # no id on the line
+    assert scheduler.joblist_input(job_ids) == "".join(f"{i}\n" for i in job_ids).encode()
+    assert scheduler.joblist_input(job_ids[:1000]) is None  # up to 1,000: on the line
+    assert scheduler.joblist_command(job_ids[:1000]).endswith(" 200998 200999")
+    with pytest.raises(SchedulerError, match="not an LSF job id"):
+        scheduler.joblist_input([*job_ids, "1;id"])
+
+
+def _fake_bjobs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A ``bjobs -a -noheader -o FORMAT [ID...]``: without ids the lines of ``listing.txt``
+    (the caller's jobs; "No job found", exit 255, when there are none), with ids each one's
+    line of ``known.json`` or, as LSF 10.1 does, "Job <N> is not found" on stderr and exit
+    255 (LSB_BJOBS_CONSISTENT_EXIT_CODE=Y); with a file ``down``, LSF's "LIM is down".
+    Each call's id count goes to ``calls.log``."""
+    return fake_batch_command(
+        tmp_path,
+        monkeypatch,
+        "bjobs",
+        ["-a", "-noheader", "-o", None],
+        "if (here / 'down').exists():\n"
+        "    sys.exit('Failed in an LSF library call: LIM is down; try later')\n"
+        "if not ids:\n"
+        "    listing = (here / 'listing.txt').read_text()\n"
+        "    sys.stdout.write(listing)\n"
+        "    sys.exit(0 if listing else 'No job found')\n"
+        "known = json.loads((here / 'known.json').read_text())\n"
+        "for i in ids:\n"
+        "    if i in known:\n"
+        "        print(known[i])\n"
+        "    else:\n"
+        "        print(f'Job <{i}> is not found', file=sys.stderr)\n"
+        "sys.exit(255 if set(ids) - set(known) else 0)\n",
+    )
+
+
+def test_a_poll_of_20000_ids_reads_as_on_the_line(tmp_path, monkeypatch):
+    """20,000 ids on stdin: bjobs lists the caller's jobs once, then is asked by id, 1,000
+    a call, about the ids it did not list; each id ends as when the ids are on the line:
+    listed with its state, or absent where bjobs says it is not found."""
+    recorded = (DATA / "bjobs_mixed.txt").read_text().splitlines()
+    job_ids = [str(200000 + i) for i in range(20000)]
+    forgotten = set(job_ids[7::10])  # past CLEAN_PERIOD: not found
+    left_out = set(job_ids[3::100])  # known by id, not in the listing
+    model = {i: recorded[n % len(recorded)].partition("|") for n, i in enumerate(job_ids)}
+    known = {i: f"{i}|{model[i][2]}" for i in job_ids if i not in forgotten}
+    others = {str(300000 + n): f"{300000 + n}|{recorded[0].partition('|')[2]}" for n in range(5)}
+    listing = [line for i, line in (known | others).items() if i not in left_out]
+    (tmp_path / "listing.txt").write_text("".join(f"{line}\n" for line in listing))
+    (tmp_path / "known.json").write_text(json.dumps(known | others))
+    calls = _fake_bjobs(tmp_path, monkeypatch)
+    scheduler = LsfScheduler()
+    with SandboxTransport(root=str(tmp_path / "computer")) as transport:
+        jobs = scheduler.get_jobs(transport, job_ids)
+        asked = [int(n) for n in calls.read_text().split()]
+        calls.unlink()
+        on_the_line = scheduler.get_jobs(transport, job_ids[:1000])
+    assert asked == [0] + [1000] * 2 + [len(forgotten | left_out) - 2000]
+    assert set(jobs) == set(known) | set(others)  # the forgotten ids are absent
+    assert {i: jobs[i] for i in on_the_line} == on_the_line
+    recorded_jobs = _jobs(0, "\n".join(recorded))
+    expected = {i: recorded_jobs[model[i][0]] for i in known}
+    assert {i: (j.state, j.failure, j.exit_code, j.title) for i, j in expected.items()} == {
+        i: (jobs[i].state, jobs[i].failure, jobs[i].exit_code, jobs[i].title) for i in known
+    }
+
+
+def test_past_the_ids_a_line_holds_a_failed_listing_fails_the_poll(tmp_path, monkeypatch):
+    job_ids = [str(200000 + i) for i in range(1500)]
+    (tmp_path / "known.json").write_text("{}")
+    (tmp_path / "listing.txt").write_text("")
+    calls = _fake_bjobs(tmp_path, monkeypatch)
+    scheduler = LsfScheduler()
+    with SandboxTransport(root=str(tmp_path / "computer")) as transport:
+        # "No job found" (exit 255) is an answer: every id is then asked for by id.
+        assert scheduler.get_jobs(transport, job_ids) == {}
+        assert [int(n) for n in calls.read_text().split()] == [0, 1000, 500]
+        calls.unlink()
+        (tmp_path / "down").touch()
+        with pytest.raises(SchedulerError, match="LIM is down"):
+            scheduler.get_jobs(transport, job_ids)
+    assert calls.read_text() == "0\n"  # mbatchd down: not asked 1,500 more times
 
 
 def test_bad_job_ids_never_reach_a_command_line():

@@ -15,6 +15,8 @@ import pytest
 from veglia.plugins.schedulers.pbspro import PbsProScheduler, TorqueScheduler, parse_qstat_full
 from veglia.plugins.schedulers.sge import SgeScheduler
 from veglia.schedulers import JobFailure, JobResources, JobState, JobTemplate, SchedulerError
+from veglia.testing import FakeTransport
+from veglia_fixtures.fake_batch import fake_batch_command
 
 DATA = Path(__file__).parent / "data" / "schedulers"
 
@@ -118,6 +120,84 @@ def test_pbs_commands_quote_array_ids_and_refuse_bad_ones():
     for bad in ("4097;reboot", "abc", "4097.pbs01 4098"):
         with pytest.raises(SchedulerError, match="not a PBS job id"):
             scheduler.kill_command(bad)
+
+
+def test_pbs_past_the_ids_a_line_holds_they_go_on_stdin():
+    scheduler = PbsProScheduler()
+    job_ids = [f"{100000 + i}.pbs01" for i in range(20000)] + ["4100[].pbs01"]
+    command = scheduler.joblist_command(job_ids)
+    assert command == "xargs -n 1000 qstat -f -x"  # no id on the line
+    assert scheduler.joblist_input(job_ids) == "".join(f"{i}\n" for i in job_ids).encode()
+    assert scheduler.joblist_input(job_ids[:1000]) is None  # up to 1,000: on the line
+    assert scheduler.joblist_command(job_ids[:1000]).startswith("qstat -f -x 100000.pbs01 ")
+    with pytest.raises(SchedulerError, match="not a PBS job id"):
+        scheduler.joblist_input([*job_ids, "1;reboot"])
+
+
+def _fake_qstat(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, known: dict[str, str]) -> Path:
+    """A ``qstat -f -x ID...`` printing the recorded record of its kind for each id it knows
+    (``known``: id -> a recorded job's id) and, as PBS Pro does, "Unknown Job Id" on stderr
+    and exit 153 for the others; each call's id count goes to ``calls.log``."""
+    recorded = (DATA / "pbspro" / "qstat_f_x.txt").read_text().strip().split("\n\n")
+    blocks = {block.splitlines()[0].removeprefix("Job Id: "): block for block in recorded}
+    (tmp_path / "known.json").write_text(json.dumps(known))
+    (tmp_path / "blocks.json").write_text(json.dumps(blocks))
+    return fake_batch_command(
+        tmp_path,
+        monkeypatch,
+        "qstat",
+        ["-f", "-x"],
+        "known = json.loads((here / 'known.json').read_text())\n"
+        "blocks = json.loads((here / 'blocks.json').read_text())\n"
+        "for i in ids:\n"
+        "    if i in known:\n"
+        "        kind = known[i]\n"
+        "        print(blocks[kind].replace(f'Job Id: {kind}', f'Job Id: {i}', 1) + '\\n')\n"
+        "    else:\n"
+        "        print(f'qstat: Unknown Job Id {i}', file=sys.stderr)\n"
+        "sys.exit(153 if set(ids) - set(known) else 0)\n",
+    )
+
+
+def test_pbs_a_poll_of_20000_ids_reads_as_on_the_line(tmp_path, monkeypatch):
+    """20,000 ids on stdin, qstat 1,000 a call: each id's record parsed as when the ids
+    are on the line, and the ids qstat does not know (expired history) absent as then."""
+    kinds = ["4097.pbs01", "4098.pbs01", "4090.pbs01", "4093.pbs01", "4095.pbs01"]
+    job_ids = [f"{100000 + i}.pbs01" for i in range(20000)]
+    unknown = set(job_ids[7::10])
+    known = {i: kinds[n % len(kinds)] for n, i in enumerate(job_ids) if i not in unknown}
+    calls = _fake_qstat(tmp_path, monkeypatch, known)
+    scheduler = PbsProScheduler()
+    with FakeTransport(root=str(tmp_path / "computer")) as transport:
+        jobs = scheduler.get_jobs(transport, job_ids)
+        assert len(transport.commands) == 1 and len(transport.commands[0]) < 100
+        assert [int(n) for n in calls.read_text().split()] == [1000] * 20
+        calls.unlink()
+        on_the_line = scheduler.get_jobs(transport, job_ids[:1000])
+    assert [int(n) for n in calls.read_text().split()] == [1000]
+    assert set(jobs) == set(known)  # the unknown ids are absent, as on the line
+    assert {i: jobs[i] for i in on_the_line} == on_the_line
+    recorded = {
+        i.job_id: i
+        for i in scheduler.parse_joblist_output(
+            0, (DATA / "pbspro" / "qstat_f_x.txt").read_text(), ""
+        )
+    }
+    expected = {i: recorded[kind] for i, kind in known.items()}
+    assert {i: (j.state, j.failure, j.exit_code, j.title) for i, j in expected.items()} == {
+        i: (jobs[i].state, jobs[i].failure, jobs[i].exit_code, jobs[i].title) for i in known
+    }
+    assert (jobs["100093.pbs01"].state, jobs["100093.pbs01"].failure) == (
+        JobState.DONE,
+        JobFailure.OUT_OF_MEMORY,
+    )
+    # Through xargs, a qstat that fails is still a failed poll, never a short list.
+    (tmp_path / "qstat").write_text(
+        "#!/bin/bash\necho 'qstat: cannot connect to server pbs01 (errno=111)' >&2; exit 255\n"
+    )
+    transport = FakeTransport(root=str(tmp_path / "computer"))
+    with transport, pytest.raises(SchedulerError, match="cannot connect to server pbs01"):
+        scheduler.get_jobs(transport, job_ids)
 
 
 def test_pbs_submit_and_kill_outputs():

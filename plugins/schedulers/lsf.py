@@ -299,11 +299,32 @@ class LsfScheduler(Scheduler):
     # -- list -----------------------------------------------------------------------------
     def joblist_command(self, job_ids: list[str] | None = None, user: str | None = None) -> str:
         """``bjobs -a`` (finished jobs included) in veglia's ``-o`` format, for the ids or
-        for all jobs of ``user`` (by default, of whoever runs it)."""
+        for all jobs of ``user`` (by default, of whoever runs it).
+
+        Past ``IDS_ON_THE_LINE`` ids the line would grow past what one argument may hold:
+        the ids come on standard input (``joblist_input``), bjobs lists all the caller's
+        jobs, and the ids it did not list are asked for by id, that many a call, so bjobs
+        itself says "Job <N> is not found" of those it no longer knows, as it does when all
+        are on the line. When the listing fails (mbatchd down), nothing more runs, and the
+        command exits with the listing's code; "No job found" (exit 0 or 255) is an answer.
+        """
         command = f'bjobs -a -noheader -o "{_FORMAT}"'
-        if job_ids:
-            return f"{command} {' '.join(_check_job_id(job_id) for job_id in job_ids)}"
-        return f"{command} -u {shlex.quote(user)}" if user else command
+        if not job_ids:
+            return f"{command} -u {shlex.quote(user)}" if user else command
+        ids = [_check_job_id(job_id) for job_id in job_ids]
+        if len(ids) <= self.IDS_ON_THE_LINE:
+            return f"{command} {' '.join(ids)}"
+        listed = 'printf "%s\\n" "$l" | cut -s -d\'|\' -f1'
+        # bjobs reads from /dev/null: the loop's standard input is the ids still to ask.
+        return (
+            f'ids=$(cat); l=$({command} 2>&1); rc=$?; printf "%s\\n" "$l"; '
+            f'[ $rc -eq 0 ] || [[ $l == *"job found"* ]] || exit $rc; '
+            f"{self.ids_not_listed(listed)} | xargs -r -n {self.IDS_ON_THE_LINE} | "
+            f"while read -r j; do {command} $j </dev/null; done"
+        )
+
+    def joblist_input(self, job_ids: list[str]) -> bytes | None:
+        return self.ids_input(job_ids, _check_job_id)
 
     def parse_joblist_output(self, retval: int, stdout: str, stderr: str) -> list[JobInfo]:
         return self._parse_joblist(retval, stdout, stderr)[0]
@@ -349,7 +370,7 @@ class LsfScheduler(Scheduler):
         found". Silence about a job is an error rather than its end."""
         if not job_ids:
             return {}
-        retval, stdout, stderr = transport.exec_command(self.joblist_command(job_ids), timeout=120)
+        retval, stdout, stderr = self.run_joblist(transport, job_ids)
         infos, unknown = self._parse_joblist(retval, stdout, stderr)
         jobs = {info.job_id: info for info in infos}
         silent = [job_id for job_id in job_ids if job_id not in jobs and job_id not in unknown]

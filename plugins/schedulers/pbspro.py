@@ -246,11 +246,27 @@ class PbsProScheduler(Scheduler):
     # -- list -----------------------------------------------------------------------------
     def joblist_command(self, job_ids: list[str] | None = None, user: str | None = None) -> str:
         """``qstat -f -x`` for the ids (finished ones included); for a user, the ids come
-        from ``qselect -x -u``, since ``qstat -f`` cannot filter by user itself."""
-        if job_ids:
-            return "qstat -f -x " + " ".join(shlex.quote(_check_job_id(i)) for i in job_ids)
-        who = shlex.quote(user) if user else '"$(whoami)"'
-        return f'ids=$(qselect -x -u {who}) && if [ -n "$ids" ]; then qstat -f -x $ids; fi'
+        from ``qselect -x -u``, since ``qstat -f`` cannot filter by user itself.
+
+        Past ``IDS_ON_THE_LINE`` ids the line would grow past what one argument may hold:
+        the ids come on standard input (``joblist_input``) and ``xargs`` hands them to
+        ``qstat -f -x`` as many a call, so each id gets the answer it gets on the line (an
+        unknown one "Unknown Job Id"; GNU xargs exits 123 where a qstat exited other than 0
+        or 255, and on a 255 stops with a message of its own: a failed poll). The ids are
+        not matched against a listing of the user's jobs, as SLURM's are: ``qstat -f`` takes
+        no ``-u``, and qstat(1B) says a job that peer scheduling moved to another server
+        appears only when asked for by id; missing from a listing, it would count as ended.
+        """
+        if not job_ids:
+            who = shlex.quote(user) if user else '"$(whoami)"'
+            return f'ids=$(qselect -x -u {who}) && if [ -n "$ids" ]; then qstat -f -x $ids; fi'
+        ids = [_check_job_id(job_id) for job_id in job_ids]
+        if len(ids) > self.IDS_ON_THE_LINE:
+            return f"xargs -n {self.IDS_ON_THE_LINE} qstat -f -x"
+        return "qstat -f -x " + " ".join(shlex.quote(job_id) for job_id in ids)
+
+    def joblist_input(self, job_ids: list[str]) -> bytes | None:
+        return self.ids_input(job_ids, _check_job_id)
 
     def parse_joblist_output(self, retval: int, stdout: str, stderr: str) -> list[JobInfo]:
         # qstat exits nonzero when any id is unknown (history expired) but lists the others.

@@ -235,7 +235,7 @@ class SlurmScheduler(Scheduler):
             f'echo "{_MARKER}squeue rc=$rc"; printf "%s\\n" "$q"; '
             f'if [ $rc -eq 0 ] || [[ $q == *"{_INVALID_ID}"* ]]; then a=; '
             f"f='JobState=({finished})( |$)'; "
-            f'for id in $(printf "%s\\n" $ids | grep -vxF -f <({listed})); do '
+            f"for id in $({self.ids_not_listed(listed)}); do "
             f's=$(scontrol --oneliner --details show job "$id" 2>&1); c=$?; '
             f'echo "{_MARKER}scontrol $id rc=$c"; printf "%s\\n" "$s"; '
             f'if [[ $s =~ $f || ( $c -ne 0 && $s == *"{_INVALID_ID}"* ) ]]; then a="$a $id"; fi; '
@@ -245,13 +245,8 @@ class SlurmScheduler(Scheduler):
             f'echo "{_MARKER}sacct rc=$?"; printf "%s\\n" "$t"; done; fi'
         )
 
-    #: Ids past which the list command takes them on standard input (see joblist_command).
-    IDS_ON_THE_LINE = 1000
-
     def joblist_input(self, job_ids: list[str]) -> bytes | None:
-        if len(job_ids) <= self.IDS_ON_THE_LINE:
-            return None
-        return "\n".join(_check_job_id(job_id) for job_id in job_ids).encode() + b"\n"
+        return self.ids_input(job_ids, _check_job_id)
 
     def parse_joblist_output(self, retval: int, stdout: str, stderr: str) -> list[JobInfo]:
         sections: list[tuple[str, int, list[str]]] = []

@@ -597,8 +597,9 @@ class Worker:
 def _log_task_stacks() -> None:
     """On SIGUSR1: every task of the worker's loop and where it waits, in the daemon log.
     What a process stuck in a live worker waits for, which no thread dump shows."""
+    tasks = asyncio.all_tasks()
     lines = []
-    for task in asyncio.all_tasks():
+    for task in tasks:
         lines.append(f"{task.get_name()} waits for {task._fut_waiter!r}:")  # type: ignore[attr-defined]
         awaited: Any = task.get_coro()
         while awaited is not None:  # down the chain of awaits, where the task is now
@@ -607,4 +608,4 @@ def _log_task_stacks() -> None:
                 code = frame.f_code
                 lines.append(f"  {code.co_filename}:{frame.f_lineno} {code.co_name}")
             awaited = getattr(awaited, "cr_await", None) or getattr(awaited, "gi_yieldfrom", None)
-    LOGGER.warning("%d tasks (SIGUSR1)\n%s", len(asyncio.all_tasks()), "\n".join(lines))
+    LOGGER.warning("%d tasks (SIGUSR1)\n%s", len(tasks), "\n".join(lines))
