@@ -257,8 +257,9 @@ def process_list(
         return
     tree_column = names.index("process_type") if "process_type" in names else 0
     table = []
+    formats = [PROCESS_LIST_COLUMNS[name].value if raw else _cell(name) for name in names]
     for row, depth in as_tree(rows):
-        cells = [(PROCESS_LIST_COLUMNS[name].value if raw else _cell(name))(row) for name in names]
+        cells = [cell(row) for cell in formats]
         if depth and not raw:
             cells[tree_column] = f"{'   ' * (depth - 1)}└─ {cells[tree_column]}"
         table.append(cells)

@@ -180,21 +180,34 @@ def _print_plain(columns: Sequence[str], rows: list[list[str]], width: int | Non
     columns), without rich's cost per cell (10 s for 18,000 rows of ``process list``); False,
     printing nothing, when it does not fit in ``width`` (None: any width fits)."""
     widths = [cell_len(header) for header in columns]
+    # Measured once per cell: most are ASCII, whose width is their length.
+    lengths = []
     for row in rows:
+        row_lengths = []
         for index, cell in enumerate(row):
             if "\n" in cell:
                 return False
-            widths[index] = max(widths[index], cell_len(cell))
+            length = len(cell) if cell.isascii() else cell_len(cell)
+            row_lengths.append(length)
+            if length > widths[index]:
+                widths[index] = length
+        lengths.append(row_lengths)
     if width is not None and sum(widths) + 2 * (len(widths) - 1) > width:
         return False
 
-    def line(cells: Sequence[str]) -> str:
+    def line(cells: Sequence[str], cell_lengths: Sequence[int]) -> str:
         return "  ".join(
-            cell + " " * (width - cell_len(cell)) for cell, width in zip(cells, widths, strict=True)
+            cell + " " * (room - length)
+            for cell, length, room in zip(cells, cell_lengths, widths, strict=True)
         )
 
-    console.print(Text(line(columns), style="bold"), soft_wrap=True)
-    console.file.write("".join(line(row) + "\n" for row in rows))
+    header = line(columns, [cell_len(column) for column in columns])
+    console.print(Text(header, style="bold"), soft_wrap=True)
+    console.file.write(
+        "".join(
+            line(row, row_lengths) + "\n" for row, row_lengths in zip(rows, lengths, strict=True)
+        )
+    )
     console.file.flush()
     return True
 
