@@ -122,7 +122,9 @@ def drive(n: int, out: str, interval: float) -> None:
     def run() -> None:
         try:
             time.sleep(3)
-            report(phase="idle", rss_mb=rss_mb())
+            census = os.environ.get("VEGLIA_BENCH_CENSUS")
+            before = _census() if census else None
+            report(phase="idle", rss_mb=rss_mb(), blocks=sys.getallocatedblocks())
             tracing = os.environ.get("VEGLIA_BENCH_TRACEMALLOC")
             if tracing:
                 import tracemalloc
@@ -139,9 +141,27 @@ def drive(n: int, out: str, interval: float) -> None:
                         handle.write(f"{size:.0f} B a job, {count} blocks\n")
                         handle.write("\n".join(stat.traceback.format()[-12:]) + "\n\n")
             held_at = time.monotonic()
+            if before is not None:
+                grown = _census() - before
+                with open("/tmp/veglia-dehydrated-census.txt", "w") as handle:
+                    for name, count in grown.most_common(40):
+                        handle.write(f"{count / n:8.2f} a job  {name}\n")
+                    handle.write(f"RSS before a trim {rss_mb():.1f} MB\n")
+                    from veglia.engine.daemon.worker import _return_free_memory
+
+                    _return_free_memory()
+                    handle.write(f"RSS after a trim {rss_mb():.1f} MB\n")
+                    handle.flush()
+                    saved = os.dup(2)
+                    os.dup2(handle.fileno(), 2)
+                    try:
+                        sys._debugmallocstats()
+                    finally:
+                        os.dup2(saved, 2)
             report(
                 phase="held",
                 rss_mb=rss_mb(),
+                blocks=sys.getallocatedblocks(),
                 live=len(runner.local_processes),
                 cluster_mb=_deep_size(cluster.jobs, cluster.submitted, cluster._submissions)
                 / 2**20,
@@ -162,6 +182,14 @@ def drive(n: int, out: str, interval: float) -> None:
             report(phase="error", error=repr(exc))
 
     threading.Thread(target=run, daemon=True, name="veglia-bench-driver").start()
+
+
+def _census() -> collections.Counter[str]:
+    """How many objects of each type the collector tracks, after a full collection."""
+    import gc
+
+    gc.collect()
+    return collections.Counter(type(item).__qualname__ for item in gc.get_objects())
 
 
 def _deep_size(*roots: object) -> int:
@@ -292,6 +320,9 @@ def _bench(home: Path, n: int, timeout: float, interval: float) -> dict:
             "live_when_held": held["live"],
             "cluster_mb": held["cluster_mb"],
             "kb_per_job": (held["rss_mb"] - idle["rss_mb"] - held["cluster_mb"]) * 1024 / n,
+            # Python's allocator blocks in use (cluster included): what a job keeps, beside
+            # the RSS that free but unreturned pages add.
+            "blocks_per_job": (held["blocks"] - idle["blocks"]) / n,
             "queries_in_window": polled["queries"],
             "window_seconds": polled["seconds"],
             "ids_per_query": sorted(set(polled["sizes"])),
@@ -330,6 +361,7 @@ def main() -> None:
         f"  worker idle {f['worker_idle_mb']:.0f} MB; holding all {f['jobs']}: "
         f"{f['worker_held_mb']:.0f} MB, of which the fake cluster's jobs "
         f"{f['cluster_mb']:.0f} MB: {f['kb_per_job']:.2f} kB a job over idle "
+        f"({f['blocks_per_job']:.0f} allocator blocks a job) "
         f"({f['live_when_held']} live)"
     )
     print(

@@ -104,7 +104,7 @@ class JobTemplate:
     shebang: str = "#!/bin/bash"
 
 
-@dataclass
+@dataclass(slots=True)
 class JobInfo:
     """One job as the batch system reports it."""
 
