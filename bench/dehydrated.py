@@ -19,10 +19,11 @@ with this module installed as a plugin beside the fake transport and scheduler: 
 5. the cluster finishes every job at once; the bench times until all have ended (``end``,
    jobs per second), the worker waking them ``daemon.worker_prefetch`` at a time.
 
-    python bench/dehydrated.py              # 100,000 jobs (about half an hour)
+    python bench/dehydrated.py              # 100,000 jobs (about 45 minutes)
     python bench/dehydrated.py -n 2000      # a shorter run
     python bench/dehydrated.py -n 100 --poll-interval 1   # the smoke run of .ci/run
     VEGLIA_BENCH_TRACEMALLOC=12 python bench/dehydrated.py -n 3000   # what a job keeps
+    VEGLIA_BENCH_CENSUS=1 python bench/dehydrated.py -n 5000        # its objects, pymalloc arenas
 
 Targets (issue #35): 100,000 waiting jobs under 400 MB resident (about 3 kB a job over the
 idle worker), every one polled every interval, all ending at no less throughput than
