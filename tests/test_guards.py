@@ -195,7 +195,8 @@ def test_a_fresh_heartbeat_quiets_the_guards_but_not_the_wall_time(tmp_path: Pat
     heard = int((tmp_path / "heartbeat").stat().st_mtime)
     status, took = run_job(tmp_path)
     assert status == 143
-    assert 3 <= took < 3 + 2 * INTERVAL + 1
+    # The guards' clock counts whole seconds: "3 s" may be 2.0 s in real time.
+    assert 2 <= took < 3 + 2 * INTERVAL + 1
     got = record(tmp_path)
     assert got["monitor"] == "time" and got["entry_point"] == "core.walltime_guard"
     assert got["message"] in (
