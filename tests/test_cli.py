@@ -180,11 +180,12 @@ def test_outdated_schema_is_reported_and_migrated(run_cli, veglia_home):
         for index in ("ix_nodes_cache_hash", "ix_nodes_similarity_key", "ix_nodes_mtime"):
             connection.execute(f"DROP INDEX {index}")
         connection.execute("ALTER TABLE codes DROP COLUMN hidden")  # 0012
+        connection.execute("DROP INDEX ix_nodes_cancel_pending")  # 0013
     status = run_cli("status")
     assert status.exit_code == 1 and "veglia storage migrate" in status.stdout
-    assert "at schema 0001; this release needs 0012" in status.stdout
+    assert "at schema 0001; this release needs 0013" in status.stdout
     migrated = run_cli("storage", "migrate")
-    assert migrated.exit_code == 0 and "from 0001 to 0012" in migrated.stdout
+    assert migrated.exit_code == 0 and "from 0001 to 0013" in migrated.stdout
     assert "Migrated the tables of plugin 'core.tower' from absent to 0001" in migrated.stdout
     assert run_cli("status").exit_code == 0
 
@@ -203,6 +204,7 @@ def test_a_profile_of_the_release_before_keeps_its_outbox_through_storage_migrat
         connection.execute("UPDATE alembic_version SET version_num = '0010'")
         connection.execute("DROP TABLE alembic_version_tower")
         connection.execute("ALTER TABLE codes DROP COLUMN hidden")  # 0012
+        connection.execute("DROP INDEX ix_nodes_cancel_pending")  # 0013
         for task in range(1, 8):
             connection.execute(
                 "INSERT INTO report_outbox (reporter, run_key, kind, task_id, attempt, payload,"
@@ -215,10 +217,10 @@ def test_a_profile_of_the_release_before_keeps_its_outbox_through_storage_migrat
             "VALUES ('tower', 'run-1', 'begun', '{}')"
         )
     status = run_cli("status")
-    assert status.exit_code == 1 and "at schema 0010; this release needs 0012" in status.stdout
+    assert status.exit_code == 1 and "at schema 0010; this release needs 0013" in status.stdout
     migrated = run_cli("storage", "migrate")
     assert migrated.exit_code == 0, migrated.output
-    assert "from 0010 to 0012" in migrated.stdout
+    assert "from 0010 to 0013" in migrated.stdout
     assert "Migrated the tables of plugin 'core.tower' from absent to 0001" in migrated.stdout
     assert run_cli("status").exit_code == 0
     info = run_cli("storage", "info", "--raw").stdout

@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import click
+import pytest
 
 import veglia.cli
 from veglia.cli.main import BUILTIN_COMMANDS, cli
@@ -86,9 +87,11 @@ def test_every_process_subcommand_is_listed_with_its_help():
         assert short_help == command.get_short_help_str(limit=1000), name
 
 
-def test_process_list_reads_without_the_orm(run_cli):
-    """``process list`` runs on Core tables: SQLAlchemy's ORM, and the ORM classes mapped on
-    them, are about a quarter of a command's start-up."""
+@pytest.mark.parametrize("command", ["list", "show"])
+def test_process_list_and_show_read_without_the_orm(run_cli, command):
+    """``process list`` and ``process show`` run on Core tables: SQLAlchemy's ORM, and the
+    ORM classes mapped on them, are about a quarter of a command's start-up; on SQLite,
+    SQLAlchemy's PostgreSQL dialect is not loaded either (about 30 ms)."""
     import veglia
     from veglia import orm
 
@@ -99,12 +102,16 @@ def test_process_list_reads_without_the_orm(run_cli):
     node.process_state = "waiting"
     node.computer_pk = orm.load_computer("localhost").pk
     node.store()
+    node.add_log("REPORT", "a line of its log")
     result = _run_then_print(
-        ["process", "list"],
-        "'loaded:', 'sqlalchemy.orm' in sys.modules, 'veglia.storage.models' in sys.modules",
+        ["process", command, *([str(node.pk)] if command == "show" else [])],
+        "'loaded:', 'sqlalchemy.orm' in sys.modules, 'veglia.storage.models' in sys.modules,"
+        " 'sqlalchemy.dialects.postgresql' in sys.modules",
     )
     assert "listed-job" in result.stdout and "Waiting" in result.stdout, result.stdout
-    assert result.stdout.strip().splitlines()[-1] == "loaded: False False", result.stdout
+    if command == "show":
+        assert "a line of its log" in result.stdout, result.stdout
+    assert result.stdout.strip().splitlines()[-1] == "loaded: False False False", result.stdout
 
 
 def test_a_command_on_an_up_to_date_profile_does_not_load_alembic(run_cli):

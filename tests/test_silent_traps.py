@@ -162,6 +162,11 @@ def test_submitting_without_a_daemon_says_so(
         watched, listed = _no_daemon_warnings(run_cli, pk)
         assert NO_DAEMON in watched and "no daemon runs to take it up" in watched
         assert f"1 submitted process(es) wait, and {NO_DAEMON}" in listed
+        # Counted from the rows when they hold every unfinished process (-a), asked for
+        # when they may not (-l, -p): the same count either way.
+        for args in (["-a"], ["-l", "5"], ["-p", "1"], ["-S", "waiting", "-S", "created"]):
+            shown = ok(run_cli("-p", "test", "process", "list", *args)).output
+            assert f"1 submitted process(es) wait, and {NO_DAEMON}" in shown, args
 
         # From Python too, once a minute at most.
         monkeypatch.setattr(launch, "_warned_at", float("-inf"))

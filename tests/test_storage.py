@@ -348,9 +348,9 @@ def test_migration_0006_adds_the_scale_indexes_and_downgrades(storage):
         command.downgrade(config, "0005")
     assert storage.schema_status().current == "0005"
     assert not set(INDEXED_ATTRIBUTES) & _index_names(storage)
-    with pytest.raises(SchemaOutdatedError, match="needs 0012"):
+    with pytest.raises(SchemaOutdatedError, match="needs 0013"):
         storage.check_schema()
-    assert storage.migrate() == ("0005", "0012")
+    assert storage.migrate() == ("0005", "0013")
     assert set(INDEXED_ATTRIBUTES) <= _index_names(storage)
 
 
@@ -389,6 +389,41 @@ def test_look_ups_by_an_indexed_attribute_use_its_index(storage):
             prefix = "EXPLAIN " if postgres else "EXPLAIN QUERY PLAN "
             plan = connection.exec_driver_sql(prefix + str(compiled), params).all()
             assert name in " ".join(str(row[-1]) for row in plan), plan
+
+
+def _plan(connection, query) -> str:
+    """The query plan of ``query`` as one line (EXPLAIN on PostgreSQL, EXPLAIN QUERY PLAN on
+    SQLite)."""
+    postgres = connection.dialect.name == "postgresql"
+    compiled = query.compile(connection, compile_kwargs={"literal_binds": True})
+    prefix = "EXPLAIN " if postgres else "EXPLAIN QUERY PLAN "
+    plan = connection.exec_driver_sql(prefix + str(compiled)).all()
+    return " ".join(str(row[-1]) for row in plan)
+
+
+def test_the_look_up_of_cancels_to_do_uses_its_index(storage):
+    """``process list`` and the daemon ask every time for the ended processes whose
+    scheduler job is still to be cancelled: the partial index answers, not a read of every
+    killed process's attributes (33 to 68 ms with 1,000,000 nodes)."""
+    from veglia.orm.queries import CANCEL_PENDING_QUERY
+
+    with storage.engine.connect() as connection:
+        if connection.dialect.name == "postgresql":
+            connection.exec_driver_sql("SET enable_seqscan = off")
+        assert "ix_nodes_cancel_pending" in _plan(connection, CANCEL_PENDING_QUERY)
+
+
+def test_migration_0013_adds_the_cancel_index_and_downgrades(storage):
+    from alembic import command
+
+    assert "ix_nodes_cancel_pending" in _index_names(storage)
+    config = storage._alembic_config()
+    with storage.engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.downgrade(config, "0012")
+    assert "ix_nodes_cancel_pending" not in _index_names(storage)
+    assert storage.migrate() == ("0012", "0013")
+    assert "ix_nodes_cancel_pending" in _index_names(storage)
 
 
 def test_a_transaction_commits_its_sessions_together_or_not_at_all(storage, storage_url, tmp_path):
@@ -590,9 +625,9 @@ def test_a_database_of_the_release_before_keeps_every_outbox_record_as_its_plugi
     runs = _rows(backend, tower_tables.report_runs)
     assert len(outbox) == 5
 
-    with pytest.raises(SchemaOutdatedError, match="needs 0012. Run `veglia storage migrate`"):
+    with pytest.raises(SchemaOutdatedError, match="needs 0013. Run `veglia storage migrate`"):
         backend.check_schema()
-    assert backend.migrate() == ("0010", "0012")
+    assert backend.migrate() == ("0010", "0013")
     backend.check_schema()
     assert _rows(backend, tower_tables.report_outbox) == outbox
     assert _rows(backend, tower_tables.report_runs) == runs
@@ -604,7 +639,7 @@ def test_a_database_of_the_release_before_keeps_every_outbox_record_as_its_plugi
 
 def test_the_core_schema_alone_has_no_plugin_table(storage_url, tmp_path):
     backend = StorageBackend(storage_url, tmp_path / "repo", plugins=[])
-    assert backend.migrate() == (None, "0012")
+    assert backend.migrate() == (None, "0013")
     backend.check_schema()
     tables = set(sa.inspect(backend.engine).get_table_names())
     assert "nodes" in tables and not tables & {"report_outbox", "report_runs"}

@@ -16,6 +16,7 @@ from veglia.cli.output import console, print_table, raw_option
 from veglia.cli.process_format import format_time, print_logs, relative_time
 from veglia.cli.state import CliState, pass_state
 from veglia.exceptions import CliExit, WatchTimeout
+from veglia.orm.attributes import DAEMON
 from veglia.orm.queries import ACTIVE_STATES, ORDER_BY, ProcessRow, logs_after, node_mtime
 from veglia.views.rows import (
     DEFAULT_LIST_PROJECTION,
@@ -239,20 +240,15 @@ def process_list(
         "attribute_keys": None if None in reads else {k for keys in reads for k in keys or ()},
     }
     rows = select_processes(chosen, **filters)
+    filtered = bool(
+        paused or label or group or caller is not None or past_days is not None or setup is not None
+    )
     if not rows and not raw:
         if setup is not None:
             # Lazy: pipeline setups are read only to tell a wrong name from one without runs.
             from veglia.pipeline_setups import load_pipeline_setup
 
             load_pipeline_setup(setup)  # an unknown name is an error, not an empty list
-        filtered = bool(
-            paused
-            or label
-            or group
-            or caller is not None
-            or past_days is not None
-            or setup is not None
-        )
         console.print(nothing_listed(chosen, filtered=filtered))
         return
     tree_column = names.index("process_type") if "process_type" in names else 0
@@ -264,7 +260,13 @@ def process_list(
             cells[tree_column] = f"{'   ' * (depth - 1)}└─ {cells[tree_column]}"
         table.append(cells)
     print_table([PROCESS_LIST_COLUMNS[name].header for name in names], table, raw=raw)
-    warn_if_waiting_for_no_daemon()
+    every_active = (
+        not (filtered or failed or limit or exit_status is not None)
+        and (chosen is None or set(ACTIVE_STATES) <= set(chosen))
+        and (filters["attribute_keys"] is None or DAEMON in filters["attribute_keys"])
+    )
+    # The rows hold every unfinished process: they are counted, not asked for again.
+    warn_if_waiting_for_no_daemon(rows if every_active else None)
 
 
 @process_group.command("show")

@@ -114,7 +114,7 @@ class Group:
         return self
 
     @classmethod
-    def _from_row(cls, row: models.Group) -> Group:
+    def _from_row(cls, row: Any) -> Group:
         group = cls.__new__(cls)
         group._pk, group._uuid, group._time = row.id, row.uuid, row.time
         group.label, group.description, group.type_string = (
@@ -220,7 +220,9 @@ def load_group(identifier: str | int) -> Group:
         if row is None and not isinstance(identifier, int):
             row = session.scalar(sa.select(models.Group).where(models.Group.label == text))
             if row is None:
-                row = row_by_uuid_prefix(session, models.Group, text, "group")
+                row = row_by_uuid_prefix(
+                    session.connection(), models.Group.__table__, text, "group"
+                )
         if row is not None:
             return Group._from_row(row)
         labels = list(session.scalars(sa.select(models.Group.label).order_by(models.Group.id)))

@@ -27,7 +27,7 @@ from veglia.orm.nodes import (
     is_uuid_prefix,
     row_by_uuid_prefix,
 )
-from veglia.storage import models
+from veglia.storage.tables import nodes
 
 __all__ = ["load_node", "node_of_row", "node_type_class"]
 
@@ -38,7 +38,7 @@ def node_type_class(node_type: str) -> type[Node]:
 
 
 def node_of_row(row: Any) -> Node:
-    """The node of a stored row (a ``models.Node`` or a row of its table), as its class."""
+    """The node of a stored row of the nodes table, as its class."""
     return Node._from_row(row)
 
 
@@ -47,7 +47,7 @@ def load_node(identifier: int | str) -> Node:
     # By pk or a whole UUID (as checkpoints hold), a row of the table: no ORM object to
     # build. By the unique index, which SQLite's LIKE for a prefix cannot use.
     text = str(identifier)
-    row: sa.Row[Any] | models.Node | None = None
+    row: sa.Row[Any] | None = None
     by_prefix = False
     if isinstance(identifier, int) or text.isdigit():
         with get_storage().connection() as connection:
@@ -65,8 +65,8 @@ def load_node(identifier: int | str) -> Node:
             "more of its first hex digits)."
         )
     if by_prefix:
-        with get_storage().session() as session:
-            row = row_by_uuid_prefix(session, models.Node, text, "node")
+        with get_storage().connection() as connection:
+            row = row_by_uuid_prefix(connection, nodes, text, "node")
     if row is None or row.node_type == "selftest":
         raise NotExistent(f"No node with pk or UUID {identifier!r}.")
     return Node._from_row(row)

@@ -24,7 +24,7 @@ import sys
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO, ClassVar, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, BinaryIO, ClassVar, NamedTuple
 
 import sqlalchemy as sa
 
@@ -38,11 +38,12 @@ from veglia.manage import get_storage
 from veglia.orm.provenance import link_fault
 from veglia.orm.users import get_default_user
 from veglia.relative_paths import checked_relative
-from veglia.storage import models
+from veglia.storage import tables
+from veglia.storage.tables import new_uuid, utcnow
 from veglia.storage.times import as_utc
 
 if TYPE_CHECKING:
-    from sqlalchemy.orm import Session
+    from sqlalchemy.engine import Connection
 
 __all__ = [
     "MIN_UUID_PREFIX",
@@ -85,17 +86,16 @@ def is_uuid_prefix(text: str) -> bool:
     return len(text) >= MIN_UUID_PREFIX and set(text.lower()) <= _HEX_OR_DASH
 
 
-_Row = TypeVar("_Row", models.Node, models.Group)
-
-
-def row_by_uuid_prefix(session: Session, model: type[_Row], text: str, kind: str) -> _Row | None:
-    """The row of ``model`` (nodes' or groups') whose UUID starts with ``text``; None when
+def row_by_uuid_prefix(
+    connection: Connection, table: sa.Table, text: str, kind: str
+) -> sa.Row[Any] | None:
+    """The row of ``table`` (nodes' or groups') whose UUID starts with ``text``; None when
     none does or ``text`` is no UUID prefix (:func:`is_uuid_prefix`: too short, or not hex).
     Raises :class:`NotExistent` when more than one does, naming them ``kind``s."""
     if not is_uuid_prefix(text):
         return None
-    rows = session.scalars(
-        sa.select(model).where(model.uuid.startswith(text.lower())).limit(2)
+    rows = connection.execute(
+        sa.select(table).where(table.c.uuid.startswith(text.lower())).limit(2)
     ).all()
     if len(rows) > 1:
         raise NotExistent(f"More than one {kind} has a UUID starting with {text!r}.")
@@ -152,7 +152,7 @@ def _patch_statement(dialect: str, column: str, n_set: int, n_removed: int) -> A
             expression = f"json_set({expression}, {pairs})"
     return sa.text(
         f"UPDATE nodes SET {column} = {expression}, mtime = :now WHERE id = :pk RETURNING {column}"
-    ).bindparams(sa.bindparam("now", type_=models.Node.__table__.c.mtime.type))
+    ).bindparams(sa.bindparam("now", type_=tables.nodes.c.mtime.type))
 
 
 @functools.lru_cache(maxsize=64)
@@ -160,7 +160,7 @@ def _update_statement(columns: tuple[str, ...]) -> Any:
     """``UPDATE`` of some columns of one node, built once per set of columns (through the
     table: the ORM's bulk-update path cost more than the statement, and the engine writes a
     node at every state change)."""
-    table = models.Node.__table__
+    table = tables.nodes
     return (
         table.update()
         .where(table.c.id == sa.bindparam("node_pk"))
@@ -173,7 +173,7 @@ def _insert_statement(columns: tuple[str, ...]) -> Any:
     """``INSERT`` of one node returning its id and UUID, built once per set of columns: the values
     go as parameters (a statement built with its values is cache-keyed value by value,
     which cost more than running it; every submission stores three nodes)."""
-    table = models.Node.__table__
+    table = tables.nodes
     return (
         table.insert()
         .values({name: sa.bindparam(name, type_=table.c[name].type) for name in columns})
@@ -185,7 +185,7 @@ def _insert_statement(columns: tuple[str, ...]) -> Any:
 def _insert_many_statement() -> Any:
     """``INSERT`` of several nodes (the same columns in each row), returning their ids and
     UUIDs: the order of RETURNING rows is not guaranteed, the UUIDs say which is which."""
-    table = models.Node.__table__
+    table = tables.nodes
     return table.insert().returning(table.c.id, table.c.uuid)
 
 
@@ -196,7 +196,7 @@ def _uniform(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     columns = tuple(dict.fromkeys(name for row in rows for name in row))
     if all(len(row) == len(columns) for row in rows):
         return rows
-    table = models.Node.__table__
+    table = tables.nodes
     for name in {name for name in columns for row in rows if name not in row}:
         column = table.c[name]
         assert column.nullable and column.default is None and column.server_default is None
@@ -205,9 +205,9 @@ def _uniform(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 # The statements of a job's every step, built once: building one (and its cache key) cost
 # about as much as running it.
-_NODES = models.Node.__table__
-_FILES = models.RepositoryFile.__table__
-_LINKS = models.Link.__table__
+_NODES = tables.nodes
+_FILES = tables.repository_files
+_LINKS = tables.links
 _NODE_BY_PK = sa.select(_NODES).where(_NODES.c.id == sa.bindparam("key"))
 _NODE_BY_UUID = sa.select(_NODES).where(_NODES.c.uuid == sa.bindparam("key"))
 _FILES_OF_NODE = (
@@ -363,7 +363,7 @@ class Node:
         for key in removed:
             _json_path(key)
         dialect = get_storage().engine.dialect.name
-        params: dict[str, Any] = {"pk": self.pk, "now": models.utcnow()}
+        params: dict[str, Any] = {"pk": self.pk, "now": utcnow()}
         if dialect == "postgresql":
             params["patch"] = json.dumps(values, allow_nan=False)
             params.update({f"r{i}": key for i, key in enumerate(removed)})
@@ -503,9 +503,9 @@ class Node:
 
     def _new_row(self, user_pk: int | None) -> dict[str, Any]:
         """The row this node is stored as, with a new UUID and the time now."""
-        ctime = models.utcnow()
+        ctime = utcnow()
         return {
-            "uuid": models.new_uuid(),
+            "uuid": new_uuid(),
             "ctime": ctime,
             "mtime": ctime,
             "node_type": self.node_type,
@@ -567,7 +567,7 @@ class Node:
                 for source, link_type, label in incoming
             ]
             if links:
-                connection.execute(models.Link.__table__.insert(), links)
+                connection.execute(_LINKS.insert(), links)
             files = [
                 {"node_id": pk_of[id(node)], **blob}
                 for node in nodes
@@ -585,7 +585,7 @@ class Node:
 
     @classmethod
     def _from_row(cls, row: Any) -> Node:
-        """The node of a row: a ``models.Node``, or a row of its table (same names)."""
+        """The node of a row of the nodes table (or an object with its names)."""
         # The kinds register themselves when imported; veglia.orm.loading imports them all.
         node_class = _NODE_CLASSES.get(row.node_type, Node)
         node = node_class.__new__(node_class)
@@ -596,7 +596,7 @@ class Node:
         node._load_row(row)
         return node
 
-    def _load_row(self, row: models.Node) -> None:
+    def _load_row(self, row: Any) -> None:
         """Subclasses read their own columns here."""
 
     # -- links ---------------------------------------------------------------------------

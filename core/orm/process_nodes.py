@@ -39,7 +39,7 @@ from veglia.orm.attributes import (
     WAITING_FOR,
 )
 from veglia.orm.nodes import _NODE_BY_PK, _NODES, Node, shared_strings
-from veglia.storage import models
+from veglia.storage.tables import logs as logs_table
 
 __all__ = ["TERMINAL_STATES", "CalcJobNode", "ProcessNode", "WorkflowNode"]
 
@@ -49,7 +49,7 @@ _ABSENT = object()
 
 
 _CHECKPOINT_OF = sa.select(_NODES.c.checkpoint).where(_NODES.c.id == sa.bindparam("pk"))
-_LOG_INSERT = models.Log.__table__.insert()
+_LOG_INSERT = logs_table.insert()
 
 
 class ProcessNode(Node):
@@ -203,15 +203,14 @@ class ProcessNode(Node):
             connection.execute(_LOG_INSERT, {**row, "details": details})
 
     @property
-    def logs(self) -> list[models.Log]:
-        with get_storage().session() as session:
-            return list(
-                session.scalars(
-                    sa.select(models.Log)
-                    .where(models.Log.node_id == self.pk)
-                    .order_by(models.Log.id)
-                )
-            )
+    def logs(self) -> list[sa.Row[Any]]:
+        """Its log lines, oldest first: rows of the logs table (``time``, ``levelname``,
+        ``message``, ``details``, ...)."""
+        query = (
+            sa.select(logs_table).where(logs_table.c.node_id == self.pk).order_by(logs_table.c.id)
+        )
+        with get_storage().connection() as connection:
+            return list(connection.execute(query))
 
 
 class CalcJobNode(ProcessNode):

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 
 from veglia.manage import get_storage
-from veglia.storage import models
+from veglia.storage.tables import links, nodes
 
 __all__ = [
     "DELETE_RULES",
@@ -138,7 +138,7 @@ def traverse(pks: Iterable[int], rules: Iterable[Rule]) -> dict[int, Reason | No
     """Every node reached from ``pks`` by ``rules``, with why (None for the ones given);
     one query per hop and per 500 nodes."""
     rules = tuple(rules)
-    link = models.Link
+    link = links.c
     # (rule per link type, the column on the known side, the column on the side reached)
     directions = [
         ({r.link_type: r for r in rules if r.forward}, link.input_id, link.output_id),
@@ -146,7 +146,7 @@ def traverse(pks: Iterable[int], rules: Iterable[Rule]) -> dict[int, Reason | No
     ]
     found: dict[int, Reason | None] = dict.fromkeys(pks)
     frontier = sorted(found)
-    with get_storage().session() as session:
+    with get_storage().connection() as connection:
         while frontier:
             reached: dict[int, Reason] = {}
             for start in range(0, len(frontier), _CHUNK):
@@ -156,15 +156,15 @@ def traverse(pks: Iterable[int], rules: Iterable[Rule]) -> dict[int, Reason | No
                         continue
                     query = (
                         sa.select(known, other, link.link_type)
-                        .join(models.Node, models.Node.id == other)
+                        .join(nodes, nodes.c.id == other)
                         .where(
                             known.in_(chunk),
                             link.link_type.in_(list(by_type)),
-                            models.Node.node_type.not_in(_HIDDEN),
+                            nodes.c.node_type.not_in(_HIDDEN),
                         )
                         .order_by(link.id)
                     )
-                    for via, pk, link_type in session.execute(query):
+                    for via, pk, link_type in connection.execute(query):
                         if pk not in found and pk not in reached:
                             reached[pk] = Reason(by_type[link_type].why, via)
             found.update(reached)

@@ -10,7 +10,7 @@ import sqlalchemy as sa
 
 from veglia.exceptions import NotExistent
 from veglia.manage import get_profile, get_storage
-from veglia.storage import models
+from veglia.storage.tables import users
 
 __all__ = ["User", "get_default_user", "list_users", "load_user"]
 
@@ -24,7 +24,7 @@ class User:
     institution: str = ""
 
     @classmethod
-    def _from_row(cls, row: models.User) -> User:
+    def _from_row(cls, row: Any) -> User:
         return cls(row.id, row.email, row.first_name, row.last_name, row.institution)
 
 
@@ -43,29 +43,27 @@ def get_default_user() -> User:
     if _default is not None and _default[0] == key:
         return _default[1]
     email = option or f"{getpass.getuser()}@localhost"
-    with get_storage().session() as session:
-        row = session.scalar(sa.select(models.User).where(models.User.email == email))
-        if row is None:
-            row = models.User(email=email)
-            session.add(row)
-            session.flush()
-        user = User(row.id, row.email)
+    with get_storage().connection() as connection:
+        pk = connection.scalar(sa.select(users.c.id).where(users.c.email == email))
+        if pk is None:
+            pk = connection.scalar(users.insert().values(email=email).returning(users.c.id))
+        user = User(pk, email)
     _default = (key, user)
     return user
 
 
 def list_users() -> list[User]:
     """The users of the profile's database, by email."""
-    with get_storage().session() as session:
-        rows = session.scalars(sa.select(models.User).order_by(models.User.email))
+    with get_storage().connection() as connection:
+        rows = connection.execute(sa.select(users).order_by(users.c.email))
         return [User._from_row(row) for row in rows]
 
 
 def load_user(email: str) -> User:
     """The user of this email; :class:`~veglia.exceptions.NotExistent`, naming the users
     there are, if none."""
-    with get_storage().session() as session:
-        row = session.scalar(sa.select(models.User).where(models.User.email == email))
+    with get_storage().connection() as connection:
+        row = connection.execute(sa.select(users).where(users.c.email == email)).first()
         if row is not None:
             return User._from_row(row)
     known = ", ".join(user.email for user in list_users()) or "none"

@@ -220,6 +220,15 @@ INDEXED_ATTRIBUTES = {
 for _name, _key in INDEXED_ATTRIBUTES.items():
     Index(_name, attribute_text(nodes.c.attributes, _key))
 
+#: The ended processes whose scheduler job is still to be cancelled, asked for by every
+#: ``process list`` and by the daemon (``veglia.orm.attributes.CANCEL_PENDING``). In the
+#: database (migration 0013) it is partial, on the nodes that carry the attribute only:
+#: nearly always empty, instead of a read of every killed process's attributes. Its
+#: condition is not given here: ``postgresql_where`` would import SQLAlchemy's PostgreSQL
+#: dialect into every command on SQLite (about 30 ms), and the migrations, not this
+#: metadata, make the databases.
+Index("ix_nodes_cancel_pending", nodes.c.process_state)
+
 links = Table(
     "links",
     metadata,

@@ -30,7 +30,7 @@ from veglia.orm.attributes import (
 )
 from veglia.orm.queries import has_attribute
 from veglia.storage.attribute_text import attribute_text
-from veglia.storage.models import Node
+from veglia.storage.tables import nodes
 
 __all__ = [
     "Distribution",
@@ -90,7 +90,7 @@ class Recommendation:
 
 def _rows(where: list[Any], columns: list[Any], limit: int = HISTORY_LIMIT) -> list[Any]:
 
-    query = sa.select(*columns).where(*where).order_by(Node.id.desc()).limit(limit)
+    query = sa.select(*columns).where(*where).order_by(nodes.c.id.desc()).limit(limit)
     # A Core connection, not an ORM session: the rows are plain values, and a session's
     # set-up was most of a look-up's time (a workflow's progress makes one per kind of step).
     with get_storage().connection() as connection:
@@ -101,14 +101,14 @@ def similar_usage(key: str, exclude_pk: int | None = None) -> list[dict[str, Any
     """``usage`` of the similar jobs that finished successfully, newest first."""
 
     where = [
-        Node.node_type == "process.calcjob",
-        Node.process_state == "finished",
-        Node.exit_status == 0,
-        attribute_text(Node.attributes, SIMILARITY_KEY) == key,
+        nodes.c.node_type == "process.calcjob",
+        nodes.c.process_state == "finished",
+        nodes.c.exit_status == 0,
+        attribute_text(nodes.c.attributes, SIMILARITY_KEY) == key,
     ]
     if exclude_pk is not None:
-        where.append(Node.id != exclude_pk)
-    rows = _rows(where, [Node.attributes[USAGE]])
+        where.append(nodes.c.id != exclude_pk)
+    rows = _rows(where, [nodes.c.attributes[USAGE]])
     return [row[0] for row in rows if isinstance(row[0], dict)]
 
 
@@ -130,12 +130,12 @@ def memory_needed_after_oom(key: str) -> float | None:
 
     rows = _rows(
         [
-            Node.node_type == "process.workflow",
-            Node.process_state == "finished",
-            Node.exit_status == 0,
-            attribute_text(Node.attributes, SIMILARITY_KEY) == key,
+            nodes.c.node_type == "process.workflow",
+            nodes.c.process_state == "finished",
+            nodes.c.exit_status == 0,
+            attribute_text(nodes.c.attributes, SIMILARITY_KEY) == key,
         ],
-        [Node.attributes[MEMORY_AFTER_OOM_KB]],
+        [nodes.c.attributes[MEMORY_AFTER_OOM_KB]],
     )
     values = [row[0] for row in rows if isinstance(row[0], int | float)]
     return statistics.fmean(values) if values else None
@@ -146,11 +146,11 @@ def similar_waits(key: str) -> Distribution | None:
 
     rows = _rows(
         [
-            Node.node_type == "process.calcjob",
-            attribute_text(Node.attributes, SIMILARITY_KEY) == key,
+            nodes.c.node_type == "process.calcjob",
+            attribute_text(nodes.c.attributes, SIMILARITY_KEY) == key,
             has_attribute(STARTED_AT),
         ],
-        [Node.attributes[SUBMITTED_AT], Node.attributes[STARTED_AT]],
+        [nodes.c.attributes[SUBMITTED_AT], nodes.c.attributes[STARTED_AT]],
     )
     waits = [float(b) - float(a) for a, b in rows if a is not None and b is not None]
     return Distribution.of(waits)
@@ -158,12 +158,12 @@ def similar_waits(key: str) -> Distribution | None:
 
 def _similar(process_type: str | None, key: str | None) -> list[Any]:
     where = [
-        Node.process_type == process_type,
-        Node.process_state == "finished",
-        Node.exit_status == 0,
+        nodes.c.process_type == process_type,
+        nodes.c.process_state == "finished",
+        nodes.c.exit_status == 0,
     ]
     if key is not None:
-        where.append(attribute_text(Node.attributes, SIMILARITY_KEY) == key)
+        where.append(attribute_text(nodes.c.attributes, SIMILARITY_KEY) == key)
     return where
 
 
@@ -172,7 +172,7 @@ def similar_durations(
 ) -> Distribution | None:
     """Seconds from creation to end of the ``limit`` latest similar processes that finished
     successfully."""
-    rows = _rows(_similar(process_type, key), [Node.ctime, Node.mtime], limit)
+    rows = _rows(_similar(process_type, key), [nodes.c.ctime, nodes.c.mtime], limit)
     return Distribution.of([(end - start).total_seconds() for start, end in rows])
 
 
@@ -185,9 +185,9 @@ def similar_durations_of(
     if not kinds:
         return {}
     parts = [
-        sa.select(sa.literal(index).label("kind"), Node.ctime, Node.mtime)
+        sa.select(sa.literal(index).label("kind"), nodes.c.ctime, nodes.c.mtime)
         .where(*_similar(*kind))
-        .order_by(Node.id.desc())
+        .order_by(nodes.c.id.desc())
         .limit(limit)
         .subquery()
         for index, kind in enumerate(kinds)
@@ -206,12 +206,12 @@ def code_usage(code_pk: int) -> dict[str, list[dict[str, Any]]]:
 
     rows = _rows(
         [
-            Node.node_type == "process.calcjob",
-            Node.process_state == "finished",
-            Node.exit_status == 0,
-            Node.attributes[CODE]["pk"].as_integer() == code_pk,
+            nodes.c.node_type == "process.calcjob",
+            nodes.c.process_state == "finished",
+            nodes.c.exit_status == 0,
+            nodes.c.attributes[CODE]["pk"].as_integer() == code_pk,
         ],
-        [Node.attributes[SIMILARITY_KEY], Node.attributes[USAGE]],
+        [nodes.c.attributes[SIMILARITY_KEY], nodes.c.attributes[USAGE]],
     )
     grouped: dict[str, list[dict[str, Any]]] = {}
     for key, usage in rows:
