@@ -213,7 +213,7 @@ def load_group(identifier: str | int) -> Group:
     """A group by label, pk, or UUID (or a unique UUID prefix)."""
     text = str(identifier)
     with get_storage().session() as session:
-        row = None
+        row: models.Group | sa.Row[Any] | None = None
         if isinstance(identifier, int) or text.isdigit():
             row = session.get(models.Group, int(text))
         # Digits that are no pk may still start a UUID ("86536159").

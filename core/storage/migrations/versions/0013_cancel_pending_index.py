@@ -30,10 +30,11 @@ KEY = "cancel_pending"
 
 def upgrade() -> None:
     if op.get_bind().dialect.name == "postgresql":
-        where = {"postgresql_where": sa.text(f"(attributes ->> '{KEY}') IS NOT NULL")}
+        where = sa.text(f"(attributes ->> '{KEY}') IS NOT NULL")
+        op.create_index(NAME, "nodes", ["process_state"], unique=False, postgresql_where=where)
     else:
-        where = {"sqlite_where": sa.text(f"json_extract(attributes, '$.\"{KEY}\"') IS NOT NULL")}
-    op.create_index(NAME, "nodes", ["process_state"], unique=False, **where)
+        where = sa.text(f"json_extract(attributes, '$.\"{KEY}\"') IS NOT NULL")
+        op.create_index(NAME, "nodes", ["process_state"], unique=False, sqlite_where=where)
 
 
 def downgrade() -> None:
