@@ -179,7 +179,8 @@ def _print_plain(columns: Sequence[str], rows: list[list[str]], width: int | Non
     """Lay out a long table as rich would (cells padded to their column, two spaces between
     columns), without rich's cost per cell (10 s for 18,000 rows of ``process list``); False,
     printing nothing, when it does not fit in ``width`` (None: any width fits)."""
-    widths = [cell_len(header) for header in columns]
+    header_lengths = [cell_len(header) for header in columns]
+    widths = list(header_lengths)
     # Measured once per cell: most are ASCII, whose width is their length.
     lengths = []
     for row in rows:
@@ -201,7 +202,7 @@ def _print_plain(columns: Sequence[str], rows: list[list[str]], width: int | Non
             for cell, length, room in zip(cells, cell_lengths, widths, strict=True)
         )
 
-    header = line(columns, [cell_len(column) for column in columns])
+    header = line(columns, header_lengths)
     console.print(Text(header, style="bold"), soft_wrap=True)
     console.file.write(
         "".join(
