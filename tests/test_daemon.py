@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -138,3 +140,28 @@ def test_deleting_a_profile_deletes_its_queue_and_waiting_tasks_on_the_broker(
     assert result.exit_code == 0, result.output
     assert "Cannot delete the queues of profile test" in result.output
     assert "Deleted profile 'test'" in result.output
+
+
+def test_a_worker_hears_its_signals_when_its_loop_is_flooded_with_wake_ups():
+    """A busy worker's threads wake its loop (``call_soon_threadsafe``) faster than it reads
+    the wake-ups, and its self-pipe fills: a SIGTERM (``daemon stop``) or SIGUSR1 must
+    still be heard, not dropped with the pipe's byte."""
+    from veglia.engine.daemon.worker import on_signals
+
+    loop = asyncio.new_event_loop()
+    previous = signal.getsignal(signal.SIGUSR1)
+    heard: list[str] = []
+    try:
+        on_signals(loop, {signal.SIGUSR1: lambda: heard.append("SIGUSR1")})
+        # The pipe as such a worker's is: full (private, as the condition is asyncio's own).
+        wake_up = loop._csock  # type: ignore[attr-defined]
+        wake_up.setblocking(False)
+        with contextlib.suppress(BlockingIOError):
+            while True:
+                wake_up.send(b"\0" * 4096)
+        os.kill(os.getpid(), signal.SIGUSR1)
+        loop.run_until_complete(asyncio.sleep(0.3))
+        assert heard == ["SIGUSR1"]
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+        loop.close()
