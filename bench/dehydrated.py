@@ -22,6 +22,7 @@ with this module installed as a plugin beside the fake transport and scheduler: 
     python bench/dehydrated.py              # 100,000 jobs (about 45 minutes)
     python bench/dehydrated.py -n 2000      # a shorter run
     python bench/dehydrated.py -n 100 --poll-interval 1   # the smoke run of .ci/run
+    python bench/dehydrated.py --submit-only --backend postgresql   # submissions alone
     VEGLIA_BENCH_TRACEMALLOC=12 python bench/dehydrated.py -n 3000   # what a job keeps
     VEGLIA_BENCH_CENSUS=1 python bench/dehydrated.py -n 5000        # its objects, pymalloc arenas
 
@@ -251,14 +252,20 @@ def _timed_control(node, action: str, done) -> float:  # type: ignore[no-untyped
     return time.monotonic() - start
 
 
-def bench(n: int, timeout: float, interval: float) -> dict:
+def bench(
+    n: int, timeout: float, interval: float, postgresql: bool = False, submit_only: bool = False
+) -> dict:
     with bench_profile(
-        "veglia-dehydrated-", name=PROFILE, broker=False, options={"daemon.dehydrate": "yes"}
+        "veglia-dehydrated-",
+        name=PROFILE,
+        broker=False,
+        postgresql=postgresql,
+        options={"daemon.dehydrate": "yes"},
     ) as home:
-        return _bench(home, n, timeout, interval)
+        return _bench(home, n, timeout, interval, submit_only)
 
 
-def _bench(home: Path, n: int, timeout: float, interval: float) -> dict:
+def _bench(home: Path, n: int, timeout: float, interval: float, submit_only: bool) -> dict:
     plugins = _bench_plugins(home / "plugins")
     sys.path.insert(0, str(plugins))
     out = home / "worker.jsonl"
@@ -299,6 +306,13 @@ def _bench(home: Path, n: int, timeout: float, interval: float) -> dict:
         ]
         submit_seconds, submit_cpu = time.monotonic() - start, time.process_time() - cpu
         print(f"submitted {n} jobs in {submit_seconds:.1f} s", flush=True)
+        submitted = {
+            "jobs": n,
+            "submit_seconds": submit_seconds,
+            "submit_cpu_ms_per_job": submit_cpu * 1000 / n,
+        }
+        if submit_only:
+            return submitted
         held = _phase(out, "held", worker, files.log, timeout)
         polled = _phase(out, "polled", worker, files.log, 120)
 
@@ -313,9 +327,7 @@ def _bench(home: Path, n: int, timeout: float, interval: float) -> dict:
         subprocess.run([*daemon, "stop"], check=True, stdout=subprocess.DEVNULL)
         finished = sum(1 for node in nodes if node.refresh().is_terminated)
         return {
-            "jobs": n,
-            "submit_seconds": submit_seconds,
-            "submit_cpu_ms_per_job": submit_cpu * 1000 / n,
+            **submitted,
             "worker_idle_mb": idle["rss_mb"],
             "worker_held_mb": held["rss_mb"],
             "live_when_held": held["live"],
@@ -344,20 +356,32 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=7200.0, help="seconds per phase")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     parser.add_argument(
+        "--backend", choices=["sqlite", "postgresql"], default="sqlite", help="the profile's"
+    )
+    parser.add_argument(
+        "--submit-only",
+        action="store_true",
+        help="stop once all are submitted (the daemon taking them meanwhile)",
+    )
+    parser.add_argument(
         "--poll-interval", type=float, default=5.0, help="seconds between polls (default 5)"
     )
     args = parser.parse_args()
     print(f"machine: {describe()}", flush=True)
-    figures = bench(args.n, args.timeout, args.poll_interval)
+    postgresql = args.backend == "postgresql"
+    figures = bench(args.n, args.timeout, args.poll_interval, postgresql, args.submit_only)
     if args.json:
         print(json.dumps(figures, indent=2))
         return
     f = figures
-    print(f"{f['jobs']} jobs on one worker, dehydrated (SQLite, no broker)")
+    storage = "PostgreSQL" if postgresql else "SQLite"
+    print(f"{f['jobs']} jobs on one worker, dehydrated ({storage}, no broker)")
     print(
         f"  submitted in {f['submit_seconds']:.1f} s "
         f"({f['submit_cpu_ms_per_job']:.2f} ms of CPU a job)"
     )
+    if args.submit_only:
+        return
     print(
         f"  worker idle {f['worker_idle_mb']:.0f} MB; holding all {f['jobs']}: "
         f"{f['worker_held_mb']:.0f} MB, of which the fake cluster's jobs "
