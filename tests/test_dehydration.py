@@ -221,10 +221,20 @@ def test_dehydrated_jobs_go_on_after_the_daemon_restarts(broker_profile, daemon,
         assert sum(log.message.startswith("submitted job") for log in node.logs) == 1
 
 
-def _sleeping_paused(profile, nodes) -> bool:
-    """The nodes paused, and none of the worker's processes live: they sleep."""
-    counts = _counts(profile)
-    return all(n.refresh().paused for n in nodes) and all(c.get("live") == 0 for c in counts)
+def _asleep_paused(profile, nodes) -> bool:
+    """The nodes paused, and as many processes dehydrated, none live, in status files
+    written after this call: they sleep paused."""
+    since = time.time()
+
+    def asleep() -> bool:
+        counts = _counts(profile)
+        return (
+            all(n.refresh().paused for n in nodes)
+            and all(c.get("time", 0) > since and c.get("live") == 0 for c in counts)
+            and sum(c.get("dehydrated", 0) for c in counts) == len(nodes)
+        )
+
+    return _until(asleep, 10, f"not asleep paused: {_counts(profile)}")
 
 
 @pytest.mark.parametrize("with_broker", [False, True], ids=["database", "broker"])
@@ -278,8 +288,7 @@ def test_a_paused_job_sleeps_and_is_played_and_killed_at_once(
         return time.monotonic() - start
 
     assert timed("pause") < 3
-    _until(lambda: _sleeping_paused(profile, [node]), 10, f"not asleep: {_counts(profile)}")
-    assert _dehydrated(profile) == 1
+    _asleep_paused(profile, [node])
     polled = node.refresh().get_attribute("last_job_info")
     time.sleep(1)  # ten poll intervals: a live job would have been polled
     assert node.refresh().get_attribute("last_job_info") == polled
@@ -291,7 +300,7 @@ def test_a_paused_job_sleeps_and_is_played_and_killed_at_once(
     _until(lambda: _dehydrated(profile) == 1, 30, "the played job did not sleep again")
 
     assert timed("pause") < 3
-    _until(lambda: _sleeping_paused(profile, [node]), 10, f"not asleep: {_counts(profile)}")
+    _asleep_paused(profile, [node])
     assert timed("kill") < 3
     assert node.refresh().is_killed
     _until(lambda: not pid_alive(node.job_id), 10, "the job survived its kill")
@@ -308,7 +317,7 @@ def test_a_paused_sleeper_of_a_killed_worker_is_taken_again_still_paused(
     node = engine.submit(ShellJob, command=orm.Str("sleep 2; echo done"))
     wait_for([node], lambda n: n.get_attribute("scheduler_state") == "running", timeout=60)
     assert run_cli("-p", "test", "process", "pause", str(node.pk)).exit_code == 0
-    _until(lambda: _sleeping_paused(profile, [node]), 10, f"not asleep: {_counts(profile)}")
+    _asleep_paused(profile, [node])
     (victim,) = _counts(profile)
     os.kill(victim["pid"], signal.SIGKILL)
 
@@ -317,8 +326,8 @@ def test_a_paused_sleeper_of_a_killed_worker_is_taken_again_still_paused(
         return any(c.get("pid") != victim["pid"] and c.get("dehydrated") == 1 for c in counts)
 
     _until(taken_again, 90, f"not taken again: {_counts(profile)}")
-    assert node.refresh().paused and not node.is_terminated
-    assert _sleeping_paused(profile, [node])
+    assert not node.refresh().is_terminated
+    _asleep_paused(profile, [node])
 
     assert run_cli("-p", "test", "process", "play", str(node.pk)).exit_code == 0
     wait_for([node], lambda n: n.is_terminated, timeout=60)
