@@ -219,3 +219,118 @@ def test_dehydrated_jobs_go_on_after_the_daemon_restarts(broker_profile, daemon,
     assert all(n.is_finished_ok for n in nodes), [(n.pk, n.exit_message) for n in nodes]
     for node in nodes:
         assert sum(log.message.startswith("submitted job") for log in node.logs) == 1
+
+
+def _asleep_paused(profile, nodes) -> bool:
+    """The nodes paused, and as many processes dehydrated, none live, in status files
+    written after this call: they sleep paused."""
+    since = time.time()
+
+    def asleep() -> bool:
+        counts = _counts(profile)
+        return (
+            all(n.refresh().paused for n in nodes)
+            and all(c.get("time", 0) > since and c.get("live") == 0 for c in counts)
+            and sum(c.get("dehydrated", 0) for c in counts) == len(nodes)
+        )
+
+    return _until(asleep, 10, f"not asleep paused: {_counts(profile)}")
+
+
+@pytest.mark.parametrize("with_broker", [False, True], ids=["database", "broker"])
+def test_paused_jobs_sleep_and_leave_the_worker_free_to_take_others(
+    with_broker, request, daemon, run_cli
+):
+    """More paused jobs than the worker steps at once (its prefetch): they no longer keep
+    it from taking a new job, and `daemon status` counts them as dehydrated."""
+    profile = request.getfixturevalue("broker_profile" if with_broker else "profile")
+    assert run_cli("-p", "test", "config", "set", "daemon.worker_prefetch", "3").exit_code == 0
+    paused = [engine.submit(ShellJob, command=orm.Str(f"echo {i}")) for i in range(5)]
+    for node in paused:
+        result = run_cli("-p", "test", "process", "pause", str(node.pk), "-m", "held by me")
+        assert result.exit_code == 0, result.output
+    daemon(1)
+    _until(lambda: _dehydrated(profile) == 5, 30, f"paused jobs not asleep: {_counts(profile)}")
+    new = engine.submit(ShellJob, command=orm.Str("echo new"))
+    wait_for([new], lambda n: n.is_terminated, timeout=30)
+    assert new.is_finished_ok, new.exit_message
+    raw = run_cli("-p", "test", "daemon", "status", "--raw").stdout.split()
+    assert int(raw[-1]) == 5, raw  # the dehydrated column
+    listed = run_cli("-p", "test", "process", "list", "--paused").stdout.split()
+    assert {str(n.pk) for n in paused} <= set(listed), listed
+    shown = run_cli("-p", "test", "process", "show", str(paused[0].pk)).stdout
+    assert "held by me" in shown, shown
+    assert not any(n.refresh().is_terminated for n in paused)
+
+    assert run_cli("-p", "test", "process", "play", "--all").exit_code == 0
+    wait_for(paused, lambda n: n.is_terminated, timeout=60)
+    assert all(n.is_finished_ok for n in paused), [n.exit_message for n in paused]
+    assert [n.outputs.stdout.get_content() for n in paused] == [f"{i}\n".encode() for i in range(5)]
+    _until(lambda: _dehydrated(profile) == 0, 10, "a finished job still counted")
+
+
+@pytest.mark.parametrize("with_broker", [False, True], ids=["database", "broker"])
+def test_a_paused_job_sleeps_and_is_played_and_killed_at_once(
+    with_broker, request, daemon, run_cli
+):
+    """Paused while live, a job leaves memory; its scheduler job is not polled meanwhile.
+    Played, it goes on (polling, then sleeping between polls); paused again and killed, it
+    ends killed and its scheduler job is cancelled, each within about a second."""
+    profile = request.getfixturevalue("broker_profile" if with_broker else "profile")
+    daemon(1)
+    node = engine.submit(ShellJob, command=orm.Str("sleep 120"))
+    wait_for([node], lambda n: n.get_attribute("scheduler_state") == "running", timeout=60)
+
+    def timed(*args: str) -> float:
+        start = time.monotonic()
+        result = run_cli("-p", "test", "process", *args, str(node.pk))
+        assert result.exit_code == 0, result.output
+        return time.monotonic() - start
+
+    assert timed("pause") < 3
+    _asleep_paused(profile, [node])
+    polled = node.refresh().get_attribute("last_job_info")
+    time.sleep(1)  # ten poll intervals: a live job would have been polled
+    assert node.refresh().get_attribute("last_job_info") == polled
+
+    assert timed("play") < 3
+    assert not node.refresh().paused
+    # It polls again, and between polls sleeps as any waiting job does.
+    _until(lambda: node.refresh().get_attribute("last_job_info") != polled, 10, "not polled")
+    _until(lambda: _dehydrated(profile) == 1, 30, "the played job did not sleep again")
+
+    assert timed("pause") < 3
+    _asleep_paused(profile, [node])
+    assert timed("kill") < 3
+    assert node.refresh().is_killed
+    _until(lambda: not pid_alive(node.job_id), 10, "the job survived its kill")
+    _until(lambda: _dehydrated(profile) == 0, 5, "a killed job still counted")
+
+
+@pytest.mark.parametrize("with_broker", [False, True], ids=["database", "broker"])
+def test_a_paused_sleeper_of_a_killed_worker_is_taken_again_still_paused(
+    with_broker, request, daemon, run_cli
+):
+    profile = request.getfixturevalue("broker_profile" if with_broker else "profile")
+    assert run_cli("-p", "test", "config", "set", "daemon.lease_timeout", "3").exit_code == 0
+    daemon(1)
+    node = engine.submit(ShellJob, command=orm.Str("sleep 2; echo done"))
+    wait_for([node], lambda n: n.get_attribute("scheduler_state") == "running", timeout=60)
+    assert run_cli("-p", "test", "process", "pause", str(node.pk)).exit_code == 0
+    _asleep_paused(profile, [node])
+    (victim,) = _counts(profile)
+    os.kill(victim["pid"], signal.SIGKILL)
+
+    def taken_again() -> bool:
+        counts = _counts(profile)
+        return any(c.get("pid") != victim["pid"] and c.get("dehydrated") == 1 for c in counts)
+
+    _until(taken_again, 90, f"not taken again: {_counts(profile)}")
+    assert not node.refresh().is_terminated
+    _asleep_paused(profile, [node])
+
+    assert run_cli("-p", "test", "process", "play", str(node.pk)).exit_code == 0
+    wait_for([node], lambda n: n.is_terminated, timeout=60)
+    assert node.is_finished_ok, node.exit_message
+    assert node.outputs.stdout.get_content() == b"done\n"
+    assert sum(log.message.startswith("submitted job") for log in node.logs) == 1

@@ -253,8 +253,9 @@ BUILTIN_OPTIONS: tuple[Option, ...] = (
     Option(
         "daemon.dehydrate",
         "Keep waiting processes (a job waiting on its scheduler, a workflow waiting on its "
-        "children) in the database rather than in a worker's memory, waking them when "
-        "something happens to them. Off: every process a worker holds stays in its memory.",
+        "children, a paused process) in the database rather than in a worker's memory, waking "
+        "them when something happens to them. Off: every process a worker holds stays in its "
+        "memory.",
         default=True,
         parse=parse_boolean,
         needs_restart=True,

@@ -1,19 +1,22 @@
 """Waiting processes kept in the database, not in a daemon worker's memory.
 
-A calc job waiting on its scheduler with nothing to do before the next poll, and a workflow
-waiting on its children, leave their worker's memory: the process raises
-:class:`~veglia.exceptions.ProcessDehydrated` between two polls, and the worker drops it.
+A calc job waiting on its scheduler with nothing to do before the next poll, a workflow
+waiting on its children, and a paused process leave their worker's memory: the process
+raises :class:`~veglia.exceptions.ProcessDehydrated` (between two polls, or once its pause
+is checkpointed), and the worker drops it.
 Its checkpoint is its state and its lease stays held (renewed with the worker's others), so
 nothing changes for the reconciler, fencing or another worker. What the worker keeps is a
 :class:`JobSleep` in the poller of the job's computer, or a :class:`ChildrenSleep` in the
-child watcher: a few hundred bytes where a live process took about 25 kB.
+child watcher, or a :class:`PausedSleep` that nothing watches: a few hundred bytes where a
+live process took about 25 kB. Paused processes would otherwise each hold one of the
+worker's ``daemon.worker_prefetch`` slots for as long as nobody plays them.
 
 A sleeping process is rehydrated (loaded again from its checkpoint) only when something
 happens to it: the poll reports a change of its job (or that it is gone), something it must
 do falls due (``JobSleep.wake_at``: a queue move's deadline, its live trace's next write),
 the polls of its computer keep failing, its children end, or a kill, pause or play comes
-for it. What woke it (:class:`Wake`) is handed to it, so it goes on with that poll's answer
-rather than waiting for the next one.
+for it (the only thing that wakes a paused one). What woke it (:class:`Wake`) is handed to
+it, so it goes on with that poll's answer rather than waiting for the next one.
 
 Outside a daemon worker (``engine.run``) there is no :class:`Sleeps` and nothing sleeps.
 """
@@ -25,10 +28,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from veglia.orm.attributes import UNREACHABLE
+
 if TYPE_CHECKING:
+    from veglia.orm.process_nodes import ProcessNode
     from veglia.schedulers import JobInfo
 
-__all__ = ["ChildrenSleep", "JobSleep", "SleepKeeper", "Sleeps", "Wake"]
+__all__ = ["ChildrenSleep", "JobSleep", "PausedSleep", "Sleep", "SleepKeeper", "Sleeps", "Wake"]
 
 
 class SleepKeeper(Protocol):
@@ -65,6 +71,27 @@ class ChildrenSleep:
 
 
 @dataclass(slots=True)
+class PausedSleep:
+    """A dehydrated paused process: nothing watches it, only a kill, pause or play wakes it
+    (``Worker.awake``). Its checkpoint, written when the pause took effect, says paused."""
+
+    pk: int
+    keeper: SleepKeeper | None = None
+
+    @staticmethod
+    def of(node: ProcessNode) -> PausedSleep | None:
+        """The sleep of the process of ``node`` if it waits paused for a person (a pause, or
+        a block waiting for its unblock); None otherwise. One paused for an outage stays
+        live: its worker probes the computer and plays it (``daemon.outages``)."""
+        if node.paused and not node.get_attribute(UNREACHABLE):
+            return PausedSleep(node.pk)
+        return None
+
+
+Sleep = JobSleep | ChildrenSleep | PausedSleep
+
+
+@dataclass(slots=True)
 class Wake:
     """What woke a process, handed to it once it is live again (``Sleeps.take_wake``)."""
 
@@ -89,7 +116,7 @@ class Sleeps:
     """
 
     def __init__(self, rehydrate: Callable[[int, bool], None]) -> None:
-        self.sleeping: dict[int, JobSleep | ChildrenSleep] = {}
+        self.sleeping: dict[int, Sleep] = {}
         self._rehydrate = rehydrate
         self._wakes: dict[int, Wake] = {}
         #: Processes kept awake (a kill, pause or play being delivered), with how many ask.
@@ -101,7 +128,7 @@ class Sleeps:
     def __contains__(self, pk: object) -> bool:
         return pk in self.sleeping
 
-    def add(self, sleep: JobSleep | ChildrenSleep) -> None:
+    def add(self, sleep: Sleep) -> None:
         self.sleeping[sleep.pk] = sleep
 
     def wake(self, pk: int, wake: Wake, *, urgent: bool = False) -> bool:

@@ -58,10 +58,16 @@ class SharedRpcQueue:
         key = str(identifier)
         if key in self._subscribers:
             raise kiwipy.DuplicateSubscriberIdentifier(f"RPC identifier '{key}'")
-        if self._queue is None:  # the first: the queue is declared, bound and consumed
-            self._await(self._declare())
+        self.listen()
         self._subscribers[key] = subscriber
         return key
+
+    def listen(self) -> None:
+        """Declare, bind and consume the queue, once: at the first subscriber, or when the
+        worker holds a process it never loaded (one found paused sleeps at once), whose
+        messages reach it through ``fallback``."""
+        if self._queue is None:
+            self._await(self._declare())
 
     def remove(self, identifier: Any) -> None:
         key = str(identifier)

@@ -36,7 +36,7 @@ from veglia.engine.daemon.outages import OutageWatcher
 from veglia.engine.daemon.pipeline_intake import PipelineIntake
 from veglia.engine.daemon.rpc_queue import PROCESS_GONE, SharedRpcQueue
 from veglia.engine.daemon.task_bridge import task_bridge
-from veglia.engine.dehydration import Sleeps, Wake
+from veglia.engine.dehydration import PausedSleep, Sleeps, Wake
 from veglia.engine.metrics import METRICS
 from veglia.engine.process import load_process
 from veglia.engine.runner import Runner, set_runner
@@ -132,11 +132,18 @@ class QuietCommunicator(LoopCommunicator):
     def remove_rpc_subscriber(self, identifier: Any) -> None:
         self._rpc.remove(identifier)
 
+    def listen_for_sleepers(self) -> None:
+        """Take the RPCs of processes this worker holds without having loaded them."""
+        self._rpc.listen()
+
 
 #: Allocations between two young-generation collections in a worker (Python's default: 700).
 GC_THRESHOLD = 10_000
 #: Processes leaving a worker between two full collections (see ``_collect_now_and_then``).
 COLLECT_EVERY = 1000
+#: Seconds between two looks at a paused process kept awake while a kill, pause or play is
+#: delivered to it (``Worker.awake``): it sleeps again once the delivery is over.
+DELIVERY_LOOK = 0.05
 
 
 def _tune_garbage_collection() -> None:
@@ -288,7 +295,7 @@ class Worker:
                     return True
                 except ProcessDehydrated as exc:
                     self._drop(pk)
-                    self.sleeps.add(exc.sleep)  # type: ignore[arg-type]  # a JobSleep or ChildrenSleep
+                    self.sleeps.add(exc.sleep)  # type: ignore[arg-type]  # one of dehydration.Sleep
                     asleep = True
                     return True
                 except StepAbandoned as exc:
@@ -365,6 +372,13 @@ class Worker:
         assert node is not None
         if node.is_terminated:
             return
+        sleeps = self.runner.sleeps
+        paused = PausedSleep.of(node) if sleeps is not None else None
+        if paused is not None and sleeps is not None and sleeps.may_sleep(pk):
+            # Not even loaded: it does nothing until played. Its RPCs come here all the same.
+            if self.communicator is not None:
+                self.communicator.listen_for_sleepers()
+            raise ProcessDehydrated(paused)
         try:
             process = load_process(
                 node,
@@ -384,7 +398,25 @@ class Worker:
         waiter = self._live_waiters.pop(pk, None)
         if waiter is not None and not waiter.done():
             waiter.set_result(process)
-        await process.step_until_terminated()
+        await self._step_until_terminated(pk, process)
+
+    async def _step_until_terminated(self, pk: int, process: Any) -> None:
+        """plumpy's ``step_until_terminated``, but a process paused for a person leaves
+        memory (a ``PausedSleep``) once its pause has taken effect (which checkpoints it) and
+        nothing is being delivered to it, rather than waiting in its next step for a play.
+        (What ``CalcJob.step_until_terminated`` adds is for runs outside the daemon.)"""
+        sleeps = self.runner.sleeps
+        if sleeps is None:  # daemon.dehydrate off: a paused process waits live
+            await process.step_until_terminated()
+            return
+        while not process.has_terminated():
+            paused = PausedSleep.of(process.node) if process.paused else None
+            if paused is None:
+                await process.step()
+            elif sleeps.may_sleep(pk):
+                raise ProcessDehydrated(paused)
+            else:  # the kill, pause or play being delivered acts first
+                await asyncio.sleep(DELIVERY_LOOK)
 
     def _rehydrate(self, pk: int, urgent: bool) -> None:
         """``Sleeps``' way back: step the woken process again, from its checkpoint. At most
