@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import inspect
 import types
-from typing import Any
 
 import plumpy
 from plumpy.ports import Port, PortNamespace
@@ -42,13 +41,10 @@ def _sign_validators(port: Port) -> None:
     which cost a tenth of a submission. Only plain functions that wrap nothing are signed:
     for them ``inspect`` then answers as it did (for the others it computes it each time,
     as before)."""
-    validator: Any = port.validator
-    if (
-        type(validator) is types.FunctionType
-        and "__signature__" not in validator.__dict__
-        and not hasattr(validator, "__wrapped__")
-    ):
-        validator.__signature__ = inspect.signature(validator, follow_wrapped=False)
+    validator = port.validator
+    if type(validator) is types.FunctionType and not hasattr(validator, "__wrapped__"):
+        signature = inspect.signature(validator, follow_wrapped=False)
+        validator.__dict__.setdefault("__signature__", signature)
     if isinstance(port, PortNamespace):
         for child in port.values():
             _sign_validators(child)
