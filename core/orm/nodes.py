@@ -567,7 +567,7 @@ class Node:
                 for source, link_type, label in incoming
             ]
             if links:
-                connection.execute(_LINKS.insert(), links)
+                connection.execute(_LINK_INSERT, links)
             files = [
                 {"node_id": pk_of[id(node)], **blob}
                 for node in nodes
