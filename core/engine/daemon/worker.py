@@ -373,8 +373,8 @@ class Worker:
         if node.is_terminated:
             return
         sleeps = self.runner.sleeps
-        paused = PausedSleep.of(node) if sleeps is not None else None
-        if paused is not None and sleeps is not None and sleeps.may_sleep(pk):
+        paused = PausedSleep.of(node) if sleeps is not None and sleeps.may_sleep(pk) else None
+        if paused is not None:
             # Not even loaded: it does nothing until played. Its RPCs come here all the same.
             if self.communicator is not None:
                 self.communicator.listen_for_sleepers()
