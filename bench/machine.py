@@ -18,6 +18,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -65,6 +66,24 @@ def machine_cpu_seconds() -> float:
     parts = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
     idle = parts[3] + parts[4]
     return (sum(parts[:8]) - idle) / tick
+
+
+def file_creation_us(count: int = 200) -> float:
+    """CPU microseconds to create an empty file in a new folder of the temporary folder.
+
+    On ext4 without a journal (these machines' disk) each new file skips every inode
+    deleted in the last minute or more in its block group, so the figure grows with the
+    files any process removed nearby (a bench run before, a test suite): from a few
+    microseconds to hundreds. A job creates about twenty files, so it moves a bench's
+    jobs/s; print it beside them."""
+    folder = Path(tempfile.mkdtemp(prefix="veglia-file-cost-"))
+    try:
+        start = time.process_time()  # user and system time: the kernel's work counts
+        for name in range(count):
+            os.close(os.open(folder / str(name), os.O_CREAT | os.O_WRONLY, 0o600))
+        return (time.process_time() - start) / count * 1e6
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @contextlib.contextmanager

@@ -622,6 +622,34 @@ def test_job_script_wrap_that_fails_stops_the_submission_with_the_plugins_name(
         JobScriptWrap("test.x", prefix="a\nb")
 
 
+def test_job_script_wrap_files_land_beside_the_job_and_may_not_replace_its_own(
+    manager_with, profile
+):
+    from veglia import engine, orm
+    from veglia.entry_points import CalculationFactory
+
+    helper = _Wrap(
+        "test.helper",
+        before=". ./_helper.sh",
+        files={"_helper.sh": "echo helper-sourced >> wraps.log"},
+    )
+    manager_with(helper)
+    builder = CalculationFactory("core.shell").get_builder()
+    builder.command = orm.Str("echo command >> wraps.log")
+    builder.outputs = orm.List(["wraps.log"])
+    _, node = engine.run_get_node(builder)
+    assert node.is_finished_ok, node.exit_message
+    log = node.outputs["files__wraps_log"].get_content().decode().splitlines()
+    assert log == ["helper-sourced", "command"]
+    assert node.get_object_content("_helper.sh") == b"echo helper-sourced >> wraps.log"
+
+    # A wrap's file named as the submit script, or as another wrap's: no job, and why.
+    for clash in ("_veglia_submit.sh", "_helper.sh"):
+        manager_with(helper, _Wrap("test.clash", files={clash: "true"}))
+        with pytest.raises(PluginError, match=rf"plugin test\.\w+: its file {clash} would replace"):
+            engine.run_get_node(CalculationFactory("core.shell"), command=orm.Str("true"))
+
+
 class _TablesPlugin:
     def __init__(self, migrations):
         self.migrations = migrations

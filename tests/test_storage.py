@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import io
+import os
 import shutil
 
 import pytest
@@ -183,6 +185,23 @@ def test_repository_stores_each_content_once_and_detects_tampering(tmp_path):
     with pytest.raises(NotExistent, match="missing"):
         repository.get_bytes(sha_a)
     assert not list((tmp_path / "repo" / "tmp").iterdir())
+
+
+def test_files_are_stored_whole_and_stored_content_writes_no_file(tmp_path):
+    repository = FileRepository(tmp_path / "repo")
+    small, large = tmp_path / "small", tmp_path / "large"
+    small.write_bytes(b"0\n")
+    large.write_bytes(bytes(range(256)) * 8192)  # 2 MiB: streamed through a temporary file
+    for path in (small, large):
+        sha256, size = repository.put_file(path)
+        assert repository.get_bytes(sha256) == path.read_bytes() and size == path.stat().st_size
+    temporary = repository.temporary_folder()
+    os.utime(temporary, (0, 0))
+    # The same small content again (an empty stderr, an exit status): hashed in memory,
+    # no temporary file made and removed.
+    assert repository.put_file(small)[0] == hashlib.sha256(b"0\n").hexdigest()
+    assert temporary.stat().st_mtime == 0
+    assert list(temporary.iterdir()) == []
 
 
 def test_repository_writes_again_after_its_folders_were_removed(tmp_path):

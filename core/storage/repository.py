@@ -136,6 +136,13 @@ class FileRepository:
 
     def put_file(self, path: Path | str) -> tuple[str, int]:
         with open(path, "rb") as handle:
+            head = handle.read(_CHUNK)
+            if len(head) < _CHUNK:
+                # Hashed before anything is written: content already stored (an empty
+                # stderr, an exit status) costs no temporary file made and deleted, which
+                # on a file system without a journal slows every later file creation.
+                return self.put_bytes(head)
+            handle.seek(0)
             return self.put_stream(handle)
 
     def has(self, sha256: str) -> bool:

@@ -13,6 +13,7 @@ commands' exit status there (143 after a TERM).
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from importlib.resources import files
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ __all__ = [
     "put_files",
     "recorded_wraps",
     "wrap_commands",
+    "wrap_files",
     "wraps_for",
 ]
 
@@ -95,17 +97,27 @@ def wrap_commands(lines: list[str], wraps: list[JobScriptWrap]) -> list[str]:
     return script
 
 
-def put_files(wraps: list[JobScriptWrap], folder: Path) -> None:
-    """The wraps' files into the folder uploaded as the job's work directory."""
+def wrap_files(wraps: list[JobScriptWrap], taken: Collection[str]) -> dict[str, bytes]:
+    """The wraps' files by name, uploaded beside the job's own (``taken``, by relative path):
+    from memory, not through the upload's sandbox folder, which would create and delete
+    each of them once more for every job."""
+    found: dict[str, bytes] = {}
     for wrap in wraps:
         for file_name, text in wrap.files.items():
-            path = folder / file_name
-            if path.exists():
+            if file_name in taken or file_name in found:
                 raise PluginError(
                     f"plugin {wrap.name}: its file {file_name} would replace one of the job's "
                     "own; rename one of them"
                 )
-            path.write_text(text)
+            found[file_name] = text.encode()
+    return found
+
+
+def put_files(wraps: list[JobScriptWrap], folder: Path) -> None:
+    """The wraps' files into a folder (a job's work directory made by hand)."""
+    taken = {path.name for path in folder.iterdir()}
+    for file_name, content in wrap_files(wraps, taken).items():
+        (folder / file_name).write_bytes(content)
 
 
 def recorded_wraps(wraps: list[JobScriptWrap]) -> list[dict[str, Any]]:

@@ -451,7 +451,6 @@ class CalcJob(Process):
         try:
             calcinfo = self.prepare_for_submission(sandbox)
             wraps = job_script.wraps_for(node, self.computer)
-            job_script.put_files(wraps, sandbox)
             script = tasks.build_template(node, calcinfo, self.code, self.computer, wraps)
             commands = tasks.command_lines(node, calcinfo, self.code, self.computer)
             retrieve = [
@@ -466,11 +465,13 @@ class CalcJob(Process):
                 str(path.relative_to(sandbox)): path.read_bytes()
                 for path in sorted(p for p in sandbox.rglob("*") if p.is_file())
             }
+            beside = job_script.wrap_files(wraps, {*files, tasks.SCRIPT_NAME})
+            files.update(beside)
             files[tasks.SCRIPT_NAME] = script.encode()
 
             def upload(transport: Any) -> str:
                 workdir = self._workdir(transport)
-                tasks.upload(transport, node, workdir, sandbox, calcinfo, script)
+                tasks.upload(transport, node, workdir, sandbox, calcinfo, script, beside)
                 return workdir
 
             workdir = await self.with_retries("upload", upload)

@@ -11,7 +11,9 @@ import fnmatch
 import posixpath
 import shlex
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from veglia.engine.calcjob.job_poller import computer_contacted
@@ -121,13 +123,17 @@ def upload(
     sandbox: Path,
     calcinfo: CalcInfo,
     script: str,
+    beside: Mapping[str, bytes] = MappingProxyType({}),
 ) -> None:
-    """Create the work dir and copy the job's files and submit script into it."""
+    """Create the work dir and copy the job's files, the files ``beside`` them (the job
+    script wraps'), and the submit script into it."""
     transport.makedirs(workdir)
     if transport.exists(posixpath.join(workdir, _SUBMIT_RC)):
         return  # submitted already by an earlier attempt: never touch a live job's files
     for item in sorted(sandbox.iterdir()):
         transport.put(item, posixpath.join(workdir, item.name))
+    for name, content in beside.items():
+        transport.write_bytes(posixpath.join(workdir, name), content)
     for uuid, source, target in calcinfo.local_copy_list:
         content = load_node(uuid).get_object_content(source)
         path = remote_join(workdir, target, "input file name")
