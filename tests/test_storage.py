@@ -204,6 +204,31 @@ def test_files_are_stored_whole_and_stored_content_writes_no_file(tmp_path):
     assert list(temporary.iterdir()) == []
 
 
+def test_a_retrieved_file_is_linked_into_the_repository_not_copied(tmp_path):
+    repository = FileRepository(tmp_path / "repo")
+    retrieved = repository.temporary_folder() / "retrieved-1"
+    retrieved.mkdir()
+    output, empty = retrieved / "aiida.out", retrieved / "stderr"
+    output.write_bytes(b"3\n")
+    empty.write_bytes(b"")
+    known, _ = repository.put_bytes(b"")  # stored before: an empty stderr of another job
+    sha256, size = repository.adopt(output)
+    blob = repository.objects / sha256[:2] / sha256[2:]
+    assert (sha256, size) == (hashlib.sha256(b"3\n").hexdigest(), 2)
+    assert blob.stat().st_ino == output.stat().st_ino  # the same file: no copy
+    assert blob.stat().st_mode & 0o077 == 0
+    assert repository.adopt(empty)[0] == known
+    assert (repository.objects / known[:2] / known[2:]).stat().st_ino != empty.stat().st_ino
+    # Removing the retrieved folder (after the parse's commit) leaves the blobs.
+    shutil.rmtree(retrieved)
+    assert repository.get_bytes(sha256) == b"3\n" and repository.get_bytes(known) == b""
+    # A file anywhere else is the user's: copied, never linked.
+    mine = tmp_path / "mine.txt"
+    mine.write_bytes(b"mine")
+    copied, _ = repository.adopt(mine)
+    assert (repository.objects / copied[:2] / copied[2:]).stat().st_ino != mine.stat().st_ino
+
+
 def test_repository_writes_again_after_its_folders_were_removed(tmp_path):
     """The repository checks its folders once per process; one removed later (a user
     cleaning up, a restore) is made again rather than failing every later write."""

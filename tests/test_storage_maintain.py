@@ -169,7 +169,17 @@ def test_what_a_writer_that_died_left_goes_after_the_grace_period(repository_pro
     os.utime(abandoned, (then, then))
     writing = folder.temporary_folder() / "tmpbusy"
     writing.write_bytes(b"y" * 300)
-    expected = 700
+    # The retrieved files of a job whose worker died before the parse took them, and of one
+    # being parsed now.
+    dead_retrieval = folder.temporary_folder() / "retrieved-dead"
+    (dead_retrieval / "sub").mkdir(parents=True)
+    (dead_retrieval / "aiida.out").write_bytes(b"o" * 50)
+    (dead_retrieval / "sub" / "out").write_bytes(b"s" * 25)
+    os.utime(dead_retrieval, (then, then))
+    live_retrieval = folder.temporary_folder() / "retrieved-live"
+    live_retrieval.mkdir()
+    (live_retrieval / "aiida.out").write_bytes(b"o")
+    expected = 700 + 75
     if not isinstance(repository, FileRepository):
         now = (
             "extract(epoch from clock_timestamp())"
@@ -190,6 +200,7 @@ def test_what_a_writer_that_died_left_goes_after_the_grace_period(repository_pro
     done = ok(run_cli("-p", "test", "storage", "maintain", "--grace-period", "60"))
     assert f", {expected} bytes" in done.stdout
     assert not abandoned.exists() and writing.exists()
+    assert not dead_retrieval.exists() and (live_retrieval / "aiida.out").exists()
     if not isinstance(repository, FileRepository):
         with get_storage().connection() as connection:
             left = set(connection.scalars(sa.text("SELECT sha256 FROM repository_chunks")))

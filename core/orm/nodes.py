@@ -444,6 +444,12 @@ class Node:
         harmless (as after a store that failed)."""
         self.put_objects({path: StoredBlob(*get_storage().repository.put_file(source))})
 
+    def adopt_object_file(self, path: str, source: Path) -> None:
+        """Add a file veglia wrote in the repository's temporary folder (a job's retrieved
+        file): linked into the repository, not copied (see ``FileRepository.adopt``).
+        ``source`` must not be written again."""
+        self.put_objects({path: StoredBlob(*get_storage().repository.adopt(source))})
+
     def _store_files(self, files: dict[str, bytes | StoredBlob]) -> None:
         blobs = _put_blobs(files)
         with get_storage().connection() as connection:

@@ -145,6 +145,43 @@ class FileRepository:
             handle.seek(0)
             return self.put_stream(handle)
 
+    def adopt(self, path: Path | str) -> tuple[str, int]:
+        """Store a file written in :meth:`temporary_folder` (a job's retrieved file) by
+        linking it into place: no second copy of its content, no file created for it. The
+        file becomes the blob and must not be written again. A file anywhere else, or on a
+        file system without hard links, is copied as :meth:`put_file` does."""
+        source = Path(path)
+        if not str(source).startswith(f"{self._tmp}{os.sep}"):
+            return self.put_file(source)
+        digest = hashlib.sha256()
+        size = 0
+        # Not followed: only a regular file veglia wrote is linked.
+        with open(os.open(source, os.O_RDONLY | os.O_NOFOLLOW), "rb") as handle:
+            while chunk := handle.read(_CHUNK):
+                digest.update(chunk)
+                size += len(chunk)
+        sha256 = digest.hexdigest()
+        target = self._path(sha256)
+        if self._refresh(target):
+            return sha256, size
+        os.chmod(source, 0o600)  # as private as the blobs written through a temporary file
+        try:
+            self._link(source, target)
+        except FileExistsError:  # stored meanwhile by another writer: the same content
+            self._refresh(target)
+        except OSError:  # a file system that makes no hard links
+            return self.put_file(source)
+        else:
+            os.utime(target)  # stored now: maintain's grace period counts from here
+        return sha256, size
+
+    def _link(self, source: Path, target: Path) -> None:
+        try:
+            os.link(source, self._folder(target.parent) / target.name)
+        except FileNotFoundError:  # its folder was removed behind our back
+            self._ready.discard(target.parent)
+            os.link(source, self._folder(target.parent) / target.name)
+
     def has(self, sha256: str) -> bool:
         return self._path(sha256).exists()
 
@@ -237,9 +274,14 @@ class FileRepository:
                 except FileNotFoundError:  # its write just ended
                     continue
                 if status.st_mtime < cutoff:
-                    if not dry_run:
+                    size = status.st_size
+                    if leftover.is_dir():  # a job's retrieved files, its parse never done
+                        size = _tree_size(leftover)
+                        if not dry_run:
+                            shutil.rmtree(leftover, ignore_errors=True)
+                    elif not dry_run:
                         leftover.unlink(missing_ok=True)
-                    freed.append((f"tmp/{leftover.name}", status.st_size))
+                    freed.append((f"tmp/{leftover.name}", size))
         return freed
 
     def _remove_if_stale(self, sha256: str, cutoff: float) -> bool:
@@ -274,3 +316,13 @@ class FileRepository:
         for folder in sorted(self.objects.iterdir()):
             for blob in sorted(folder.iterdir()):
                 yield folder.name + blob.name
+
+
+def _tree_size(folder: Path) -> int:
+    """The bytes of the files below ``folder`` (one removed meanwhile counts none)."""
+    size = 0
+    for path in folder.rglob("*"):
+        with contextlib.suppress(OSError):
+            if path.is_file():
+                size += path.stat().st_size
+    return size

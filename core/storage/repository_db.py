@@ -145,6 +145,14 @@ class DatabaseRepository:
         with open(path, "rb") as handle:
             return self.put_stream(handle)
 
+    def adopt(self, path: Path | str) -> tuple[str, int]:
+        """As :meth:`FileRepository.adopt`: here the content goes into the database."""
+        return self.put_file(path)
+
+    def temporary_folder(self) -> Path:
+        """Where files on their way into the repository are written (the folder's)."""
+        return self.fallback.temporary_folder()
+
     def keep(self, sha256: str, *, in_database_only: bool = False) -> bool:
         """Whether the blob is stored; if so it counts as just written, so ``maintain``
         leaves it for its grace period (call this before referencing a blob stored before).

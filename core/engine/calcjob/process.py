@@ -894,7 +894,7 @@ class CalcJob(Process):
             with self.closing_writes(), self.outputs_stored_at_end():
                 retrieved = FolderData()
                 for item in sorted(p for p in path.rglob("*") if p.is_file()):
-                    retrieved.put_object_from_file(str(item.relative_to(path)), item)
+                    retrieved.adopt_object_file(str(item.relative_to(path)), item)
                 self.out("retrieved", retrieved)
                 outcome = node.get_attribute(attr.JOB_OUTCOME, {})
                 scheduler_code = self._scheduler_exit_code(outcome.get("failure"))

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from veglia.engine.calcjob.job_poller import computer_contacted
 from veglia.engine.calcjob.job_script import EXIT_STATUS_FILE, JobScriptWrap, wrap_commands
 from veglia.exceptions import TransportError
+from veglia.manage import get_storage
 from veglia.orm.loading import load_node
 from veglia.relative_paths import checked_relative, inside, remote_join
 from veglia.schedulers import JobFailure, JobInfo, JobResources, JobTemplate, SchedulerError
@@ -182,7 +183,11 @@ def retrieve(
     last_info: JobInfo | None,
 ) -> tuple[Path, dict[str, Any]]:
     """Copy the files matching ``patterns`` into a new local folder; read the job's outcome."""
-    target = Path(tempfile.mkdtemp(prefix="veglia-retrieved-"))
+    # In the repository's own temporary folder: the parse links each file into the
+    # repository there, rather than copy it once more (FileRepository.adopt).
+    target = Path(
+        tempfile.mkdtemp(prefix="retrieved-", dir=get_storage().repository.temporary_folder())
+    )
     # The job could replace its own folder, or one veglia made above it, with a link: then
     # nothing of it is read (the files below are checked as they are reached).
     root, made = computer.job_workdir_parts(workdir)
