@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "active_profile",
+    "close_storage",
     "get_profile",
     "get_storage",
     "load_profile",
@@ -116,6 +117,13 @@ def get_storage() -> StorageBackend:
         storage.check_schema()
         _storage = storage
     return _storage
+
+
+def close_storage() -> None:
+    """Close the database connections of the active profile's storage, if it was opened
+    (used again, it opens new ones)."""
+    if _storage is not None:
+        _storage.close()
 
 
 def unload_profile() -> None:

@@ -181,11 +181,13 @@ def test_outdated_schema_is_reported_and_migrated(run_cli, veglia_home):
             connection.execute(f"DROP INDEX {index}")
         connection.execute("ALTER TABLE codes DROP COLUMN hidden")  # 0012
         connection.execute("DROP INDEX ix_nodes_cancel_pending")  # 0013
+        connection.execute("DROP INDEX ix_nodes_finished_ok_type")  # 0014
+        connection.execute("DROP INDEX ix_nodes_finished_ok_key")  # 0014
     status = run_cli("status")
     assert status.exit_code == 1 and "veglia storage migrate" in status.stdout
-    assert "at schema 0001; this release needs 0013" in status.stdout
+    assert "at schema 0001; this release needs 0014" in status.stdout
     migrated = run_cli("storage", "migrate")
-    assert migrated.exit_code == 0 and "from 0001 to 0013" in migrated.stdout
+    assert migrated.exit_code == 0 and "from 0001 to 0014" in migrated.stdout
     assert "Migrated the tables of plugin 'core.tower' from absent to 0001" in migrated.stdout
     assert run_cli("status").exit_code == 0
 
@@ -205,6 +207,8 @@ def test_a_profile_of_the_release_before_keeps_its_outbox_through_storage_migrat
         connection.execute("DROP TABLE alembic_version_tower")
         connection.execute("ALTER TABLE codes DROP COLUMN hidden")  # 0012
         connection.execute("DROP INDEX ix_nodes_cancel_pending")  # 0013
+        connection.execute("DROP INDEX ix_nodes_finished_ok_type")  # 0014
+        connection.execute("DROP INDEX ix_nodes_finished_ok_key")  # 0014
         for task in range(1, 8):
             connection.execute(
                 "INSERT INTO report_outbox (reporter, run_key, kind, task_id, attempt, payload,"
@@ -217,10 +221,10 @@ def test_a_profile_of_the_release_before_keeps_its_outbox_through_storage_migrat
             "VALUES ('tower', 'run-1', 'begun', '{}')"
         )
     status = run_cli("status")
-    assert status.exit_code == 1 and "at schema 0010; this release needs 0013" in status.stdout
+    assert status.exit_code == 1 and "at schema 0010; this release needs 0014" in status.stdout
     migrated = run_cli("storage", "migrate")
     assert migrated.exit_code == 0, migrated.output
-    assert "from 0010 to 0013" in migrated.stdout
+    assert "from 0010 to 0014" in migrated.stdout
     assert "Migrated the tables of plugin 'core.tower' from absent to 0001" in migrated.stdout
     assert run_cli("status").exit_code == 0
     info = run_cli("storage", "info", "--raw").stdout

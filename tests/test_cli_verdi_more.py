@@ -297,6 +297,6 @@ def test_migration_0012_adds_hidden_codes_and_downgrades(storage):
             ),
             {"c": computer},
         )
-    assert storage.migrate() == ("0011", "0013")
+    assert storage.migrate() == ("0011", "0014")
     with storage.engine.connect() as connection:
         assert connection.execute(sa.select(codes.c.hidden)).scalar_one() is False

@@ -310,7 +310,7 @@ def test_migration_0009_adds_pipeline_setups_and_downgrades(storage):
         config.attributes["connection"] = connection
         command.downgrade(config, "0008")
     assert "pipeline_setups" not in tables()
-    assert storage.migrate() == ("0008", "0013")
+    assert storage.migrate() == ("0008", "0014")
     columns = {c["name"] for c in sa.inspect(storage.engine).get_columns("pipeline_setups")}
     assert {"name", "version", "enabled", "process", "inputs", "options", "input_port"} <= columns
     assert {"source", "source_settings", "source_computer", "max_active", "created"} <= columns

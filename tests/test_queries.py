@@ -264,6 +264,104 @@ def test_a_workflow_s_progress_asks_the_history_of_all_its_kinds_of_step_at_once
     assert together[("core.shell", None)].count == 2 and together[("wf", "x")] is None
 
 
+def _plan(connection, statement, parameters) -> str:
+    """The plan of a statement as it was sent, on one line. On PostgreSQL, the generic plan
+    of the statement prepared, as it is after a few runs (the daemon's, the web view's): it
+    knows the values written in the SQL, not the bound ones."""
+    import re
+
+    if connection.dialect.name != "postgresql":
+        rows = connection.exec_driver_sql("EXPLAIN QUERY PLAN " + statement, parameters).all()
+        return " ".join(str(row[3]) for row in rows)
+    names = list(dict.fromkeys(re.findall(r"%\((\w+)\)s", statement)))
+    numbered = re.sub(r"%\((\w+)\)s", lambda m: f"${names.index(m.group(1)) + 1}", statement)
+    connection.exec_driver_sql("SET plan_cache_mode = force_generic_plan")
+    connection.exec_driver_sql("DEALLOCATE ALL")
+    connection.exec_driver_sql(f"PREPARE looked_up AS {numbered}".replace("%%", "%"))
+    values = ", ".join(
+        f"'{value}'" if isinstance(value, str) else str(value)
+        for value in (parameters[name] for name in names)
+    )
+    rows = connection.exec_driver_sql(f"EXPLAIN EXECUTE looked_up({values})").all()
+    return " ".join(str(row[0]) for row in rows)
+
+
+def test_a_workflow_s_estimate_reads_the_latest_runs_in_the_order_of_an_index(any_profile):
+    """``process show`` of a running workflow averages the latest finished runs of its type
+    and of each kind of step it runs: an index gives them newest first, so the database
+    reads those, not every run of the kind to sort them (with 1,000,000 nodes PostgreSQL
+    read all 16,334 finished workflows of the type, 72 ms, to give the latest 100)."""
+    import sqlalchemy as sa
+
+    from veglia.engine.progress import workflow_progress
+    from veglia.manage import get_storage
+    from veglia.orm.attributes import SIMILARITY_KEY
+
+    workflow = _process(orm.WorkflowNode, "waiting")
+    _process(orm.WorkflowNode, "finished", exit_status=0)
+    for state, exit_status in (("running", None), ("finished", 0)):
+        for key in ("small", "big"):
+            called = [(workflow, "call", "CALL")]
+            _process(orm.CalcJobNode, state, called, exit_status, **{SIMILARITY_KEY: key})
+    node = orm.load_node(workflow.pk)
+    sent = []
+
+    def seen(_connection, _cursor, statement, parameters, *_):
+        sent.append((statement, parameters))
+
+    engine = get_storage().engine
+    sa.event.listen(engine, "before_cursor_execute", seen)
+    try:
+        workflow_progress(node)
+    finally:
+        sa.event.remove(engine, "before_cursor_execute", seen)
+    history = [(s, p) for s, p in sent if "ORDER BY nodes.id DESC" in s]
+    assert len(history) == 2, sent  # the workflow's type, then every kind of running step
+    with engine.connect() as connection:
+        if connection.dialect.name == "postgresql":
+            # A near-empty table is cheaper to read whole: ask whether an index gives the
+            # order, with sorting the last resort.
+            connection.exec_driver_sql("SET enable_seqscan = off")
+            connection.exec_driver_sql("SET enable_sort = off")
+        plans = [_plan(connection, statement, parameters) for statement, parameters in history]
+    indexes = ("ix_nodes_finished_ok_type", "ix_nodes_finished_ok_key")
+    for plan, index in zip(plans, indexes, strict=True):
+        # The index answers every condition (none is checked row by row), in order.
+        assert index in plan, plan
+        assert "Filter" not in plan, plan
+        assert "Sort" not in plan and "TEMP B-TREE" not in plan, plan
+
+
+def test_the_look_ups_by_similarity_key_alone_read_its_index(any_profile):
+    """Right-sizing and the queue waits ask for similar jobs by key, without a type: they
+    read an index that starts with the key (SQLite picks the one on state and node type,
+    and reads every finished job, 0.4 s with 1,000,000 nodes, when the key's own index
+    holds more columns than the key)."""
+    import sqlalchemy as sa
+
+    from veglia.engine.calcjob.history import similar_usage, similar_waits
+    from veglia.manage import get_storage
+
+    sent = []
+
+    def seen(_connection, _cursor, statement, parameters, *_):
+        sent.append((statement, parameters))
+
+    engine = get_storage().engine
+    sa.event.listen(engine, "before_cursor_execute", seen)
+    try:
+        similar_usage("core.shell||localhost|1")
+        similar_waits("core.shell||localhost|1")
+    finally:
+        sa.event.remove(engine, "before_cursor_execute", seen)
+    with engine.connect() as connection:
+        if connection.dialect.name == "postgresql":
+            connection.exec_driver_sql("SET enable_seqscan = off")
+        for statement, parameters in sent:
+            plan = _plan(connection, statement, parameters)
+            assert "ix_nodes_similarity_key" in plan or "ix_nodes_finished_ok_key" in plan, plan
+
+
 def test_file_sizes_are_whole_numbers_on_every_database(any_profile):
     """A job page's /api answer holds its files' sizes: PostgreSQL sums them as numeric."""
     import json

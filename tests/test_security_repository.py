@@ -106,7 +106,7 @@ def test_blobs_stored_before_the_chunks_migration_read_the_same_after_it(
             sa.text("INSERT INTO repository_blobs (sha256, size, content) VALUES (:s, :n, :c)"),
             {"s": sha256, "n": size, "c": content},
         )
-    assert backend.migrate() == ("0006", "0013")
+    assert backend.migrate() == ("0006", "0014")
     repository = backend.repository
     assert repository.get_bytes(sha256) == content
     repository.verify(sha256)

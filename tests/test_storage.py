@@ -392,9 +392,9 @@ def test_migration_0006_adds_the_scale_indexes_and_downgrades(storage):
         command.downgrade(config, "0005")
     assert storage.schema_status().current == "0005"
     assert not set(INDEXED_ATTRIBUTES) & _index_names(storage)
-    with pytest.raises(SchemaOutdatedError, match="needs 0013"):
+    with pytest.raises(SchemaOutdatedError, match="needs 0014"):
         storage.check_schema()
-    assert storage.migrate() == ("0005", "0013")
+    assert storage.migrate() == ("0005", "0014")
     assert set(INDEXED_ATTRIBUTES) <= _index_names(storage)
 
 
@@ -466,8 +466,37 @@ def test_migration_0013_adds_the_cancel_index_and_downgrades(storage):
         config.attributes["connection"] = connection
         command.downgrade(config, "0012")
     assert "ix_nodes_cancel_pending" not in _index_names(storage)
-    assert storage.migrate() == ("0012", "0013")
+    assert storage.migrate() == ("0012", "0014")
     assert "ix_nodes_cancel_pending" in _index_names(storage)
+
+
+def _index_definitions(backend) -> dict[str, str]:
+    """The CREATE INDEX text of every index of ``nodes``, by name."""
+    if backend.engine.dialect.name == "postgresql":
+        query = "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'nodes'"
+    else:
+        query = "SELECT name, sql FROM sqlite_master WHERE type = 'index' AND tbl_name = 'nodes'"
+    with backend.engine.connect() as connection:
+        return dict(connection.exec_driver_sql(query).all())
+
+
+def test_migration_0014_adds_the_indexes_of_successful_runs_and_downgrades(storage):
+    """The indexes of the successful runs hold the type (after the similarity key, for the
+    second) and the id, and only the processes that finished with exit status 0."""
+    from alembic import command
+
+    names = ("ix_nodes_finished_ok_type", "ix_nodes_finished_ok_key")
+    found = _index_definitions(storage)
+    for name in names:
+        assert "process_type, id)" in found[name], found[name]
+        assert "'finished'" in found[name] and "exit_status = 0" in found[name], found[name]
+    config = storage._alembic_config()
+    with storage.engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.downgrade(config, "0013")
+    assert not set(names) & _index_names(storage)
+    assert storage.migrate() == ("0013", "0014")
+    assert set(names) <= _index_names(storage)
 
 
 def test_a_transaction_commits_its_sessions_together_or_not_at_all(storage, storage_url, tmp_path):
@@ -669,9 +698,9 @@ def test_a_database_of_the_release_before_keeps_every_outbox_record_as_its_plugi
     runs = _rows(backend, tower_tables.report_runs)
     assert len(outbox) == 5
 
-    with pytest.raises(SchemaOutdatedError, match="needs 0013. Run `veglia storage migrate`"):
+    with pytest.raises(SchemaOutdatedError, match="needs 0014. Run `veglia storage migrate`"):
         backend.check_schema()
-    assert backend.migrate() == ("0010", "0013")
+    assert backend.migrate() == ("0010", "0014")
     backend.check_schema()
     assert _rows(backend, tower_tables.report_outbox) == outbox
     assert _rows(backend, tower_tables.report_runs) == runs
@@ -683,7 +712,7 @@ def test_a_database_of_the_release_before_keeps_every_outbox_record_as_its_plugi
 
 def test_the_core_schema_alone_has_no_plugin_table(storage_url, tmp_path):
     backend = StorageBackend(storage_url, tmp_path / "repo", plugins=[])
-    assert backend.migrate() == (None, "0013")
+    assert backend.migrate() == (None, "0014")
     backend.check_schema()
     tables = set(sa.inspect(backend.engine).get_table_names())
     assert "nodes" in tables and not tables & {"report_outbox", "report_runs"}

@@ -3,6 +3,7 @@ imported when they run."""
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import sys
@@ -27,7 +28,7 @@ BUILTIN_COMMANDS: dict[str, tuple[str, str, str]] = {
         "Write nodes with their provenance to a file; import such a file into a profile.",
     ),
     "calcjob": (
-        "veglia.cli.cmd_node",
+        "veglia.cli.cmd_calcjob",
         "calcjob_group",
         "Inspect calc jobs: their input and retrieved files, results, work dir.",
     ),
@@ -165,6 +166,40 @@ def cli(ctx: click.Context, profile_name: str | None, verbose: bool) -> None:
         # Libraries (aio-pika, paramiko) log retries the user cannot act on; errors that
         # matter reach the user as exceptions with a message.
         logging.getLogger().setLevel(logging.CRITICAL)
+    _resume_collector()
+
+
+#: Whether :func:`main` holds Python's cyclic garbage collector off (see there).
+_collector_held = False
+
+
+def _hold_collector() -> None:
+    global _collector_held
+    gc.disable()
+    _collector_held = True
+
+
+def _resume_collector() -> None:
+    """Turn the collector on again once the command is chosen (its module imported): what
+    the command started with stays for its life, so it is frozen out of the collector's
+    walks, as a daemon worker's is; a long command (watch, run, python) collects its own
+    garbage as usual."""
+    global _collector_held
+    if _collector_held:
+        _collector_held = False
+        gc.freeze()
+        gc.enable()
+
+
+def _before_exit() -> None:
+    """Close the database connections (PostgreSQL is told goodbye, SQLite's last connection
+    folds its write-ahead log, as when the exit freed them), then freeze what is left: the
+    interpreter's exit would walk every object it still tracks, more than once, to free
+    memory that the exit frees anyway."""
+    manage = sys.modules.get("veglia.manage")
+    if manage is not None:
+        manage.close_storage()
+    gc.freeze()
 
 
 def _add_plugin_commands() -> None:
@@ -210,6 +245,19 @@ def exit_code_of(exc: BaseException) -> int:
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``veglia`` console script."""
+    # Starting a command makes some 80,000 objects that live as long as it does (click,
+    # rich, SQLAlchemy, the database driver, the command's module). The cyclic collector
+    # walked them again and again as they loaded, and at the exit, and found nothing to
+    # free: a quarter of a short command's CPU time (0.12 s of ``process list``'s 0.5 on
+    # PostgreSQL). It is held off until the command is chosen (_resume_collector).
+    _hold_collector()
+    try:
+        _run(argv)
+    finally:
+        _before_exit()
+
+
+def _run(argv: list[str] | None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
     verbose = "-v" in args or "--verbose" in args or os.environ.get("VEGLIA_VERBOSE") == "1"
     try:

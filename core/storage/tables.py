@@ -220,6 +220,21 @@ INDEXED_ATTRIBUTES = {
 for _name, _key in INDEXED_ATTRIBUTES.items():
     Index(_name, attribute_text(nodes.c.attributes, _key))
 
+#: The processes that finished successfully, by type (and similarity key), newest first:
+#: a workflow's estimate of the time left reads the latest runs of its type and of each
+#: kind of step it runs (``veglia.engine.calcjob.history``). PostgreSQL keeps the equal keys
+#: of an index in the order of their rows on disk, not of their ids, and read every run of
+#: the type to sort them. In the database (migration 0014) they are partial, on the
+#: processes that finished with exit status 0 (the look-ups write that condition in their
+#: SQL, ``history.FINISHED_OK``); not given here, as for ``ix_nodes_cancel_pending``.
+Index("ix_nodes_finished_ok_type", nodes.c.process_type, nodes.c.id)
+Index(
+    "ix_nodes_finished_ok_key",
+    attribute_text(nodes.c.attributes, INDEXED_ATTRIBUTES["ix_nodes_similarity_key"]),
+    nodes.c.process_type,
+    nodes.c.id,
+)
+
 #: The ended processes whose scheduler job is still to be cancelled, asked for by every
 #: ``process list`` and by the daemon (``veglia.orm.attributes.CANCEL_PENDING``). In the
 #: database (migration 0013) it is partial, on the nodes that carry the attribute only:

@@ -33,6 +33,7 @@ from veglia.storage.attribute_text import attribute_text
 from veglia.storage.tables import nodes
 
 __all__ = [
+    "FINISHED_OK",
     "Distribution",
     "Recommendation",
     "code_usage",
@@ -156,12 +157,20 @@ def similar_waits(key: str) -> Distribution | None:
     return Distribution.of(waits)
 
 
+#: A successful run, with its constants written into the SQL rather than bound: the
+#: partial indexes of the successful runs (migration 0014) serve only a condition that
+#: implies theirs, which PostgreSQL cannot tell from bound values in the generic plan of a
+#: statement prepared after a few runs (the daemon's, the web view's).
+FINISHED_OK = (
+    nodes.c.process_state == sa.literal("finished", literal_execute=True),
+    nodes.c.exit_status == sa.literal(0, literal_execute=True),
+)
+
+
 def _similar(process_type: str | None, key: str | None) -> list[Any]:
-    where = [
-        nodes.c.process_type == process_type,
-        nodes.c.process_state == "finished",
-        nodes.c.exit_status == 0,
-    ]
+    """The successful runs of a type (with a similarity key), which the indexes
+    ``ix_nodes_finished_ok_type`` and ``_key`` give newest first."""
+    where = [nodes.c.process_type == process_type, *FINISHED_OK]
     if key is not None:
         where.append(attribute_text(nodes.c.attributes, SIMILARITY_KEY) == key)
     return where
