@@ -55,6 +55,28 @@ def test_sampled_blocks_go_on_the_record(tmp_path: Path) -> None:
     }
 
 
+def test_a_job_over_before_its_first_sample_costs_no_look_for_its_series(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    # Its one sample was the final one: the sampler wrote no series, and the computer is not
+    # asked for one (a round trip over SSH). With periodic samples, it is.
+    asked: list[str] = []
+    lstat = LocalTransport.lstat
+
+    def counted(self: LocalTransport, path: str) -> Any:
+        asked.append(Path(path).name)
+        return lstat(self, path)
+
+    monkeypatch.setattr(LocalTransport, "lstat", counted)
+    short = {**SAMPLED, "sampler": {**SAMPLED["sampler"], "samples": 1}}
+    record = TraceRecord(task_id=1, name="t", process="p")
+    _collect(tmp_path, record, short)
+    assert "_veglia_trace.json" in asked and "_veglia_trace.series" not in asked
+    assert record.extras["trace"]["series"] == []
+    _collect(tmp_path, TraceRecord(task_id=2, name="t", process="p"))
+    assert "_veglia_trace.series" in asked
+
+
 def test_fusions_blocks_win(tmp_path: Path) -> None:
     record = TraceRecord(task_id=1, name="t", process="p", peak_rss=1, measured_by="fusion")
     record.gpu_metrics = {"name": "from fusion"}

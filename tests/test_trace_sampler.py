@@ -305,6 +305,16 @@ def test_the_jobs_commands_do_not_hold_the_samplers_pipe(tmp_path: Path) -> None
     assert trace["proc"]["realtime"] < 10000
 
 
+def test_a_job_that_removes_the_sampler_file_keeps_its_periodic_trace(tmp_path: Path) -> None:
+    # What periodic samples need (the series, cgroups, GPUs) is read at the first of them,
+    # from the file opened at the start: a job that cleans its folder first keeps it all.
+    trace = run_job(tmp_path, job_script(["rm -f _veglia_trace.sh", "sleep 0.6"]))
+    assert not (tmp_path / SAMPLER_FILE).exists()
+    assert trace["sampler"]["final"] is True and trace["sampler"]["samples"] >= 3
+    series = (tmp_path / "_veglia_trace.series").read_text().splitlines()
+    assert len(series) == 1 + trace["sampler"]["samples"]
+
+
 def test_cgroup_of_a_plain_job_is_shared(tmp_path: Path) -> None:
     # Past its first sample (0.25 s): a job that ends before it reads no shared cgroup.
     trace = run_job(tmp_path, job_script(["sleep 0.6"]))
@@ -378,6 +388,7 @@ def cgroup_block(version: str, scope: str, dirs: dict[str, Path]) -> dict[str, A
     """The sampler's cgroup block read from files laid out as a cgroup's."""
     assignments = " ".join(f"[{name}]={path}" for name, path in dirs.items())
     script = f"""
+_veglia_trace_all=1 # both parts of the file: the cgroup's functions are in the second
 source {SAMPLER}
 declare -A _veglia_trace_cgdir=({assignments}) _veglia_trace_kvs _veglia_trace_psi
 _veglia_trace_cgv={version} _veglia_trace_cgscope={scope} _veglia_trace_cg_peak_rss=0

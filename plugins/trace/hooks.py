@@ -118,13 +118,23 @@ def collect_trace(node: Any, transport: Any, record: Any, computer: Any) -> None
         sources["proc"] = "fusion" if record.measured_by == "fusion" else "trace"
     if "cgroup" in blocks:
         sources["cgroup"] = "trace"
+    sampler = blocks.get("sampler")
     record.extras["trace"] = {
         "proc": proc,
         "cgroup": blocks.get("cgroup"),
-        "sampler": blocks.get("sampler"),
+        "sampler": sampler,
         "sources": sources,
-        "series": _final_series(node, transport),
+        "series": _final_series(node, transport) if _sampled_periodically(sampler) else [],
     }
+
+
+def _sampled_periodically(sampler: Any) -> bool:
+    """Whether the sampler wrote a series (its periodic samples do, its final one does not):
+    not when the final sample was its only one, as for a job that ended before its first,
+    whose series is not looked for (a round trip to the computer saved)."""
+    return not (
+        isinstance(sampler, dict) and sampler.get("final") is True and sampler.get("samples") == 1
+    )
 
 
 #: The most of a finished job's series read back: its last ~150,000 samples (17 days at

@@ -9,22 +9,22 @@
 # The sampling path uses bash builtins only: a periodic sample may start `mv` (an atomic
 # rename) and, where it is on PATH, one `nvidia-smi`; the final sample starts nothing when no
 # periodic sample ran, so a short job pays no process at all.
+#
+# Two parts. Most of what the sampler costs a job that ends before its first sample is bash
+# parsing and running functions, so the first part is all such a job needs (the loop, the
+# process tree, the proc and sampler blocks), kept small. The second (cgroups, GPUs, the
+# series, what earlier samples saw, rare cases) is read when a sample first needs it: at the
+# first periodic sample, or before a final one that reads a batch job's cgroup. Sourced with
+# _veglia_trace_all set, the file defines both at once.
 
 # Epoch milliseconds in _veglia_trace_ms.
 _veglia_trace_now() {
     if [[ -n ${EPOCHREALTIME-} ]]; then
         # Microseconds whatever the locale's decimal point.
-        _veglia_trace_ms=${EPOCHREALTIME//[!0-9]/}
-        _veglia_trace_ms=$((10#$_veglia_trace_ms / 1000))
+        ((_veglia_trace_ms = 10#${EPOCHREALTIME//[!0-9]/} / 1000))
     else
-        printf -v _veglia_trace_ms '%(%s)T' -1
-        _veglia_trace_ms=$((_veglia_trace_ms * 1000))
+        printf -v _veglia_trace_ms '%(%s)T000' -1
     fi
-}
-
-# ,"key":value into _veglia_trace_buf when value is known (not empty).
-_veglia_trace_kv() {
-    [[ -n $2 ]] && _veglia_trace_buf+=",\"$1\":$2"
 }
 
 # ,"key":"string" into _veglia_trace_buf, JSON-escaped, when known.
@@ -36,14 +36,239 @@ _veglia_trace_ks() {
     _veglia_trace_buf+=",\"$1\":\"$s\""
 }
 
-# x / y rounded, for x, y >= 0 (y > 0).
-_veglia_trace_div() {
-    _veglia_trace_q=$(((2 * $1 + $2) / (2 * $2)))
+# The second part of this file, once; false when it cannot be read. Through the descriptor
+# opened at the start: the job may have removed the file since.
+_veglia_trace_more() {
+    [[ -n $_veglia_trace_loaded ]] && return 0
+    _veglia_trace_all=1
+    . /proc/self/fd/"$_veglia_trace_src" && _veglia_trace_loaded=1
 }
 
-# A value scaled by 10000 as a decimal with four places, in _veglia_trace_f.
-_veglia_trace_dec4() {
-    printf -v _veglia_trace_f '%d.%04d' $(($1 / 10000)) $(($1 % 10000))
+# /proc/PID/stat's fields in _veglia_trace_stat, field N of proc(5) at N-1; false when the
+# process is gone.
+_veglia_trace_read_stat() {
+    read -r -a _veglia_trace_stat 2>/dev/null </proc/"$1"/stat || return 1
+    # A command name with a space in it is several words (and may hold ")").
+    if [[ ${_veglia_trace_stat[1]} != *")" || "${_veglia_trace_stat[*]:2:8}" == *")"* ]]; then
+        _veglia_trace_more && _veglia_trace_stat_after_name "$1"
+    fi
+}
+
+# Where this kernel puts the fields of /proc/PID/status that _veglia_trace_proc reads, from
+# one such file (the caller's lines), in _veglia_trace_at. First tried where kernels put
+# them (17, 16, 15, 11 or 10 lines before VmPeak as kernels added some above it; VmSize,
+# VmHWM and VmRSS 1, 4 and 5 lines below it; the context switches last, or before x86's
+# two lines of shadow stack features), else looked for line by line, which would cost a
+# short job's sampler about a tenth of its CPU.
+_veglia_trace_status_at() {
+    local i n=${#lines[@]}
+    for i in 17 16 15 11 10; do [[ ${lines[i]} == VmPeak:* ]] && break; done
+    for n in $((n - 2)) $((n - 4)); do [[ ${lines[n + 1]} == nonvoluntary_ctxt_switches:* ]] && break; done
+    if [[ ${lines[i]} == VmPeak:* && ${lines[i + 1]} == VmSize:* && ${lines[i + 4]} == VmHWM:* &&
+        ${lines[i + 5]} == VmRSS:* && ${lines[n]} == voluntary_ctxt_switches:* &&
+        ${lines[n + 1]} == nonvoluntary_ctxt_switches:* ]]; then
+        _veglia_trace_at=("$i" $((i + 1)) $((i + 4)) $((i + 5)) "$n" $((n + 1)))
+    else
+        _veglia_trace_more && _veglia_trace_status_search
+    fi
+}
+
+# The job's process tree (the main shell and its descendants, not the sampler) in
+# _veglia_trace_pids, and its usage now: _veglia_trace_ticks, _veglia_trace_rss,
+# _veglia_trace_vmem (kB), _veglia_trace_io[6], context switches.
+_veglia_trace_proc() {
+    local i=0 pid f kids
+    local -a lines seen
+    _veglia_trace_pids=("$_veglia_trace_root")
+    # No /proc/PID/task/TID/children (a kernel without CONFIG_PROC_CHILDREN): every
+    # process's parent, read beforehand.
+    [[ -n $_veglia_trace_children_files ]] || { _veglia_trace_more && _veglia_trace_tree_by_parent; }
+    _veglia_trace_ticks=0 _veglia_trace_rss=0 _veglia_trace_vmem=0 _veglia_trace_vol=0 _veglia_trace_inv=0
+    _veglia_trace_io=(0 0 0 0 0 0)
+    while ((i < ${#_veglia_trace_pids[@]})); do
+        pid=${_veglia_trace_pids[i++]}
+        _veglia_trace_read_stat "$pid" || continue
+        ((_veglia_trace_ticks += _veglia_trace_stat[13] + _veglia_trace_stat[14] + _veglia_trace_stat[15] + _veglia_trace_stat[16]))
+        # The shell (the first) when no baseline was taken (see veglia_trace_loop).
+        ((i == 1)) && [[ -z $_veglia_trace_ticks0 ]] && _veglia_trace_ticks0=$_veglia_trace_ticks
+        # Its children: those of each of its threads (one, mostly).
+        if [[ -n $_veglia_trace_children_files ]]; then
+            kids=
+            if ((_veglia_trace_stat[19] == 1)); then
+                # One line without a newline: read says "end of file" and still reads it.
+                read -r kids 2>/dev/null </proc/"$pid"/task/"$pid"/children
+            else
+                _veglia_trace_more && _veglia_trace_thread_children "$pid"
+            fi
+            for f in $kids; do ((f == _veglia_trace_self)) || _veglia_trace_pids+=("$f"); done
+        fi
+        # The whole file at once (mapfile: a `read` a line is ten times the CPU on a big
+        # tree), its fields at the lines where this kernel puts them: VmPeak, VmSize, VmHWM,
+        # VmRSS (kB), voluntary_ctxt_switches, nonvoluntary_ctxt_switches.
+        mapfile -t lines 2>/dev/null </proc/"$pid"/status || continue
+        [[ -n ${_veglia_trace_at[0]-} ]] || _veglia_trace_status_at
+        f=("${lines[_veglia_trace_at[0]]}" "${lines[_veglia_trace_at[1]]}" "${lines[_veglia_trace_at[2]]}"
+            "${lines[_veglia_trace_at[3]]}" "${lines[_veglia_trace_at[4]]}" "${lines[_veglia_trace_at[5]]}")
+        if [[ ${f[0]} != VmPeak:* || ${f[5]} != nonvoluntary_ctxt_switches:* ]]; then
+            # Elsewhere (a zombie has no Vm lines): looked for.
+            f=("" "" "" "" "" "")
+            _veglia_trace_more && _veglia_trace_status_fields
+        fi
+        f=("${f[@]//[!0-9]/}")
+        ((_veglia_trace_rss += f[3], _veglia_trace_vmem += f[1]))
+        ((f[2] > _veglia_trace_peak_rss)) && _veglia_trace_peak_rss=$((f[2]))
+        ((f[0] > _veglia_trace_peak_vmem)) && _veglia_trace_peak_vmem=$((f[0]))
+        # Its context switches, kept for the next sample as the process (pid and start time).
+        if [[ -n ${f[5]} ]]; then
+            ((_veglia_trace_vol += f[4], _veglia_trace_inv += f[5]))
+            seen+=("$pid:${_veglia_trace_stat[21]}" "${f[4]}" "${f[5]}")
+        fi
+        mapfile -t -n 6 lines 2>/dev/null </proc/"$pid"/io || lines=()
+        if ((${#lines[@]} == 6)); then
+            # rchar, wchar, syscr, syscw, read_bytes, write_bytes, in this order.
+            lines=("${lines[@]#*: }")
+            ((i == 1 && ${#_veglia_trace_io0[@]} == 0)) && _veglia_trace_io0=("${lines[@]}")
+            ((_veglia_trace_io[0] += lines[0], _veglia_trace_io[1] += lines[1], _veglia_trace_io[2] += lines[2]))
+            ((_veglia_trace_io[3] += lines[3], _veglia_trace_io[4] += lines[4], _veglia_trace_io[5] += lines[5]))
+        fi
+    done
+    # What earlier samples saw: the second part, read at the first periodic sample.
+    [[ -n $_veglia_trace_late ]] && _veglia_trace_gone
+    ((_veglia_trace_rss > _veglia_trace_peak_rss)) && _veglia_trace_peak_rss=$_veglia_trace_rss
+    ((_veglia_trace_vmem > _veglia_trace_peak_vmem)) && _veglia_trace_peak_vmem=$_veglia_trace_vmem
+    # The tree's CPU time can only grow: a process reparented away takes its time with it.
+    ((_veglia_trace_ticks -= _veglia_trace_ticks0))
+    ((_veglia_trace_ticks < _veglia_trace_ticks_max)) && _veglia_trace_ticks=$_veglia_trace_ticks_max
+    _veglia_trace_ticks_max=$_veglia_trace_ticks
+}
+
+# The proc block, the first of _veglia_trace_out.
+_veglia_trace_proc_block() {
+    local realtime=$((_veglia_trace_ms - _veglia_trace_t0)) v
+    # What the tree read and wrote since the start.
+    local -a d=($((_veglia_trace_io[0] - _veglia_trace_io0[0])) $((_veglia_trace_io[1] - _veglia_trace_io0[1]))
+        $((_veglia_trace_io[2] - _veglia_trace_io0[2])) $((_veglia_trace_io[3] - _veglia_trace_io0[3]))
+        $((_veglia_trace_io[4] - _veglia_trace_io0[4])) $((_veglia_trace_io[5] - _veglia_trace_io0[5])))
+    _veglia_trace_buf="\"realtime\":$realtime"
+    # Percent of one core x10: CPU ms (10 a tick) * 1000 / elapsed ms.
+    ((realtime > 0)) && _veglia_trace_buf+=",\"pct_cpu\":$((_veglia_trace_ticks * 10 * 1000 / realtime))"
+    _veglia_trace_buf+=$_veglia_trace_node
+    ((_veglia_trace_memtotal > 0)) && _veglia_trace_buf+=",\"pct_mem\":$((_veglia_trace_last_rss * 1000 / _veglia_trace_memtotal))"
+    v=",\"rss\":$_veglia_trace_last_rss,\"vmem\":$_veglia_trace_last_vmem,\"peak_rss\":$_veglia_trace_peak_rss,\"peak_vmem\":$_veglia_trace_peak_vmem"
+    v+=",\"rchar\":${d[0]},\"wchar\":${d[1]},\"syscr\":${d[2]},\"syscw\":${d[3]},\"read_bytes\":${d[4]},\"write_bytes\":${d[5]}"
+    # Less than nothing (the main shell is gone): left out.
+    ((d[0] < 0 || d[1] < 0 || d[2] < 0 || d[3] < 0 || d[4] < 0 || d[5] < 0)) && _veglia_trace_more && _veglia_trace_io_pairs
+    _veglia_trace_out="\"proc\":{$_veglia_trace_buf$v,\"vol_ctxt\":$_veglia_trace_vol,\"inv_ctxt\":$_veglia_trace_inv}"
+    _veglia_trace_sep=,
+}
+
+# Take a sample and write the files; $1: "periodic" or "final".
+_veglia_trace_sample() {
+    local kind=$1 final=false
+    # A final sample with no periodic one before reads the cgroup only where it may be the
+    # job's own (a batch system's job id is set): the direct scheduler's is the session's.
+    if [[ -z $_veglia_trace_late && ($kind == periodic || -n ${SLURM_JOB_ID-}${PBS_JOBID-}${LSB_JOBID-}${JOB_ID-}) ]]; then
+        _veglia_trace_more && _veglia_trace_late_init "$kind"
+    fi
+    _veglia_trace_now
+    _veglia_trace_proc
+    # The final sample sees the job over: what it used is the last reading while it ran.
+    if [[ $kind == periodic || $_veglia_trace_samples == 0 ]]; then
+        _veglia_trace_last_rss=$_veglia_trace_rss _veglia_trace_last_vmem=$_veglia_trace_vmem
+    fi
+    _veglia_trace_proc_block
+    # The GPU reading, the cgroup and gpu blocks.
+    [[ -n $_veglia_trace_late ]] && _veglia_trace_sample_more "$kind"
+    [[ $kind == final ]] && final=true
+    ((_veglia_trace_samples += 1))
+    _veglia_trace_out+=",\"sampler\":{\"version\":1,\"interval\":$_veglia_trace_interval,\"samples\":$_veglia_trace_samples"
+    _veglia_trace_out+=",\"start\":$_veglia_trace_t0,\"updated\":$_veglia_trace_ms,\"final\":$final}"
+    if [[ $kind == final && $_veglia_trace_periodic == 0 ]]; then
+        # No periodic file to keep whole: a direct write, and no program started.
+        printf '{%s}\n' "$_veglia_trace_out" >"$_veglia_trace_dir/_veglia_trace.json"
+    else
+        _veglia_trace_write "$kind"
+    fi
+}
+
+# The sampler: $1 the interval (seconds), $2 the job script's shell.
+veglia_trace_loop() {
+    # The job's shell options are not the sampler's: no -e, -u, -x; globbing on, for
+    # /proc/PID/task/*/children.
+    set +euxfo pipefail
+    _veglia_trace_root=$2 _veglia_trace_self=$BASHPID _veglia_trace_dir=${veglia_trace_dir:-$PWD} _veglia_trace_interval=$1
+    # The second part of this file is read through it (see _veglia_trace_more).
+    exec {_veglia_trace_src}<"${BASH_SOURCE[0]}"
+    # A number of seconds: digits and at most one ".", not last.
+    [[ -n $1 && $1 != *[!0-9.]* && $1 != *.*.* && $1 != *. ]] || _veglia_trace_interval=10
+    local line v i n=0 target wait_ms interval_ms
+    local -a lines gaps=(250 250 500 1000 2000 4000)
+    _veglia_trace_now
+    _veglia_trace_t0=$_veglia_trace_ms target=$_veglia_trace_ms
+    _veglia_trace_ticks_max=0 _veglia_trace_peak_rss=0 _veglia_trace_peak_vmem=0 _veglia_trace_samples=0 _veglia_trace_periodic=0
+    _veglia_trace_late= _veglia_trace_loaded= _veglia_trace_stop= _veglia_trace_at=() _veglia_trace_children_files=
+    _veglia_trace_ticks0= _veglia_trace_io0=()
+    [[ -r /proc/$_veglia_trace_root/task/$_veglia_trace_root/children ]] && _veglia_trace_children_files=1
+    # The node: its memory, its processor and architecture as the proc block's pairs.
+    _veglia_trace_buf=
+    read -r v _veglia_trace_memtotal line 2>/dev/null </proc/meminfo
+    [[ $v == MemTotal: && -n $_veglia_trace_memtotal && $_veglia_trace_memtotal != *[!0-9]* ]] || _veglia_trace_memtotal=0
+    # The processor's name, the first processor's (its lines come first): the fifth line on
+    # x86, where the kernel trims it, else looked for (arm64 has none).
+    mapfile -t -n 40 lines 2>/dev/null </proc/cpuinfo
+    if [[ ${lines[4]-} == "model name"* ]]; then
+        _veglia_trace_ks cpu_name "${lines[4]#*: }"
+    elif [[ "${lines[*]}" == *"model name"* ]]; then
+        _veglia_trace_more && _veglia_trace_cpu_name
+    fi
+    case ${HOSTTYPE-} in
+    x86_64) _veglia_trace_buf+=',"arch":"linux/amd64"' ;;
+    aarch64) _veglia_trace_buf+=',"arch":"linux/arm64"' ;;
+    *) _veglia_trace_ks arch "linux/${HOSTTYPE:-unknown}" ;;
+    esac
+    _veglia_trace_node=$_veglia_trace_buf
+    trap '_veglia_trace_stop=1' TERM HUP
+    # A job over before its sampler got here (the pipe at its end already) gets its final
+    # sample at once. What its shell had used before the job's commands (not the job's) is
+    # then taken at that sample: the shell has been waiting for the sampler since, using
+    # nothing, and nothing of the job's is left to tell apart.
+    if ! read -r -t 0 line; then
+        _veglia_trace_read_stat "$_veglia_trace_root"
+        ((_veglia_trace_ticks0 = _veglia_trace_stat[13] + _veglia_trace_stat[14] + _veglia_trace_stat[15] + _veglia_trace_stat[16]))
+        mapfile -t -n 6 lines 2>/dev/null </proc/"$_veglia_trace_root"/io
+        _veglia_trace_io0=("${lines[@]#*: }")
+        # The interval in ms.
+        local sec=${_veglia_trace_interval%%.*} frac=${_veglia_trace_interval#*.}000
+        [[ $_veglia_trace_interval == *.* ]] || frac=000
+        ((interval_ms = 10#${sec:-0} * 1000 + 10#${frac:0:3})) || interval_ms=10000
+        # The first samples come quickly (a short job gets some), then one an interval.
+        while [[ -z $_veglia_trace_stop ]]; do
+            _veglia_trace_weight=${gaps[n++]:-$interval_ms}
+            ((_veglia_trace_weight > interval_ms)) && _veglia_trace_weight=$interval_ms
+            ((target += _veglia_trace_weight))
+            _veglia_trace_now
+            wait_ms=$((target - _veglia_trace_ms))
+            # Late (a slow sample, a busy node): no burst of samples to catch up.
+            ((wait_ms < 1)) && wait_ms=1 target=$_veglia_trace_ms
+            printf -v v '%d.%03d' $((wait_ms / 1000)) $((wait_ms % 1000))
+            read -r -t "$v" line
+            i=$?
+            # 1: the main shell closed the pipe (the job is over) or died.
+            ((i == 0 || i > 128)) || break
+            [[ -z $_veglia_trace_stop ]] || break
+            _veglia_trace_sample periodic
+        done
+    fi
+    _veglia_trace_sample final
+    exit 0
+}
+
+# What only periodic samples, a batch job's cgroup and rare cases need: the first part ends.
+[[ -n ${_veglia_trace_all-} ]] || return 0
+
+# ,"key":value into _veglia_trace_buf when value is known (not empty).
+_veglia_trace_kv() {
+    [[ -n $2 ]] && _veglia_trace_buf+=",\"$1\":$2"
 }
 
 # A JSON block from _veglia_trace_buf's ",..." pairs (empty when nothing was measured).
@@ -52,6 +277,82 @@ _veglia_trace_block() {
         _veglia_trace_out+="${_veglia_trace_sep}\"$1\":{${_veglia_trace_buf#,}}"
         _veglia_trace_sep=,
     fi
+}
+
+_veglia_trace_trim() {
+    _veglia_trace_s=${1#"${1%%[![:space:]]*}"}
+    _veglia_trace_s=${_veglia_trace_s%"${_veglia_trace_s##*[![:space:]]}"}
+}
+
+# /proc/PID/stat's fields in _veglia_trace_stat when the command name has a space in it:
+# what follows its last ")", at the same places. False when the process is gone.
+_veglia_trace_stat_after_name() {
+    local line
+    read -r line 2>/dev/null </proc/"$1"/stat || return 1
+    _veglia_trace_stat=(0 0 ${line##*) })
+}
+
+# The processor's name from the caller's lines of /proc/cpuinfo where it is not their fifth
+# (not x86), as the proc block's cpu_name.
+_veglia_trace_cpu_name() {
+    local line
+    for line in "${lines[@]}"; do
+        [[ $line == "model name"* ]] || continue
+        _veglia_trace_trim "${line#*:}"
+        _veglia_trace_ks cpu_name "$_veglia_trace_s"
+        return
+    done
+}
+
+# The proc block's pairs of memory and I/O (the caller's v) where some of the I/O is less
+# than nothing (the main shell is gone): those left out.
+_veglia_trace_io_pairs() {
+    local k d i=0
+    v=",\"rss\":$_veglia_trace_last_rss,\"vmem\":$_veglia_trace_last_vmem"
+    v+=",\"peak_rss\":$_veglia_trace_peak_rss,\"peak_vmem\":$_veglia_trace_peak_vmem"
+    for k in rchar wchar syscr syscw read_bytes write_bytes; do
+        d=$((_veglia_trace_io[i] - _veglia_trace_io0[i]))
+        ((d >= 0)) && v+=",\"$k\":$d"
+        i=$((i + 1))
+    done
+}
+
+# What earlier samples saw of context switches: a process gone since the last sample keeps
+# its last counts. The tree's now (the caller's seen: process, voluntary, involuntary) are
+# kept for the next sample.
+_veglia_trace_gone() {
+    local key v i
+    local -A now
+    for ((i = 0; i < ${#seen[@]}; i += 3)); do now[${seen[i]}]="${seen[i + 1]} ${seen[i + 2]}"; done
+    for key in "${!_veglia_trace_ctxt[@]}"; do
+        [[ -n ${now[$key]-} ]] && continue
+        v=${_veglia_trace_ctxt[$key]}
+        ((_veglia_trace_gone_vol += ${v% *}, _veglia_trace_gone_inv += ${v#* }))
+    done
+    _veglia_trace_ctxt=()
+    for key in "${!now[@]}"; do _veglia_trace_ctxt[$key]=${now[$key]}; done
+    ((_veglia_trace_vol += _veglia_trace_gone_vol, _veglia_trace_inv += _veglia_trace_gone_inv))
+}
+
+# The children of all the threads of process $1, in the caller's kids.
+_veglia_trace_thread_children() {
+    local f v
+    for f in /proc/"$1"/task/*/children; do
+        # One line without a newline: read says "end of file" and still reads it.
+        v=
+        read -r v 2>/dev/null <"$f"
+        kids+=" $v"
+    done
+}
+
+# x / y rounded, for x, y >= 0 (y > 0).
+_veglia_trace_div() {
+    _veglia_trace_q=$(((2 * $1 + $2) / (2 * $2)))
+}
+
+# A value scaled by 10000 as a decimal with four places, in _veglia_trace_f.
+_veglia_trace_dec4() {
+    printf -v _veglia_trace_f '%d.%04d' $(($1 / 10000)) $(($1 % 10000))
 }
 
 # The first word of a file's first line in _veglia_trace_v (empty when unreadable).
@@ -322,128 +623,6 @@ _veglia_trace_cgroup() {
     done
 }
 
-# The job's process tree (the main shell and its descendants, not the sampler's) in _veglia_trace_pids.
-_veglia_trace_tree() {
-    local i=0 pid f kids line rest
-    local -a stat
-    _veglia_trace_pids=("$_veglia_trace_root")
-    if [[ -z $_veglia_trace_children_files ]]; then
-        # No /proc/PID/task/TID/children (a kernel without CONFIG_PROC_CHILDREN): every
-        # process's parent, from its stat.
-        local -A kids_of
-        for f in /proc/[0-9]*/stat; do
-            read -r line 2>/dev/null <"$f" || continue
-            rest=${line##*) }
-            stat=($rest)
-            kids_of[${stat[1]}]+=" ${f:6:-5}"
-        done
-    fi
-    while ((i < ${#_veglia_trace_pids[@]})); do
-        pid=${_veglia_trace_pids[i]}
-        i=$((i + 1))
-        if [[ -n $_veglia_trace_children_files ]]; then
-            for f in /proc/"$pid"/task/*/children; do
-                # One line without a newline: read says "end of file" and still reads it.
-                kids=
-                read -r kids 2>/dev/null <"$f"
-                for f in $kids; do [[ $f != "$_veglia_trace_self" ]] && _veglia_trace_pids+=("$f"); done
-            done
-        else
-            for f in ${kids_of[$pid]-}; do [[ $f != "$_veglia_trace_self" ]] && _veglia_trace_pids+=("$f"); done
-        fi
-    done
-}
-
-# The tree's usage now: _veglia_trace_ticks, _veglia_trace_rss, _veglia_trace_vmem (kB), _veglia_trace_io[6], context switches.
-_veglia_trace_proc() {
-    local pid line rest k v key hwm peak rss size vol inv i
-    local -a stat lines
-    local -A seen fields
-    _veglia_trace_tree
-    _veglia_trace_ticks=0 _veglia_trace_rss=0 _veglia_trace_vmem=0 vol=0 inv=0
-    _veglia_trace_io=(0 0 0 0 0 0)
-    for pid in "${_veglia_trace_pids[@]}"; do
-        read -r line 2>/dev/null </proc/"$pid"/stat || continue
-        rest=${line##*) }
-        stat=($rest)
-        _veglia_trace_ticks=$((_veglia_trace_ticks + stat[11] + stat[12] + stat[13] + stat[14]))
-        key=$pid:${stat[19]}
-        hwm=0 peak=0 rss=0 size=0
-        # Whole files at once (mapfile), the fields at the lines where this kernel puts
-        # them: a `read` a line is ten times the CPU on a big tree.
-        lines=()
-        mapfile -t lines 2>/dev/null </proc/"$pid"/status
-        if [[ ${lines[_veglia_trace_at[VmPeak]]} == VmPeak:* &&
-            ${lines[_veglia_trace_at[nonvoluntary_ctxt_switches]]} == nonvoluntary_ctxt_switches:* ]]; then
-            for k in VmPeak VmSize VmHWM VmRSS voluntary_ctxt_switches nonvoluntary_ctxt_switches; do
-                v=${lines[_veglia_trace_at[$k]]#*:}
-                fields[$k]=${v%kB}
-            done
-        else
-            # Elsewhere (a zombie has no Vm lines): look for them.
-            fields=()
-            for line in "${lines[@]}"; do
-                k=${line%%:*}
-                v=${line#*:}
-                fields[$k]=${v%kB}
-            done
-        fi
-        peak=$((${fields[VmPeak]:-0})) size=$((${fields[VmSize]:-0}))
-        hwm=$((${fields[VmHWM]:-0})) rss=$((${fields[VmRSS]:-0}))
-        [[ -n ${fields[nonvoluntary_ctxt_switches]-} ]] &&
-            seen[$key]="$((fields[voluntary_ctxt_switches])) $((fields[nonvoluntary_ctxt_switches]))"
-        _veglia_trace_rss=$((_veglia_trace_rss + rss)) _veglia_trace_vmem=$((_veglia_trace_vmem + size))
-        ((hwm > _veglia_trace_peak_rss)) && _veglia_trace_peak_rss=$hwm
-        ((peak > _veglia_trace_peak_vmem)) && _veglia_trace_peak_vmem=$peak
-        v=${seen[$key]-0 0}
-        vol=$((vol + ${v%% *})) inv=$((inv + ${v#* }))
-        lines=()
-        mapfile -t -n 6 lines 2>/dev/null </proc/"$pid"/io
-        if ((${#lines[@]} == 6)); then
-            # rchar, wchar, syscr, syscw, read_bytes, write_bytes, in this order.
-            for i in 0 1 2 3 4 5; do
-                _veglia_trace_io[i]=$((_veglia_trace_io[i] + ${lines[i]#*: }))
-            done
-        fi
-    done
-    # A process gone since the last sample keeps its last counts of context switches.
-    for key in "${!_veglia_trace_ctxt[@]}"; do
-        if [[ -z ${seen[$key]-} ]]; then
-            v=${_veglia_trace_ctxt[$key]}
-            _veglia_trace_gone_vol=$((_veglia_trace_gone_vol + ${v%% *})) _veglia_trace_gone_inv=$((_veglia_trace_gone_inv + ${v#* }))
-        fi
-    done
-    _veglia_trace_ctxt=()
-    for key in "${!seen[@]}"; do _veglia_trace_ctxt[$key]=${seen[$key]}; done
-    _veglia_trace_vol=$((vol + _veglia_trace_gone_vol)) _veglia_trace_inv=$((inv + _veglia_trace_gone_inv))
-    ((_veglia_trace_rss > _veglia_trace_peak_rss)) && _veglia_trace_peak_rss=$_veglia_trace_rss
-    ((_veglia_trace_vmem > _veglia_trace_peak_vmem)) && _veglia_trace_peak_vmem=$_veglia_trace_vmem
-    # The tree's CPU time can only grow: a process reparented away takes its time with it.
-    _veglia_trace_ticks=$((_veglia_trace_ticks - _veglia_trace_ticks0))
-    ((_veglia_trace_ticks < _veglia_trace_ticks_max)) && _veglia_trace_ticks=$_veglia_trace_ticks_max
-    _veglia_trace_ticks_max=$_veglia_trace_ticks
-}
-
-_veglia_trace_proc_block() {
-    local i realtime=$((_veglia_trace_ms - _veglia_trace_t0))
-    _veglia_trace_buf=
-    _veglia_trace_kv realtime "$realtime"
-    # Percent of one core x10: CPU ms (10 a tick) * 1000 / elapsed ms.
-    ((realtime > 0)) && _veglia_trace_kv pct_cpu $((_veglia_trace_ticks * 10 * 1000 / realtime))
-    _veglia_trace_ks cpu_name "$_veglia_trace_cpu_name"
-    _veglia_trace_ks arch "$_veglia_trace_arch"
-    ((_veglia_trace_memtotal > 0)) && _veglia_trace_kv pct_mem $((_veglia_trace_last_rss * 1000 / _veglia_trace_memtotal))
-    _veglia_trace_kv rss "$_veglia_trace_last_rss"
-    _veglia_trace_kv vmem "$_veglia_trace_last_vmem"
-    _veglia_trace_kv peak_rss "$_veglia_trace_peak_rss"
-    _veglia_trace_kv peak_vmem "$_veglia_trace_peak_vmem"
-    local names=(rchar wchar syscr syscw read_bytes write_bytes)
-    for i in 0 1 2 3 4 5; do
-        ((_veglia_trace_io[i] - _veglia_trace_io0[i] >= 0)) && _veglia_trace_kv "${names[i]}" $((_veglia_trace_io[i] - _veglia_trace_io0[i]))
-    done
-    _veglia_trace_kv vol_ctxt "$_veglia_trace_vol"
-    _veglia_trace_kv inv_ctxt "$_veglia_trace_inv"
-}
 
 # A number of nvidia-smi's (integer, or decimal: truncated) in _veglia_trace_n; empty when unknown
 # ("[N/A]", "[Not Supported]", "[Unknown Error]", ...).
@@ -452,12 +631,6 @@ _veglia_trace_num() {
     local s=${1//[[:space:]]/}
     [[ $s =~ ^([0-9]+)(\.[0-9]*)?$ ]] && _veglia_trace_n=$((10#${BASH_REMATCH[1]}))
 }
-
-_veglia_trace_trim() {
-    _veglia_trace_s=${1#"${1%%[![:space:]]*}"}
-    _veglia_trace_s=${_veglia_trace_s%"${_veglia_trace_s##*[![:space:]]}"}
-}
-
 # One nvidia-smi reading, weighed by this sample's share of the run (_veglia_trace_weight ms).
 _veglia_trace_gpu() {
     local out line d n=0 f used_sum=0 used_ok=1 total_sum=0 total_ok=1
@@ -593,65 +766,103 @@ _veglia_trace_gpu_block() {
     [[ -n $devices ]] && _veglia_trace_buf+=",\"devices\":[$devices]"
 }
 
-# Take a sample and write the files; $1: "periodic" or "final".
-_veglia_trace_sample() {
-    local kind=$1 cpu=- rss mem=- tmp
-    [[ -n $_veglia_trace_late ]] || _veglia_trace_late_init "$kind"
-    _veglia_trace_now
-    _veglia_trace_proc
-    # The final sample sees the job over: what it used is the last reading while it ran.
-    if [[ $kind == periodic || $_veglia_trace_samples == 0 ]]; then
-        _veglia_trace_last_rss=$_veglia_trace_rss _veglia_trace_last_vmem=$_veglia_trace_vmem
-    fi
+
+# The job's process tree without /proc/PID/task/TID/children (a kernel without
+# CONFIG_PROC_CHILDREN): every process's parent, from its stat.
+_veglia_trace_tree_by_parent() {
+    local i=0 pid f line rest
+    local -a stat
+    local -A kids_of
+    for f in /proc/[0-9]*/stat; do
+        read -r line 2>/dev/null <"$f" || continue
+        rest=${line##*) }
+        stat=($rest)
+        kids_of[${stat[1]}]+=" ${f:6:-5}"
+    done
+    while ((i < ${#_veglia_trace_pids[@]})); do
+        pid=${_veglia_trace_pids[i]}
+        i=$((i + 1))
+        for f in ${kids_of[$pid]-}; do [[ $f != "$_veglia_trace_self" ]] && _veglia_trace_pids+=("$f"); done
+    done
+}
+
+# Where this kernel puts the fields of /proc/PID/status that _veglia_trace_proc reads, from
+# one such file (the caller's lines), in _veglia_trace_at, where they are not where
+# _veglia_trace_status_at first looks: looked for line by line.
+_veglia_trace_status_search() {
+    local i
+    local -a at
+    for i in "${!lines[@]}"; do
+        case ${lines[i]%%:*} in
+        VmPeak) at[0]=$i ;;
+        VmSize) at[1]=$i ;;
+        VmHWM) at[2]=$i ;;
+        VmRSS) at[3]=$i ;;
+        voluntary_ctxt_switches) at[4]=$i ;;
+        nonvoluntary_ctxt_switches) at[5]=$i ;;
+        esac
+    done
+    # A zombie has no Vm lines: the next process's file tells.
+    ((${#at[@]} == 6)) && _veglia_trace_at=("${at[@]}")
+}
+
+# The fields of /proc/PID/status that _veglia_trace_proc reads, from the caller's lines into
+# its f, where they are not at the lines _veglia_trace_at says (a zombie has no Vm lines).
+_veglia_trace_status_fields() {
+    local line
+    for line in "${lines[@]}"; do
+        case ${line%%:*} in
+        VmPeak) f[0]=$line ;;
+        VmSize) f[1]=$line ;;
+        VmHWM) f[2]=$line ;;
+        VmRSS) f[3]=$line ;;
+        voluntary_ctxt_switches) f[4]=$line ;;
+        nonvoluntary_ctxt_switches) f[5]=$line ;;
+        esac
+    done
+}
+
+# What the second part adds to a sample: the GPU reading, the cgroup and gpu blocks.
+_veglia_trace_sample_more() {
     _veglia_trace_series_gpu=- _veglia_trace_series_mem=- _veglia_trace_series_bw=-
     # The final sample reads no GPU: the job is over, its GPU idle now.
-    [[ $kind == periodic && -n $_veglia_trace_nvsmi ]] && _veglia_trace_gpu
-    _veglia_trace_out= _veglia_trace_sep=
-    _veglia_trace_proc_block
-    _veglia_trace_block proc
+    [[ $1 == periodic && -n $_veglia_trace_nvsmi ]] && _veglia_trace_gpu
     _veglia_trace_cgroup
     _veglia_trace_block cgroup
     _veglia_trace_gpu_block
     _veglia_trace_block gpu
-    _veglia_trace_samples=$((_veglia_trace_samples + 1))
-    _veglia_trace_buf=
-    _veglia_trace_kv version 1
-    _veglia_trace_kv interval "$_veglia_trace_interval"
-    _veglia_trace_kv samples "$_veglia_trace_samples"
-    _veglia_trace_kv start "$_veglia_trace_t0"
-    _veglia_trace_kv updated "$_veglia_trace_ms"
-    [[ $kind == final ]] && _veglia_trace_kv final true || _veglia_trace_kv final false
-    _veglia_trace_block sampler
-    if [[ $kind == periodic || $_veglia_trace_periodic -gt 0 ]]; then
-        if ((_veglia_trace_ms > _veglia_trace_prev_ms)); then
-            cpu=$(((_veglia_trace_ticks - _veglia_trace_prev_ticks) * 10 * 1000 / (_veglia_trace_ms - _veglia_trace_prev_ms)))
-        fi
-        [[ $_veglia_trace_cgscope == job && -n $_veglia_trace_cg_rss ]] && mem=$_veglia_trace_cg_rss
-        if ((_veglia_trace_periodic == 0)); then
-            printf '#veglia-trace-series 1 t cpu rss mem gpu gpu_mem gpu_bw\n' >"$_veglia_trace_dir/_veglia_trace.series"
-        fi
-        printf '%s %s %s %s %s %s %s\n' "$_veglia_trace_ms" "$cpu" "$_veglia_trace_rss" "$mem" \
-            "$_veglia_trace_series_gpu" "$_veglia_trace_series_mem" "$_veglia_trace_series_bw" >>"$_veglia_trace_dir/_veglia_trace.series"
-    fi
-    _veglia_trace_prev_ms=$_veglia_trace_ms _veglia_trace_prev_ticks=$_veglia_trace_ticks
-    if [[ $kind == final && $_veglia_trace_periodic == 0 ]]; then
-        # No periodic file to keep whole: a direct write, and no program started.
-        printf '{%s}\n' "$_veglia_trace_out" >"$_veglia_trace_dir/_veglia_trace.json"
-    else
-        tmp=$_veglia_trace_dir/_veglia_trace.json.tmp
-        printf '{%s}\n' "$_veglia_trace_out" >"$tmp" && mv -f -- "$tmp" "$_veglia_trace_dir/_veglia_trace.json" </dev/null
-    fi
-    [[ $kind == periodic ]] && _veglia_trace_periodic=$((_veglia_trace_periodic + 1))
 }
 
-# What only a sample needs, done at the first one: a job that ends before it costs less.
-# A final sample with no periodic one before reads the cgroup only where it may be the
-# job's own (a batch system's job id is set): the direct scheduler's is the session's.
+# The files of a periodic sample, or of a final one after periodic ones: a line of
+# _veglia_trace.series, and _veglia_trace.json renamed into place whole.
+_veglia_trace_write() {
+    local cpu=- mem=- tmp=$_veglia_trace_dir/_veglia_trace.json.tmp
+    if ((_veglia_trace_ms > _veglia_trace_prev_ms)); then
+        cpu=$(((_veglia_trace_ticks - _veglia_trace_prev_ticks) * 10 * 1000 / (_veglia_trace_ms - _veglia_trace_prev_ms)))
+    fi
+    [[ $_veglia_trace_cgscope == job && -n $_veglia_trace_cg_rss ]] && mem=$_veglia_trace_cg_rss
+    if ((_veglia_trace_periodic == 0)); then
+        printf '#veglia-trace-series 1 t cpu rss mem gpu gpu_mem gpu_bw\n' >"$_veglia_trace_dir/_veglia_trace.series"
+    fi
+    printf '%s %s %s %s %s %s %s\n' "$_veglia_trace_ms" "$cpu" "$_veglia_trace_rss" "$mem" \
+        "$_veglia_trace_series_gpu" "$_veglia_trace_series_mem" "$_veglia_trace_series_bw" >>"$_veglia_trace_dir/_veglia_trace.series"
+    _veglia_trace_prev_ms=$_veglia_trace_ms _veglia_trace_prev_ticks=$_veglia_trace_ticks
+    printf '{%s}\n' "$_veglia_trace_out" >"$tmp" && mv -f -- "$tmp" "$_veglia_trace_dir/_veglia_trace.json" </dev/null
+    [[ $1 == periodic ]] && _veglia_trace_periodic=$((_veglia_trace_periodic + 1))
+}
+
+# The second part's state, at the first sample that needs it ($1: its kind): the cgroups,
+# and for a periodic sample the GPUs.
 _veglia_trace_late_init() {
     _veglia_trace_late=1
-    if [[ $1 == periodic || -n ${SLURM_JOB_ID-}${PBS_JOBID-}${LSB_JOBID-}${JOB_ID-} ]]; then
-        _veglia_trace_cgroup_init
-    fi
+    _veglia_trace_prev_ms=$_veglia_trace_t0 _veglia_trace_prev_ticks=0 _veglia_trace_cg_peak_rss=0 _veglia_trace_nvsmi=
+    _veglia_trace_gone_vol=0 _veglia_trace_gone_inv=0
+    declare -gA _veglia_trace_ctxt=() _veglia_trace_cgdir=() _veglia_trace_kvs=() _veglia_trace_psi=()
+    declare -gA _veglia_trace_g_seen=() _veglia_trace_g_index=() _veglia_trace_g_name=() _veglia_trace_g_driver=() _veglia_trace_g_mem=()
+    declare -gA _veglia_trace_g_us=() _veglia_trace_g_uw=() _veglia_trace_g_up=() _veglia_trace_g_act=() _veglia_trace_g_scale=()
+    declare -gA _veglia_trace_g_ms=() _veglia_trace_g_mw=() _veglia_trace_g_mp=() _veglia_trace_g_bs=() _veglia_trace_g_bw=() _veglia_trace_g_bp=()
+    _veglia_trace_g_order=() _veglia_trace_g_samples=0
+    _veglia_trace_cgroup_init
     [[ $1 == periodic ]] || return 0
     # The job's GPUs: those the scheduler gave it, else every one the node shows.
     _veglia_trace_nvsmi= _veglia_trace_gpu_ids= _veglia_trace_gpu_scope=job
@@ -674,106 +885,4 @@ _veglia_trace_late_init() {
     else
         _veglia_trace_gpu_scope=node
     fi
-}
-
-# The sampler: $1 the interval (seconds), $2 the job script's shell.
-veglia_trace_loop() {
-    # The job's shell options are not the sampler's: no -e, -u, -x; globbing on, for
-    # /proc/PID/task/*/children.
-    set +euxfo pipefail
-    _veglia_trace_root=$2 _veglia_trace_self=$BASHPID _veglia_trace_dir=${veglia_trace_dir:-$PWD}
-    _veglia_trace_interval=$1
-    [[ $_veglia_trace_interval =~ ^[0-9]*\.?[0-9]+$ ]] || _veglia_trace_interval=10
-    local sec=${_veglia_trace_interval%%.*} frac=
-    [[ $_veglia_trace_interval == *.* ]] && frac=${_veglia_trace_interval#*.}
-    frac=${frac}000
-    local interval_ms=$((10#${sec:-0} * 1000 + 10#${frac:0:3}))
-    ((interval_ms > 0)) || interval_ms=10000
-    local line rest k v i
-    local -a stat
-    _veglia_trace_now
-    _veglia_trace_t0=$_veglia_trace_ms
-    # What the shell had used before the job's commands is not the job's.
-    read -r line 2>/dev/null </proc/"$_veglia_trace_root"/stat
-    rest=${line##*) }
-    stat=($rest)
-    _veglia_trace_ticks0=$((stat[11] + stat[12] + stat[13] + stat[14]))
-    _veglia_trace_io0=(0 0 0 0 0 0)
-    i=0
-    local -a lines
-    mapfile -t lines 2>/dev/null </proc/"$_veglia_trace_root"/io
-    for line in "${lines[@]}"; do
-        k=${line%%:*} v=${line##* }
-        case $k in rchar | wchar | syscr | syscw | read_bytes | write_bytes)
-            _veglia_trace_io0[i]=$v
-            i=$((i + 1))
-            ;;
-        esac
-    done
-    _veglia_trace_ticks_max=0 _veglia_trace_peak_rss=0 _veglia_trace_peak_vmem=0 _veglia_trace_gone_vol=0 _veglia_trace_gone_inv=0
-    _veglia_trace_cg_peak_rss=0 _veglia_trace_samples=0 _veglia_trace_periodic=0 _veglia_trace_prev_ms=$_veglia_trace_t0 _veglia_trace_prev_ticks=0
-    _veglia_trace_last_rss= _veglia_trace_last_vmem=
-    declare -gA _veglia_trace_ctxt=() _veglia_trace_cgdir=() _veglia_trace_kvs=() _veglia_trace_psi=()
-    declare -gA _veglia_trace_g_seen=() _veglia_trace_g_index=() _veglia_trace_g_name=() _veglia_trace_g_driver=() _veglia_trace_g_mem=()
-    declare -gA _veglia_trace_g_us=() _veglia_trace_g_uw=() _veglia_trace_g_up=() _veglia_trace_g_act=() _veglia_trace_g_scale=()
-    declare -gA _veglia_trace_g_ms=() _veglia_trace_g_mw=() _veglia_trace_g_mp=() _veglia_trace_g_bs=() _veglia_trace_g_bw=() _veglia_trace_g_bp=()
-    _veglia_trace_g_order=() _veglia_trace_g_samples=0
-    # Where this kernel puts the fields of /proc/PID/status.
-    declare -gA _veglia_trace_at=([VmPeak]=0 [nonvoluntary_ctxt_switches]=0)
-    mapfile -t stat 2>/dev/null </proc/"$_veglia_trace_root"/status
-    for i in "${!stat[@]}"; do
-        k=${stat[i]%%:*}
-        case $k in
-        VmPeak | VmSize | VmHWM | VmRSS | voluntary_ctxt_switches | nonvoluntary_ctxt_switches)
-            _veglia_trace_at[$k]=$i
-            ;;
-        esac
-    done
-    _veglia_trace_children_files=
-    [[ -r /proc/$_veglia_trace_root/task/$_veglia_trace_root/children ]] && _veglia_trace_children_files=1
-    _veglia_trace_memtotal=0 _veglia_trace_cpu_name=
-    mapfile -t -n 1 lines 2>/dev/null </proc/meminfo
-    if [[ ${lines[0]-} == MemTotal:* ]]; then
-        v=${lines[0]#MemTotal:} v=${v% kB}
-        _veglia_trace_memtotal=$((10#${v// /}))
-    fi
-    # The first processor's lines come first: no need for the hundreds after them.
-    mapfile -t -n 40 lines 2>/dev/null </proc/cpuinfo
-    for line in "${lines[@]}"; do
-        if [[ $line == "model name"* ]]; then
-            _veglia_trace_trim "${line#*:}"
-            _veglia_trace_cpu_name=$_veglia_trace_s
-            break
-        fi
-    done
-    case ${HOSTTYPE:-} in
-    x86_64) _veglia_trace_arch=linux/amd64 ;;
-    aarch64) _veglia_trace_arch=linux/arm64 ;;
-    *) _veglia_trace_arch=linux/${HOSTTYPE:-unknown} ;;
-    esac
-    _veglia_trace_cgv= _veglia_trace_cgscope=shared _veglia_trace_nvsmi= _veglia_trace_late=
-    _veglia_trace_stop=
-    trap '_veglia_trace_stop=1' TERM HUP
-    # The first samples come quickly (a short job gets some), then one an interval.
-    local -a gaps=(250 250 500 1000 2000 4000)
-    local n=0 target=$_veglia_trace_t0 wait_ms
-    while [[ -z $_veglia_trace_stop ]]; do
-        _veglia_trace_weight=${gaps[n]:-$interval_ms}
-        ((_veglia_trace_weight > interval_ms)) && _veglia_trace_weight=$interval_ms
-        n=$((n + 1))
-        target=$((target + _veglia_trace_weight))
-        _veglia_trace_now
-        wait_ms=$((target - _veglia_trace_ms))
-        # Late (a slow sample, a busy node): no burst of samples to catch up.
-        ((wait_ms < 1)) && wait_ms=1 target=$_veglia_trace_ms
-        printf -v v '%d.%03d' $((wait_ms / 1000)) $((wait_ms % 1000))
-        read -r -t "$v" line
-        i=$?
-        # 1: the main shell closed the pipe (the job is over) or died.
-        ((i == 0 || i > 128)) || break
-        [[ -z $_veglia_trace_stop ]] || break
-        _veglia_trace_sample periodic
-    done
-    _veglia_trace_sample final
-    exit 0
 }
