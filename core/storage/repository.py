@@ -128,11 +128,17 @@ class FileRepository:
         return tempfile.mkstemp(dir=self.temporary_folder())
 
     def _place(self, tmp_name: str, target: Path) -> None:
+        self._into_folder(os.replace, tmp_name, target)
+
+    def _into_folder(
+        self, put: Callable[[str | Path, Path], None], source: str | Path, target: Path
+    ) -> None:
+        """``put(source, path)`` (a rename, a link) to the blob's path ``target``."""
         try:
-            os.replace(tmp_name, self._folder(target.parent) / target.name)
+            put(source, self._folder(target.parent) / target.name)
         except FileNotFoundError:  # its folder was removed behind our back
             self._ready.discard(target.parent)
-            os.replace(tmp_name, self._folder(target.parent) / target.name)
+            put(source, self._folder(target.parent) / target.name)
 
     def put_file(self, path: Path | str) -> tuple[str, int]:
         with open(path, "rb") as handle:
@@ -153,20 +159,15 @@ class FileRepository:
         source = Path(path)
         if not str(source).startswith(f"{self._tmp}{os.sep}"):
             return self.put_file(source)
-        digest = hashlib.sha256()
-        size = 0
         # Not followed: only a regular file veglia wrote is linked.
         with open(os.open(source, os.O_RDONLY | os.O_NOFOLLOW), "rb") as handle:
-            while chunk := handle.read(_CHUNK):
-                digest.update(chunk)
-                size += len(chunk)
-        sha256 = digest.hexdigest()
+            sha256, size = _digest(handle)
         target = self._path(sha256)
         if self._refresh(target):
             return sha256, size
         os.chmod(source, 0o600)  # as private as the blobs written through a temporary file
         try:
-            self._link(source, target)
+            self._into_folder(os.link, source, target)
         except FileExistsError:  # stored meanwhile by another writer: the same content
             self._refresh(target)
         except OSError:  # a file system that makes no hard links
@@ -174,13 +175,6 @@ class FileRepository:
         else:
             os.utime(target)  # stored now: maintain's grace period counts from here
         return sha256, size
-
-    def _link(self, source: Path, target: Path) -> None:
-        try:
-            os.link(source, self._folder(target.parent) / target.name)
-        except FileNotFoundError:  # its folder was removed behind our back
-            self._ready.discard(target.parent)
-            os.link(source, self._folder(target.parent) / target.name)
 
     def has(self, sha256: str) -> bool:
         return self._path(sha256).exists()
@@ -205,11 +199,8 @@ class FileRepository:
 
     def hash_of_stored(self, sha256: str) -> str:
         """Recompute the digest of the stored blob (for integrity checks)."""
-        digest = hashlib.sha256()
         with self.open(sha256) as handle:
-            while chunk := handle.read(_CHUNK):
-                digest.update(chunk)
-        return digest.hexdigest()
+            return _digest(handle)[0]
 
     def verify(self, sha256: str) -> None:
         """Raise :class:`RepositoryIntegrityError` when the blob's content changed."""
@@ -326,3 +317,13 @@ def _tree_size(folder: Path) -> int:
             if path.is_file():
                 size += path.stat().st_size
     return size
+
+
+def _digest(handle: BinaryIO) -> tuple[str, int]:
+    """The SHA-256 hex digest and size of what ``handle`` reads, a chunk at a time."""
+    digest = hashlib.sha256()
+    size = 0
+    while chunk := handle.read(_CHUNK):
+        digest.update(chunk)
+        size += len(chunk)
+    return digest.hexdigest(), size
