@@ -129,3 +129,56 @@ def test_a_ps_printing_garbage_keeps_jobs_waiting_and_never_ends_them(profile, r
         assert node.is_finished_ok, node.exit_message
     finally:
         run_cli("-p", "test", "daemon", "stop")
+
+
+def _group_left(job_id):
+    import subprocess
+
+    listing = subprocess.run(
+        ["ps", "-e", "-o", "pgid=,stat="], capture_output=True, text=True, check=True
+    ).stdout
+    return [
+        line
+        for line in listing.splitlines()
+        if line.split()[0] == job_id and line.split()[1][0] != "Z"
+    ]
+
+
+def test_a_cancel_returns_only_once_the_job_has_run_its_term_trap_and_exited(workdir):
+    """Nothing reported cancelled keeps running: a job whose TERM trap takes a second (the
+    wraps' after-parts) is gone when the cancel returns."""
+    scheduler = DirectScheduler()
+    with LocalTransport() as transport:
+        job_id = _submit(
+            scheduler,
+            transport,
+            workdir,
+            [
+                "trap 'sleep 1; echo trapped > trap.txt; exit 143' TERM",
+                "touch ready; sleep 60 & wait",
+            ],
+        )
+        deadline = time.monotonic() + 5
+        while not transport.exists(f"{workdir}/ready"):
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert scheduler.kill(transport, job_id)
+        assert _group_left(job_id) == []
+        assert transport.read_bytes(f"{workdir}/trap.txt") == b"trapped\n"
+
+
+def test_a_job_that_ignores_term_is_killed_after_the_grace(workdir):
+    scheduler = DirectScheduler()
+    scheduler.kill_grace_seconds = 0.5
+    with LocalTransport() as transport:
+        job_id = _submit(
+            scheduler, transport, workdir, ["trap '' TERM; touch ready; while :; do sleep 1; done"]
+        )
+        deadline = time.monotonic() + 5
+        while not transport.exists(f"{workdir}/ready"):
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        started = time.monotonic()
+        assert scheduler.kill(transport, job_id)
+        assert _group_left(job_id) == []
+        assert time.monotonic() - started < 5

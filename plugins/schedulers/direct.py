@@ -37,6 +37,8 @@ class DirectScheduler(Scheduler):
     """
 
     example_empty_listing = (1, "", "")
+    #: How long a cancelled job's processes have to exit after SIGTERM before SIGKILL.
+    kill_grace_seconds = 10.0
 
     def script_header(self, template: JobTemplate) -> list[str]:
         if template.queue_name or template.account:
@@ -107,6 +109,16 @@ class DirectScheduler(Scheduler):
         if not job_id.isdigit():
             raise SchedulerError(f"{job_id!r} is not a core.direct job id (a PID).")
         # SIGCONT after SIGTERM, as SLURM's scancel does: a stopped process (SIGSTOP, a
-        # debugger let go) acts on its SIGTERM only once continued. The status is the
-        # TERM's: whether the job was there.
-        return f"kill -TERM -- -{job_id} && {{ kill -CONT -- -{job_id} 2>/dev/null; :; }}"
+        # debugger let go) acts on its SIGTERM only once continued. Then wait until no
+        # process of the group is left (a job's TERM trap runs the wraps' after-parts), so
+        # that a job reported cancelled no longer runs; after the grace, SIGKILL, as SLURM
+        # does after KillWait. Zombies do not count: their parent may be slow to reap them.
+        # The status is the TERM's: whether the job was there.
+        grace = max(1, round(self.kill_grace_seconds * 10))
+        in_group = f"ps -e -o pgid=,stat= | grep -q '^ *{job_id} [^Z]'"
+        return (
+            f"kill -TERM -- -{job_id} && {{ kill -CONT -- -{job_id} 2>/dev/null; n=0; "
+            f"while {in_group}; do n=$((n+1)); "
+            f"if [ $n -eq {grace} ]; then kill -KILL -- -{job_id} 2>/dev/null; "
+            f"elif [ $n -gt {grace + 50} ]; then break; fi; sleep 0.1; done; :; }}"
+        )
