@@ -8,9 +8,13 @@
 
 veglia_trace_start() {
     veglia_trace_dir=$PWD
-    local sampler=${veglia_trace_sampler:-$veglia_trace_dir/_veglia_trace.sh}
-    exec {veglia_trace_fd}> >({ . "$sampler" && veglia_trace_loop "$1" "$$"; } >/dev/null 2>&1)
+    local sampler=${veglia_trace_sampler:-$veglia_trace_dir/_veglia_trace.sh} src
+    # Opened here, before the job's commands: a job that removes the file at once (cleans
+    # its folder) still has its sampler, which reads the file through this descriptor.
+    { exec {src}<"$sampler"; } 2>/dev/null || return 0
+    exec {veglia_trace_fd}> >({ . /proc/self/fd/"$src" && veglia_trace_loop "$1" "$$"; } >/dev/null 2>&1)
     veglia_trace_pid=$!
+    exec {src}<&-
 }
 
 veglia_trace_stop() {
