@@ -27,9 +27,16 @@ child subreaper: it reaps its jobs' ``bash`` (orphaned when the submit shell exi
 their CPU is counted apart from the submit shells'. Two jobs a worker run before the clock
 starts, as in throughput.py.
 
+``--veglia-script`` runs, instead of the bare line, the submit script veglia writes for
+these jobs on a computer with its default properties, with the files its wraps put beside
+it: the scheduler's output files, the trace sampler (``_veglia_trace.sh``, its process and
+its samples), ``/usr/bin/time``, the exit-status file. What it adds to the jobs' CPU is
+what veglia's own job scripts cost, apart from the engine.
+
     python bench/floor.py                  # 500 jobs
     python bench/floor.py -n 20            # a smoke run
     python bench/floor.py --json           # the figures as JSON
+    python bench/floor.py --veglia-script  # each job runs the script veglia writes for it
     python bench/throughput.py -n 500 --floor   # the floor, then veglia, in one run
 """
 
@@ -175,11 +182,47 @@ class Rows:
 
 
 # -- a worker ------------------------------------------------------------------------------------
+def veglia_job_script(trace: bool = True) -> tuple[str, dict[str, str]]:
+    """The submit script veglia writes for an add job on a computer with its default
+    properties, and the files its wraps put beside it. Made in a process of its own: the
+    workers never import veglia. ``trace`` False: with the computer's sampler off."""
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        made: tuple[str, dict[str, str]] = pool.apply(_render_veglia_job_script, (trace,))
+    return made
+
+
+def _render_veglia_job_script(trace: bool) -> tuple[str, dict[str, str]]:
+    # Lazy: in the pool's process only (see veglia_job_script).
+    from veglia.engine.calcjob import job_script
+    from veglia.plugin_manager import gather
+
+    declared, _ = gather("computer_properties")
+    defaults = {prop.name: prop.default for _, prop in declared}
+    defaults["trace"] = trace
+
+    class DefaultComputer:  # what the wraps read of a computer: its properties
+        def get_property(self, name: str) -> Any:
+            return defaults.get(name)
+
+    wraps = [w for w in job_script.wraps_for(None, DefaultComputer()) if w.name != "core.guard"]
+    lines = job_script.wrap_commands(["bash < aiida.in > aiida.out"], wraps)
+    script = "#!/bin/bash\nexec > _scheduler-stdout.txt 2> _scheduler-stderr.txt\n"
+    files = job_script.wrap_files(wraps, {SCRIPT_NAME, "aiida.in"})
+    return script + "\n".join(lines) + "\n", {k: v.decode() for k, v in files.items()}
+
+
 class Worker:
     """Keeps ``in_flight`` jobs running; each through submit shell, job and transaction."""
 
-    def __init__(self, root: Path, rows: Rows, in_flight: int) -> None:
+    def __init__(
+        self,
+        root: Path,
+        rows: Rows,
+        in_flight: int,
+        script: tuple[str, dict[str, str]] = (SCRIPT, {}),
+    ) -> None:
         self.root = root
+        self.script, self.beside = script
         self.rows = rows
         self.in_flight = in_flight
         self.selector = selectors.DefaultSelector()
@@ -208,7 +251,9 @@ class Worker:
         folder = self.root / str(job)
         folder.mkdir()
         (folder / "aiida.in").write_text(f"echo $(({job} + 1))\n")
-        (folder / SCRIPT_NAME).write_text(SCRIPT)
+        (folder / SCRIPT_NAME).write_text(self.script)
+        for name, text in self.beside.items():
+            (folder / name).write_text(text)
         read, write = os.pipe()
         pid = os.posix_spawn(
             BASH,
@@ -275,12 +320,13 @@ def _work(
     ready: Any,
     go: Any,
     results: Any,
+    script: tuple[str, dict[str, str]],
 ) -> None:
     """A worker process: warm up, wait for the start, take jobs from ``counter`` until n."""
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         subreaper = libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
-        worker = Worker(Path(root), Rows(connect(Path(database)), inputs), in_flight)
+        worker = Worker(Path(root), Rows(connect(Path(database)), inputs), in_flight, script)
         warm = iter(range(n + number * WARM_UP, n + (number + 1) * WARM_UP))
         worker.run(lambda: next(warm, None))
         worker.times.clear()
@@ -314,8 +360,15 @@ def _work(
         raise
 
 
-def measure(n: int, workers: int = 2, in_flight: int = IN_FLIGHT) -> dict[str, Any]:
-    """Run n jobs on ``workers`` processes; jobs/s, CPU a job and where it went."""
+def measure(
+    n: int,
+    workers: int = 2,
+    in_flight: int = IN_FLIGHT,
+    veglia_script: bool = False,
+    trace: bool = True,
+) -> dict[str, Any]:
+    """Run n jobs on ``workers`` processes; jobs/s, CPU a job and where it went. With
+    ``veglia_script``, each job runs the submit script veglia writes (veglia_job_script)."""
     home = Path(tempfile.mkdtemp(prefix="veglia-floor-"))
     database = home / "floor.sqlite"
     jobs = home / "jobs"
@@ -327,9 +380,10 @@ def measure(n: int, workers: int = 2, in_flight: int = IN_FLIGHT) -> dict[str, A
     processes = []
     try:
         inputs = make_database(database)
+        script = veglia_job_script(trace) if veglia_script else (SCRIPT, {})
         for number in range(workers):
             args = (number, str(jobs), str(database), inputs, n, in_flight, counter)
-            process = context.Process(target=_work, args=(*args, ready, go, results))
+            process = context.Process(target=_work, args=(*args, ready, go, results, script))
             process.start()
             processes.append(process)
         if None in [ready.get(timeout=120) for _ in range(workers)]:
@@ -368,21 +422,26 @@ def measure(n: int, workers: int = 2, in_flight: int = IN_FLIGHT) -> dict[str, A
         "machine_busy": machine / elapsed / (os.cpu_count() or 1),
         "jobs_per_worker": [len(r["times"]) for r in records],
         "jobs_counted": all(r["subreaper"] for r in records),
+        "veglia_script": veglia_script,
+        "sampler": veglia_script and trace,
     }
 
 
 def report(r: dict[str, Any]) -> None:
     """The floor's figures, as throughput.py prints veglia's."""
     ms = 1000
+    script = " (veglia's job script)" if r.get("veglia_script") else ""
+    programs = "bash, its sampler, time, bash" if r.get("sampler") else "bash, time, bash"
     print(
-        f"floor: {r['jobs']} jobs, {r['workers']} workers, {r['in_flight']} in flight each: "
+        f"floor{script}: {r['jobs']} jobs, {r['workers']} workers, "
+        f"{r['in_flight']} in flight each: "
         f"{r['jobs_per_s']:.1f} jobs/s, median job {r['median_job_s'] * ms:.0f} ms"
     )
     jobs = f"{r['job_cpu_per_job'] * ms:.2f}" if r["jobs_counted"] else "not counted (no subreaper)"
     total = r["worker_cpu_per_job"] + r["shell_cpu_per_job"] + r["job_cpu_per_job"]
     print(
         f"  CPU ms/job: workers {r['worker_cpu_per_job'] * ms:.2f} + their submit shells "
-        f"{r['shell_cpu_per_job'] * ms:.2f} + the jobs (bash, time, bash) {jobs} = "
+        f"{r['shell_cpu_per_job'] * ms:.2f} + the jobs ({programs}) {jobs} = "
         f"{total * ms:.2f}; whole machine {r['machine_cpu_per_job'] * ms:.2f} (other users "
         f"included); the machine was {r['machine_busy']:.0%} busy; jobs each worker ran: "
         f"{r['jobs_per_worker']}"
@@ -397,11 +456,16 @@ def main() -> None:
         "-k", "--in-flight", type=int, default=IN_FLIGHT, help="Jobs each worker keeps running."
     )
     parser.add_argument("--json", action="store_true", help="Print the figures as JSON.")
+    parser.add_argument(
+        "--veglia-script",
+        action="store_true",
+        help="Each job runs the submit script veglia writes for it (trace sampler and all).",
+    )
     args = parser.parse_args()
     if args.jobs < 1 or args.workers < 1 or args.in_flight < 1:
         parser.error("-n, -w and -k must be at least 1")
     line = describe()
-    result = measure(args.jobs, args.workers, args.in_flight)
+    result = measure(args.jobs, args.workers, args.in_flight, args.veglia_script)
     if args.json:
         json.dump({"machine": line, **result}, sys.stdout, indent=2)
         print()

@@ -952,6 +952,11 @@ def main() -> None:
         # Right before veglia's part, as aiida-core's: the machine as veglia meets it.
         least = floor.measure(args.jobs, args.workers)
         floor.report(least)
+        # The same with veglia's job scripts: what of the gap the jobs themselves take.
+        scripted = floor.measure(
+            args.jobs, args.workers, veglia_script=True, trace=not args.no_trace
+        )
+        floor.report(scripted)
         sys.stdout.flush()
     result = bench_veglia(
         args.jobs,
@@ -974,6 +979,17 @@ def main() -> None:
             f"against {(least['worker_cpu_per_job'] + least['shell_cpu_per_job']) * ms:.1f}, "
             f"whole machine {result['machine_cpu_per_job'] * ms:.1f} against "
             f"{least['machine_cpu_per_job'] * ms:.1f}"
+        )
+        # Half the floor leaves 2 x the floor's CPU a job for everything; the jobs veglia
+        # writes and the submissions take their part first, the engine's workers the rest.
+        budget = 2 * least["machine_cpu_per_job"]
+        jobs = scripted["shell_cpu_per_job"] + scripted["job_cpu_per_job"]
+        print(
+            f"half the floor leaves {budget * ms:.1f} ms of CPU a job; veglia's job scripts "
+            f"and submit shells take {jobs * ms:.1f}, its submissions "
+            f"{result['submit_cpu_per_job'] * ms:.1f}: "
+            f"{(budget - jobs - result['submit_cpu_per_job']) * ms:.1f} ms would be left for "
+            f"the workers, which took {result['worker_cpu_per_job'] * ms:.1f}"
         )
     print_calibration("after")
 
