@@ -314,7 +314,14 @@ def uninstall_package(name: str | None) -> None:
 
 
 RUNNABLE_PAGES = [
-    pytest.param(page, marks=[pytest.mark.services] if page in PAGE_SERVICES else [])
+    pytest.param(
+        page,
+        marks=[
+            *([pytest.mark.services] if page in PAGE_SERVICES else []),
+            # Its package goes into the venv: every test would see its entry points.
+            *([pytest.mark.exclusive] if page in PACKAGE_PAGES else []),
+        ],
+    )
     for page, blocks in ALL_BLOCKS.items()
     if any(block.runs for block in blocks)
 ]

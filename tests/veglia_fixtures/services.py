@@ -192,11 +192,16 @@ def ssh_computer(label, services_env, ssh_params, scheduler, **properties):
 # -- an sshd of our own, to stop and start ------------------------------------------------
 @pytest.fixture
 def private_sshd(services_env, ssh_params, tmp_path):
-    """A second sshd on 127.0.0.1:2223 (same keys and user) that a test may stop; its
-    ``computer(label, scheduler)`` stores a computer behind it, in a profile ``test`` whose
-    transport gives up quickly (3 tries from 0.5 s)."""
+    """A second sshd on a free port of 127.0.0.1 (same keys and user) that a test may stop;
+    its ``computer(label, scheduler)`` stores a computer behind it, in a profile ``test``
+    whose transport gives up quickly (3 tries from 0.5 s). A port of its own: tests run in
+    parallel each have theirs."""
+    import socket
+
     state = Path(services_env["SSH_KEY"]).parent
-    port = 2223
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
     pid_file = tmp_path / "sshd.pid"
     host_key = state / "ssh_host_ed25519_key"
     known_hosts = tmp_path / "known_hosts"
