@@ -694,6 +694,13 @@ def test_finished_jobs_carry_what_slurm_measured(cluster, slurm_accounting):
     job_id = submit("usage", [holds_60_mb])
     running = submit("running", ["sleep 120"], queue_name="long", max_wallclock_seconds=300)
     info = _wait_done(scheduler, transport, [job_id], 60)[job_id]
+    # slurmdbd records a job's steps after its end, seconds later on a busy machine: until
+    # then sacct has no usage to give, and the job's poll says nothing of it.
+    deadline = time.monotonic() + 60
+    while "usage" not in info.details:
+        assert time.monotonic() < deadline, f"no usage from sacct after 60 s: {info.details}"
+        time.sleep(1)
+        info = scheduler.get_jobs(transport, [job_id])[job_id]
     usage = info.details["usage"]
     assert usage["source"] == "sacct"
     assert 60 * 1024 <= usage["peak_memory_kb"] < 200 * 1024
