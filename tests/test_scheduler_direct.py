@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import time
 
 import pytest
@@ -30,6 +31,14 @@ def _wait_gone(scheduler, transport, job_id, seconds=10):
         time.sleep(0.1)
 
 
+def _wait_for_file(transport, path, seconds=5):
+    """Until the job has written ``path`` (it has reached that point of its script)."""
+    deadline = time.monotonic() + seconds
+    while not transport.exists(path):
+        assert time.monotonic() < deadline, f"{path} not written after {seconds} s"
+        time.sleep(0.05)
+
+
 def test_job_runs_in_its_workdir_and_writes_its_outputs(workdir):
     scheduler = DirectScheduler()
     with LocalTransport() as transport:
@@ -54,10 +63,7 @@ def test_running_job_is_listed_and_kill_stops_its_children(workdir):
         job_id = _submit(scheduler, transport, workdir, ["sleep 60 & echo $! > child.pid; wait"])
         info = scheduler.get_jobs(transport, [job_id])[job_id]
         assert info.state is JobState.RUNNING
-        deadline = time.monotonic() + 5
-        while not transport.exists(f"{workdir}/child.pid"):
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
+        _wait_for_file(transport, f"{workdir}/child.pid")
         child = transport.read_bytes(f"{workdir}/child.pid").decode().strip()
         assert scheduler.kill(transport, job_id)
         _wait_gone(scheduler, transport, job_id)
@@ -132,8 +138,7 @@ def test_a_ps_printing_garbage_keeps_jobs_waiting_and_never_ends_them(profile, r
 
 
 def _group_left(job_id):
-    import subprocess
-
+    """The processes of the job's group still there (zombies apart)."""
     listing = subprocess.run(
         ["ps", "-e", "-o", "pgid=,stat="], capture_output=True, text=True, check=True
     ).stdout
@@ -158,10 +163,7 @@ def test_a_cancel_returns_only_once_the_job_has_run_its_term_trap_and_exited(wor
                 "touch ready; sleep 60 & wait",
             ],
         )
-        deadline = time.monotonic() + 5
-        while not transport.exists(f"{workdir}/ready"):
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
+        _wait_for_file(transport, f"{workdir}/ready")
         assert scheduler.kill(transport, job_id)
         assert _group_left(job_id) == []
         assert transport.read_bytes(f"{workdir}/trap.txt") == b"trapped\n"
@@ -174,10 +176,7 @@ def test_a_job_that_ignores_term_is_killed_after_the_grace(workdir):
         job_id = _submit(
             scheduler, transport, workdir, ["trap '' TERM; touch ready; while :; do sleep 1; done"]
         )
-        deadline = time.monotonic() + 5
-        while not transport.exists(f"{workdir}/ready"):
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
+        _wait_for_file(transport, f"{workdir}/ready")
         started = time.monotonic()
         assert scheduler.kill(transport, job_id)
         assert _group_left(job_id) == []
