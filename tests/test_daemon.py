@@ -74,7 +74,8 @@ def test_kill_cancels_the_scheduler_job(broker_profile, daemon, run_cli):
     while pid_alive(node.job_id):
         assert time.monotonic() < deadline, "the job survived its kill"
         time.sleep(0.1)
-    assert any("cancelled job" in log.message for log in node.logs)
+    # The cancel returns, and says so, once the job's processes are gone: just after.
+    wait_for([node], lambda n: any("cancelled job" in log.message for log in n.logs), timeout=30)
 
 
 def test_pause_and_play_without_broker(profile, daemon, run_cli):
