@@ -195,6 +195,8 @@ def _render_veglia_job_script(trace: bool) -> tuple[str, dict[str, str]]:
     # Lazy: in the pool's process only (see veglia_job_script).
     from veglia.engine.calcjob import job_script
     from veglia.plugin_manager import gather
+    from veglia.plugins.schedulers.direct import DirectScheduler
+    from veglia.schedulers import JobTemplate
 
     declared, _ = gather("computer_properties")
     defaults = {prop.name: prop.default for _, prop in declared}
@@ -206,9 +208,9 @@ def _render_veglia_job_script(trace: bool) -> tuple[str, dict[str, str]]:
 
     wraps = [w for w in job_script.wraps_for(None, DefaultComputer()) if w.name != "core.guard"]
     lines = job_script.wrap_commands(["bash < aiida.in > aiida.out"], wraps)
-    script = "#!/bin/bash\nexec > _scheduler-stdout.txt 2> _scheduler-stderr.txt\n"
+    script = DirectScheduler().get_submit_script(JobTemplate(commands=lines))
     files = job_script.wrap_files(wraps, {SCRIPT_NAME, "aiida.in"})
-    return script + "\n".join(lines) + "\n", {k: v.decode() for k, v in files.items()}
+    return script, {k: v.decode() for k, v in files.items()}
 
 
 class Worker:

@@ -15,8 +15,8 @@ collect_ignore = ["plugin_packages"]
 #: Tests run in parallel (pytest-xdist, ``--dist loadgroup``) share the machine's services.
 #: Those that use one instance they change, or depend on its clock, run one after the
 #: other on one worker: the single-node SLURM (a test kills slurmd, fills its queue, waits
-#: for its own clock to purge jobs).
-SHARED_SERVICE_GROUPS = {"slurm": "slurm", "slurm_accounting": "slurm"}
+#: for its own clock to purge jobs). Every SLURM fixture builds on ``slurm``.
+SLURM_FIXTURE = "slurm"
 #: Tests that change what every other test uses run alone, after the parallel run
 #: (``-m exclusive``): they stop RabbitMQ, or pip-install a plugin package into the venv
 #: (its entry points would reach every test meanwhile).
@@ -34,7 +34,5 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         fixtures = set(getattr(item, "fixturenames", ()))
         if fixtures & EXCLUSIVE_FIXTURES:
             item.add_marker(pytest.mark.exclusive)
-        for fixture, group in SHARED_SERVICE_GROUPS.items():
-            if fixture in fixtures:
-                item.add_marker(pytest.mark.xdist_group(group))
-                break
+        if SLURM_FIXTURE in fixtures:
+            item.add_marker(pytest.mark.xdist_group("slurm"))
