@@ -17,6 +17,7 @@ from veglia.orm import queries
 from veglia.orm.attributes import NOT_REPRODUCIBLE
 from veglia.orm.loading import load_node
 from veglia.progress_report import ProgressReport, no_progress
+from veglia.row_ids import pk_of
 
 __all__ = ["DamagedFile", "FileCheck", "check_files", "nodes_to_check"]
 
@@ -77,7 +78,7 @@ def nodes_to_check(pks: tuple[int, ...] | list[int]) -> list[int]:
     pks that are no node."""
     if not pks:
         return queries.node_pks()
-    known = set(queries.node_pks(pks))
+    known = set(queries.node_pks([pk for pk in pks if pk_of(pk) is not None]))
     missing = sorted(set(pks) - known)
     if missing:
         raise NotExistent(f"No node with pk {', '.join(map(str, missing))}.")

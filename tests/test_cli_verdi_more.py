@@ -165,6 +165,26 @@ def test_node_commands_name_a_missing_node(run_cli, profile):
         assert "999999" in line, command
 
 
+def test_a_pk_past_what_the_database_holds_is_no_such_node(run_cli, profile):
+    """SQLite's driver cannot send a number past 64 bits: such a pk names no node, as any
+    other missing one, instead of an "Unexpected OverflowError"."""
+    huge = "99999999999999999999999"
+    for command in (
+        ("node", "attributes"),
+        ("process", "show"),
+        ("process", "kill"),
+        ("calcjob", "gotocomputer", "--print"),
+        ("verify",),
+    ):
+        line = error(run_cli(*command, huge), CliExit.STORAGE)
+        assert "No node with pk" in line and huge in line, command
+    assert "No computer" in error(run_cli("computer", "show", huge), CliExit.STORAGE)
+    assert "No group" in error(run_cli("group", "show", huge), CliExit.STORAGE)
+    for option in ("--limit", "--past-days", "--exit-status", "--called-by"):
+        result = run_cli("process", "list", option, huge)
+        assert result.exit_code == CliExit.USAGE and "is not in the range" in result.stderr
+
+
 # -- node label / description --------------------------------------------------------------------
 def test_node_label_shows_and_sets(run_cli, profile):
     node = orm.Int(1).store()

@@ -21,6 +21,10 @@ from veglia.engine.daemon.scaling import request_change
 from veglia.exceptions import DaemonError
 from veglia.plugin_manager import gather, gather_strict
 
+#: The most workers a daemon starts: each is a process of about 100 MB, and a mistyped
+#: number must not start a machine's worth of them.
+MAX_WORKERS = 256
+
 
 def _files(state: CliState) -> DaemonFiles:
 
@@ -97,7 +101,7 @@ def stop_daemon(state: CliState, timeout: float = 60.0) -> bool:
 
 
 @daemon_group.command("start", cls=_StartCommand)
-@click.argument("workers", type=click.IntRange(min=1), default=1)
+@click.argument("workers", type=click.IntRange(min=1, max=MAX_WORKERS), default=1)
 @pass_state
 def daemon_start(state: CliState, /, workers: int, **start_options: object) -> None:
     """Start the daemon with WORKERS worker processes (default 1)."""
@@ -158,7 +162,7 @@ def change_workers(state: CliState, delta: int) -> None:
 
 
 @daemon_group.command("incr")
-@click.argument("number", type=click.IntRange(min=1), default=1, metavar="[N]")
+@click.argument("number", type=click.IntRange(min=1, max=MAX_WORKERS), default=1, metavar="[N]")
 @pass_state
 def daemon_incr(state: CliState, number: int) -> None:
     """Add N workers (default 1) to the running daemon; it needs a broker for more than one."""
@@ -166,7 +170,7 @@ def daemon_incr(state: CliState, number: int) -> None:
 
 
 @daemon_group.command("decr")
-@click.argument("number", type=click.IntRange(min=1), default=1, metavar="[N]")
+@click.argument("number", type=click.IntRange(min=1, max=MAX_WORKERS), default=1, metavar="[N]")
 @pass_state
 def daemon_decr(state: CliState, number: int) -> None:
     """Remove N workers (default 1) from the running daemon, never the last one.

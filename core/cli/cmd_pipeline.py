@@ -26,6 +26,7 @@ from veglia.pipeline_setups import (
     setup_toml,
     toml_value,
 )
+from veglia.row_ids import MAX_INTEGER
 from veglia.storage.times import format_seconds
 
 #: Failed elements ``pipeline show`` lists (``--failed``: all), and problems and elements
@@ -188,7 +189,12 @@ def print_failed(name: str, progress: Progress, limit: int | None) -> None:
 
 @pipeline_group.command("show")
 @click.argument("name")
-@click.option("--version", "version", type=int, help="This version (default: the newest).")
+@click.option(
+    "--version",
+    "version",
+    type=click.IntRange(min=1, max=MAX_INTEGER),
+    help="This version (default: the newest).",
+)
 @click.option("--toml", "as_toml", is_flag=True, help="Print the setup as a TOML file.")
 @click.option(
     "--failed",

@@ -18,8 +18,10 @@ from veglia.cli.state import CliState, pass_state
 from veglia.exceptions import CliExit, WatchTimeout
 from veglia.orm.attributes import DAEMON
 from veglia.orm.queries import ACTIVE_STATES, ORDER_BY, ProcessRow, logs_after, node_mtime
+from veglia.row_ids import MAX_INTEGER
 from veglia.views.rows import (
     DEFAULT_LIST_PROJECTION,
+    MAX_PAST_DAYS,
     PROCESS_LIST_COLUMNS,
     as_tree,
     format_state,
@@ -140,17 +142,20 @@ def process_group() -> None:
 @click.option(
     "-p",
     "--past-days",
-    type=click.IntRange(min=0),
+    type=click.IntRange(min=0, max=MAX_PAST_DAYS),
     help="Only processes created in the last N days.",
 )
 @click.option(
     "-l",
     "--limit",
-    type=click.IntRange(min=1),
+    type=click.IntRange(min=1, max=MAX_INTEGER),
     help="Only the N with the highest --order-by key (by default the N most recent).",
 )
 @click.option(
-    "-E", "--exit-status", type=int, help="Only finished with this exit status; implies --all."
+    "-E",
+    "--exit-status",
+    type=click.IntRange(min=-MAX_INTEGER - 1, max=MAX_INTEGER),
+    help="Only finished with this exit status; implies --all.",
 )
 @click.option(
     "-L",
@@ -178,7 +183,7 @@ def process_group() -> None:
     "-C",
     "--called-by",
     "caller",
-    type=int,
+    type=click.IntRange(min=0, max=MAX_INTEGER),
     metavar="PK",
     help="Only the processes that process PK called (a workflow's steps).",
 )

@@ -15,6 +15,7 @@ from veglia.manage import get_profile, get_storage
 from veglia.orm.users import User, get_default_user
 from veglia.plugin_manager import gather_named, get_plugin_manager
 from veglia.plugin_types import ComputerProperty
+from veglia.row_ids import pk_of
 from veglia.storage import models
 from veglia.workdir_root import expand_root
 
@@ -353,7 +354,8 @@ def load_computer(label: str | int) -> Computer:
     the computers there are, if none."""
     with get_storage().session() as session:
         if isinstance(label, int) or str(label).isdigit():
-            row = session.get(models.Computer, int(label))
+            pk = pk_of(label)
+            row = None if pk is None else session.get(models.Computer, pk)
         else:
             row = session.scalar(sa.select(models.Computer).where(models.Computer.label == label))
     if row is None:

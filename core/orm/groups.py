@@ -19,6 +19,7 @@ from veglia.manage import get_storage
 from veglia.orm.loading import node_of_row
 from veglia.orm.nodes import Node, row_by_uuid_prefix
 from veglia.orm.users import get_default_user
+from veglia.row_ids import pk_of
 from veglia.storage import models
 
 __all__ = ["Group", "group_member_pks", "load_group"]
@@ -214,8 +215,8 @@ def load_group(identifier: str | int) -> Group:
     text = str(identifier)
     with get_storage().session() as session:
         row: models.Group | sa.Row[Any] | None = None
-        if isinstance(identifier, int) or text.isdigit():
-            row = session.get(models.Group, int(text))
+        if (pk := pk_of(identifier)) is not None:
+            row = session.get(models.Group, pk)
         # Digits that are no pk may still start a UUID ("86536159").
         if row is None and not isinstance(identifier, int):
             row = session.scalar(sa.select(models.Group).where(models.Group.label == text))

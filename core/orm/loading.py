@@ -27,6 +27,7 @@ from veglia.orm.nodes import (
     is_uuid_prefix,
     row_by_uuid_prefix,
 )
+from veglia.row_ids import pk_of
 from veglia.storage.tables import nodes
 
 __all__ = ["load_node", "node_of_row", "node_type_class"]
@@ -50,8 +51,9 @@ def load_node(identifier: int | str) -> Node:
     row: sa.Row[Any] | None = None
     by_prefix = False
     if isinstance(identifier, int) or text.isdigit():
-        with get_storage().connection() as connection:
-            row = connection.execute(_NODE_BY_PK, {"key": int(text)}).first()
+        if (pk := pk_of(identifier)) is not None:
+            with get_storage().connection() as connection:
+                row = connection.execute(_NODE_BY_PK, {"key": pk}).first()
         # Digits that are no pk may still start a UUID ("86536159"); a number never does.
         by_prefix = row is None and not isinstance(identifier, int)
     elif len(text) == _UUID_LENGTH:

@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from veglia.orm.queries import ACTIVE_STATES
-from veglia.views.rows import as_tree, process_row, select_processes
+from veglia.row_ids import MAX_INTEGER
+from veglia.views.rows import MAX_PAST_DAYS, as_tree, process_row, select_processes
 
 __all__ = ["DEFAULT_LIMIT", "MAX_LIMIT", "PAGE_ROWS", "PROCESS_STATES", "processes_view"]
 
@@ -19,12 +20,17 @@ MAX_LIMIT = 2000
 PAGE_ROWS = 500
 
 
-def _count(params: dict[str, Any], name: str, errors: list[str]) -> int | None:
+def _count(
+    params: dict[str, Any], name: str, errors: list[str], most: int = MAX_INTEGER
+) -> int | None:
     text = str(params.get(name) or "").strip()
     if not text:
         return None
     if not text.isdigit():
         errors.append(f"{name.replace('_', ' ')} must be a whole number, not {text!r}")
+        return None
+    if int(text) > most:
+        errors.append(f"{name.replace('_', ' ')} must be at most {most}")
         return None
     return int(text)
 
@@ -47,7 +53,7 @@ def processes_view(params: dict[str, Any]) -> dict[str, Any]:
     else:
         errors.append(f"state must be active, all or one of {', '.join(PROCESS_STATES)}")
         state, states = "active", ACTIVE_STATES
-    past_days = _count(params, "past_days", errors)
+    past_days = _count(params, "past_days", errors, MAX_PAST_DAYS)
     caller = _count(params, "called_by", errors)
     limit = _count(params, "limit", errors)
     if limit is not None and not 1 <= limit <= MAX_LIMIT:

@@ -34,6 +34,7 @@ from veglia.storage.times import as_utc
 
 __all__ = [
     "DEFAULT_LIST_PROJECTION",
+    "MAX_PAST_DAYS",
     "PROCESS_LIST_COLUMNS",
     "ROW_ATTRIBUTES",
     "STATUS_ATTRIBUTES",
@@ -234,6 +235,11 @@ def process_row(row: ProcessRow) -> dict[str, Any]:
         monitor_notes=monitor_notes(attributes),
         url=url_of(row.pk, kind),
     ).as_dict()
+
+
+#: The most days a search looks back (``past_days``): a century, past any node, and within
+#: what dates can hold.
+MAX_PAST_DAYS = 36_500
 
 
 def select_processes(
