@@ -70,6 +70,7 @@ __all__ = [
     "EntryPointLoadError",
     "HostKeyError",
     "InputValidationError",
+    "InvalidKeyError",
     "InvalidOptionError",
     "InvalidPluginError",
     "MissingEntryPointError",
@@ -277,6 +278,13 @@ class ArchiveRowTooBig(ArchiveError):
 class ScriptError(VegliaError):
     """A Python script given to ``veglia run`` is missing or cannot be read (what it raises
     once it runs is the script's own: shown with its traceback)."""
+
+    exit_code = CliExit.INVALID_INPUT
+
+
+class InvalidKeyError(VegliaError, ValueError):
+    """An attribute or extra name the database cannot hold (empty, or with quotes or
+    backslashes)."""
 
     exit_code = CliExit.INVALID_INPUT
 

@@ -94,6 +94,9 @@ class AuthOption:
     description: str
     type: type = str
     default: Any = None
+    #: The smallest and largest value a number may take (None: no bound).
+    minimum: float | None = None
+    maximum: float | None = None
 
 
 class Transport(ABC):

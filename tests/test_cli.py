@@ -391,7 +391,7 @@ def test_three_characters_are_no_uuid_prefix(run_cli, profile):
     "args",
     [
         ("process", "show"),  # a missing argument
-        ("process", "kill", "abc"),  # not a number
+        ("process", "list", "--limit", "abc"),  # not a number
         ("process", "list", "--limit", "0"),  # out of range
         ("process", "list", "--no-such-option"),
         ("no-such-command",),
@@ -401,7 +401,20 @@ def test_three_characters_are_no_uuid_prefix(run_cli, profile):
 def test_wrong_usage_exits_2(run_cli, profile, args):
     result = run_cli("-p", "test", *args)
     assert result.exit_code == 2, result.output
-    assert "Usage:" in result.stderr or "Error:" in result.stderr
+    # One line, as every error, pointing at the help of the command that refused it.
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("Error: ") and line.endswith(" --help`."), line
+
+
+def test_process_kill_takes_a_uuid_prefix_as_process_show_does(run_cli, profile):
+    from veglia import orm
+    from veglia_fixtures.profiles import stored_process
+
+    node = stored_process(orm.CalcJobNode, "finished", "done", 0)
+    while node.uuid[:4].isdigit():  # digits are read as a pk first: take one with a letter
+        node = stored_process(orm.CalcJobNode, "finished", "done", 0)
+    result = run_cli("-p", "test", "process", "kill", node.uuid[:6])
+    assert f"Process {node.pk} has terminated already (finished)." in result.output
 
 
 def test_the_exit_codes_in_the_docs_are_the_cli_s():

@@ -89,7 +89,7 @@ def test_daemon_incr_and_decr_without_a_running_daemon_say_so(run_cli, profile):
             "Error: The daemon of 'test' is not running; start it with `veglia daemon start N`."
         )
     usage = run_cli("-p", "test", "daemon", "incr", "0")
-    assert usage.exit_code == CliExit.USAGE and "0 is not in the range x>=1" in usage.stderr
+    assert usage.exit_code == CliExit.USAGE and "0 is not in the range 1<=x<=256" in usage.stderr
 
 
 def test_daemon_without_a_broker_keeps_its_one_worker(run_cli, profile, daemon):

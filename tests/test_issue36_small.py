@@ -235,3 +235,17 @@ def test_verdis_delete_data_flag_deletes_the_profile_s_folder(run_cli, veglia_ho
     assert deleted.exit_code == 0, deleted.output
     assert "Deleted profile 'presto' and its folder" in deleted.stdout
     assert not (veglia_home / "profiles" / "presto").exists()
+
+
+def test_a_profile_whose_daemon_runs_is_not_deleted(run_cli, profile, daemon, veglia_home):
+    """Its workers would go on running jobs into a folder and tables that are gone."""
+    daemon(1)
+    for flags in ((), ("--keep-data",)):
+        refused = run_cli("profile", "delete", "test", "--force", *flags)
+        assert refused.exit_code == 10, refused.output
+        assert refused.stderr.strip() == (
+            "Error: The daemon of profile 'test' is running: stop it first "
+            "(`veglia -p test daemon stop`), then delete the profile."
+        )
+    assert (veglia_home / "profiles" / "test").is_dir()
+    assert "test" in run_cli("profile", "list").stdout

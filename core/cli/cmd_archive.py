@@ -9,16 +9,20 @@ from pathlib import Path
 
 import click
 
+from veglia.cli.numbers import WholeNumber
 from veglia.cli.output import console, echo_success, print_table
 from veglia.cli.progress_bars import progress_bars
 from veglia.cli.state import CliState, pass_state
+from veglia.cli.verdi_forms import add_alias
 from veglia.config.profile import Profile
 from veglia.config.values import parse_size_mb
 from veglia.exceptions import ConfigurationError
 from veglia.orm.archive import create_archive
 from veglia.orm.archive_import import import_archive
 from veglia.orm.archive_read import MIB, ArchiveLimits, inspect_archive
+from veglia.orm.groups import Group
 from veglia.orm.loading import load_node
+from veglia.orm.queries import node_pks
 
 
 def _plural(number: int, what: str) -> str:
@@ -44,19 +48,35 @@ def archive_group() -> None:
 @click.option(
     "-G", "--group", "groups", multiple=True, metavar="GROUP", help="A group and its nodes."
 )
+# verdi's way to give PK... (-N once per node here)
+@click.option("-N", "--nodes", "more_identifiers", multiple=True, hidden=True)
+@click.option("-a", "--all", "everything", is_flag=True, help="Every node and group.")
 @click.option("-f", "--force", is_flag=True, help="Overwrite FILE if it exists.")
 @pass_state
 def archive_create(
-    state: CliState, path: str, identifiers: tuple[str, ...], groups: tuple[str, ...], force: bool
+    state: CliState,
+    path: str,
+    identifiers: tuple[str, ...],
+    groups: tuple[str, ...],
+    more_identifiers: tuple[str, ...],
+    everything: bool,
+    force: bool,
 ) -> None:
-    """Write nodes PK... and groups (-G) with their provenance to the archive FILE.
+    """Write nodes PK... and groups (-G), or every node (--all), with their provenance to the
+    archive FILE.
 
     A process goes with its inputs, outputs, called processes and caller; data with the
     process that created it; and so on from those, as AiiDA's export does. Their
     attributes, logs and files go too. Processes that have not ended are refused.
     """
     state.profile  # noqa: B018 -- load the chosen profile
-    pks = [load_node(identifier).pk for identifier in identifiers]
+    if everything and (identifiers or more_identifiers or groups):
+        raise click.UsageError("Give --all, or PKs and groups: not both.")
+    if everything:
+        pks = node_pks()
+        groups = tuple(group.label for group in Group.list())
+    else:
+        pks = [load_node(identifier).pk for identifier in (*identifiers, *more_identifiers)]
     with progress_bars() as progress:
         summary = create_archive(path, pks, groups, overwrite=force, progress=progress)
     parts = [
@@ -167,7 +187,7 @@ def archive_inspect(state: CliState, path: str, as_json: bool) -> None:
 )
 @click.option(
     "--max-ratio",
-    type=click.IntRange(min=1),
+    type=WholeNumber(min=1),
     metavar="N",
     help="Refuse an entry past 1 MiB that unpacks to more times its compressed size "
     "(default: the profile's archive.max_ratio, 100).",
@@ -227,5 +247,7 @@ def archive_import(
     for email in summary.users_created:
         console.print(f"Created user {email!r}.")
 
+
+add_alias(archive_group, "info", archive_inspect)  # AiiDA 2's name of inspect
 
 COMMANDS = [archive_group]

@@ -169,7 +169,9 @@ def _named(processes: list[tuple[int, str, str]]) -> str:
 
 
 @click.command("delete")
-@click.argument("identifier", metavar="CODE", shell_complete=complete_code_labels)
+@click.argument(
+    "identifiers", nargs=-1, required=True, metavar="CODE...", shell_complete=complete_code_labels
+)
 @click.option(
     "-f",
     "--force",
@@ -178,46 +180,51 @@ def _named(processes: list[tuple[int, str, str]]) -> str:
 )
 @click.option("-n", "--dry-run", is_flag=True, help="Only show what would be deleted.")
 @pass_state
-def code_delete(state: CliState, identifier: str, force: bool, dry_run: bool) -> None:
-    """Delete code CODE (LABEL@COMPUTER, LABEL or PK), its computer and jobs kept.
+def code_delete(state: CliState, identifiers: tuple[str, ...], force: bool, dry_run: bool) -> None:
+    """Delete codes CODE... (LABEL@COMPUTER, LABEL or PK), their computers and jobs kept.
 
-    Refused while a job that runs with it has not ended. When ended jobs ran with it, it is
-    refused unless --force: they keep their record of it (label, executable), but `veglia
-    process rerun` cannot use it again; `veglia code hide` keeps it out of `veglia code
-    list` instead.
+    Refused while a job that runs with one has not ended. When ended jobs ran with one, it
+    is refused unless --force: they keep their record of it (label, executable), but
+    `veglia process rerun` cannot use it again; `veglia code hide` keeps it out of `veglia
+    code list` instead. Each code is checked before any is deleted.
     """
     state.profile  # noqa: B018
-    code = load_code(identifier)
-    assert code.pk is not None
-    used = processes_of_code(code.pk)
-    active = [process for process in used if process[2] in ACTIVE_STATES]
-    if active:
-        raise ProcessActiveError(
-            f"Refusing to delete code {code.full_label!r}: {_named(active)} "
-            f"{'run' if len(active) > 1 else 'runs'} with it and "
-            f"{'have' if len(active) > 1 else 'has'} not ended. Wait, or kill "
-            f"(`veglia process kill {' '.join(str(pk) for pk, _, _ in active[:NAMED])}`), "
-            "then run this again."
+    codes = {code.pk: code for code in map(load_code, identifiers)}.values()
+    uses = [(code, processes_of_code(code.pk)) for code in codes if code.pk is not None]
+    for code, used in uses:
+        active = [process for process in used if process[2] in ACTIVE_STATES]
+        if active:
+            raise ProcessActiveError(
+                f"Refusing to delete code {code.full_label!r}: {_named(active)} "
+                f"{'run' if len(active) > 1 else 'runs'} with it and "
+                f"{'have' if len(active) > 1 else 'has'} not ended. Wait, or kill "
+                f"(`veglia process kill {' '.join(str(pk) for pk, _, _ in active[:NAMED])}`), "
+                "then run this again."
+            )
+    for code, used in uses:
+        if used and not force and not dry_run:
+            raise StorageError(
+                f"Code {code.full_label!r} was used by {_named(used)}. Delete it anyway with "
+                f"`veglia code delete {code.full_label} --force` (the jobs keep their record "
+                f"of it), or hide it with `veglia code hide {code.full_label}`."
+            )
+    for code, used in uses:
+        console.print(
+            f"Deleting code {code.full_label!r} (pk {code.pk}, {code.executable}); its "
+            "computer and jobs stay.",
+            markup=False,
         )
-    if used and not force and not dry_run:
-        raise StorageError(
-            f"Code {code.full_label!r} was used by {_named(used)}. Delete it anyway with "
-            f"`veglia code delete {code.full_label} --force` (the jobs keep their record of "
-            f"it), or hide it with `veglia code hide {code.full_label}`."
-        )
-    console.print(
-        f"Deleting code {code.full_label!r} (pk {code.pk}, {code.executable}); its computer "
-        f"and jobs stay.",
-        markup=False,
-    )
-    if used:
-        print_table(("PK", "Process type", "State"), used, title="Jobs that ran with it")
+        if used:
+            print_table(("PK", "Process type", "State"), used, title="Jobs that ran with it")
     if dry_run:
-        if used and not force:
+        if not force and any(used for _, used in uses):
             echo_info("Without --force, the delete is refused: ended jobs ran with it.")
         console.print("Dry run: nothing was deleted.")
         return
+    labels = ", ".join(repr(code.full_label) for code, _ in uses)
     if not force:
-        click.confirm(f"Delete code {code.full_label!r}? This cannot be undone", abort=True)
-    code.delete()
-    echo_success(f"Deleted code {code.full_label!r}.")
+        what = "code" if len(uses) == 1 else "codes"
+        click.confirm(f"Delete {what} {labels}? This cannot be undone", abort=True)
+    for code, _ in uses:
+        code.delete()
+        echo_success(f"Deleted code {code.full_label!r}.")

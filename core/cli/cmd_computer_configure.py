@@ -62,15 +62,28 @@ def convert_auth_value(option: Any, value: Any) -> Any:
     if value is None or (isinstance(value, str) and value.strip() in ("", "!")):
         return None
     flag = "--" + option.name.replace("_", "-")
+    if option.type not in (bool, int, float) or (
+        option.type is not bool and isinstance(value, bool)
+    ):
+        return option.type(value)
     try:
         if option.type is bool:
             return parse_yes_no(value)
-        if option.type in (int, float) and not isinstance(value, bool):
-            return option.type(str(value).strip())
+        number = option.type(str(value).strip())
     except (InvalidOptionError, ValueError):
         kind = {bool: "yes or no", int: "a whole number", float: "a number"}[option.type]
         raise InvalidOptionError(f"{flag}: {value!r} is not {kind}.") from None
-    return option.type(value)
+    low, high = option.minimum, option.maximum
+    if (low is not None and number < low) or (high is not None and number > high):
+        bounds = (
+            f"at least {low}"
+            if high is None
+            else f"at most {high}"
+            if low is None
+            else f"between {low} and {high}"
+        )
+        raise InvalidOptionError(f"{flag}: {number} is not {bounds}.")
+    return number
 
 
 def _ask_auth(option: Any, current: Any) -> Any:
@@ -101,7 +114,11 @@ def computer_configure(
     if len(words) > 2:
         raise click.UsageError(f"Got unexpected extra arguments ({' '.join(words[2:])}).")
     transport, label = words if len(words) == 2 else (None, words[0])
+    if transport == "show":  # verdi's `computer configure show LABEL` lists the settings
+        raise veglia_writes(f"veglia computer show {label}")
     state.profile  # noqa: B018
+    if transport is None and label in {ep.name for ep in get_entry_points("transports")}:
+        raise click.UsageError(f"Missing argument LABEL: the computer to configure over {label}.")
     computer = load_computer(label)
     if transport is not None and transport != computer.transport_type:
         raise veglia_writes(

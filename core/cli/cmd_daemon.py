@@ -11,6 +11,7 @@ import time
 
 import click
 
+from veglia.cli.numbers import WholeNumber
 from veglia.cli.output import echo_success, echo_warning, print_table, raw_option
 from veglia.cli.state import CliState, pass_state
 from veglia.config.private_paths import private_file, private_folder
@@ -101,7 +102,7 @@ def stop_daemon(state: CliState, timeout: float = 60.0) -> bool:
 
 
 @daemon_group.command("start", cls=_StartCommand)
-@click.argument("workers", type=click.IntRange(min=1, max=MAX_WORKERS), default=1)
+@click.argument("workers", type=WholeNumber(min=1, max=MAX_WORKERS), default=1)
 @pass_state
 def daemon_start(state: CliState, /, workers: int, **start_options: object) -> None:
     """Start the daemon with WORKERS worker processes (default 1)."""
@@ -162,7 +163,7 @@ def change_workers(state: CliState, delta: int) -> None:
 
 
 @daemon_group.command("incr")
-@click.argument("number", type=click.IntRange(min=1, max=MAX_WORKERS), default=1, metavar="[N]")
+@click.argument("number", type=WholeNumber(min=1, max=MAX_WORKERS), default=1, metavar="[N]")
 @pass_state
 def daemon_incr(state: CliState, number: int) -> None:
     """Add N workers (default 1) to the running daemon; it needs a broker for more than one."""
@@ -170,7 +171,7 @@ def daemon_incr(state: CliState, number: int) -> None:
 
 
 @daemon_group.command("decr")
-@click.argument("number", type=click.IntRange(min=1, max=MAX_WORKERS), default=1, metavar="[N]")
+@click.argument("number", type=WholeNumber(min=1, max=MAX_WORKERS), default=1, metavar="[N]")
 @pass_state
 def daemon_decr(state: CliState, number: int) -> None:
     """Remove N workers (default 1) from the running daemon, never the last one.

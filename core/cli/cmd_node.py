@@ -19,6 +19,7 @@ from veglia.cli.cmd_node_fields import (
 from veglia.cli.cmd_node_repo import repo_group
 from veglia.cli.completion import complete_node_pks
 from veglia.cli.graph_image import render_image
+from veglia.cli.numbers import WholeNumber
 from veglia.cli.output import console, echo_success, print_table
 from veglia.cli.process_format import format_time, relative_time
 from veglia.cli.state import CliState, pass_state
@@ -88,7 +89,7 @@ def node_show(state: CliState, identifiers: tuple[str, ...]) -> None:
 @node_group.command("graph")
 @click.argument("identifier", metavar="PK", shell_complete=complete_node_pks)
 @click.option(
-    "-d", "--depth", type=click.IntRange(min=0), default=1, show_default=True, help="Link hops."
+    "-d", "--depth", type=WholeNumber(min=0), default=1, show_default=True, help="Link hops."
 )
 @click.option(
     "-o",

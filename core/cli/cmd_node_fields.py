@@ -115,13 +115,19 @@ def _change_extras(
     """Set and remove extras of each node; what was done, or None when nothing was asked."""
     if not to_set and not to_delete:
         return None
+    removed: set[str] = set()
     for node in nodes:
         for key, value in to_set:
             node.set_extra(key, value)
         for key in to_delete:
+            if key in node.extras:
+                removed.add(key)
             node.delete_extra(key)
     done = [f"set {', '.join(key for key, _ in to_set)}"] if to_set else []
-    done += [f"removed {', '.join(to_delete)}"] if to_delete else []
+    if gone := [key for key in to_delete if key in removed]:
+        done.append(f"removed {', '.join(gone)}")
+    if absent := [key for key in to_delete if key not in removed]:
+        done.append(f"no extra {', '.join(absent)} to remove")
     return f"Extras of {_plural(len(nodes), 'node')}: {'; '.join(done)}."
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 
+from veglia.cli.numbers import WholeNumber
 from veglia.cli.output import console, echo_success, print_table, raw_option
 from veglia.cli.process_format import format_time, relative_time
 from veglia.cli.state import CliState, pass_state
@@ -192,7 +193,7 @@ def print_failed(name: str, progress: Progress, limit: int | None) -> None:
 @click.option(
     "--version",
     "version",
-    type=click.IntRange(min=1, max=MAX_INTEGER),
+    type=WholeNumber(min=1, max=MAX_INTEGER),
     help="This version (default: the newest).",
 )
 @click.option("--toml", "as_toml", is_flag=True, help="Print the setup as a TOML file.")

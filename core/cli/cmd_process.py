@@ -12,6 +12,7 @@ from veglia.cli.completion import complete_process_pks
 from veglia.cli.daemon_hint import warn_if_no_daemon, warn_if_waiting_for_no_daemon
 from veglia.cli.lazy_group import LazyCommands, LazyGroup
 from veglia.cli.node_args import load_process
+from veglia.cli.numbers import Number, WholeNumber
 from veglia.cli.output import console, print_table, raw_option
 from veglia.cli.process_format import format_time, print_logs, relative_time
 from veglia.cli.state import CliState, pass_state
@@ -142,19 +143,19 @@ def process_group() -> None:
 @click.option(
     "-p",
     "--past-days",
-    type=click.IntRange(min=0, max=MAX_PAST_DAYS),
+    type=WholeNumber(min=0, max=MAX_PAST_DAYS),
     help="Only processes created in the last N days.",
 )
 @click.option(
     "-l",
     "--limit",
-    type=click.IntRange(min=1, max=MAX_INTEGER),
+    type=WholeNumber(min=1, max=MAX_INTEGER),
     help="Only the N with the highest --order-by key (by default the N most recent).",
 )
 @click.option(
     "-E",
     "--exit-status",
-    type=click.IntRange(min=-MAX_INTEGER - 1, max=MAX_INTEGER),
+    type=WholeNumber(min=-MAX_INTEGER - 1, max=MAX_INTEGER),
     help="Only finished with this exit status; implies --all.",
 )
 @click.option(
@@ -183,7 +184,7 @@ def process_group() -> None:
     "-C",
     "--called-by",
     "caller",
-    type=click.IntRange(min=0, max=MAX_INTEGER),
+    type=WholeNumber(min=0, max=MAX_INTEGER),
     metavar="PK",
     help="Only the processes that process PK called (a workflow's steps).",
 )
@@ -278,7 +279,7 @@ def process_list(
 @click.argument(
     "identifiers", nargs=-1, required=True, metavar="PK...", shell_complete=complete_process_pks
 )
-@click.option("--log-lines", type=click.IntRange(min=0), default=10, show_default=True)
+@click.option("--log-lines", type=WholeNumber(min=0), default=10, show_default=True)
 @pass_state
 def process_show(state: CliState, identifiers: tuple[str, ...], log_lines: int) -> None:
     """Show state, job, inputs, outputs and the last log lines of each process PK."""
@@ -298,7 +299,7 @@ def process_show(state: CliState, identifiers: tuple[str, ...], log_lines: int) 
     "identifiers", nargs=-1, required=True, metavar="PK...", shell_complete=complete_process_pks
 )
 @click.option("-l", "--levelname", help="Only messages of this level (REPORT, ERROR, ...).")
-@click.option("-m", "--max-depth", type=click.IntRange(min=0), help="Depth of called processes.")
+@click.option("-m", "--max-depth", type=WholeNumber(min=0), help="Depth of called processes.")
 @pass_state
 def process_report(
     state: CliState, identifiers: tuple[str, ...], levelname: str | None, max_depth: int | None
@@ -322,10 +323,10 @@ def process_report(
 
 @process_group.command("watch")
 @click.argument("identifier", metavar="PK", shell_complete=complete_process_pks)
-@click.option("--interval", type=click.FloatRange(min=0.05), default=0.5, show_default=True)
+@click.option("--interval", type=Number(min=0.05), default=0.5, show_default=True)
 @click.option(
     "--timeout",
-    type=click.FloatRange(min=0),
+    type=Number(min=0),
     help="Stop after this many seconds (exit code 124) if the process is still going.",
 )
 @pass_state

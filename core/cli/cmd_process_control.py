@@ -8,10 +8,12 @@ import click
 
 from veglia.cli.completion import complete_process_pks
 from veglia.cli.node_args import load_process
+from veglia.cli.numbers import Number
 from veglia.cli.output import echo_success, echo_warning
 from veglia.cli.state import CliState, pass_state
 from veglia.exceptions import VegliaError
 from veglia.orm.queries import active_process_pks
+from veglia.wording import a_or_an
 
 if TYPE_CHECKING:
     from plumpy.ports import PortNamespace
@@ -20,7 +22,7 @@ if TYPE_CHECKING:
 def _control(
     state: CliState,
     action: str,
-    pks: tuple[int, ...],
+    pks: tuple[int | str, ...],
     everything: bool,
     message: str,
     timeout: float,
@@ -31,6 +33,10 @@ def _control(
     state.profile  # noqa: B018 - loads the profile
     if everything:
         pks = tuple(active_process_pks(paused=True if action == "play" else None))
+        if not pks:
+            which = "paused" if action == "play" else "active"
+            echo_success(f"No {which} process to {action}.")
+            return 0
     if not pks:
         raise click.UsageError("Give process PKs, or --all.")
     failed = 0
@@ -46,13 +52,20 @@ def _control(
 
 def _control_command(action: str, help_text: str) -> click.Command:
     @click.command(action, help=help_text)
-    @click.argument("pks", nargs=-1, type=int, shell_complete=complete_process_pks)
+    @click.argument("pks", nargs=-1, metavar="[PK...]", shell_complete=complete_process_pks)
     @click.option("-a", "--all", "everything", is_flag=True, help=f"{action} every one.")
     @click.option("-m", "--message", default="", help="Reason, recorded on the node.")
-    @click.option("-t", "--timeout", default=60.0, show_default=True, help="Seconds to wait.")
+    @click.option(
+        "-t",
+        "--timeout",
+        type=Number(min=0),
+        default=60.0,
+        show_default=True,
+        help="Seconds to wait.",
+    )
     @pass_state
     def command(
-        state: CliState, pks: tuple[int, ...], everything: bool, message: str, timeout: float
+        state: CliState, pks: tuple[str, ...], everything: bool, message: str, timeout: float
     ) -> int:
         return _control(state, action, pks, everything, message, timeout)
 
@@ -78,6 +91,11 @@ def _option_value(text: str) -> tuple[str, Any]:
         value = json.loads(value_text)
     except json.JSONDecodeError:
         value = value_text
+    valid_type = getattr(ports[name], "valid_type", None)
+    if valid_type is not None and not isinstance(value, valid_type):
+        kinds = valid_type if isinstance(valid_type, tuple) else (valid_type,)
+        kind = " or ".join(a_or_an(k.__name__) for k in kinds if k is not type(None))
+        raise click.BadParameter(f"{name} takes {kind}, not {value_text!r}.", param_hint="--option")
     error = ports[name].validate(value)
     if error is not None:
         raise click.BadParameter(f"{name}: {error.message}", param_hint="--option")
@@ -85,7 +103,7 @@ def _option_value(text: str) -> tuple[str, Any]:
 
 
 @click.command("unblock")
-@click.argument("pks", nargs=-1, type=int, shell_complete=complete_process_pks)
+@click.argument("pks", nargs=-1, metavar="[PK...]", shell_complete=complete_process_pks)
 @click.option("-a", "--all", "everything", is_flag=True, help="Every blocked process.")
 @click.option(
     "-o",
@@ -95,11 +113,13 @@ def _option_value(text: str) -> tuple[str, Any]:
     metavar="NAME=VALUE",
     help="Change a job option first (queue_name=short, account=proj); repeatable.",
 )
-@click.option("-t", "--timeout", default=60.0, show_default=True, help="Seconds to wait.")
+@click.option(
+    "-t", "--timeout", type=Number(min=0), default=60.0, show_default=True, help="Seconds to wait."
+)
 @pass_state
 def process_unblock(
     state: CliState,
-    pks: tuple[int, ...],
+    pks: tuple[int | str, ...],
     everything: bool,
     options: tuple[str, ...],
     timeout: float,

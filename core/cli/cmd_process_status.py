@@ -8,6 +8,7 @@ from rich.tree import Tree
 
 from veglia.cli.completion import complete_process_pks
 from veglia.cli.node_args import load_process
+from veglia.cli.numbers import WholeNumber
 from veglia.cli.output import console
 from veglia.cli.state import CliState, pass_state
 from veglia.orm.attributes import PAUSED
@@ -58,7 +59,7 @@ def call_tree(pk: int, max_depth: int | None = None) -> Tree:
 @click.command("status")
 @click.argument("identifier", metavar="PK", shell_complete=complete_process_pks)
 @click.option(
-    "-m", "--max-depth", type=click.IntRange(min=0), help="Levels of called processes to show."
+    "-m", "--max-depth", type=WholeNumber(min=0), help="Levels of called processes to show."
 )
 @pass_state
 def process_status_command(state: CliState, identifier: str, max_depth: int | None) -> None:

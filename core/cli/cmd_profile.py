@@ -72,7 +72,17 @@ add_alias(profile_group, "setdefault", profile_set_default)
 def profile_delete(state: CliState, name: str, keep_data: bool, force: bool) -> None:
     """Delete profile NAME and, unless --keep-data, its folder, its tables in the database
     storage.url names (PostgreSQL), and its queue on the broker."""
+    # Lazy: the daemon's files only for a delete.
+    from veglia.engine.daemon import DaemonFiles
+    from veglia.exceptions import DaemonError
+
     profile = state.config.get_profile(name)
+    if DaemonFiles(profile).supervisor_pid() is not None:
+        # Its workers would go on running jobs, writing to a folder and tables that are gone.
+        raise DaemonError(
+            f"The daemon of profile {name!r} is running: stop it first "
+            f"(`veglia -p {name} daemon stop`), then delete the profile."
+        )
     # An empty storage.url is SQLite in the profile's folder, which goes with the folder.
     database = profile.storage_url_masked if profile.get_option("storage.url") else ""
     if not force:

@@ -265,10 +265,24 @@ def _run(argv: list[str] | None) -> None:
     except click.exceptions.Exit as exc:
         sys.exit(exit_code_of(exc))
     except click.exceptions.Abort as exc:
+        if isinstance(exc.__context__, KeyboardInterrupt):  # click's Abort for a Ctrl-C
+            echo_error("Interrupted.")
+            sys.exit(CliExit.INTERRUPTED)
         # A question answered no (or Ctrl-D at a prompt): the user's choice, not an error.
         # Every command asks before it acts, so nothing was done; the exit code stays 1 so a
         # script does not go on as if it had been.
         click.echo("Nothing done.")
+        sys.exit(exit_code_of(exc))
+    except click.UsageError as exc:
+        # Lazy: the table of verdi's forms only for a line click refused.
+        from veglia.cli.verdi_forms import usage_hint
+
+        if (hint := usage_hint(args)) is not None:
+            echo_error(f"veglia writes this as: {hint}")
+        else:
+            # One line, as every error (click's own shows the usage and a blank line first).
+            see = f" See `{exc.ctx.command_path} --help`." if exc.ctx is not None else ""
+            echo_error(exc.format_message() + see)
         sys.exit(exit_code_of(exc))
     except click.ClickException as exc:
         exc.show()

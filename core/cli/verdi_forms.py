@@ -14,7 +14,7 @@ import click
 
 from veglia.exceptions import VerdiFormError
 
-__all__ = ["CODE_TYPES", "VERDI_FORMS", "add_alias", "veglia_writes"]
+__all__ = ["CODE_TYPES", "USAGE_HINTS", "VERDI_FORMS", "add_alias", "usage_hint", "veglia_writes"]
 
 #: Each verdi form veglia takes or answers, as docs/cli.md's "From verdi" table writes it,
 #: with where it is handled (a test keeps the table in step).
@@ -35,7 +35,70 @@ VERDI_FORMS: dict[str, str] = {
         "works: --keep-data/--delete-data of profile delete (cmd_profile)"
     ),
     "verdi shell": "the hint: veglia python, when veglia shell has no COMMAND (cmd_shell)",
+    "verdi archive info FILE": "works: archive inspect, by add_alias (cmd_archive)",
+    "verdi archive create --all / -N PK...": "works: options of archive create (cmd_archive)",
+    "verdi computer configure show LABEL": "the hint (cmd_computer_configure)",
+    "verdi daemon logshow": "the hint: USAGE_HINTS",
+    "verdi node graph generate": "the hint: USAGE_HINTS",
+    "verdi storage info --detailed / storage version": "the hint: USAGE_HINTS",
+    "verdi code setup": "the hint: USAGE_HINTS",
+    "verdi user configure / set-default": "the hint: USAGE_HINTS",
 }
+
+#: verdi's command lines that veglia writes otherwise and click refuses: the words they start
+#: with (an option word anywhere after them; a word in capitals stands for any argument) ->
+#: how veglia writes them. Read only once click has refused a line (:func:`usage_hint`), so
+#: no entry can shadow a command that works.
+USAGE_HINTS: dict[str, str] = {
+    "node graph generate": "veglia node graph PK [-o FILE]",
+    "daemon logshow": "veglia daemon logs -f",
+    "storage info --detailed": "veglia storage info (it shows all it has)",
+    "storage version": "veglia storage info (its schema lines)",
+    "code setup": "veglia code create --label L --computer C --executable /ABSOLUTE/PATH",
+    "user configure": "veglia config set user.email EMAIL",
+    "user set-default": "veglia config set user.email EMAIL",
+    "python SCRIPT": "veglia run SCRIPT [ARGS...] (veglia python opens a console)",
+}
+
+#: veglia's options that come before the command, as ``veglia -p PROFILE CMD``.
+_GLOBAL_OPTIONS_WITH_VALUE = ("-p", "--profile")
+_GLOBAL_FLAGS = ("-v", "--verbose")
+
+
+def _command_line(args: list[str]) -> list[str]:
+    """``args`` without veglia's own options before the command."""
+    words = list(args)
+    while words:
+        if words[0] in _GLOBAL_FLAGS or words[0].startswith("--profile="):
+            words.pop(0)
+        elif words[0] in _GLOBAL_OPTIONS_WITH_VALUE:
+            del words[:2]
+        else:
+            break
+    return words
+
+
+def _matches(form: str, words: list[str]) -> bool:
+    wanted = form.split()
+    leading = [word for word in wanted if not word.startswith("-")]
+    options = [word for word in wanted if word.startswith("-")]
+    if len(words) < len(leading):
+        return False
+    for want, word in zip(leading, words, strict=False):
+        if word.startswith("-") or (not want.isupper() and want != word):
+            return False
+    return all(option in words for option in options)
+
+
+def usage_hint(args: list[str]) -> str | None:
+    """How veglia writes the verdi command line ``args`` that click refused, when
+    :data:`USAGE_HINTS` knows it (the longest form that matches); else None."""
+    words = _command_line(args)
+    found = [form for form in USAGE_HINTS if _matches(form, words)]
+    if not found:
+        return None
+    return USAGE_HINTS[max(found, key=lambda form: len(form.split()))]
+
 
 #: verdi's kinds of code (``verdi code create TYPE``) and what veglia makes of them: None for
 #: the one veglia has (an executable installed on the computer), else the hint.

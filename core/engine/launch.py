@@ -7,7 +7,9 @@ import asyncio
 import importlib.machinery
 import logging
 import os
+import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -57,15 +59,53 @@ def run_get_node(
     runner = get_runner()
     instance = runner.instantiate(process_class, all_inputs)
     watch = _WATCH.get()
-    if watch is None:
-        runner.run_until_terminated(instance)
-    else:
-        run_until_complete(runner.loop, _watched(instance, *watch))
+    with _killed_on_interrupt(runner.loop, instance):
+        if watch is None:
+            runner.run_until_terminated(instance)
+        else:
+            run_until_complete(runner.loop, _watched(instance, *watch))
     assert instance.node is not None
     node = instance.node.refresh()
     if instance.is_excepted:
         raise instance.exception()  # type: ignore[misc]
     return dict(instance.outputs), node
+
+
+#: The message a process killed by Ctrl-C during its run ends with.
+INTERRUPTED_MESSAGE = "interrupted (Ctrl-C) while it ran in the foreground"
+
+
+@contextmanager
+def _killed_on_interrupt(loop: asyncio.AbstractEventLoop, process: Process) -> Iterator[None]:
+    """While a run waits, a first Ctrl-C kills the process as `veglia process kill` does (its
+    scheduler job cancelled, the run waiting for that), and the run then ends with
+    KeyboardInterrupt; a second Ctrl-C interrupts at once. Without this, the interrupt left
+    the process waiting with no worker and its job running, as AiiDA's run once did.
+
+    Only in the main thread, and only when Python's own handler is in place (a program
+    with a handler of its own keeps it)."""
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+    ):
+        yield
+        return
+    interrupted = False
+
+    def on_interrupt(_signum: int, _frame: object) -> None:
+        nonlocal interrupted
+        if interrupted:
+            raise KeyboardInterrupt
+        interrupted = True
+        loop.call_soon_threadsafe(process.kill, INTERRUPTED_MESSAGE)
+
+    signal.signal(signal.SIGINT, on_interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if interrupted:
+        raise KeyboardInterrupt
 
 
 #: What :func:`watching` asked for in this context: the callback and its interval.

@@ -523,7 +523,12 @@ def inspect_archive(path: Path | str, limits: ArchiveLimits | None = None) -> di
     its format, version, the veglia that wrote it and when, the rows of each section
     (``counts``), its nodes by node type (``node_types``), and its file contents (``files``,
     ``bytes``). :class:`ArchiveError` saying what is wrong with it."""
-    content = read_archive(path, limits)
+    try:
+        content = read_archive(path, limits)
+    except ArchiveError as exc:
+        # The reader's messages are written for an import; an inspection imports nothing.
+        exc.args = (str(exc).removesuffix(" Nothing was imported."),)
+        raise
     metadata = content.metadata
     node_types: dict[str, int] = {}
     for node_type in content.checked.nodes.values():

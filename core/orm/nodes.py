@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, ClassVar, NamedTuple
 import sqlalchemy as sa
 
 from veglia.exceptions import (
+    InvalidKeyError,
     InvalidLinkError,
     ModificationNotAllowed,
     NotExistent,
@@ -130,7 +131,9 @@ def shared_strings(value: Any) -> Any:
 def _json_path(key: str) -> str:
     """An SQLite JSON path to a top-level key (quoted: dots and spaces are fine)."""
     if '"' in key or "\\" in key or not key:
-        raise ValueError(f"Attribute names may not be empty or hold quotes or backslashes: {key!r}")
+        raise InvalidKeyError(
+            f"An attribute or extra name may not be empty or hold quotes or backslashes: {key!r}."
+        )
     return f'$."{key}"'
 
 

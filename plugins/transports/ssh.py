@@ -52,7 +52,7 @@ class SshTransport(Transport):
 
     auth_options = (
         AuthOption("username", "Remote user name (default: your local user name)."),
-        AuthOption("port", "SSH port.", int, 22),
+        AuthOption("port", "SSH port.", int, 22, minimum=1, maximum=65535),
         AuthOption("key_filename", "Private key file (default: ~/.ssh keys and the agent)."),
         AuthOption("known_hosts", "Extra known_hosts file to trust host keys from."),
         AuthOption("host_key_checking", "Refuse unknown host keys.", bool, True),
@@ -65,8 +65,15 @@ class SshTransport(Transport):
             "the authentication, the opening of a channel.",
             float,
             30.0,
+            minimum=0.1,
         ),
-        AuthOption("keepalive_interval", "Seconds between keep-alive packets (0: none).", int, 30),
+        AuthOption(
+            "keepalive_interval",
+            "Seconds between keep-alive packets (0: none).",
+            int,
+            30,
+            minimum=0,
+        ),
     )
 
     def __init__(self, hostname: str = "localhost", **auth_params: Any) -> None:
