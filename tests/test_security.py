@@ -142,7 +142,9 @@ def test_a_command_that_exits_non_zero_is_measured_without_a_dropped_line_report
     assert node.exit_status == 400, node.exit_message
     report = "\n".join(log.message for log in node.logs)
     assert "not sane numbers" not in report, report
-    assert node.get_attribute("usage")["peak_memory_kb"] > 0
+    usage = node.get_attribute("usage")
+    assert usage["peak_memory_kb"] > 0
+    assert usage["failed_commands"] == 1  # as docs/pipelines.md says
 
 
 def test_a_fusion_trace_with_nan_and_400_digit_numbers_never_excepts_the_job(profile):

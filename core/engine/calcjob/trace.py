@@ -191,4 +191,9 @@ def measured_usage(record: dict[str, Any] | None) -> dict[str, Any] | None:
     }
     if sane(record.get("pcpu"), 2**53):
         usage["cpu_percent"] = record["pcpu"]
+    # /usr/bin/time counts the job's commands that did not exit 0, whoever measured the job.
+    timed = (record.get("extras") or {}).get("time")
+    failed = timed.get("failed_commands") if isinstance(timed, dict) else None
+    if sane(failed, 2**31) and failed:
+        usage["failed_commands"] = int(failed)
     return usage
