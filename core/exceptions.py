@@ -28,6 +28,7 @@ went wrong and what to do about it. :class:`CliExit` lists every exit code of th
     │   └── ArchiveRowTooBig        a row of its data.json is past the size allowed
     ├── ScriptError                 a script for `veglia run` cannot be read
     ├── InvalidLinkError            a link the provenance rules forbid (its ends' kinds)
+    ├── InvalidKeyError             an attribute or extra name the database cannot hold
     ├── DaemonError                 the daemon could not be started or stopped
     ├── WatchTimeout                `process watch --timeout` ran out
     ├── VerdiFormError              a verdi form veglia writes otherwise (wrong usage)

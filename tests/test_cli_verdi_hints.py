@@ -11,6 +11,8 @@ import pytest
 from veglia import orm
 from veglia.cli.verdi_forms import USAGE_HINTS
 from veglia.exceptions import CliExit
+from veglia.orm.loading import load_node
+from veglia.orm.queries import node_pks
 from veglia_fixtures.profiles import stored_process
 
 
@@ -151,3 +153,27 @@ def test_code_delete_takes_several_codes_and_checks_each_first(run_cli, profile)
     said = ok(run_cli("code", "delete", "one", "two", "-f")).stdout
     assert "Deleted code 'one@localhost'." in said and "Deleted code 'two@localhost'." in said
     assert ok(run_cli("code", "list", "--raw")).stdout.strip() == ""
+
+
+def test_verdis_names_stay_out_of_code_create_help(run_cli, profile):
+    shown = ok(run_cli("code", "create", "--help")).stdout
+    assert "filepath-executable" not in shown and "core.code.installed" not in shown
+    assert "-X, --executable" in shown
+
+
+def test_a_missing_attribute_is_said_without_a_double_negative(run_cli, profile):
+    first, second = orm.Int(1).store(), orm.Int(2).store()
+    line = error(
+        run_cli("node", "attributes", str(first.pk), str(second.pk), "-k", "nosuch"),
+        CliExit.STORAGE,
+    )
+    assert "None of these nodes has the attribute 'nosuch'" in line
+
+
+def test_a_label_of_two_lines_and_an_empty_command_line_are_refused(run_cli, profile):
+    node = orm.Int(1).store()
+    refused = run_cli("node", "label", str(node.pk), "--set", "two\nlines")
+    assert refused.exit_code == CliExit.USAGE and "one line of printable text" in refused.stderr
+    empty = run_cli("shell", "  ")
+    assert empty.exit_code == CliExit.USAGE and "The command line is empty" in empty.stderr
+    assert not [n for n in map(load_node, node_pks()) if isinstance(n, orm.CalcJobNode)]

@@ -63,6 +63,14 @@ def test_notify_email_takes_addresses_separated_by_commas():
         get_option("user.email").validate("ada@example.org,ops@example.org")
 
 
+def test_the_address_a_profile_without_one_uses_can_be_set():
+    """`veglia presto` makes the user root@localhost: setting it again is no error."""
+    assert get_option("user.email").validate("root@localhost") == "root@localhost"
+    for bad in ("a b@x", "@x", "a@.x", "a@"):
+        with pytest.raises(InvalidOptionError, match="is not an e-mail address"):
+            get_option("user.email").validate(bad)
+
+
 def test_setup_takes_several_notify_addresses(run_cli):
     result = run_cli(
         "setup", "-n", "--profile-name", "site", "--notify-email", "a@example.org,b@example.org"

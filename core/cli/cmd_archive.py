@@ -23,10 +23,7 @@ from veglia.orm.archive_read import MIB, ArchiveLimits, inspect_archive
 from veglia.orm.groups import Group
 from veglia.orm.loading import load_node
 from veglia.orm.queries import node_pks
-
-
-def _plural(number: int, what: str) -> str:
-    return f"{number} {what}{'' if number == 1 else 's'}"
+from veglia.wording import plural
 
 
 def _size(count: int) -> str:
@@ -80,13 +77,13 @@ def archive_create(
     with progress_bars() as progress:
         summary = create_archive(path, pks, groups, overwrite=force, progress=progress)
     parts = [
-        _plural(summary.nodes, "node") + f" ({summary.processes} processes, {summary.data} data)",
-        _plural(summary.links, "link"),
-        _plural(summary.logs, "log message"),
-        _plural(summary.files, "file") + f" ({_size(summary.bytes)})",
+        plural(summary.nodes, "node") + f" ({summary.processes} processes, {summary.data} data)",
+        plural(summary.links, "link"),
+        plural(summary.logs, "log message"),
+        plural(summary.files, "file") + f" ({_size(summary.bytes)})",
     ]
     if summary.groups:
-        parts.append(_plural(summary.groups, "group"))
+        parts.append(plural(summary.groups, "group"))
     echo_success(f"Wrote {path}: {', '.join(parts)}.")
 
 
@@ -219,21 +216,21 @@ def archive_import(
         summary = import_archive(Path(path), limits, progress)
     if not summary.changed:  # no node, link, group, computer, code or user was created
         console.print(
-            f"Nothing new in {path}: its {_plural(summary.nodes_present, 'node')} "
+            f"Nothing new in {path}: its {plural(summary.nodes_present, 'node')} "
             f"{'is' if summary.nodes_present == 1 else 'are'} here already."
         )
         return
-    parts = [_plural(summary.nodes_new, "new node")]
+    parts = [plural(summary.nodes_new, "new node")]
     if summary.nodes_present:
         parts.append(f"{summary.nodes_present} here already")
-    parts += [_plural(summary.links, "link"), _plural(summary.logs, "log message")]
+    parts += [plural(summary.links, "link"), plural(summary.logs, "log message")]
     if summary.groups_new:
         parts.append(
             f"new group{'s' if len(summary.groups_new) > 1 else ''} "
             + ", ".join(summary.groups_new)
         )
     elif summary.group_members:
-        parts.append(f"{_plural(summary.group_members, 'node')} added to groups")
+        parts.append(f"{plural(summary.group_members, 'node')} added to groups")
     echo_success(f"Imported {path}: {', '.join(parts)}.")
     for original, label in summary.groups_renamed:
         console.print(f"Group {original!r} exists here already: imported as {label!r}.")

@@ -9,10 +9,7 @@ from veglia.cli.node_args import load_calcjob
 from veglia.cli.output import console, echo_success, print_table
 from veglia.cli.state import CliState, pass_state
 from veglia.orm.workdirs import clean_workdirs, plan_cleaning
-
-
-def _plural(number: int, what: str) -> str:
-    return f"{number} {what}{'' if number == 1 else 's'}"
+from veglia.wording import plural
 
 
 @click.command("cleanworkdir")
@@ -33,7 +30,7 @@ def calcjob_cleanworkdir(state: CliState, identifiers: tuple[str, ...], force: b
     if not todo:
         console.print("Nothing to clean.")
         return
-    console.print(f"Removing the work dirs of {_plural(len(todo), 'calc job')}:")
+    console.print(f"Removing the work dirs of {plural(len(todo), 'calc job')}:")
     print_table(
         ("PK", "Computer", "Work dir"),
         [(item.node.pk, item.computer.label, item.path) for item in todo],
@@ -46,6 +43,6 @@ def calcjob_cleanworkdir(state: CliState, identifiers: tuple[str, ...], force: b
         )
     removed = clean_workdirs(todo)
     echo_success(
-        f"Removed {_plural(removed, 'work dir')}; the retrieved files stay "
+        f"Removed {plural(removed, 'work dir')}; the retrieved files stay "
         "(`veglia calcjob outputls PK`)."
     )

@@ -17,7 +17,7 @@ from veglia.cli.cmd_code_edit import (
 from veglia.cli.completion import complete_code_labels, complete_computer_labels
 from veglia.cli.output import echo_success, print_table, raw_option
 from veglia.cli.state import CliState, pass_state
-from veglia.cli.verdi_forms import CODE_TYPES, veglia_writes
+from veglia.cli.verdi_forms import CODE_TYPES, VerdiArgument, VerdiNamedOption, veglia_writes
 from veglia.engine.calcjob.history import MIN_SAMPLES, Distribution, code_usage
 from veglia.exceptions import InvalidOptionError
 from veglia.orm.computers import Code, load_code, load_computer
@@ -54,11 +54,14 @@ def _check_code_type(code_type: str | None) -> str | None:
     "-X",
     "--executable",
     "--filepath-executable",
+    cls=VerdiNamedOption,
+    verdi_names=("--filepath-executable",),
     required=True,
     help="Absolute path of the executable there.",
 )
 @click.argument(
     "code_type",
+    cls=VerdiArgument,
     metavar="[core.code.installed]",
     required=False,
     is_eager=True,  # verdi's other kinds get their hint before a missing option is named

@@ -58,7 +58,8 @@ def _set_hidden(identifiers: tuple[str, ...], hidden: bool) -> None:
             f"{'it' if len(codes) == 1 else 'them'}."
         )
     else:
-        echo_success(f"Revealed {labels}: `veglia code list` lists them again.")
+        again = "it" if len(codes) == 1 else "them"
+        echo_success(f"Revealed {labels}: `veglia code list` lists {again} again.")
 
 
 @click.command("hide")

@@ -80,7 +80,7 @@ def start_daemon(
         if status.get("workers") and files.supervisor_pid():
             echo_success(
                 f"Daemon of {state.profile.name!r} started: supervisor {status['supervisor']}, "
-                f"{len(status['workers'])} worker(s)."
+                f"{_plural_workers(len(status['workers']))}."
             )
             return
         time.sleep(0.1)

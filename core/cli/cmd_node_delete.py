@@ -12,27 +12,24 @@ from veglia.cli.state import CliState, pass_state
 from veglia.orm.loading import load_node
 from veglia.views.node import type_name
 from veglia.views.rows import format_state
+from veglia.wording import plural
 
 if TYPE_CHECKING:
     from veglia.orm.deletion import DeletionPlan
-
-
-def _plural(number: int, what: str) -> str:
-    return f"{number} {what}{'' if number == 1 else 's'}"
 
 
 def show_plan(plan: DeletionPlan, asked_for: str = "asked for", why: str = "asked") -> None:
     """The plan as a sentence and a table; ``asked_for`` and ``why`` say how the first
     nodes were chosen ("that ran on it", "ran on it": a computer's)."""
     counts = ", ".join(
-        f"{count} {kind}" if kind == "data" else _plural(count, kind)
+        f"{count} {kind}" if kind == "data" else plural(count, kind)
         for kind, count in plan.counts().items()
     )
     asked = len(plan.asked)
     extra = len(plan.nodes) - asked
     console.print(
-        f"Deleting {_plural(len(plan.nodes), 'node')} ({counts}): the "
-        f"{_plural(asked, 'node')} {asked_for}"
+        f"Deleting {plural(len(plan.nodes), 'node')} ({counts}): the "
+        f"{plural(asked, 'node')} {asked_for}"
         + (
             f" and {extra} that go{'es' if extra == 1 else ''} with them by provenance."
             if extra
@@ -79,7 +76,9 @@ def node_delete(state: CliState, identifiers: tuple[str, ...], force: bool, dry_
         return
     if not force:
         click.confirm(
-            f"Delete these {_plural(len(plan.nodes), 'node')}? This cannot be undone", abort=True
+            f"Delete {'this node' if len(plan.nodes) == 1 else f'these {len(plan.nodes)} nodes'}? "
+            "This cannot be undone",
+            abort=True,
         )
     deleted = delete_nodes(plan)
-    echo_success(f"Deleted {_plural(deleted, 'node')}.")
+    echo_success(f"Deleted {plural(deleted, 'node')}.")

@@ -17,6 +17,7 @@ from veglia.cli.verdi_forms import veglia_writes
 from veglia.exceptions import NotExistent
 from veglia.orm.loading import load_node
 from veglia.orm.nodes import Node
+from veglia.wording import plural
 
 __all__ = ["node_attributes", "node_description", "node_extras", "node_label"]
 
@@ -30,10 +31,6 @@ def _json(value: Any) -> str:
 
 def _nodes(identifiers: tuple[str, ...]) -> list[Node]:
     return [load_node(identifier) for identifier in identifiers]
-
-
-def _plural(number: int, what: str) -> str:
-    return f"{number} {what}{'' if number == 1 else 's'}"
 
 
 # -- attributes and extras -------------------------------------------------------------------
@@ -80,11 +77,13 @@ def _print_dicts(
     missing = [key for key in keys if not any(key in values for _, values in found)]
     if missing:
         known = sorted({key for node in nodes for key in getattr(node, what)})
-        whose = f"Node {nodes[0].pk} has" if len(nodes) == 1 else "None of these nodes has"
-        raise NotExistent(
-            f"{whose} no {what[:-1]} {', '.join(map(repr, missing))} ({what}: "
-            f"{', '.join(known) or 'none'})."
+        names = f"{what[:-1]} {', '.join(map(repr, missing))}"
+        said = (
+            f"Node {nodes[0].pk} has no {names}"
+            if len(nodes) == 1
+            else f"None of these nodes has the {names}"
         )
+        raise NotExistent(f"{said} ({what}: {', '.join(known) or 'none'}).")
     if raw:
         click.echo(
             _json([{name: node.pk if name == "PK" else node.uuid, what: v} for node, v in found])
@@ -128,7 +127,7 @@ def _change_extras(
         done.append(f"removed {', '.join(gone)}")
     if absent := [key for key in to_delete if key not in removed]:
         done.append(f"no extra {', '.join(absent)} to remove")
-    return f"Extras of {_plural(len(nodes), 'node')}: {'; '.join(done)}."
+    return f"Extras of {plural(len(nodes), 'node')}: {'; '.join(done)}."
 
 
 _Decorator = Callable[[Callable[..., Any]], Callable[..., Any]]
@@ -226,12 +225,14 @@ def _show_or_set(
             return
         print_table(("PK", what.capitalize()), [(node.pk, getattr(node, what)) for node in nodes])
         return
+    if what == "label" and any(not char.isprintable() for char in value):
+        raise click.BadParameter("a label is one line of printable text.")
     if what == "label" and len(value) > MAX_LABEL:
         raise click.BadParameter(f"a label has at most {MAX_LABEL} characters, not {len(value)}.")
     for node in nodes:
         getattr(node, f"set_{what}")(value)
     shown = f" {value!r}" if what == "label" else ""
-    echo_success(f"Set the {what}{shown} of {_plural(len(nodes), 'node')}.")
+    echo_success(f"Set the {what}{shown} of {plural(len(nodes), 'node')}.")
 
 
 def _field_command(

@@ -68,6 +68,8 @@ def shell(
             "veglia python (an interactive Python with the profile loaded; `veglia shell "
             "COMMAND` runs COMMAND as a calc job)"
         )
+    if not command.strip():
+        raise click.UsageError("The command line is empty: give one, as `veglia shell 'echo hi'`.")
     if submit and propagate_exit:
         raise click.UsageError(
             "--propagate-exit waits for the command's exit status; --submit does not wait. "

@@ -15,6 +15,7 @@ from veglia.cli.status_line import status_line
 from veglia.engine.rerun import record_not_reproducible, run_again, set_aside
 from veglia.integrity import FileCheck, check_files, nodes_to_check
 from veglia.orm.process_nodes import CalcJobNode
+from veglia.wording import plural
 
 
 def _rerun(producers: dict[int, list[int]], bad_blobs: set[str]) -> dict[int, CalcJobNode]:
@@ -94,7 +95,9 @@ def verify(state: CliState, pks: tuple[int, ...], rerun: bool | None) -> int:
     console.print(f"They were made by {listed}.")
     if rerun is None:
         rerun = sys.stdin.isatty() and click.confirm(
-            f"Rerun only these {len(producers)} step(s) to make the files again?", default=False
+            f"Rerun only {'this step' if len(producers) == 1 else f'these {len(producers)} steps'} "
+            "to make the files again?",
+            default=False,
         )
     if not rerun:
         console.print("Rerun them with `veglia verify --rerun " + " ".join(map(str, pks)) + "`.")
@@ -107,7 +110,8 @@ def verify(state: CliState, pks: tuple[int, ...], rerun: bool | None) -> int:
     _record_other_content(producers, reruns, again)
     if again.damaged:
         console.print(
-            f"[red]✘[/red] {len(again.damaged_blobs)} files are still damaged: the rerun made "
+            f"[red]✘[/red] {plural(len(again.damaged_blobs), 'file')} "
+            f"{'is' if len(again.damaged_blobs) == 1 else 'are'} still damaged: the rerun made "
             "other content, so the originals cannot be restored; use the rerun's outputs."
         )
         return 1

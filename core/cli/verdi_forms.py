@@ -9,12 +9,22 @@ extra argument". docs/cli.md's "From verdi" table lists each form.
 from __future__ import annotations
 
 import copy
+from typing import Any
 
 import click
 
 from veglia.exceptions import VerdiFormError
 
-__all__ = ["CODE_TYPES", "USAGE_HINTS", "VERDI_FORMS", "add_alias", "usage_hint", "veglia_writes"]
+__all__ = [
+    "CODE_TYPES",
+    "USAGE_HINTS",
+    "VERDI_FORMS",
+    "VerdiArgument",
+    "VerdiNamedOption",
+    "add_alias",
+    "usage_hint",
+    "veglia_writes",
+]
 
 #: Each verdi form veglia takes or answers, as docs/cli.md's "From verdi" table writes it,
 #: with where it is handled (a test keeps the table in step).
@@ -118,6 +128,30 @@ CODE_TYPES: dict[str, str | None] = {
 def veglia_writes(form: str) -> VerdiFormError:
     """The error for a verdi form veglia writes as ``form`` (``veglia ...``)."""
     return VerdiFormError(f"veglia writes this as: {form}")
+
+
+class VerdiNamedOption(click.Option):
+    """An option that takes verdi's names for it too (``verdi_names``), left out of the
+    help, which shows veglia's names only."""
+
+    def __init__(self, *args: Any, verdi_names: tuple[str, ...] = (), **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.verdi_names = verdi_names
+
+    def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
+        everything = self.opts
+        self.opts = [name for name in everything if name not in self.verdi_names]
+        try:
+            return super().get_help_record(ctx)
+        finally:
+            self.opts = everything
+
+
+class VerdiArgument(click.Argument):
+    """An argument only verdi's form of a command gives, left out of its usage line."""
+
+    def get_usage_pieces(self, ctx: click.Context) -> list[str]:
+        return []
 
 
 def add_alias(group: click.Group, verdi_name: str, command: click.Command) -> None:

@@ -176,8 +176,10 @@ def parse_boolean(text: Any) -> bool:
 
 
 def parse_email(text: Any) -> str:
+    """``name@host``: a domain (``name@example.org``) or a host of its own, as the
+    ``root@localhost`` a profile without one uses."""
     value = str(text).strip()
-    if value and not re.fullmatch(r"[^@\s]+@[^@\s]+\.[^@\s]+", value):
+    if value and not re.fullmatch(r"[^@\s,]+@[^@\s,.][^@\s,]*", value):
         raise ValueError(f"{value!r} is not an e-mail address like name@example.org")
     return value
 

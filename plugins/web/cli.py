@@ -10,7 +10,6 @@ from typing import Any
 
 import click
 
-from veglia.cli.numbers import WholeNumber
 from veglia.plugin_api import InvalidOptionError
 from veglia.plugins.web.auth import ROLES
 
@@ -29,7 +28,7 @@ def profile_of_command() -> Any:
 @click.group("web", invoke_without_command=True)
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option(
-    "--port", default=8765, show_default=True, type=WholeNumber(0, 65535), help="0: any free."
+    "--port", default=8765, show_default=True, type=click.IntRange(0, 65535), help="0: any free."
 )
 @click.option("--no-token", is_flag=True, help="No login token: named users only.")
 @click.option(
