@@ -94,3 +94,8 @@ def unparsable_guard(node, transport):
 def regex_pattern(node, transport, pattern: Regex, label: Regex | None = None):
     """Takes a regular expression (the public annotation) and an optional one."""
     return None
+
+
+def reads_missing(node, transport, path: str = "never.log"):
+    """Reads a file the job never writes: a TransportError at every call."""
+    transport.read_bytes(path)

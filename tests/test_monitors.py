@@ -160,6 +160,19 @@ def test_a_monitor_raising_at_every_poll_writes_few_log_rows(import_paths):
     ]
 
 
+def test_a_transport_failure_at_every_poll_is_logged_as_sparsely_as_a_fault(import_paths):
+    builder = ShellJob.get_builder()
+    builder.command = orm.Str("sleep 3; echo fine")
+    builder.monitors = {"missing": {"entry_point": "monitor_helpers:reads_missing"}}
+    _, node = engine.run_get_node(builder)
+    assert node.is_finished_ok, node.exit_message
+    assert node.get_attribute("monitor_state")["missing"]["failures"] == 0  # not its fault
+    rows = [log.message for log in node.logs if log.message.startswith("monitor missing")]
+    assert len(rows) == 1, rows  # polled often: one row per poll would be dozens
+    assert rows[0].startswith("monitor missing transport failed: ")
+    assert rows[0].endswith("(not counted as its fault); the job goes on")
+
+
 def test_later_faults_are_counted_in_one_row_per_interval(import_paths, monkeypatch):
     from veglia.engine.calcjob import monitor_runner
 

@@ -6,7 +6,8 @@ and disabled after ``max_failures`` such faults in a row that span at least
 ``FAULT_WINDOW`` seconds (so a fast poll does not disable it within a second). The first
 fault is logged on the node in full, the ones after it as one line per
 ``FAULT_LOG_INTERVAL`` counting them, and `veglia process show` names a disabled monitor and
-why.
+why. A ``TransportError`` from a monitor's call is not counted against it, but is logged as
+sparsely.
 
 Monitors share fairly: each call runs on the lane of its entry point (``monitor_lanes``), so
 a plugin whose calls hang holds only its own threads. A job's due monitors are called side
@@ -466,8 +467,10 @@ class MonitorRunner:
             return None  # it came back late: each timeout it ran past was counted
         try:
             result = call.future.result()
-        except TransportError as exc:  # the computer's fault, not the monitor's
-            self.node.add_log("WARNING", f"monitor {spec.name}: transport failed: {exc}")
+        except TransportError as exc:  # not counted against the monitor, but logged as sparsely
+            self._log_fault(
+                spec.name, f"transport failed: {exc}", "(not counted as its fault); the job goes on"
+            )
             return None
         except MonitorTimeout:
             self._failed(spec, state, f"timed out after {spec.timeout:g} s")
@@ -514,8 +517,9 @@ class MonitorRunner:
         return None
 
     def _log_fault(self, name: str, why: str, count: str) -> None:
-        """Write the monitor's fault on the node, at most once per FAULT_LOG_INTERVAL: the
-        first in full, then one line saying how many came since and the last of them."""
+        """Write the monitor's fault (or transport failure) on the node, at most once per
+        FAULT_LOG_INTERVAL: the first in full, then one line saying how many came since and
+        the last of them."""
         logs = self.process.runtime.fault_logs
         at = time.monotonic()
         seen = logs.get(name)
