@@ -134,7 +134,10 @@ def test_faulty_monitors_do_not_fail_the_job(import_paths, monkeypatch):
     assert node.is_finished_ok, node.exit_message
     assert outputs["stdout"].get_content() == b"fine\n"
     logs = "\n".join(log.message for log in node.logs)
-    assert "monitor raises raised RuntimeError: monitor bug (1/2, over 0/0.5 s)" in logs
+    assert (
+        "monitor raises raised RuntimeError: monitor bug (1 fault in a row over 0 s; disabled "
+        "after 2 in a row over 0.5 s)" in logs
+    )
     assert "monitor hangs timed out after 0.3 s" in logs
     assert "monitor wrong returned int, not a message, a MonitorResult or None" in logs
     state = node.get_attribute("monitor_state")
@@ -146,7 +149,7 @@ def test_faulty_monitors_do_not_fail_the_job(import_paths, monkeypatch):
     assert len(provenance["source_sha256"]) == 64
 
 
-def test_a_monitor_raising_at_every_poll_writes_few_log_rows(import_paths):
+def test_a_monitor_raising_at_every_poll_writes_few_log_rows(import_paths, run_cli):
     builder = ShellJob.get_builder()
     builder.command = orm.Str("sleep 3; echo fine")
     builder.monitors = {"raises": {"entry_point": "monitor_helpers:raising"}}
@@ -156,8 +159,18 @@ def test_a_monitor_raising_at_every_poll_writes_few_log_rows(import_paths):
     rows = [log.message for log in node.logs if log.message.startswith("monitor raises")]
     assert faults >= 5, faults  # polled often: one row per fault would be dozens
     assert rows == [
-        f"monitor raises raised RuntimeError: monitor bug (1/3, over 0/{60:g} s); the job goes on"
+        "monitor raises raised RuntimeError: monitor bug (1 fault in a row over 0 s; disabled "
+        "after 3 in a row over 60 s); the job goes on"
     ]
+    # The first fault's traceback names the line of the monitor that raised, and only the
+    # monitor's own frames.
+    report = run_cli("-p", "test", "process", "report", str(node.pk)).stdout
+    assert re.search(
+        r"Traceback \(most recent call last\):\n\s+File \".*monitor_helpers\.py\", line \d+, "
+        r"in raising\n\s+raise RuntimeError\(\"monitor bug\"\)\n\s+RuntimeError: monitor bug\n",
+        report,
+    ), report
+    assert "concurrent" not in report and "monitor_runner" not in report
 
 
 def test_a_transport_failure_at_every_poll_is_logged_as_sparsely_as_a_fault(import_paths):
@@ -183,12 +196,12 @@ def test_later_faults_are_counted_in_one_row_per_interval(import_paths, monkeypa
     _, node = engine.run_get_node(builder)
     faults = node.get_attribute("monitor_state")["raises"]["failures"]
     rows = [log.message for log in node.logs if log.message.startswith("monitor raises")]
-    assert rows[0].startswith("monitor raises raised RuntimeError: monitor bug (1/3")
+    assert rows[0].startswith("monitor raises raised RuntimeError: monitor bug (1 fault in a row")
     assert 2 <= len(rows) <= 4, rows
     again = [
         re.match(
             r"monitor raises faulted again (\d+) times in the last \d+ s, last: raised "
-            r"RuntimeError: monitor bug \((\d+)/3",
+            r"RuntimeError: monitor bug \((\d+) faults in a row over \d+ s; disabled after 3 ",
             row,
         )
         for row in rows[1:]
