@@ -10,7 +10,8 @@ import click
 from veglia.cli.completion import complete_entry_points
 from veglia.cli.output import console, print_table, raw_option
 from veglia.engine.calcjob.monitors import engine_given
-from veglia.entry_points import get_entry_points, load_entry_point
+from veglia.entry_points import MonitorFactory, get_entry_point, get_entry_points
+from veglia.exceptions import PluginError
 from veglia.signatures import plain_doc
 
 
@@ -43,10 +44,14 @@ def monitor_group() -> None:
 def monitor_list(raw: bool) -> None:
     """List installed monitors with their keyword arguments."""
     rows = []
-    for entry_point in get_entry_points("monitors"):
-        function = load_entry_point("monitors", entry_point.name)
+    for name in dict.fromkeys(ep.name for ep in get_entry_points("monitors")):
+        try:
+            function = MonitorFactory(name)
+        except PluginError as exc:  # the others are still listed; this one says why not
+            rows.append((name, "-", f"not usable: {' '.join(str(exc).split())}"))
+            continue
         doc = plain_doc(inspect.getdoc(function) or "").split("\n\n")[0].replace("\n", " ")
-        rows.append((entry_point.name, monitor_kwargs(function), doc))
+        rows.append((name, monitor_kwargs(function), doc))
     print_table(("Monitor", "Keyword arguments", "What it does"), rows, raw=raw)
 
 
@@ -54,8 +59,8 @@ def monitor_list(raw: bool) -> None:
 @click.argument("name", shell_complete=complete_entry_points("monitors"))
 def monitor_show(name: str) -> None:
     """Show the documentation and signature of monitor NAME."""
-    function = load_entry_point("monitors", name)
-    entry_point = next(ep for ep in get_entry_points("monitors") if ep.name == name)
+    function = MonitorFactory(name)
+    entry_point = get_entry_point("monitors", name)
     console.print(f"[bold]{name}[/bold]  ({entry_point.value})")
     console.print(f"kwargs: {monitor_kwargs(function) or 'none'}")
     console.print(f"async: {'yes' if inspect.iscoroutinefunction(function) else 'no'}")
