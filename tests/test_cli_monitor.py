@@ -49,7 +49,7 @@ def test_monitor_list_lists_the_good_monitors_and_says_why_a_bad_one_is_not(
     listed = run_cli("monitor", "list", "--raw", env=broken_monitors)
     assert listed.exit_code == 0, listed.output
     rows = dict(line.split("\t", 1) for line in listed.stdout.splitlines())
-    assert rows["core.file_pattern"].startswith("path (required), pattern (required)")
+    assert rows["core.file_pattern"].startswith("path (required), pattern (required, regular")
     assert rows["bad.import"] == (
         "-\tnot usable: Plugin 'bad.import' in 'veglia.monitors' (bad_import:watch) failed to "
         "import: ModuleNotFoundError: No module named 'not_a_module_anywhere'. Reinstall or "
@@ -84,3 +84,35 @@ def test_plugin_list_flags_a_monitor_registered_twice(run_cli, broken_monitors):
         row[4] == "registered more than once: uninstall one of the packages" for row in twice
     )
     assert {row[4] for row in loaded if row[1] == "core.file_pattern"} == {"when used"}
+
+
+GREP = '''
+from veglia.plugin_api import Regex
+
+
+def grep(node, transport, *, path: str = "x", pattern: Regex, n: int = 1, files=None):
+    """Stops the job when PATTERN matches.
+
+    :param pattern: what to look for.
+    """
+'''
+
+
+def test_a_regex_keyword_is_shown_as_one_and_files_is_no_keyword(run_cli, tmp_path):
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "mylab_grep.py").write_text(GREP)
+    _installed_by_hand(site, "mylab-grep", {"mylab.grep": "mylab_grep:grep"})
+    env = {"PYTHONPATH": str(site)}
+
+    shown = run_cli("plugin", "show", "monitors", "mylab.grep", env=env)
+    assert shown.exit_code == 0, shown.output
+    assert (
+        "signature: mylab.grep(node, transport, *, path: str = 'x', pattern: str (regular "
+        "expression), n: int = 1, files=None)\n" in shown.stdout
+    ), shown.stdout
+    kwargs = "path='x', pattern (required, regular expression), n=1"
+    listed = run_cli("monitor", "list", "--raw", env=env).stdout.splitlines()
+    assert f"mylab.grep\t{kwargs}\tStops the job when PATTERN matches." in listed
+    shown = run_cli("monitor", "show", "mylab.grep", env=env).stdout
+    assert f"kwargs: {kwargs}\n" in shown

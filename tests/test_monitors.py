@@ -103,8 +103,20 @@ def test_a_regex_kwarg_that_does_not_compile_is_refused_when_the_builder_is_fill
         ), shown
         assert "\n" not in shown.strip()
     builder.monitors = {"m": {"entry_point": entry_point, "kwargs": {"pattern": r"E = (\S+)"}}}
-    with pytest.raises(InputValidationError, match="kwarg 'pattern' must be str, not int"):
+    with pytest.raises(
+        InputValidationError, match=r"kwarg 'pattern' must be str \(regular expression\), not int"
+    ):
         builder.monitors = {"m": {"entry_point": entry_point, "kwargs": {"pattern": 3}}}
+
+
+def test_files_is_no_keyword_a_user_gives_even_without_watch_files(import_paths):
+    builder = ShellJob.get_builder()
+    entry_point = "monitor_helpers:declares_files"
+    with pytest.raises(InputValidationError) as caught:
+        builder.monitors = {"m": {"entry_point": entry_point, "kwargs": {"files": {"a": 1}}}}
+    shown = str(caught.value)
+    assert f"Monitor 'm' ({entry_point}) does not accept files; it takes: path." in shown
+    builder.monitors = {"m": {"entry_point": entry_point}}
 
 
 def test_the_built_in_monitors_refuse_a_pattern_that_does_not_compile(profile):
@@ -300,11 +312,11 @@ def test_monitor_list_and_show(run_cli):
     rows = dict(line.split("\t", 1) for line in listing)
     # Only what a user gives: not the state, trace and files the engine fills in.
     assert rows["core.file_pattern"].startswith(
-        "path (required), pattern (required), retrieve=True\t"
+        "path (required), pattern (required, regular expression), retrieve=True\t"
     )
     assert rows["core.memory_ceiling"].startswith("fraction=0.95\t")
     assert rows["core.convergence"].startswith(
-        "path (required), pattern (required), window=5, rtol=0.001\t"
+        "path (required), pattern (required, regular expression), window=5, rtol=0.001\t"
     )
     for name, row in rows.items():
         kwargs, doc = row.split("\t")
@@ -314,7 +326,10 @@ def test_monitor_list_and_show(run_cli):
         assert "``" not in doc and ":param" not in doc, name
     assert "matches the regex pattern. Only" in rows["core.file_pattern"]
     shown = run_cli("monitor", "show", "core.convergence").stdout
-    assert "kwargs: path (required), pattern (required), window=5, rtol=0.001\n" in shown
+    assert (
+        "kwargs: path (required), pattern (required, regular expression), window=5, rtol=0.001\n"
+        in shown
+    )
     assert "stops improving" in shown
     assert "\nrtol: the relative improvement that counts as progress.\n" in shown
     assert "pattern: regex with one group capturing the value, e.g. 'energy = (\\S+)'." in shown

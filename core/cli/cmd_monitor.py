@@ -9,17 +9,20 @@ import click
 
 from veglia.cli.completion import complete_entry_points
 from veglia.cli.output import console, print_table, raw_option
+from veglia.engine.calcjob.annotations import parameter_annotations
 from veglia.engine.calcjob.monitors import engine_given
 from veglia.entry_points import MonitorFactory, get_entry_point, get_entry_points
 from veglia.exceptions import PluginError
-from veglia.signatures import plain_doc
+from veglia.signatures import annotation_marks, plain_doc
 
 
 def monitor_kwargs(function: Any) -> str:
     """The keyword arguments a user gives a monitor (after node and transport), with
-    defaults: not those the engine fills (``state``, ``trace``, ``files``)."""
+    defaults and what their annotations' marks say (``pattern (required, regular
+    expression)``): not those the engine fills (``state``, ``trace``, ``files``)."""
     parameters = list(inspect.signature(function).parameters.values())[2:]
     hidden = engine_given(function)
+    annotations = parameter_annotations(function)
     shown = []
     for parameter in parameters:
         if parameter.name in hidden or parameter.kind in (
@@ -27,10 +30,13 @@ def monitor_kwargs(function: Any) -> str:
             parameter.VAR_POSITIONAL,
         ):
             continue
+        notes = annotation_marks(annotations.get(parameter.name))
         if parameter.default is parameter.empty:
-            shown.append(f"{parameter.name} (required)")
+            notes.insert(0, "required")
+            text = parameter.name
         else:
-            shown.append(f"{parameter.name}={parameter.default!r}")
+            text = f"{parameter.name}={parameter.default!r}"
+        shown.append(f"{text} ({', '.join(notes)})" if notes else text)
     return ", ".join(shown)
 
 

@@ -118,7 +118,7 @@ def plugin_show(group: str, name: str) -> None:
         hooks = sorted(n for n, v in vars(obj).items() if callable(v) and hasattr(v, "veglia_impl"))
         console.print(f"hooks:   {', '.join(hooks) or 'none'}")
     elif not is_process:
-        console.print(f"signature: {name}{signature_text(obj)}")
+        console.print(f"signature: {name}{signature_text(obj)}", markup=False)
     console.print("")
     console.print(plain_doc(inspect.getdoc(obj) or "(no documentation)"), markup=False)
     if is_process:
