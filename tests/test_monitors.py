@@ -72,10 +72,32 @@ def test_monitors_are_validated_before_anything_runs(profile):
         ),
         ({"m": {"entry_point": "core.always_kill", "when": "now"}}, "unknown field"),
         ({"m": {"entry_point": "pkg.mod:check"}}, "allow those with"),
+        (
+            {"m": {"entry_point": "core.always_kill", "disable_on_start": "yes"}},
+            "Monitor 'm': disable_on_start must be True or False, not 'yes'.",
+        ),
+        (
+            {"m": {"entry_point": "core.always_kill", "guard": "no"}},
+            "Monitor 'm': guard must be True or False, not 'no'.",
+        ),
+        (
+            {"": {"entry_point": "core.always_kill"}},
+            "Monitor '': a monitor's name must be non-empty, without spaces",
+        ),
+        (
+            {"a b": {"entry_point": "core.always_kill"}},
+            "Monitor 'a b': a monitor's name must be non-empty, without spaces",
+        ),
+        (
+            [1],
+            "Input 'monitors' must be dict (Monitors called at each scheduler poll: a dict of "
+            'name -> {"entry_point": ..., "kwargs": {...}}), not list: [1].',
+        ),
     ]
     for monitors, message in cases:
-        with pytest.raises(InputValidationError, match=re.escape(message)):
+        with pytest.raises(InputValidationError, match=re.escape(message)) as caught:
             builder.monitors = monitors
+        assert "\n" not in str(caught.value)
     from veglia.manage import get_storage
     from veglia.storage.models import Node
 

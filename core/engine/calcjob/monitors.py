@@ -170,6 +170,17 @@ class MonitorSpec:
                 f"Monitor {name!r}: unknown field(s) {', '.join(sorted(unknown))}; the fields "
                 f"are {', '.join(sorted(allowed))}."
             )
+        # Checked here, not in __post_init__: a job submitted before keeps loading its specs.
+        if not isinstance(name, str) or not name or any(c.isspace() for c in name):
+            raise MonitorError(
+                f"Monitor {name!r}: a monitor's name must be non-empty, without spaces (it "
+                "names the monitor in logs and its outputs)."
+            )
+        if not isinstance(value.get("disable_on_start", False), bool):
+            raise MonitorError(
+                f"Monitor {name!r}: disable_on_start must be True or False, not "
+                f"{value['disable_on_start']!r}."
+            )
         return cls(name=name, **value)
 
     def to_dict(self) -> dict[str, Any]:
