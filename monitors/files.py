@@ -60,8 +60,7 @@ _QUANTIFIER = re.compile(r"\{\d*(,\d*)?\}")
 
 def _refuse(pattern: str, what: str) -> MonitorError:
     return MonitorError(
-        f"pattern {pattern!r} uses {what}, which grep -E (the guard) cannot do; rewrite it "
-        'without, or set "guard": False.'
+        f"pattern {pattern!r} uses {what}, which grep -E (the guard) cannot do; rewrite it without."
     )
 
 

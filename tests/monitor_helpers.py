@@ -94,3 +94,13 @@ def unparsable_guard(node, transport):
 def regex_pattern(node, transport, pattern: Regex, label: Regex | None = None):
     """Takes a regular expression (the public annotation) and an optional one."""
     return None
+
+
+def reads_missing(node, transport, path: str = "never.log"):
+    """Reads a file the job never writes: a TransportError at every call."""
+    transport.read_bytes(path)
+
+
+def declares_files(node, transport, path: str = "x", files: dict | None = None):
+    """Declares ``files`` without ``watch_files``: the engine never fills it, nor may a user."""
+    return None

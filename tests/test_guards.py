@@ -372,6 +372,10 @@ def test_kwargs_a_guard_cannot_honour_are_refused_at_submission(
         parse_monitors({"m": monitor})
     assert str(raised.value).startswith(message)
     assert "\n" not in str(raised.value)
+    assert str(raised.value).endswith(
+        'Switch the guard off with "guard": False to keep the monitor alone.'
+    )
+    assert str(raised.value).count('"guard"') == 1  # said once
     # The monitor alone takes them.
     assert parse_monitors({"m": {**monitor, "guard": False}})[0].guard is False
 

@@ -72,10 +72,32 @@ def test_monitors_are_validated_before_anything_runs(profile):
         ),
         ({"m": {"entry_point": "core.always_kill", "when": "now"}}, "unknown field"),
         ({"m": {"entry_point": "pkg.mod:check"}}, "allow those with"),
+        (
+            {"m": {"entry_point": "core.always_kill", "disable_on_start": "yes"}},
+            "Monitor 'm': disable_on_start must be True or False, not 'yes'.",
+        ),
+        (
+            {"m": {"entry_point": "core.always_kill", "guard": "no"}},
+            "Monitor 'm': guard must be True or False, not 'no'.",
+        ),
+        (
+            {"": {"entry_point": "core.always_kill"}},
+            "Monitor '': a monitor's name must be non-empty, without spaces",
+        ),
+        (
+            {"a b": {"entry_point": "core.always_kill"}},
+            "Monitor 'a b': a monitor's name must be non-empty, without spaces",
+        ),
+        (
+            [1],
+            "Input 'monitors' must be dict (Monitors called at each scheduler poll: a dict of "
+            'name -> {"entry_point": ..., "kwargs": {...}}), not list: [1].',
+        ),
     ]
     for monitors, message in cases:
-        with pytest.raises(InputValidationError, match=re.escape(message)):
+        with pytest.raises(InputValidationError, match=re.escape(message)) as caught:
             builder.monitors = monitors
+        assert "\n" not in str(caught.value)
     from veglia.manage import get_storage
     from veglia.storage.models import Node
 
@@ -103,8 +125,20 @@ def test_a_regex_kwarg_that_does_not_compile_is_refused_when_the_builder_is_fill
         ), shown
         assert "\n" not in shown.strip()
     builder.monitors = {"m": {"entry_point": entry_point, "kwargs": {"pattern": r"E = (\S+)"}}}
-    with pytest.raises(InputValidationError, match="kwarg 'pattern' must be str, not int"):
+    with pytest.raises(
+        InputValidationError, match=r"kwarg 'pattern' must be str \(regular expression\), not int"
+    ):
         builder.monitors = {"m": {"entry_point": entry_point, "kwargs": {"pattern": 3}}}
+
+
+def test_files_is_no_keyword_a_user_gives_even_without_watch_files(import_paths):
+    builder = ShellJob.get_builder()
+    entry_point = "monitor_helpers:declares_files"
+    with pytest.raises(InputValidationError) as caught:
+        builder.monitors = {"m": {"entry_point": entry_point, "kwargs": {"files": {"a": 1}}}}
+    shown = str(caught.value)
+    assert f"Monitor 'm' ({entry_point}) does not accept files; it takes: path." in shown
+    builder.monitors = {"m": {"entry_point": entry_point}}
 
 
 def test_the_built_in_monitors_refuse_a_pattern_that_does_not_compile(profile):
@@ -134,7 +168,10 @@ def test_faulty_monitors_do_not_fail_the_job(import_paths, monkeypatch):
     assert node.is_finished_ok, node.exit_message
     assert outputs["stdout"].get_content() == b"fine\n"
     logs = "\n".join(log.message for log in node.logs)
-    assert "monitor raises raised RuntimeError: monitor bug (1/2, over 0/0.5 s)" in logs
+    assert (
+        "monitor raises raised RuntimeError: monitor bug (1 fault in a row over 0 s; disabled "
+        "after 2 in a row over 0.5 s)" in logs
+    )
     assert "monitor hangs timed out after 0.3 s" in logs
     assert "monitor wrong returned int, not a message, a MonitorResult or None" in logs
     state = node.get_attribute("monitor_state")
@@ -146,7 +183,7 @@ def test_faulty_monitors_do_not_fail_the_job(import_paths, monkeypatch):
     assert len(provenance["source_sha256"]) == 64
 
 
-def test_a_monitor_raising_at_every_poll_writes_few_log_rows(import_paths):
+def test_a_monitor_raising_at_every_poll_writes_few_log_rows(import_paths, run_cli):
     builder = ShellJob.get_builder()
     builder.command = orm.Str("sleep 3; echo fine")
     builder.monitors = {"raises": {"entry_point": "monitor_helpers:raising"}}
@@ -156,8 +193,31 @@ def test_a_monitor_raising_at_every_poll_writes_few_log_rows(import_paths):
     rows = [log.message for log in node.logs if log.message.startswith("monitor raises")]
     assert faults >= 5, faults  # polled often: one row per fault would be dozens
     assert rows == [
-        f"monitor raises raised RuntimeError: monitor bug (1/3, over 0/{60:g} s); the job goes on"
+        "monitor raises raised RuntimeError: monitor bug (1 fault in a row over 0 s; disabled "
+        "after 3 in a row over 60 s); the job goes on"
     ]
+    # The first fault's traceback names the line of the monitor that raised, and only the
+    # monitor's own frames.
+    report = run_cli("-p", "test", "process", "report", str(node.pk)).stdout
+    assert re.search(
+        r"Traceback \(most recent call last\):\n\s+File \".*monitor_helpers\.py\", line \d+, "
+        r"in raising\n\s+raise RuntimeError\(\"monitor bug\"\)\n\s+RuntimeError: monitor bug\n",
+        report,
+    ), report
+    assert "concurrent" not in report and "monitor_runner" not in report
+
+
+def test_a_transport_failure_at_every_poll_is_logged_as_sparsely_as_a_fault(import_paths):
+    builder = ShellJob.get_builder()
+    builder.command = orm.Str("sleep 3; echo fine")
+    builder.monitors = {"missing": {"entry_point": "monitor_helpers:reads_missing"}}
+    _, node = engine.run_get_node(builder)
+    assert node.is_finished_ok, node.exit_message
+    assert node.get_attribute("monitor_state")["missing"]["failures"] == 0  # not its fault
+    rows = [log.message for log in node.logs if log.message.startswith("monitor missing")]
+    assert len(rows) == 1, rows  # polled often: one row per poll would be dozens
+    assert rows[0].startswith("monitor missing transport failed: ")
+    assert rows[0].endswith("(not counted as its fault); the job goes on")
 
 
 def test_later_faults_are_counted_in_one_row_per_interval(import_paths, monkeypatch):
@@ -170,12 +230,12 @@ def test_later_faults_are_counted_in_one_row_per_interval(import_paths, monkeypa
     _, node = engine.run_get_node(builder)
     faults = node.get_attribute("monitor_state")["raises"]["failures"]
     rows = [log.message for log in node.logs if log.message.startswith("monitor raises")]
-    assert rows[0].startswith("monitor raises raised RuntimeError: monitor bug (1/3")
+    assert rows[0].startswith("monitor raises raised RuntimeError: monitor bug (1 fault in a row")
     assert 2 <= len(rows) <= 4, rows
     again = [
         re.match(
             r"monitor raises faulted again (\d+) times in the last \d+ s, last: raised "
-            r"RuntimeError: monitor bug \((\d+)/3",
+            r"RuntimeError: monitor bug \((\d+) faults in a row over \d+ s; disabled after 3 ",
             row,
         )
         for row in rows[1:]
@@ -274,11 +334,11 @@ def test_monitor_list_and_show(run_cli):
     rows = dict(line.split("\t", 1) for line in listing)
     # Only what a user gives: not the state, trace and files the engine fills in.
     assert rows["core.file_pattern"].startswith(
-        "path (required), pattern (required), retrieve=True\t"
+        "path (required), pattern (required, regular expression), retrieve=True\t"
     )
     assert rows["core.memory_ceiling"].startswith("fraction=0.95\t")
     assert rows["core.convergence"].startswith(
-        "path (required), pattern (required), window=5, rtol=0.001\t"
+        "path (required), pattern (required, regular expression), window=5, rtol=0.001\t"
     )
     for name, row in rows.items():
         kwargs, doc = row.split("\t")
@@ -288,7 +348,10 @@ def test_monitor_list_and_show(run_cli):
         assert "``" not in doc and ":param" not in doc, name
     assert "matches the regex pattern. Only" in rows["core.file_pattern"]
     shown = run_cli("monitor", "show", "core.convergence").stdout
-    assert "kwargs: path (required), pattern (required), window=5, rtol=0.001\n" in shown
+    assert (
+        "kwargs: path (required), pattern (required, regular expression), window=5, rtol=0.001\n"
+        in shown
+    )
     assert "stops improving" in shown
     assert "\nrtol: the relative improvement that counts as progress.\n" in shown
     assert "pattern: regex with one group capturing the value, e.g. 'energy = (\\S+)'." in shown

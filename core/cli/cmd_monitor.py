@@ -9,16 +9,20 @@ import click
 
 from veglia.cli.completion import complete_entry_points
 from veglia.cli.output import console, print_table, raw_option
+from veglia.engine.calcjob.annotations import parameter_annotations
 from veglia.engine.calcjob.monitors import engine_given
-from veglia.entry_points import get_entry_points, load_entry_point
-from veglia.signatures import plain_doc
+from veglia.entry_points import MonitorFactory, get_entry_point, get_entry_points
+from veglia.exceptions import PluginError
+from veglia.signatures import annotation_marks, plain_doc
 
 
 def monitor_kwargs(function: Any) -> str:
     """The keyword arguments a user gives a monitor (after node and transport), with
-    defaults: not those the engine fills (``state``, ``trace``, ``files``)."""
+    defaults and what their annotations' marks say (``pattern (required, regular
+    expression)``): not those the engine fills (``state``, ``trace``, ``files``)."""
     parameters = list(inspect.signature(function).parameters.values())[2:]
     hidden = engine_given(function)
+    annotations = parameter_annotations(function)
     shown = []
     for parameter in parameters:
         if parameter.name in hidden or parameter.kind in (
@@ -26,10 +30,13 @@ def monitor_kwargs(function: Any) -> str:
             parameter.VAR_POSITIONAL,
         ):
             continue
+        notes = annotation_marks(annotations.get(parameter.name))
         if parameter.default is parameter.empty:
-            shown.append(f"{parameter.name} (required)")
+            notes.insert(0, "required")
+            text = parameter.name
         else:
-            shown.append(f"{parameter.name}={parameter.default!r}")
+            text = f"{parameter.name}={parameter.default!r}"
+        shown.append(f"{text} ({', '.join(notes)})" if notes else text)
     return ", ".join(shown)
 
 
@@ -43,10 +50,14 @@ def monitor_group() -> None:
 def monitor_list(raw: bool) -> None:
     """List installed monitors with their keyword arguments."""
     rows = []
-    for entry_point in get_entry_points("monitors"):
-        function = load_entry_point("monitors", entry_point.name)
+    for name in dict.fromkeys(ep.name for ep in get_entry_points("monitors")):
+        try:
+            function = MonitorFactory(name)
+        except PluginError as exc:  # the others are still listed; this one says why not
+            rows.append((name, "-", f"not usable: {' '.join(str(exc).split())}"))
+            continue
         doc = plain_doc(inspect.getdoc(function) or "").split("\n\n")[0].replace("\n", " ")
-        rows.append((entry_point.name, monitor_kwargs(function), doc))
+        rows.append((name, monitor_kwargs(function), doc))
     print_table(("Monitor", "Keyword arguments", "What it does"), rows, raw=raw)
 
 
@@ -54,8 +65,8 @@ def monitor_list(raw: bool) -> None:
 @click.argument("name", shell_complete=complete_entry_points("monitors"))
 def monitor_show(name: str) -> None:
     """Show the documentation and signature of monitor NAME."""
-    function = load_entry_point("monitors", name)
-    entry_point = next(ep for ep in get_entry_points("monitors") if ep.name == name)
+    function = MonitorFactory(name)
+    entry_point = get_entry_point("monitors", name)
     console.print(f"[bold]{name}[/bold]  ({entry_point.value})")
     console.print(f"kwargs: {monitor_kwargs(function) or 'none'}")
     console.print(f"async: {'yes' if inspect.iscoroutinefunction(function) else 'no'}")

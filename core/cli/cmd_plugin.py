@@ -41,12 +41,16 @@ def plugin_list(group: str | None, raw: bool) -> None:
     states = load_states() if group in (None, "plugins") else {}
     rows = []
     for short in [group] if group else sorted(GROUPS):
-        for entry_point in get_entry_points(short):
+        found = get_entry_points(short)
+        twice = {ep.name for ep in found if len({o.value for o in found if o.name == ep.name}) > 1}
+        for entry_point in found:
             loaded = states[entry_point.name] if short == "plugins" else "when used"
+            if entry_point.name in twice:
+                loaded = "registered more than once: uninstall one of the packages"
             rows.append(
                 (short, entry_point.name, entry_point.value, _distribution(entry_point), loaded)
             )
-        if not raw and not get_entry_points(short):
+        if not raw and not found:
             rows.append((short, "-", "(none installed)", "", ""))
     print_table(("Group", "Name", "Object", "Package", "Loaded"), rows, raw=raw)
 
@@ -114,7 +118,7 @@ def plugin_show(group: str, name: str) -> None:
         hooks = sorted(n for n, v in vars(obj).items() if callable(v) and hasattr(v, "veglia_impl"))
         console.print(f"hooks:   {', '.join(hooks) or 'none'}")
     elif not is_process:
-        console.print(f"signature: {name}{signature_text(obj)}")
+        console.print(f"signature: {name}{signature_text(obj)}", markup=False)
     console.print("")
     console.print(plain_doc(inspect.getdoc(obj) or "(no documentation)"), markup=False)
     if is_process:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import reprlib
 from collections.abc import Iterator, MutableMapping
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -52,7 +53,8 @@ class ProcessBuilderNamespace(MutableMapping[str, Any]):
         if isinstance(port, Port):
             error = port.validate(value)
             if error is not None:
-                raise InputValidationError(f"Input {self._full(name)!r}: {error.message}")
+                why = _wrong_type(port, value) or f": {error.message}"
+                raise InputValidationError(f"Input {self._full(name)!r}{why}")
         self._data[name] = value
 
     def __getitem__(self, name: str) -> Any:
@@ -86,6 +88,17 @@ class ProcessBuilderNamespace(MutableMapping[str, Any]):
                     continue
             result[name] = value
         return result
+
+
+def _wrong_type(port: Port, value: Any) -> str | None:
+    """`` must be dict (what it is), not list: [1].`` when ``value`` is not of the port's
+    type (plumpy's own message names classes: ``Got '<class 'list'>'``), else None."""
+    valid = port.valid_type
+    if valid is None or isinstance(value, valid):
+        return None
+    names = " or ".join(kind.__name__ for kind in (valid if isinstance(valid, tuple) else (valid,)))
+    what = f" ({port.help.rstrip('.')})" if port.help else ""
+    return f" must be {names}{what}, not {type(value).__name__}: {reprlib.repr(value)}."
 
 
 class _Spec(Protocol):

@@ -20,6 +20,8 @@ import typing
 from collections.abc import Callable
 from typing import Any
 
+from veglia.signatures import annotation_text
+
 __all__ = ["describe", "fits", "parameter_annotations", "problem_of"]
 
 _SEQUENCES = (list, tuple, set, frozenset, collections.abc.Sequence, collections.abc.Iterable)
@@ -122,9 +124,6 @@ def problem_of(value: Any, annotation: Any) -> str | None:
 
 
 def describe(annotation: Any) -> str:
-    """An annotation as a person reads it: ``float``, ``str | None``, ``list[str]``."""
-    if typing.get_origin(annotation) is typing.Annotated:
-        return describe(typing.get_args(annotation)[0])
-    if isinstance(annotation, type) and typing.get_origin(annotation) is None:
-        return annotation.__name__
-    return str(annotation).replace("typing.", "").replace("NoneType", "None")
+    """An annotation as a person reads it: ``float``, ``str | None``, ``list[str]``, ``str
+    (regular expression)``."""
+    return annotation_text(annotation)

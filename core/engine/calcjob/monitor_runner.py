@@ -4,9 +4,10 @@ Faults of a monitor are not faults of the job: a monitor that raises, hangs past
 or returns something else than ``str | MonitorResult | None`` is retried at the next poll,
 and disabled after ``max_failures`` such faults in a row that span at least
 ``FAULT_WINDOW`` seconds (so a fast poll does not disable it within a second). The first
-fault is logged on the node in full, the ones after it as one line per
-``FAULT_LOG_INTERVAL`` counting them, and `veglia process show` names a disabled monitor and
-why.
+fault is logged on the node in full (what it raised with its traceback), the ones after it
+as one line per ``FAULT_LOG_INTERVAL`` counting them, and `veglia process show` names a
+disabled monitor and why. A ``TransportError`` from a monitor's call is not counted against
+it, but is logged as sparsely.
 
 Monitors share fairly: each call runs on the lane of its entry point (``monitor_lanes``), so
 a plugin whose calls hang holds only its own threads. A job's due monitors are called side
@@ -20,6 +21,7 @@ timeout it runs past.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import copy
 import functools
@@ -28,10 +30,11 @@ import json
 import math
 import posixpath
 import time
+import traceback
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, Protocol
 
-from veglia.engine.calcjob import live_trace
+from veglia.engine.calcjob import live_trace, monitor_lanes
 from veglia.engine.calcjob.file_watch import (
     Known,
     links_in,
@@ -72,6 +75,28 @@ FAULT_LOG_INTERVAL = 60.0
 @functools.lru_cache(maxsize=256)
 def _takes_state(function: Any) -> bool:
     return "state" in inspect.signature(function).parameters
+
+
+#: Frames of a monitor's traceback that are the engine's or the thread pool's, not its own.
+_ENGINE_FRAMES = (
+    __file__,
+    monitor_lanes.__file__,
+    concurrent.futures.__file__.rsplit("/", 1)[0],
+    asyncio.__file__.rsplit("/", 1)[0],
+)
+
+
+def _traceback_of(exc: BaseException) -> str:
+    """The traceback of what a monitor raised, from its own code on (without the frames of
+    the thread or event loop that ran it)."""
+    frames = [
+        frame
+        for frame in traceback.extract_tb(exc.__traceback__)
+        if not frame.filename.startswith(_ENGINE_FRAMES)
+    ]
+    return "Traceback (most recent call last):\n" + "".join(
+        traceback.format_list(frames) + traceback.format_exception_only(type(exc), exc)
+    )
 
 
 def _what_is_kept(states: dict[str, Any], specs: list[MonitorSpec]) -> str:
@@ -466,15 +491,17 @@ class MonitorRunner:
             return None  # it came back late: each timeout it ran past was counted
         try:
             result = call.future.result()
-        except TransportError as exc:  # the computer's fault, not the monitor's
-            self.node.add_log("WARNING", f"monitor {spec.name}: transport failed: {exc}")
+        except TransportError as exc:  # not counted against the monitor, but logged as sparsely
+            self._log_fault(
+                spec.name, f"transport failed: {exc}", "(not counted as its fault); the job goes on"
+            )
             return None
         except MonitorTimeout:
             self._failed(spec, state, f"timed out after {spec.timeout:g} s")
             return None
         except Exception as exc:
             state["data"] = call.data
-            self._failed(spec, state, f"raised {type(exc).__name__}: {exc}")
+            self._failed(spec, state, f"raised {type(exc).__name__}: {exc}", _traceback_of(exc))
             return None
         state["data"] = call.data
         if call.files is not None:  # seen without fault: the next cycle reads on from here
@@ -494,17 +521,22 @@ class MonitorRunner:
         state["failures"], state["first_failure"] = 0, None
         return result
 
-    def _failed(self, spec: MonitorSpec, state: dict[str, Any], why: str) -> None:
+    def _failed(
+        self, spec: MonitorSpec, state: dict[str, Any], why: str, traceback_text: str = ""
+    ) -> None:
         state["failures"] += 1
         if state.get("first_failure") is None:  # also a state written before it was kept
             state["first_failure"] = now()
         state["last_fault"] = why
         span = now() - state["first_failure"]
+        failures = state["failures"]
         self._log_fault(
             spec.name,
             why,
-            f"({state['failures']}/{spec.max_failures}, over {span:.0f}/{FAULT_WINDOW:g} s); "
+            f"({failures} {'fault' if failures == 1 else 'faults'} in a row over {span:.0f} s; "
+            f"disabled after {spec.max_failures} in a row over {FAULT_WINDOW:g} s); "
             "the job goes on",
+            traceback_text,
         )
         if state["failures"] >= spec.max_failures and span >= FAULT_WINDOW:
             self._disable(
@@ -513,9 +545,10 @@ class MonitorRunner:
             self._forget(spec.name)
         return None
 
-    def _log_fault(self, name: str, why: str, count: str) -> None:
-        """Write the monitor's fault on the node, at most once per FAULT_LOG_INTERVAL: the
-        first in full, then one line saying how many came since and the last of them."""
+    def _log_fault(self, name: str, why: str, count: str, traceback_text: str = "") -> None:
+        """Write the monitor's fault (or transport failure) on the node, at most once per
+        FAULT_LOG_INTERVAL: the first in full (with the monitor's traceback, shown by
+        `veglia process report`), then one line saying how many came since and the last."""
         logs = self.process.runtime.fault_logs
         at = time.monotonic()
         seen = logs.get(name)
@@ -524,7 +557,8 @@ class MonitorRunner:
             seen.last = why
             return
         if seen is None or not seen.unwritten:
-            self.node.add_log("WARNING", f"monitor {name} {why} {count}")
+            first = {"traceback": traceback_text} if seen is None and traceback_text else {}
+            self.node.add_log("WARNING", f"monitor {name} {why} {count}", **first)
         else:
             self.node.add_log(
                 "WARNING",

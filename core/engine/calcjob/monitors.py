@@ -104,6 +104,10 @@ class RegexCheck:
             return f"is not a regular expression: {exc}"
         return None
 
+    #: How ``veglia plugin show`` and ``veglia monitor list`` name it: ``str (regular
+    #: expression)``.
+    description = "regular expression"
+
     def __repr__(self) -> str:
         return "RegexCheck()"
 
@@ -166,6 +170,17 @@ class MonitorSpec:
                 f"Monitor {name!r}: unknown field(s) {', '.join(sorted(unknown))}; the fields "
                 f"are {', '.join(sorted(allowed))}."
             )
+        # Checked here, not in __post_init__: a job submitted before keeps loading its specs.
+        if not isinstance(name, str) or not name or any(c.isspace() for c in name):
+            raise MonitorError(
+                f"Monitor {name!r}: a monitor's name must be non-empty, without spaces (it "
+                "names the monitor in logs and its outputs)."
+            )
+        if not isinstance(value.get("disable_on_start", False), bool):
+            raise MonitorError(
+                f"Monitor {name!r}: disable_on_start must be True or False, not "
+                f"{value['disable_on_start']!r}."
+            )
         return cls(name=name, **value)
 
     def to_dict(self) -> dict[str, Any]:
@@ -220,13 +235,11 @@ def provenance_of(entry_point: str, function: Callable[..., Any]) -> dict[str, A
 
 
 def engine_given(function: Callable[..., Any]) -> set[str]:
-    """The parameters the engine fills by name, not the spec's kwargs: ``state``, ``trace``
-    (:mod:`~veglia.engine.calcjob.live_trace`) and, for a ``watch_files`` monitor, ``files``
-    (:mod:`~veglia.engine.calcjob.file_watch`)."""
-    given = {"state", "trace"}
-    if watches_of(function) is not None:
-        given.add("files")
-    return given
+    """The parameters the engine fills by name, never the spec's kwargs: ``state``,
+    ``trace`` (:mod:`~veglia.engine.calcjob.live_trace`) and ``files``
+    (:mod:`~veglia.engine.calcjob.file_watch`; given to a ``watch_files`` monitor, and
+    taken from a user by no monitor)."""
+    return {"state", "trace", "files"}
 
 
 def check_arguments(spec: MonitorSpec, function: Callable[..., Any]) -> None:

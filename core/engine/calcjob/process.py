@@ -172,7 +172,8 @@ class CalcJob(Process):
             required=False,
             valid_type=dict,
             validator=validate_monitors_port,
-            help="Monitors called at each scheduler poll: name -> {entry_point, kwargs, ...}.",
+            help="Monitors called at each scheduler poll: a dict of name -> "
+            '{"entry_point": ..., "kwargs": {...}}.',
         )
         spec.output_namespace("monitor_outputs", dynamic=True, required=False)
         spec.output("remote_folder", valid_type=RemoteData, required=False)
