@@ -177,3 +177,23 @@ def test_a_label_of_two_lines_and_an_empty_command_line_are_refused(run_cli, pro
     empty = run_cli("shell", "  ")
     assert empty.exit_code == CliExit.USAGE and "The command line is empty" in empty.stderr
     assert not [n for n in map(load_node, node_pks()) if isinstance(n, orm.CalcJobNode)]
+
+
+def test_outputcat_of_a_file_not_retrieved_names_the_job_not_its_folder(run_cli, profile):
+    from veglia import engine
+    from veglia.entry_points import CalculationFactory
+
+    _, node = engine.run_get_node(CalculationFactory("core.shell"), command=orm.Str("echo hi"))
+    for command in ("outputcat", "outputls"):
+        line = error(run_cli("calcjob", command, str(node.pk), "nosuch"), CliExit.STORAGE)
+        assert line.startswith(f"Error: Calc job {node.pk} retrieved no file"), line
+        assert "<FolderData" not in line and "stdout" in line
+
+
+def test_the_report_of_a_failed_job_says_why_it_failed(run_cli, profile):
+    from veglia import engine
+    from veglia.entry_points import CalculationFactory
+
+    _, node = engine.run_get_node(CalculationFactory("core.shell"), command=orm.Str("exit 7"))
+    report = ok(run_cli("process", "report", str(node.pk))).stdout
+    assert "finished with exit status 400: The command exited with status 7." in report

@@ -156,3 +156,12 @@ def test_config_from_a_newer_release_is_refused(veglia_home):
     (veglia_home / "config.json").write_text(json.dumps({"version": 99, "profiles": {}}))
     with pytest.raises(ConfigurationError, match="newer veglia"):
         Config()
+
+
+def test_a_default_computer_that_is_not_there_is_refused_when_set(run_cli, profile):
+    before = run_cli("config", "get", "computer.default").stdout
+    refused = run_cli("config", "set", "computer.default", "nosuch")
+    assert refused.exit_code == 4, refused.output
+    assert "No computer 'nosuch' (computers: localhost)" in refused.stderr
+    assert run_cli("config", "get", "computer.default").stdout == before
+    assert run_cli("config", "set", "computer.default", "localhost").exit_code == 0

@@ -129,8 +129,10 @@ def test_ssh_refuses_a_changed_host_key(services_env, ssh_params, tmp_path):
 
 
 def test_ssh_wrong_port_is_a_connection_error(services_env, ssh_params):
-    with pytest.raises(TransportConnectionError, match="Cannot connect"):
+    with pytest.raises(TransportConnectionError, match="Cannot connect") as caught:
         SshTransport(services_env["SSH_HOST"], **{**ssh_params, "port": 1}).open()
+    assert "Errno None" not in str(caught.value)  # paramiko's error has no errno
+    assert "Unable to connect to port 1" in str(caught.value)
 
 
 def test_ssh_through_a_jump_host(services_env, ssh_params):

@@ -42,14 +42,19 @@ def _retrieved(node: CalcJobNode) -> FolderData:
     return outputs["retrieved"]  # type: ignore[return-value]
 
 
-def _cat(node: Node, path: str) -> None:
+def _cat(node: Node, path: str, what: str) -> None:
+    """Print file ``path`` of the node; ``what`` begins the message when there is none
+    ("Calc job 2 retrieved")."""
+    if path not in node.list_object_names():
+        names = ", ".join(node.list_object_names()) or "none"
+        raise NotExistent(f"{what} no file {path!r} (files: {names}).")
     content = node.get_object_content(path)
     stream = binary_stdout()
     stream.write(content)
     stream.flush()
 
 
-def _ls(node: Node, path: str, long: bool) -> None:
+def _ls(node: Node, path: str, long: bool, what: str) -> None:
     """The entries right under ``path`` in a node's files (folders end with '/')."""
     folder = path.strip("/")
     prefix = f"{folder}/" if folder else ""
@@ -63,7 +68,7 @@ def _ls(node: Node, path: str, long: bool) -> None:
             entries[name] = entries.get(name, 0) + record.size
     if folder and not entries:
         names = ", ".join(node.list_object_names()) or "none"
-        raise NotExistent(f"{node!r} has no file or folder {path!r} (files: {names}).")
+        raise NotExistent(f"{what} no file or folder {path!r} (files: {names}).")
     for name, size in sorted(entries.items()):
         click.echo(f"{size:>10}  {name}" if long else name)
 
@@ -80,11 +85,12 @@ def calcjob_group() -> None:
 def calcjob_outputcat(state: CliState, identifier: str, path: str | None) -> None:
     """Print retrieved file PATH (default: stdout, else the scheduler's stdout)."""
     state.profile  # noqa: B018
-    retrieved = _retrieved(load_calcjob(identifier))
+    node = load_calcjob(identifier)
+    retrieved = _retrieved(node)
     if path is None:
         names = retrieved.list_object_names()
         path = "stdout" if "stdout" in names else "_scheduler-stdout.txt"
-    _cat(retrieved, path)
+    _cat(retrieved, path, f"Calc job {node.pk} retrieved")
 
 
 @calcjob_group.command("inputcat")
@@ -107,7 +113,7 @@ def calcjob_outputls(state: CliState, identifier: str, path: str, long: bool) ->
     """List the retrieved files of the job (under PATH)."""
     state.profile  # noqa: B018
     node = load_calcjob(identifier)
-    _ls(_retrieved(node), path, long)
+    _ls(_retrieved(node), path, long, f"Calc job {node.pk} retrieved")
     if cleaned := cleaned_message(node):
         echo_warning(cleaned)
 

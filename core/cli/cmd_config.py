@@ -82,6 +82,11 @@ def config_set(state: CliState, name: str, value: str, everywhere: bool) -> None
             "`config` for another)"
         )
     profile = state.profile
+    if name == "computer.default" and value.strip():
+        # Checked now, not at the next `veglia shell`: the computer must be in this profile.
+        from veglia.orm.computers import load_computer
+
+        load_computer(value.strip())
     stored = state.config.set_option(profile.name, name, value)
     echo_success(f"{name} = {shown_value(name, stored)} for profile {profile.name!r}.")
     _tell_when_in_effect(profile, name)

@@ -389,6 +389,10 @@ class Process(plumpy.Process):
         # Written with the FINISHED state (on_entered): one statement less in the end's
         # transaction, which holds SQLite's write lock.
         self._exit_to_write = (code.status, code.message)
+        if code.status:  # `process report` says why it failed, as `process show` does
+            self.node.add_log(
+                "REPORT", f"finished with exit status {code.status}: {code.message or 'no message'}"
+            )
 
     def on_except(self, exc_info: Any) -> None:
         super().on_except(exc_info)

@@ -498,13 +498,15 @@ class Node:
     def _object(self, path: str) -> bytes | StoredBlob:
         if not self.is_stored:
             if path not in self._pending_files:
-                raise NotExistent(f"{self!r} has no file {path!r}.")
+                raise NotExistent(f"{type(self).__name__} (not stored) has no file {path!r}.")
             return self._pending_files[path]
         for record in self.list_objects():
             if record.path == path:
                 return StoredBlob(record.sha256, record.size)
         names = ", ".join(self.list_object_names()) or "none"
-        raise NotExistent(f"{self!r} has no file {path!r} (files: {names}).")
+        raise NotExistent(
+            f"Node {self.pk} ({type(self).__name__}) has no file {path!r} (files: {names})."
+        )
 
     # -- storing -------------------------------------------------------------------------
     def _row_values(self) -> dict[str, Any]:

@@ -254,10 +254,10 @@ class FileRepository:
         kept = referenced()
         freed: list[tuple[str, int]] = []
         for done, (sha256, size) in enumerate(stale):
-            progress("freeing blobs", done, len(stale))
+            progress("checking old blobs", done, len(stale))
             if sha256 not in kept and (dry_run or self._remove_if_stale(sha256, cutoff)):
                 freed.append((sha256, size))
-        progress("freeing blobs", len(stale), len(stale))
+        progress("checking old blobs", len(stale), len(stale))
         if self._tmp.is_dir():
             for leftover in sorted(self._tmp.iterdir()):
                 try:

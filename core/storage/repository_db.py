@@ -266,7 +266,7 @@ class DatabaseRepository:
             repository_files.c.sha256 == _BLOBS.c.sha256
         )
         for done, (sha256, size) in enumerate(stale):
-            progress("freeing blobs", done, len(stale))
+            progress("checking old blobs", done, len(stale))
             if sha256 in kept:
                 continue
             if dry_run:
@@ -285,7 +285,7 @@ class DatabaseRepository:
             if deleted:
                 freed.append((sha256, size))
         freed.extend(self._orphan_chunks(cutoff, dry_run))
-        progress("freeing blobs", len(stale), len(stale))
+        progress("checking old blobs", len(stale), len(stale))
         freed.extend(self.fallback.maintain(grace, referenced, dry_run, progress))
         return freed
 

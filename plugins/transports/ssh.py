@@ -164,8 +164,10 @@ class SshTransport(Transport):
                 "file and that the key is in the remote authorized_keys."
             ) from None
         except (TimeoutError, OSError) as exc:
+            # paramiko's NoValidConnectionsError has no errno: its str reads "[Errno None] ...".
+            why = exc.strerror or str(exc)
             raise TransportConnectionError(
-                f"Cannot connect to {host}:{port}: {exc}. Check the host name and port, and "
+                f"Cannot connect to {host}:{port}: {why}. Check the host name and port, and "
                 "that sshd runs there."
             ) from None
 
