@@ -9,7 +9,13 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable
-from importlib.metadata import EntryPoint, distributions, entry_points
+from importlib.metadata import (
+    EntryPoint,
+    PackageNotFoundError,
+    distributions,
+    entry_points,
+    version,
+)
 from typing import Any
 
 from veglia.exceptions import (
@@ -34,6 +40,7 @@ __all__ = [
     "get_entry_points",
     "group_name",
     "load_entry_point",
+    "loaded_version",
     "plugin_distributions",
 ]
 
@@ -115,16 +122,34 @@ def load_entry_point(group: str, name: str) -> Any:
     return _load_cached(group_name(group), name)
 
 
+#: The version of the package each loaded plugin came from, read right after its import:
+#: the code this process runs, which a later ``pip install`` of another version does not
+#: change (it changes what the installed metadata says).
+_LOADED_VERSIONS: dict[tuple[str, str], str | None] = {}
+
+
+def loaded_version(group: str, name: str) -> str | None:
+    """The version of the package whose code this process loaded for plugin ``name`` (None
+    before it is loaded, or when its package has no version)."""
+    return _LOADED_VERSIONS.get((group_name(group), name))
+
+
 @functools.cache
 def _load_cached(group: str, name: str) -> Any:
     entry_point = get_entry_point(group, name)
     try:
-        return entry_point.load()
+        loaded = entry_point.load()
     except Exception as exc:
         raise EntryPointLoadError(
             f"Plugin {name!r} in {group_name(group)!r} ({entry_point.value}) failed to import: "
             f"{type(exc).__name__}: {exc}. Reinstall or fix the package that provides it."
         ) from exc
+    try:
+        dist = entry_point.dist
+        _LOADED_VERSIONS[(group, name)] = version(dist.name) if dist is not None else None
+    except (PackageNotFoundError, ValueError):
+        _LOADED_VERSIONS[(group, name)] = None
+    return loaded
 
 
 def _factory(

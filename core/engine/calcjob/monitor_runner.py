@@ -52,8 +52,9 @@ from veglia.engine.calcjob.owner import OwningJob
 from veglia.engine.calcjob.runtime import CalcJobRuntime, FaultLog, MonitorCall
 from veglia.engine.metrics import METRICS
 from veglia.engine.runner import get_runner
+from veglia.entry_points import loaded_version
 from veglia.exceptions import MonitorError, MonitorTimeout, TransportError
-from veglia.orm.attributes import MONITOR_STATE, MONITORS
+from veglia.orm.attributes import MONITOR_PROVENANCE, MONITOR_STATE, MONITORS
 
 if TYPE_CHECKING:
     from veglia.engine.transport_queue import TransportLease
@@ -242,7 +243,27 @@ class MonitorRunner:
         function = self._functions[spec.name]
         if isinstance(function, Exception):
             raise function
+        if spec.name not in self.process.runtime.versions_checked:
+            self.process.runtime.versions_checked.add(spec.name)
+            self._record_version(spec)
         return function
+
+    def _record_version(self, spec: MonitorSpec) -> None:
+        """The monitor's provenance names the version of its package whose code this
+        process runs: a plugin upgraded after the job's submission (a daemon restarted onto
+        it), or under a daemon that still runs the old code, is not what the submission read."""
+        running = loaded_version("monitors", spec.entry_point)
+        recorded: dict[str, Any] = self.node.get_attribute(MONITOR_PROVENANCE, {})
+        mine = recorded.get(spec.name) or {}
+        if running is None or mine.get("version") == running:
+            return
+        updated = {**recorded, spec.name: {**mine, "version": running}}
+        self.node.set_attribute(MONITOR_PROVENANCE, updated)
+        self.node.add_log(
+            "REPORT",
+            f"monitor {spec.name} runs version {running} of its package here "
+            f"({mine.get('version') or 'none'} was recorded before)",
+        )
 
     def _due(self, specs: list[MonitorSpec], states: dict[str, Any]) -> list[Any]:
         """(spec, state) of the monitors to call this cycle, in call order: not those

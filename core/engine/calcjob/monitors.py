@@ -25,7 +25,7 @@ from typing import Annotated, Any, Protocol, TypeAlias
 from veglia.engine.calcjob.annotations import describe, fits, parameter_annotations, problem_of
 from veglia.engine.calcjob.file_watch import requests_for, watches_of
 from veglia.engine.calcjob.guards import guard_arguments, guard_of
-from veglia.entry_points import MonitorFactory, get_entry_points
+from veglia.entry_points import MonitorFactory, get_entry_points, loaded_version
 from veglia.exceptions import MonitorError, VegliaError
 from veglia.manage import get_profile
 
@@ -221,10 +221,14 @@ def provenance_of(entry_point: str, function: Callable[..., Any]) -> dict[str, A
     module = inspect.getmodule(function)
     package = (module.__name__ if module else "").split(".")[0]
     record: dict[str, Any] = {"entry_point": entry_point, "module": getattr(module, "__name__", "")}
-    try:
-        record["version"] = version(package)
-    except (PackageNotFoundError, ValueError):
-        record["version"] = None
+    # The version of the code this process loaded (a plugin upgraded under a running daemon
+    # is not what its workers run), else what is installed.
+    record["version"] = loaded_version("monitors", entry_point)
+    if record["version"] is None:
+        try:
+            record["version"] = version(package)
+        except (PackageNotFoundError, ValueError):
+            record["version"] = None
     if ":" in entry_point:
         try:
             source = inspect.getsource(module) if module else ""

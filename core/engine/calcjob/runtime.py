@@ -80,6 +80,8 @@ class CalcJobRuntime:
     links_reported: set[tuple[str, str]] = field(default_factory=set)
     #: How each monitor's faults were last logged, by monitor name (rate-limited rows).
     fault_logs: dict[str, FaultLog] = field(default_factory=dict)
+    #: The monitors whose recorded version this process has checked against its own code.
+    versions_checked: set[str] = field(default_factory=set)
     #: Polls in a row that found the job's state unchanged: one makes it idle.
     quiet_polls: int = 0
     #: Whether this process was woken from dehydration by a poll's answer: it may sleep
