@@ -13,7 +13,6 @@ import time
 from typing import Any
 
 from veglia.plugin_api import hookimpl
-from veglia.wording import plural
 
 __all__ = ["SPARK_WIDTH", "process_show_tables", "sparkline", "trace_rows"]
 
@@ -111,7 +110,7 @@ def _sampler_row(sampler: dict[str, Any] | None, *, live: bool) -> list[Row]:
         parts.append("final" if sampler.get("final") else "last sample before the job ended")
     samples, interval = _number(sampler.get("samples")), _number(sampler.get("interval"))
     if samples is not None:
-        parts.append(plural(samples, "sample"))
+        parts.append(f"{samples:g} sample{'' if samples == 1 else 's'}")
     if interval:
         parts.append(f"every {_duration(interval)}")
     return [("trace", ", ".join(parts), "", "trace")]
