@@ -13,6 +13,7 @@ import select
 import struct
 import subprocess
 import termios
+import time
 from fcntl import ioctl
 
 import pytest
@@ -215,3 +216,41 @@ def test_a_path_loses_whole_folders_from_its_middle():
         "/scratch/project/alice/run/job/ab12"
     )
     assert elide_middle("relax-silicon-supercell-4x4x4", 16) == "relax…cell-4x4x4"
+
+
+def column_lines(text: str, header: str, after: str, first: str) -> list[str]:
+    """The lines of the ``header`` column (up to the ``after`` column) of the row whose
+    first line starts with ``first``, and of the lines under it up to the next row."""
+    lines = text.splitlines()
+    top = next(line for line in lines if f" {header} " in line and f" {after}" in line)
+    start, end = top.index(f" {header} ") + 1, top.index(f" {after}")
+    row = next(i for i, line in enumerate(lines) if line.startswith(first))
+    below = [row]
+    for i in range(row + 1, len(lines)):
+        if not lines[i].strip() or not lines[i][0].isspace():
+            break
+        below.append(i)
+    return [lines[i][start:end].strip() for i in below]
+
+
+def test_a_status_wraps_in_the_room_a_label_gives_at_80_columns(long_values):
+    """Prose (a status) keeps a readable width, wrapping between words; a label or a type
+    (one long word) is shortened in its middle first."""
+    from veglia import orm
+    from veglia.orm.attributes import BACKOFF
+
+    job = orm.CalcJobNode(process_type=PROCESS_TYPE)
+    job.label = f"{LABEL}-retrying"
+    job.process_state = "waiting"
+    job.store()
+    backoff = {"step": "upload", "attempt": 1, "attempts": 5, "next_try": time.time() + 10.5}
+    job.set_attributes({BACKOFF: backoff})
+    text = in_terminal(["process", "list", "-a"], 80, long_values["env"])
+    status = column_lines(text, "Status", "Exit", f"{job.pk} ")
+    header = next(line for line in text.splitlines() if " Status " in line)
+    assert header.index(" Exit") - header.index(" Status ") - 1 >= 16, text
+    assert re.fullmatch(r"upload attempt 1/5 failed; next in \d+ s", " ".join(status)), text
+    assert len(status) <= 3, text
+    assert any(re.search(r"next in \d+ s$|^in \d+ s$|^\d+ s$", line) for line in status), text
+    running = long_values["jobs"][0]
+    assert column_lines(text, "Status", "Exit", f"{running.pk} ") == ["scheduler: RUNNING"], text
