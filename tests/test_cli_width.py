@@ -254,3 +254,16 @@ def test_a_status_wraps_in_the_room_a_label_gives_at_80_columns(long_values):
     assert any(re.search(r"next in \d+ s$|^in \d+ s$|^\d+ s$", line) for line in status), text
     running = long_values["jobs"][0]
     assert column_lines(text, "Status", "Exit", f"{running.pk} ") == ["scheduler: RUNNING"], text
+
+
+def test_names_a_user_types_stay_whole_at_80_columns(long_values):
+    """An option's name (for `config set`) and a plugin's entry point name stay whole; the
+    description or the object gives way."""
+    from veglia.config.options import get_options
+
+    options = in_terminal(["config", "list"], 80, long_values["env"]).splitlines()
+    for name in get_options():
+        assert any(line.startswith(f"{name} ") for line in options), (name, options)
+    plugins = in_terminal(["plugin", "list"], 80, long_values["env"])
+    for name in ("core.pending_too_long", "core.arithmetic.add", "core.memory_ceiling"):
+        assert re.search(rf" {re.escape(name)} ", plugins), f"{name}:\n{plugins}"

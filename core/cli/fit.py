@@ -47,15 +47,18 @@ class ColumnFit:
 
 
 #: The turns: one-word columns are shortened in their middle first, then prose wraps onto
-#: more lines; short columns last.
-_ONE_WORD, _PROSE, _SHORT = range(3)
+#: more lines, then the names a user types (kept whole) are shortened; short columns last.
+_ONE_WORD, _PROSE, _KEPT, _SHORT = range(4)
 
 
-def fit_column(cells: Sequence[str], natural: int) -> ColumnFit:
+def fit_column(cells: Sequence[str], natural: int, *, keep: bool = False) -> ColumnFit:
     """How a column of these cells (its header aside), ``natural`` cells wide with its
-    header, gives way."""
+    header, gives way. ``keep``: its values are names a user types (an option, an entry
+    point), kept whole while the other columns can give way."""
     if natural <= WORD_FLOOR:
         return ColumnFit(natural, natural, _SHORT)
+    if keep:
+        return ColumnFit(natural, WORD_FLOOR, _KEPT)
     lines = [line for text in cells for line in text.split("\n")]
     words = [[match.group() for match in _WORD.finditer(line)] for line in lines]
     # Prose when most lines too long for a word's floor are several words (a cell of a

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from typing import Any, BinaryIO
 
 import click
@@ -94,6 +94,7 @@ def print_table(
     *,
     raw: bool = False,
     title: str | None = None,
+    keep: Collection[str] = (),
 ) -> None:
     """Print rows under the given headers; ``raw`` gives tab-separated lines for scripts.
 
@@ -102,7 +103,8 @@ def print_table(
     wider one shares the width out between its columns, wrapping between words and
     shortening a word too long for its column in the middle ("/scratch/…/job/ab12"): a
     column of one word a cell (a label, a type) gives way before one of prose (a status, a
-    description).
+    description), and the columns named in ``keep`` (names a user types: an option, an entry
+    point) stay whole while the others can give way.
     Piped, every value is whole and every row one line (cells of several lines aside),
     however wide: what ``grep`` wants."""
     if raw:
@@ -124,7 +126,7 @@ def print_table(
         _print_keyed(columns, cells, naturals[0], width)
     else:
         fits = [
-            fit_column(texts[1:], natural)
+            fit_column(texts[1:], natural, keep=header in keep)
             for header, texts, natural in zip(columns, by_column, naturals, strict=True)
         ]
         widths = share_widths(naturals, fits, width - gaps)
