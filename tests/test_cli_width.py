@@ -267,3 +267,66 @@ def test_names_a_user_types_stay_whole_at_80_columns(long_values):
     plugins = in_terminal(["plugin", "list"], 80, long_values["env"])
     for name in ("core.pending_too_long", "core.arithmetic.add", "core.memory_ceiling"):
         assert re.search(rf" {re.escape(name)} ", plugins), f"{name}:\n{plugins}"
+
+
+HOST = "localhost-with-a-very-long-name-for-tests"
+HOST_WORKDIR = (
+    f"/tmp/pytest-of-alice/pytest-12/test_process_show0/{HOST}/workdirs/79/01/"
+    "7c41e2d8-bb04-4a6e-9f1c-2d7e0c5a91ab"
+)
+#: A workdir whose first folder is too long for it to be shortened by whole folders alone.
+LONG_FIRST = (
+    "/hydrogen-storage-project-shared-scratch-filesystem-of-the-whole-group-2026/alice/"
+    "veglia-calculations/workdirs/{username}"
+)
+
+
+def assert_elided_between_folders(shown: str, full: str) -> None:
+    """``shown`` is ``full``, or its start and whole folders of its end with "…" between."""
+    if shown == full:
+        return
+    head, sep, tail = shown.partition("…")
+    assert sep and head and tail.startswith("/"), f"{shown!r} is not {full!r} elided"
+    assert full.startswith(head) and full.endswith(tail), f"{shown!r} is not {full!r} elided"
+
+
+def test_a_path_keeps_whole_folders_of_its_end_at_80_columns(long_values):
+    """A path in a log line, after the computer's long label, and a work dir whose first
+    folder is long, lose their middle and keep the job's folders whole."""
+    from veglia import orm
+    from veglia.orm.computers import Computer
+
+    job = orm.CalcJobNode(process_type=PROCESS_TYPE)
+    job.label = "uploaded"
+    job.process_state = "waiting"
+    job.store()
+    job.add_log("REPORT", f"uploaded to {HOST}:{HOST_WORKDIR}")
+    Computer(
+        label="group-scratch",
+        hostname="login02.hydrogen-storage.example.org",
+        transport_type="core.local",
+        scheduler_type="core.direct",
+        properties={"workdir": LONG_FIRST},
+    ).store()
+    shown = in_terminal(["process", "show", str(job.pk)], 80, long_values["env"])
+    word = re.search(rf"{HOST[:8]}\S*", shown)
+    assert word, shown
+    assert_elided_between_folders(word.group(), f"{HOST}:{HOST_WORKDIR}")
+    shown = in_terminal(["computer", "show", "group-scratch"], 80, long_values["env"])
+    word = re.search(r"/hydrogen\S*", shown)
+    assert word, shown
+    assert_elided_between_folders(word.group(), LONG_FIRST)
+    assert max(map(len, shown.splitlines())) <= 80, shown
+
+
+def test_a_path_among_words_loses_whole_folders():
+    from veglia.cli.fit import elide_middle, elide_words
+
+    assert elide_middle("(/scratch/project/alice/run/job/ab12)", 20) == "(/scratch/…/ab12)"
+    assert elide_words("in host:/scratch/project/alice/job/ab12, as job 7", 18) == (
+        "in host:/…/job/ab12, as job 7"
+    )
+    path = "host-with-a-long-name:/scratch/project/alice/79/01/ab12"
+    assert elide_middle(path, 30) == "host-with-a-long-name:/…/ab12"
+    # Its first part too long for that: its start, and whole folders of its end.
+    assert elide_middle(path, 24) == "host-with-a-…/79/01/ab12"

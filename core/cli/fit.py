@@ -85,13 +85,19 @@ def _tail(text: str, width: int) -> str:
 
 
 def _elide_path(text: str, width: int) -> str | None:
-    """A path with whole folders left out of its middle: ``/scratch/…/job/ab12``; None when
-    not even its first and last part fit."""
+    """A path with whole folders left out of its middle: ``/scratch/…/job/ab12``; when its
+    first part is too long for that, the start of that part and whole folders of the end:
+    ``host-with-a-long-na…/79/01/ab12``. None when not even its last part fits."""
     parts = text.split("/")
     if len(parts) < 3:
         return None
-    head, tail = 1 if parts[0] else 2, 1  # "/scratch" keeps its leading slash
-    best = None
+    # "/scratch" and "(/scratch" keep what is before their first slash.
+    head = next(
+        (i for i, part in enumerate(parts, 1) if any(c.isalnum() for c in part)), len(parts)
+    )
+    if head >= len(parts):
+        return None
+    tail, best = 1, None
     while head + tail < len(parts):
         candidate = "/".join([*parts[:head], ELLIPSIS, *parts[len(parts) - tail :]])
         if cell_len(candidate) > width:
@@ -102,7 +108,20 @@ def _elide_path(text: str, width: int) -> str | None:
             tail += 1
         else:
             head += 1
-    return best
+    if best is not None:
+        return best
+    # The first part too long to be whole: at least a third of the width for its start,
+    # the rest for the end, in whole folders.
+    least = max(width // 3, 1)
+    end = "/" + parts[-1]
+    if cell_len(end) + cell_len(ELLIPSIS) + least > width:
+        return None
+    for tail in range(2, len(parts) - head + 1):
+        longer = "/" + "/".join(parts[len(parts) - tail :])
+        if cell_len(longer) + cell_len(ELLIPSIS) + least > width:
+            break
+        end = longer
+    return _head(text, width - cell_len(ELLIPSIS) - cell_len(end)) + ELLIPSIS + end
 
 
 def elide_middle(text: str, width: int) -> str:
