@@ -13,6 +13,7 @@ import select
 import struct
 import subprocess
 import termios
+import time
 from fcntl import ioctl
 
 import pytest
@@ -215,3 +216,117 @@ def test_a_path_loses_whole_folders_from_its_middle():
         "/scratch/project/alice/run/job/ab12"
     )
     assert elide_middle("relax-silicon-supercell-4x4x4", 16) == "relax…cell-4x4x4"
+
+
+def column_lines(text: str, header: str, after: str, first: str) -> list[str]:
+    """The lines of the ``header`` column (up to the ``after`` column) of the row whose
+    first line starts with ``first``, and of the lines under it up to the next row."""
+    lines = text.splitlines()
+    top = next(line for line in lines if f" {header} " in line and f" {after}" in line)
+    start, end = top.index(f" {header} ") + 1, top.index(f" {after}")
+    row = next(i for i, line in enumerate(lines) if line.startswith(first))
+    below = [row]
+    for i in range(row + 1, len(lines)):
+        if not lines[i].strip() or not lines[i][0].isspace():
+            break
+        below.append(i)
+    return [lines[i][start:end].strip() for i in below]
+
+
+def test_a_status_wraps_in_the_room_a_label_gives_at_80_columns(long_values):
+    """Prose (a status) keeps a readable width, wrapping between words; a label or a type
+    (one long word) is shortened in its middle first."""
+    from veglia import orm
+    from veglia.orm.attributes import BACKOFF
+
+    job = orm.CalcJobNode(process_type=PROCESS_TYPE)
+    job.label = f"{LABEL}-retrying"
+    job.process_state = "waiting"
+    job.store()
+    backoff = {"step": "upload", "attempt": 1, "attempts": 5, "next_try": time.time() + 10.5}
+    job.set_attributes({BACKOFF: backoff})
+    text = in_terminal(["process", "list", "-a"], 80, long_values["env"])
+    status = column_lines(text, "Status", "Exit", f"{job.pk} ")
+    header = next(line for line in text.splitlines() if " Status " in line)
+    assert header.index(" Exit") - header.index(" Status ") - 1 >= 16, text
+    assert re.fullmatch(r"upload attempt 1/5 failed; next in \d+ s", " ".join(status)), text
+    assert len(status) <= 3, text
+    assert any(re.search(r"next in \d+ s$|^in \d+ s$|^\d+ s$", line) for line in status), text
+    running = long_values["jobs"][0]
+    assert column_lines(text, "Status", "Exit", f"{running.pk} ") == ["scheduler: RUNNING"], text
+
+
+def test_names_a_user_types_stay_whole_at_80_columns(long_values):
+    """An option's name (for `config set`) and a plugin's entry point name stay whole; the
+    description or the object gives way."""
+    from veglia.config.options import get_options
+
+    options = in_terminal(["config", "list"], 80, long_values["env"]).splitlines()
+    for name in get_options():
+        assert any(line.startswith(f"{name} ") for line in options), (name, options)
+    plugins = in_terminal(["plugin", "list"], 80, long_values["env"])
+    for name in ("core.pending_too_long", "core.arithmetic.add", "core.memory_ceiling"):
+        assert re.search(rf" {re.escape(name)} ", plugins), f"{name}:\n{plugins}"
+
+
+HOST = "localhost-with-a-very-long-name-for-tests"
+HOST_WORKDIR = (
+    f"/tmp/pytest-of-alice/pytest-12/test_process_show0/{HOST}/workdirs/79/01/"
+    "7c41e2d8-bb04-4a6e-9f1c-2d7e0c5a91ab"
+)
+#: A workdir whose first folder is too long for it to be shortened by whole folders alone.
+LONG_FIRST = (
+    "/hydrogen-storage-project-shared-scratch-filesystem-of-the-whole-group-2026/alice/"
+    "veglia-calculations/workdirs/{username}"
+)
+
+
+def assert_elided_between_folders(shown: str, full: str) -> None:
+    """``shown`` is ``full``, or its start and whole folders of its end with "…" between."""
+    if shown == full:
+        return
+    head, sep, tail = shown.partition("…")
+    assert sep and head and tail.startswith("/"), f"{shown!r} is not {full!r} elided"
+    assert full.startswith(head) and full.endswith(tail), f"{shown!r} is not {full!r} elided"
+
+
+def test_a_path_keeps_whole_folders_of_its_end_at_80_columns(long_values):
+    """A path in a log line, after the computer's long label, and a work dir whose first
+    folder is long, lose their middle and keep the job's folders whole."""
+    from veglia import orm
+    from veglia.orm.computers import Computer
+
+    job = orm.CalcJobNode(process_type=PROCESS_TYPE)
+    job.label = "uploaded"
+    job.process_state = "waiting"
+    job.store()
+    job.add_log("REPORT", f"uploaded to {HOST}:{HOST_WORKDIR}")
+    Computer(
+        label="group-scratch",
+        hostname="login02.hydrogen-storage.example.org",
+        transport_type="core.local",
+        scheduler_type="core.direct",
+        properties={"workdir": LONG_FIRST},
+    ).store()
+    shown = in_terminal(["process", "show", str(job.pk)], 80, long_values["env"])
+    word = re.search(rf"{HOST[:8]}\S*", shown)
+    assert word, shown
+    assert_elided_between_folders(word.group(), f"{HOST}:{HOST_WORKDIR}")
+    shown = in_terminal(["computer", "show", "group-scratch"], 80, long_values["env"])
+    word = re.search(r"/hydrogen\S*", shown)
+    assert word, shown
+    assert_elided_between_folders(word.group(), LONG_FIRST)
+    assert max(map(len, shown.splitlines())) <= 80, shown
+
+
+def test_a_path_among_words_loses_whole_folders():
+    from veglia.cli.fit import elide_middle, elide_words
+
+    assert elide_middle("(/scratch/project/alice/run/job/ab12)", 20) == "(/scratch/…/ab12)"
+    assert elide_words("in host:/scratch/project/alice/job/ab12, as job 7", 18) == (
+        "in host:/…/job/ab12, as job 7"
+    )
+    path = "host-with-a-long-name:/scratch/project/alice/79/01/ab12"
+    assert elide_middle(path, 30) == "host-with-a-long-name:/…/ab12"
+    # Its first part too long for that: its start, and whole folders of its end.
+    assert elide_middle(path, 24) == "host-with-a-…/79/01/ab12"

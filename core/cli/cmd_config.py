@@ -37,7 +37,7 @@ def config_list(raw: bool) -> None:
         (name, shown_value(name, option.default), option.description)
         for name, option in sorted(get_options().items())
     ]
-    print_table(("Option", "Default", "Description"), rows, raw=raw)
+    print_table(("Option", "Default", "Description"), rows, raw=raw, keep={"Option"})
 
 
 @config_group.command("show")

@@ -52,7 +52,7 @@ def plugin_list(group: str | None, raw: bool) -> None:
             )
         if not raw and not found:
             rows.append((short, "-", "(none installed)", "", ""))
-    print_table(("Group", "Name", "Object", "Package", "Loaded"), rows, raw=raw)
+    print_table(("Group", "Name", "Object", "Package", "Loaded"), rows, raw=raw, keep={"Name"})
 
 
 def _type_name(valid_type: Any) -> str:

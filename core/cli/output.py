@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from typing import Any, BinaryIO
 
 import click
@@ -13,7 +13,7 @@ from rich.segment import Segment, Segments
 from rich.table import Table
 from rich.text import Text
 
-from veglia.cli.fit import elide_middle, elide_words, floor_width, share_widths
+from veglia.cli.fit import elide_middle, elide_words, fit_column, share_widths
 
 __all__ = [
     "console",
@@ -94,13 +94,17 @@ def print_table(
     *,
     raw: bool = False,
     title: str | None = None,
+    keep: Collection[str] = (),
 ) -> None:
     """Print rows under the given headers; ``raw`` gives tab-separated lines for scripts.
 
     On a terminal the table fits its width without breaking a word: when it is too wide,
     a two-column table puts each value that does not fit beside its key under it, and a
     wider one shares the width out between its columns, wrapping between words and
-    shortening a word too long for its column in the middle ("/scratch/…/job/ab12").
+    shortening a word too long for its column in the middle ("/scratch/…/job/ab12"): a
+    column of one word a cell (a label, a type) gives way before one of prose (a status, a
+    description), and the columns named in ``keep`` (names a user types: an option, an entry
+    point) stay whole while the others can give way.
     Piped, every value is whole and every row one line (cells of several lines aside),
     however wide: what ``grep`` wants."""
     if raw:
@@ -121,7 +125,11 @@ def print_table(
     elif len(columns) == 2 and title is None:
         _print_keyed(columns, cells, naturals[0], width)
     else:
-        widths = share_widths(naturals, [floor_width(texts) for texts in by_column], width - gaps)
+        fits = [
+            fit_column(texts[1:], natural, keep=header in keep)
+            for header, texts, natural in zip(columns, by_column, naturals, strict=True)
+        ]
+        widths = share_widths(naturals, fits, width - gaps)
         shortened = [[elide_words(c, w) for c, w in zip(row, widths, strict=True)] for row in cells]
         headers = [elide_words(h, w) for h, w in zip(columns, widths, strict=True)]
         console.print(_table(headers, shortened, widths, title))
