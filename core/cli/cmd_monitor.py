@@ -9,9 +9,9 @@ import click
 
 from veglia.cli.completion import complete_entry_points
 from veglia.cli.output import console, print_table, raw_option
+from veglia.docstrings import plain_doc
 from veglia.engine.calcjob.monitors import engine_given
 from veglia.entry_points import get_entry_points, load_entry_point
-from veglia.signatures import plain_doc
 
 
 def monitor_kwargs(function: Any) -> str:
