@@ -390,7 +390,7 @@ class _Markdown(_Writer):
 
     @staticmethod
     def code(text: str) -> str:
-        text = " ".join(text.split("\n"))
+        # A line break inside stays: Markdown reads it as a space, as reST does.
         ticks = "`"
         while ticks in text:
             ticks += "`"
