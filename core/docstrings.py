@@ -1,16 +1,12 @@
-"""The reST of a docstring, read once and written two ways: as plain text for a terminal
-(``veglia monitor show``, ``veglia plugin show``) and as Markdown for a docs page
+"""The reST of a docstring, read by docutils and written as plain text for a terminal
+(``veglia monitor show``, ``veglia plugin show``) or as Markdown for a docs page
 (``scripts/gen_hooks_doc.py`` writes docs/hooks.md from the hookspecs).
 
-What docstrings commonly hold is read: paragraphs with inline markup (````code````, roles
-such as ``:class:`~a.b.C```, ``*emphasis*``, ``**strong**``, ```text <url>`_`` links and
-```name`_`` references to a ``.. _name: url`` target); field lists (``:param x:``,
-``:returns:``, ``:raises E:``; ``:type x:`` and ``:rtype:`` repeat the signature and are
-dropped); bullet and numbered lists; ``::`` literal blocks, ``.. code-block::`` and doctest
-(``>>>``) blocks; admonitions (``.. note::``, ``.. warning::``, ...);
-``.. versionadded::``, ``.. versionchanged::``, ``.. deprecated::``; section titles and
-block quotes. Comments and link targets are dropped; any other directive leaves its
-argument and content as paragraphs.
+While a docstring is read (only then) docutils knows what Sphinx adds: the roles of Python
+objects (``:class:`~a.b.C```, ``:py:func:``...) and of code (``:file:``...), and the
+directives of :data:`NOTES` and ``code-block``; an unknown role is its text, an unknown
+directive its argument and content. ``:type x:`` and ``:rtype:`` fields repeat the
+signature and are dropped. docutils is imported with the first docstring read.
 """
 
 from __future__ import annotations
@@ -18,374 +14,217 @@ from __future__ import annotations
 import inspect
 import re
 import textwrap
+import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
 
 __all__ = ["markdown_doc", "plain_doc"]
 
-# -- reading -------------------------------------------------------------------------------
-
-_DIRECTIVE = re.compile(r"^\.\.\s+([\w:.-]+)::(?:\s+(.*))?$")
-_TARGET = re.compile(r"^\.\.\s+_(`[^`]+`|[^:`]+):\s*(\S*)\s*$")
-_COMMENT = re.compile(r"^\.\.(?:\s|$)")
-#: ``- item``, ``* item``, ``1. item``, ``#. item``, ``(a) item``
-_BULLET = re.compile(r"^([-*+•]|\d+[.)]|[a-zA-Z#][.)]|\(\w+\))\s+(?=\S)")
-#: ``:param x: ...``: a name, then whitespace or the line's end (``:class:`X``` is a role).
-_FIELD = re.compile(r"^:([^:\s`][^:`]*):(?:\s+|$)")
-_UNDERLINE = re.compile(r"^([=\-~^\"'`#*+:.<>_])\1{2,}\s*$")
-#: Directive options (``:linenos:``) open a directive's content.
-_OPTION = re.compile(r"^:[\w-]+:(?:\s.*)?$")
-
-ADMONITIONS = {
-    "note": "Note",
-    "warning": "Warning",
-    "tip": "Tip",
-    "hint": "Hint",
-    "important": "Important",
-    "caution": "Caution",
-    "attention": "Attention",
-    "danger": "Danger",
-    "error": "Error",
+#: Roles of Python objects (``:py:class:`` too): code, naming a dotted target.
+OBJECT_ROLES = {"class", "func", "meth", "attr", "data", "exc", "obj", "mod", "const", "type"}
+#: Other roles whose text is code: a file, a command, an environment variable...
+CODE_ROLES = {"file", "command", "program", "envvar", "option", "samp", "kbd"}
+#: Sphinx's notes, by their titles (a version follows the last four's).
+NOTES = {
     "seealso": "See also",
     "todo": "To do",
-}
-VERSIONS = {
     "versionadded": "Added in version",
     "versionchanged": "Changed in version",
     "deprecated": "Deprecated since version",
     "versionremoved": "Removed in version",
 }
-CODE_DIRECTIVES = {"code-block", "code", "sourcecode"}
+#: A field's kind, by the names it is written with (``:arg x:`` is a ``param``).
+FIELDS = {
+    "param": "param parameter arg argument key keyword kwarg var ivar cvar",
+    "raises": "raises raise except exception",
+    "returns": "returns return",
+    "yields": "yields yield",
+    "type": "type vartype rtype ytype",
+}
+_LOCK = threading.Lock()  # docutils knows Sphinx's directives while one docstring is read
 
 
-@dataclass
-class Block:
-    """A block of a docstring: ``kind`` is paragraph, literal (with ``label`` its language,
-    empty for a ``::`` block), doctest, heading, note (an admonition or a version note,
-    ``label`` its title), item (``label`` its bullet), field (``label`` its name) or quote
-    (``indent`` its depth); ``text`` holds the text of the first five, ``children`` the
-    blocks inside the others."""
+@cache
+def _reader() -> Callable[[str], Any]:
+    """docutils, set up to read a docstring: a function from its text to its doctree."""
+    from docutils import frontend, nodes
+    from docutils.core import publish_doctree
+    from docutils.parsers import rst
+    from docutils.parsers.rst import Directive, directives, roles, states
+    from docutils.readers import standalone
+    from docutils.statemachine import StringList
 
-    kind: str
-    text: str = ""
-    label: str = ""
-    indent: int = 0
-    children: list[Block] = field(default_factory=list)
+    inliner = states.Inliner()  # (a subclass's patterns would not be compiled)
+    docutils_role = inliner.interpreted
 
+    def interpreted(rawsource: str, text: str, role: str, lineno: int) -> Any:
+        name = role.lower().rsplit(":", 1)[-1]
+        known = name in OBJECT_ROLES | CODE_ROLES
+        if not known and roles.role(role, inliner.language, lineno, inliner.reporter)[0]:
+            return docutils_role(rawsource, text, role, lineno)
+        titled = re.fullmatch(r"([\s\S]*?)\s*<([^<>]+)>", text.strip())
+        shown, target = titled.groups() if titled else (text.strip().lstrip("!"),) * 2
+        if target.startswith("~") and not titled:
+            target = target[1:]
+            shown = target.rsplit(".", 1)[-1]
+        node = nodes.literal if known else nodes.inline  # :ref:, :doc:...: text
+        attributes = {"role": name, "target": target, "titled": bool(titled)}
+        return [node(rawsource, shown, **({} if name in CODE_ROLES else attributes))], []
 
-def _indent(line: str) -> int:
-    return len(line) - len(line.lstrip())
+    inliner.interpreted = interpreted
 
+    class Options(dict[str, Any]):  # any option (Sphinx's :linenos:, :caption:...): ignored
+        def __missing__(self, key: str) -> Any:
+            return directives.unchanged
 
-def _dedent(lines: list[str], strip: bool = True) -> list[str]:
-    """``lines`` without their common indentation (nor, with ``strip``, blank lines around)."""
-    text = textwrap.dedent("\n".join(lines))
-    text = text.strip("\n") if strip else text.rstrip("\n")
-    return text.split("\n") if text else []
+    class Block(Directive):  # type: ignore[misc]
+        """Code (``title`` None), a note under its title, else the argument and content."""
 
+        optional_arguments = 1
+        has_content = final_argument_whitespace = True
+        option_spec = Options(name=directives.unchanged)
+        title: str | None = ""
 
-def _indented(lines: list[str], start: int, deeper_than: int = 0) -> int:
-    """Where the lines indented past ``deeper_than`` from ``start`` end (blank lines
-    between them belong to them; trailing ones do not)."""
-    end = index = start
-    while index < len(lines):
-        line = lines[index]
-        if line.strip():
-            if _indent(line) <= deeper_than:
-                break
-            end = index + 1
-        index += 1
-    return end
+        def run(self) -> list[Any]:
+            if self.title is None:
+                text = "\n".join(self.content)
+                return [nodes.literal_block(text, text, classes=["code", *self.arguments])]
+            argument, title = "".join(self.arguments), self.title
+            if title.endswith("version"):
+                version, *rest = argument.split(None, 1)
+                argument, title = "".join(rest), f"{title} {version}"
+            node = nodes.admonition("", nodes.title(title, title)) if title else nodes.Element()
+            lines = [*argument.splitlines(), "", *self.content]
+            self.state.nested_parse(StringList(lines), self.content_offset, node)
+            return [node] if title else list(node.children)
 
+    local = {name: type(name, (Block,), {"title": title}) for name, title in NOTES.items()}
+    code = type("code", (Block,), {"title": None})
+    local |= dict.fromkeys(("code-block", "sourcecode", "code"), code)
+    docutils_directive = directives.directive
 
-def _starts_block(line: str) -> bool:
-    return bool(_FIELD.match(line) or _DIRECTIVE.match(line) or _BULLET.match(line))
+    def directive(name: str, *args: Any) -> tuple[Any, list[Any]]:
+        if name.lower() in local:
+            return local[name.lower()], []
+        found, messages = docutils_directive(name, *args)
+        return found or Block, messages
 
+    parser = rst.Parser(inliner=inliner)
+    settings = frontend.get_default_settings(rst.Parser, standalone.Reader)
+    settings.report_level = settings.halt_level = 5  # nothing printed, nothing raised
+    for name in ("file_insertion_enabled", "raw_enabled", "doctitle_xform", "docinfo_xform"):
+        setattr(settings, name, False)  # (a first title or field list stays in the text)
 
-def read(doc: str) -> tuple[list[Block], dict[str, str]]:
-    """A docstring's blocks, and the URL of each ``.. _name: url`` target, by name."""
-    targets: dict[str, str] = {}
-    return _blocks(inspect.cleandoc(doc).split("\n"), targets), targets
+    def read(doc: str) -> Any:
+        with _LOCK:
+            directives.directive = directive
+            try:
+                return publish_doctree(doc, parser=parser, settings=settings)
+            finally:
+                directives.directive = docutils_directive
 
-
-def _blocks(lines: list[str], targets: dict[str, str]) -> list[Block]:
-    blocks: list[Block] = []
-    index = 0
-    while index < len(lines):
-        line = lines[index]
-        if not line.strip():
-            index += 1
-            continue
-        if _indent(line):  # a block quote (or a definition under the paragraph above)
-            end = _indented(lines, index)
-            children = _blocks(_dedent(lines[index:end]), targets)
-            blocks.append(Block("quote", indent=_indent(line), children=children))
-            index = end
-        elif target := _TARGET.match(line):
-            targets[target[1].strip("`").lower()] = target[2]
-            index = _indented(lines, index + 1)
-        elif directive := _DIRECTIVE.match(line):
-            end = _indented(lines, index + 1)
-            blocks.extend(
-                _directive(
-                    directive[1].lower(), directive[2] or "", lines[index + 1 : end], targets
-                )
-            )
-            index = end
-        elif _COMMENT.match(line):
-            index = _indented(lines, index + 1)
-        elif (bullet := _BULLET.match(line)) or (known := _FIELD.match(line)):
-            match = bullet or known
-            assert match is not None
-            end = index + 1
-            while end < len(lines) and lines[end].strip() and not _indent(lines[end]):
-                if _starts_block(lines[end]):
-                    break
-                end += 1  # a line not indented under its item: its continuation still
-            end = max(end, _indented(lines, end))
-            body = [line[match.end() :], *_dedent(lines[index + 1 : end], strip=False)]
-            kind, label = ("item", match[1]) if bullet else ("field", match[1].strip())
-            blocks.append(Block(kind, label=label, children=_blocks(body, targets)))
-            index = end
-        elif line.startswith(">>>"):
-            end = index
-            while end < len(lines) and lines[end].strip():
-                end += 1
-            blocks.append(Block("doctest", text="\n".join(lines[index:end])))
-            index = end
-        elif (
-            index + 1 < len(lines)
-            and _UNDERLINE.match(lines[index + 1])
-            and len(lines[index + 1].strip()) >= len(line.strip())
-        ):
-            blocks.append(Block("heading", text=line.strip(), label=lines[index + 1][0]))
-            index += 2
-        else:
-            end = index + 1
-            while end < len(lines) and lines[end].strip() and not _indent(lines[end]):
-                if _starts_block(lines[end]):
-                    break
-                end += 1
-            text = "\n".join(lines[index:end])
-            blocks.append(Block("paragraph", text=text))
-            index = end
-            if text.endswith("::"):
-                start = index
-                while start < len(lines) and not lines[start].strip():
-                    start += 1
-                if start < len(lines) and _indent(lines[start]):
-                    end = _indented(lines, start)
-                    blocks.append(Block("literal", text="\n".join(_dedent(lines[start:end]))))
-                    index = end
-    return blocks
+    return read
 
 
-def _directive(name: str, argument: str, body: list[str], targets: dict[str, str]) -> list[Block]:
-    content = _dedent(body)
-    if name in CODE_DIRECTIVES:
-        while content and (_OPTION.match(content[0]) or not content[0].strip()):
-            content.pop(0)
-        return [Block("literal", text="\n".join(content), label=argument.strip())]
-    if name in ADMONITIONS:
-        return [
-            Block("note", label=ADMONITIONS[name], children=_blocks([argument, *content], targets))
-        ]
-    if name == "admonition":
-        return [Block("note", label=argument.strip(), children=_blocks(content, targets))]
-    if name in VERSIONS:
-        version, _, rest = argument.strip().partition(" ")
-        children = _blocks([rest.strip(), *content], targets)
-        return [Block("note", label=f"{VERSIONS[name]} {version}".strip(), children=children)]
-    return _blocks([argument, "", *content], targets)
+def _hanging(first: str, body: str, width: int) -> str:
+    """``body`` after ``first``, its further lines indented by ``width``."""
+    lines = body.split("\n")
+    rest = [f"{' ' * width}{line}" if line.strip() else "" for line in lines[1:]]
+    return "\n".join([f"{first}{lines[0]}".rstrip(), *rest])
 
 
-# -- inline markup -------------------------------------------------------------------------
+class _Plain:
+    """Writes a doctree as plain text: a node by the method ``visit_<its tag>``, else as
+    its children (inline in a paragraph-like node, else blocks a blank line apart)."""
 
-_INLINE = re.compile(
-    r"(?P<literal>``(?P<code>\S|\S[\s\S]*?\S)``)"
-    r"|:(?P<role>[A-Za-z][\w+.-]*(?::[A-Za-z][\w+.-]*)?):`(?P<content>[^`]+)`"
-    r"|`(?P<text>[^`<]*?)\s*<(?P<url>[^<>`\s]+)>`__?"
-    r"|`(?P<reference>[^`]+)`__?(?!\w)"
-    r"|(?<![\w*\\])\*\*(?P<strong>\S|\S[\s\S]*?\S)\*\*(?![\w*])"
-    r"|(?<![\w*\\])\*(?P<emphasis>[^\s*]|[^\s*][\s\S]*?[^\s\\*])\*(?![\w*])"
-    r"|`(?P<interpreted>[^`]+)`"
-)
-#: Roles of Python objects (``:py:class:`` too), whose target is a dotted name.
-OBJECT_ROLES = {"class", "func", "meth", "attr", "data", "exc", "obj", "mod", "const", "type"}
-#: Other roles whose text is code: a file, a command, an environment variable...
-CODE_ROLES = {"file", "command", "program", "envvar", "option", "samp", "kbd", "code"}
+    apart = "\n"  # the items of a definition list, and each term from its definition
 
+    def write(self, node: Any) -> str:
+        from docutils import nodes
 
-@dataclass
-class Role:
-    """``:name:`content```: ``shown`` is what a reader sees, ``target`` what it names."""
+        if isinstance(node, nodes.Text):
+            return self.text(node.astext())
+        if isinstance(node, nodes.Admonition):  # titled by its first child, or its kind
+            generic = node.tagname == "admonition"
+            title = node[0].astext() if generic else node.tagname.capitalize()
+            return self.note(title, self.blocks(node[generic:]))
+        if visit := getattr(self, f"visit_{node.tagname}", None):
+            return str(visit(node))
+        return self.inline(node) if isinstance(node, nodes.TextElement) else self.blocks(node)
 
-    name: str
-    shown: str
-    target: str
-    titled: bool  # ``:ref:`text <label>```: the text is the author's
+    def blocks(self, children: Any, between: str = "\n\n") -> str:
+        return between.join(text for child in children if (text := self.write(child)))
 
-
-def _role(name: str, content: str) -> Role:
-    name = name.rsplit(":", 1)[-1]
-    titled = re.fullmatch(r"([\s\S]*?)\s*<([^<>]+)>", content.strip())
-    if titled:
-        return Role(name, titled[1], titled[2], True)
-    target = content.strip().lstrip("!")
-    if target.startswith("~"):
-        target = target[1:]
-        return Role(name, target.rsplit(".", 1)[-1], target, False)
-    return Role(name, target, target, False)
-
-
-def _inline(
-    text: str, write: Callable[[str, re.Match[str]], str], plain: Callable[[str], str]
-) -> str:
-    """``text`` with each piece of inline markup replaced by ``write(kind, match)`` and the
-    text between by ``plain(text)``."""
-    out = []
-    position = 0
-    for match in _INLINE.finditer(text):
-        out.append(plain(text[position : match.start()]))
-        kind = next(
-            k
-            for k in ("literal", "role", "url", "reference", "strong", "emphasis", "interpreted")
-            if match[k] is not None
-        )
-        out.append(write(kind, match))
-        position = match.end()
-    out.append(plain(text[position:]))
-    return "".join(out)
-
-
-def _paragraph_end(text: str) -> str:
-    """A paragraph's ``::`` (a literal block follows) as it reads: ``Example::`` is
-    ``Example:``, ``Example ::`` and a lone ``::`` vanish."""
-    if not text.endswith("::"):
-        return text
-    if text.strip() == "::":
-        return ""
-    return text[:-3].rstrip() if text[-3].isspace() else text[:-1]
-
-
-def _fields_name(label: str) -> tuple[str, str]:
-    """A field's kind and subject: ``param x`` -> (param, x), ``raises E`` -> (raises, E),
-    ``returns`` -> (returns, "")."""
-    words = label.split()
-    kind = words[0].lower()
-    subject = words[-1] if len(words) > 1 else ""
-    if kind in {"param", "parameter", "arg", "argument", "key", "keyword", "kwarg", "ivar", "var"}:
-        return "param", subject
-    if kind in {"raises", "raise", "except", "exception"}:
-        return "raises", subject
-    if kind in {"returns", "return"}:
-        return "returns", ""
-    if kind in {"yields", "yield"}:
-        return "yields", ""
-    if kind in {"type", "vartype", "rtype", "ytype"}:
-        return "type", subject
-    return label, ""
-
-
-def _list_kind(block: Block) -> str:
-    """Which list a block is an item of (a bullet's character, or numbered), if any."""
-    if block.kind == "field":
-        return "field"
-    if block.kind == "item":
-        return block.label if block.label in "-*+•" else "numbered"
-    return ""
-
-
-class _Writer:
-    """Writes blocks as text; the plain-text and Markdown writers differ in the pieces."""
-
-    list_marker_widths = True
-
-    def __init__(self, targets: Mapping[str, str]) -> None:
-        self.targets = targets
-
-    def blocks(self, blocks: list[Block]) -> str:
-        parts: list[str] = []
-        previous = ""
-        for block in blocks:
-            text = self.block(block)
-            if not text:
-                continue
-            # The items of one list, the fields of one field list: a line apart.
-            kind = _list_kind(block)
-            parts.append(("\n" if kind and kind == previous else "\n\n") + text if parts else text)
-            previous = kind
-        return "".join(parts)
-
-    def block(self, block: Block) -> str:
-        return str(getattr(self, block.kind)(block))
+    def inline(self, node: Any) -> str:
+        return "".join(self.write(child) for child in node.children)
 
     def text(self, text: str) -> str:
-        return _inline(text, self.piece, self.escape)
-
-    def paragraph(self, block: Block) -> str:
-        return self.text(_paragraph_end(block.text))
-
-    def escape(self, text: str) -> str:
         return text
 
-    def piece(self, kind: str, match: re.Match[str]) -> str:
-        raise NotImplementedError
+    def note(self, title: str, body: str) -> str:
+        return f"{title}: {body}" if body else f"{title}."
 
-    @staticmethod
-    def hanging(first: str, body: str, width: int) -> str:
-        """``body`` after ``first``, its further lines indented by ``width``."""
-        lines = body.split("\n")
-        rest = [f"{' ' * width}{line}" if line.strip() else "" for line in lines[1:]]
-        return "\n".join([f"{first}{lines[0]}".rstrip(), *rest])
+    def visit_comment(self, node: Any) -> str:
+        return ""
 
+    visit_target = visit_substitution_definition = visit_system_message = visit_comment
 
-class _Plain(_Writer):
-    def piece(self, kind: str, match: re.Match[str]) -> str:
-        if kind == "literal":
-            return match["code"]
-        if kind == "role":
-            return _role(match["role"], match["content"]).shown
-        if kind == "url":
-            text, url = match["text"], match["url"]
-            return f"{text} ({url})" if text and text != url else url
-        if kind == "reference":
-            name = match["reference"]
-            url = self.targets.get(name.lower())
-            return f"{name} ({url})" if url else name
-        return match[kind]  # strong, emphasis, interpreted: their text
+    def visit_bullet_list(self, node: Any) -> str:  # its items a line apart
+        return self.blocks(node, "\n")
 
-    def literal(self, block: Block) -> str:
-        return textwrap.indent(block.text, "    ")
+    visit_enumerated_list = visit_field_list = visit_bullet_list
 
-    def doctest(self, block: Block) -> str:
-        return block.text
+    def visit_list_item(self, node: Any) -> str:
+        marker = self.marker(node.parent, node.parent.index(node))
+        return _hanging(f"{marker} ", self.blocks(node), len(marker) + 1)
 
-    def heading(self, block: Block) -> str:
-        title = self.text(block.text)
-        return f"{title}\n{block.label * len(title)}"
+    def marker(self, parent: Any, index: int) -> str:
+        if parent.tagname == "bullet_list":
+            return str(parent["bullet"])
+        number = index + parent.get("start", 1)
+        alpha = parent["enumtype"].endswith("alpha")
+        return f"{parent['prefix']}{chr(96 + number) if alpha else number}{parent['suffix']}"
 
-    def note(self, block: Block) -> str:
-        body = self.blocks(block.children)
-        return f"{block.label}: {body}" if body else f"{block.label}."
+    def visit_field(self, node: Any) -> str:
+        name, *words = node[0].astext().split()
+        kind = next((kind for kind, names in FIELDS.items() if name in names.split()), "")
+        subject = words[-1] if words and kind in ("param", "raises") else ""
+        return "" if kind == "type" else self.field(kind or node[0].astext(), subject, node[1])
 
-    def item(self, block: Block) -> str:
-        return self.hanging(f"{block.label} ", self.blocks(block.children), len(block.label) + 1)
-
-    def field(self, block: Block) -> str:
-        kind, subject = _fields_name(block.label)
-        if kind == "type":
-            return ""
+    def field(self, kind: str, subject: str, body: Any) -> str:
         name = {"param": subject, "raises": f"raises {subject}"}.get(kind, kind)
-        return self.hanging(f"{name}: ", self.blocks(block.children), 4)
+        return _hanging(f"{name}: ", self.blocks(body), 4)
 
-    def quote(self, block: Block) -> str:
-        return textwrap.indent(self.blocks(block.children), " " * block.indent)
+    def visit_definition_list(self, node: Any) -> str:  # a term, its classifiers after
+        return self.apart.join(
+            " : ".join(map(self.inline, item[:-1])) + self.apart + self.visit_block_quote(item[-1])
+            for item in node
+        )
+
+    def visit_block_quote(self, node: Any) -> str:
+        return textwrap.indent(self.blocks(node), "    ")
+
+    def visit_literal_block(self, node: Any) -> str:
+        return textwrap.indent(node.astext(), "    ")
+
+    def visit_reference(self, node: Any) -> str:
+        text, url = self.inline(node), node.get("refuri")
+        return f"{text} ({url})" if url and url not in (text, f"mailto:{text}") else text
+
+    def visit_section(self, node: Any) -> str:
+        return "\n\n".join(
+            filter(None, [self.heading(self.inline(node[0])), self.blocks(node[1:])])
+        )
+
+    def heading(self, title: str) -> str:
+        return f"{title}\n{'-' * len(title)}"
 
 
-class _Markdown(_Writer):
-    def __init__(self, targets: Mapping[str, str], links: Mapping[str, str]) -> None:
-        super().__init__(targets)
+class _Markdown(_Plain):
+    apart = "\n\n"
+
+    def __init__(self, links: Mapping[str, str]) -> None:
         self.links = links
 
     @staticmethod
@@ -397,92 +236,75 @@ class _Markdown(_Writer):
         padded = f" {text} " if text.startswith("`") or text.endswith("`") else text
         return f"{ticks}{padded}{ticks}"
 
-    def escape(self, text: str) -> str:
+    def text(self, text: str) -> str:
         # What Markdown would read as markup: emphasis at a word's edge, code, links, HTML.
         text = re.sub(r"([\\`\[\]])", r"\\\1", text)
         text = re.sub(r"(?<!\w)([*_])|([*_])(?!\w)", lambda m: "\\" + (m[1] or m[2]), text)
         return re.sub(r"<(?=[A-Za-z/!?])", "&lt;", text)
 
-    def link(self, shown: str, target: str) -> str:
-        url = self.links.get(target)
-        return f"[{shown}]({url})" if url else shown
+    def note(self, title: str, body: str) -> str:
+        return self.quoted(f"**{title}:** {body}" if body else f"**{title}.**")
 
-    def piece(self, kind: str, match: re.Match[str]) -> str:
-        if kind == "literal":
-            return self.code(match["code"])
-        if kind == "role":
-            role = _role(match["role"], match["content"])
-            if role.name in OBJECT_ROLES:
-                shown = role.shown
-                if not role.titled and role.name != "mod":
-                    # The name, with its class for a method or attribute.
-                    keep = 2 if role.name in ("meth", "attr") else 1
-                    shown = ".".join(shown.split(".")[-keep:])
-                return self.link(self.code(shown), role.target)
-            if role.name in CODE_ROLES:
-                return self.code(role.shown)
-            return self.link(self.escape(role.shown), role.target)
-        if kind == "url":
-            text, url = match["text"], match["url"]
-            return f"[{self.escape(text)}]({url})" if text else f"<{url}>"
-        if kind == "reference":
-            name = match["reference"]
-            url = self.targets.get(name.lower())
-            return f"[{self.escape(name)}]({url})" if url else self.escape(name)
-        if kind == "strong":
-            return f"**{self.text(match['strong'])}**"
-        if kind == "emphasis":
-            return f"*{self.text(match['emphasis'])}*"
-        return self.code(match["interpreted"])
+    def field(self, kind: str, subject: str, body: Any) -> str:
+        name = {"param": self.code(subject), "raises": f"raises {self.code(subject)}"}
+        return _hanging(f"- {name.get(kind, kind)}: ", self.blocks(body), 2)
 
-    def literal(self, block: Block) -> str:
-        fence = "```"
-        while fence in block.text:
+    def marker(self, parent: Any, index: int) -> str:
+        return "-" if parent.tagname == "bullet_list" else super().marker(parent, index)
+
+    def visit_literal(self, node: Any) -> str:  # ``code``, or a role's (with its target)
+        shown = node.astext()
+        if "target" not in node:
+            return self.code(shown)
+        if not node["titled"] and node["role"] != "mod":  # the name (a method's class too)
+            shown = ".".join(shown.split(".")[-2 if node["role"] in ("meth", "attr") else -1 :])
+        url = self.links.get(node["target"])
+        return f"[{self.code(shown)}]({url})" if url else self.code(shown)
+
+    visit_title_reference = visit_literal
+
+    def visit_emphasis(self, node: Any) -> str:
+        return f"*{self.inline(node)}*"
+
+    def visit_strong(self, node: Any) -> str:
+        return f"**{self.inline(node)}**"
+
+    def visit_reference(self, node: Any) -> str:
+        text, url = self.inline(node), node.get("refuri")
+        if not url or url == f"mailto:{node.astext()}":
+            return text
+        return f"<{url}>" if node.astext() == url else f"[{text}]({url})"
+
+    def visit_literal_block(self, node: Any) -> str:
+        fence, text, classes = "```", node.astext(), node["classes"]
+        while fence in text:
             fence += "`"
-        return f"{fence}{block.label or 'text'}\n{block.text}\n{fence}"
+        language = "".join(classes[1:2]) if classes[:1] == ["code"] else ""
+        language = "pycon" if node.tagname == "doctest_block" else language or "text"
+        return f"{fence}{language}\n{text}\n{fence}"
 
-    def doctest(self, block: Block) -> str:
-        return f"```pycon\n{block.text}\n```"
+    visit_doctest_block = visit_literal_block
 
-    def heading(self, block: Block) -> str:
-        return f"**{self.text(block.text)}**"
+    def visit_block_quote(self, node: Any) -> str:
+        return self.quoted(self.blocks(node))
 
     @staticmethod
     def quoted(text: str) -> str:
         return "\n".join(f"> {line}" if line else ">" for line in text.split("\n"))
 
-    def note(self, block: Block) -> str:
-        body = self.blocks(block.children)
-        return self.quoted(f"**{block.label}:** {body}" if body else f"**{block.label}.**")
-
-    def item(self, block: Block) -> str:
-        marker = "-" if block.label in "*+•" else block.label.replace("#", "1")
-        return self.hanging(f"{marker} ", self.blocks(block.children), len(marker) + 1)
-
-    def field(self, block: Block) -> str:
-        kind, subject = _fields_name(block.label)
-        if kind == "type":
-            return ""
-        name = {"param": self.code(subject), "raises": f"raises {self.code(subject)}"}.get(
-            kind, kind
-        )
-        return self.hanging(f"- {name}: ", self.blocks(block.children), 2)
-
-    def quote(self, block: Block) -> str:
-        return self.quoted(self.blocks(block.children))
+    def heading(self, title: str) -> str:
+        return f"**{title}**"
 
 
 def plain_doc(doc: str) -> str:
-    """A docstring as plain text for a terminal: ``:param x: what`` is ``x: what``,
-    ``:class:`~a.C``` ``C``, ````code```` ``code``, ``*word*`` ``word``, ```text <url>`_``
-    ``text (url)``, a note ``Note: ...``; literal blocks stay indented, lists as written."""
-    blocks, targets = read(doc)
-    return _Plain(targets).blocks(blocks)
+    """A docstring as plain text: ``:param x: what`` is ``x: what``, ``:class:`~a.C```
+    ``C``, ````code```` ``code``, ```text <url>`_`` ``text (url)``, a note ``Note: ...``;
+    literal blocks stay indented, lists as written."""
+    return _Plain().blocks(_reader()(inspect.cleandoc(doc)))
 
 
 def markdown_doc(doc: str, links: Mapping[str, str] | None = None) -> str:
     """A docstring as Markdown: ````code```` and roles are code spans (``:class:`a.b.C```
     is `C`, a link when ``links`` has a URL for ``a.b.C``), a note a blockquote
     ``**Note:** ...``, links Markdown links, literal blocks fenced."""
-    blocks, targets = read(doc)
-    return _Markdown(targets, links or {}).blocks(blocks)
+    return _Markdown(links or {}).blocks(_reader()(inspect.cleandoc(doc)))

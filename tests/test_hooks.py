@@ -95,6 +95,21 @@ def test_rest_of_a_docstring_as_markdown():
     )
 
 
+def test_reading_a_docstring_leaves_docutils_as_it_was():
+    """Sphinx's directives are docutils' only while veglia reads a docstring: a document
+    docutils reads afterwards does not know ``versionadded``."""
+    from docutils.core import publish_doctree
+    from docutils.parsers.rst import directives
+
+    before = directives.directive
+    assert markdown_doc(".. code-block:: sh\n   :linenos:\n\n   ls\n\n.. nope:: x") == (
+        "```sh\nls\n```\n\nx"
+    )
+    assert directives.directive is before
+    tree = publish_doctree(".. versionadded:: 2.0", settings_overrides={"report_level": 5})
+    assert "Unknown directive" in tree.pformat()
+
+
 def _hook_annotations() -> dict[str, dict[str, object]]:
     """Every hook's resolved annotations, with the names hookspecs imports for type checkers
     only (its ``if TYPE_CHECKING:`` block, run here): a name that does not resolve fails."""

@@ -45,7 +45,8 @@ def monitor_list(raw: bool) -> None:
     rows = []
     for entry_point in get_entry_points("monitors"):
         function = load_entry_point("monitors", entry_point.name)
-        doc = plain_doc(inspect.getdoc(function) or "").split("\n\n")[0].replace("\n", " ")
+        summary = (inspect.getdoc(function) or "").split("\n\n")[0]  # read alone: quicker
+        doc = plain_doc(summary).split("\n\n")[0].replace("\n", " ")
         rows.append((entry_point.name, monitor_kwargs(function), doc))
     print_table(("Monitor", "Keyword arguments", "What it does"), rows, raw=raw)
 
