@@ -1,5 +1,5 @@
-"""A callable's signature as its author wrote it, and its docstring without reST markup,
-for people to read.
+"""A callable's signature as its author wrote it, for people to read (its docstring:
+:mod:`veglia.docstrings`).
 
 Under ``from __future__ import annotations`` every annotation is a string, and
 ``str(inspect.signature(f))`` quotes each one (``path: 'str'``); veglia's pages and
@@ -10,40 +10,11 @@ with marks that say what they are (``Regex``: ``pattern: str (regular expression
 from __future__ import annotations
 
 import inspect
-import re
 import types
 import typing
 from typing import Any
 
-__all__ = ["annotation_marks", "annotation_text", "plain_doc", "signature_text"]
-
-#: ``:param x:`` / ``:param int x:``, ``:returns:``, ``:raises E:`` at the start of a line.
-_FIELD = re.compile(r"^(\s*):(param|parameter|arg|keyword|kwarg)\s+(?:\S+\s+)?(\w+):\s?", re.M)
-_RETURNS = re.compile(r"^(\s*):(returns?|rtype):\s?", re.M)
-_RAISES = re.compile(r"^(\s*):raises?\s+([\w.]+):\s?", re.M)
-#: ``:type x: ...`` lines repeat the annotation the signature shows.
-_TYPE_LINE = re.compile(r"^\s*:(type|vartype)\s+\w+:.*\n?", re.M)
-#: ``:class:`~a.b.C``` (the last name), ``:func:`text <target>``` (the text), ``:mod:`a.b```.
-_ROLE = re.compile(r":[\w:]+:`(~?)([^`<]*?)(?:\s*<[^>]*>)?`")
-_LITERAL = re.compile(r"``(.+?)``")
-
-
-def _role(match: re.Match[str]) -> str:
-    text = match.group(2).strip()
-    return text.rsplit(".", 1)[-1] if match.group(1) else text
-
-
-def plain_doc(doc: str) -> str:
-    """A docstring as plain text: ``:param x: what`` becomes ``x: what``, ``:returns:``
-    ``returns:``, ``:class:`~a.C``` ``C``, ````code```` ``code``, a ``::`` ending ``:``."""
-    text = _TYPE_LINE.sub("", doc)
-    text = _FIELD.sub(lambda m: f"{m.group(1)}{m.group(3)}: ", text)
-    text = _RETURNS.sub(lambda m: f"{m.group(1)}returns: ", text)
-    text = _RAISES.sub(lambda m: f"{m.group(1)}raises {m.group(2)}: ", text)
-    text = _ROLE.sub(_role, text)
-    text = _LITERAL.sub(r"\1", text)
-    text = re.sub(r"(?m)^\s*::\s*$\n?", "", text)
-    return re.sub(r"(\S)::$", r"\1:", text, flags=re.M)
+__all__ = ["annotation_marks", "annotation_text", "signature_text"]
 
 
 class _Written:

@@ -47,6 +47,10 @@ def test_importing_the_cli_loads_no_database_engine_or_rich():
     assert not heavy & loaded, sorted(heavy & loaded)
 
 
+def test_docutils_is_loaded_when_a_docstring_is_read_not_before():
+    assert "docutils" not in _loaded_after("import veglia.docstrings, veglia.cli.cmd_monitor")
+
+
 def test_a_command_loads_only_its_own_module():
     loaded = _loaded_after("from veglia.cli.main import cli; cli.get_command(None, 'config')")
     assert "veglia.cli.cmd_config" in loaded

@@ -17,6 +17,7 @@ import pytest
 import veglia.plugin_manager as plugin_manager
 from veglia import hookspecs, plugin_types
 from veglia.config.options import Option, get_options
+from veglia.docstrings import markdown_doc
 from veglia.engine.calcjob.job_script import JobScriptWrap, wrap_commands
 from veglia.engine.calcjob.trace import TraceRecord
 from veglia.exceptions import ConfigurationError, PluginError
@@ -40,6 +41,73 @@ def test_hook_reference_is_up_to_date():
         text=True,
     )
     assert result.returncode == 0, result.stderr
+
+
+def test_hook_reference_is_markdown_not_rest():
+    """docs/hooks.md is a Markdown page: the hookspecs' reST is converted, not copied."""
+    page = (ROOT / "docs" / "hooks.md").read_text()
+    prose = re.sub(r"(?ms)^```.*?^```$", "", page)  # the fenced examples aside
+    assert "``" not in prose
+    assert not re.findall(r":[a-z]+(?::[a-z]+)?:`", prose)
+    assert not re.findall(r"(?m)^\s*\.\. [\w-]+::", prose)
+    assert "[`PluginMigrations`](plugins.md#tables-of-your-own)" in page
+    assert "`Profile.url_with_password`" in page
+
+
+def test_rest_of_a_docstring_as_markdown():
+    doc = """Stop *early*, **always**, with ``x`` and :class:`a.b.C`; see
+    `the guide <https://example.org/g>`_ and :meth:`a.b.C.run`.
+
+    .. note:: Only new bytes,
+       never twice.
+
+    .. versionchanged:: 2.1 Reads ``y`` too.
+
+    Example::
+
+        run(x)
+
+    * one, ``a*b``
+    * two_
+
+    :param x: the value.
+    :type x: int
+    """
+    assert markdown_doc(doc, {"a.b.C": "monitors.md#results"}) == (
+        "Stop *early*, **always**, with `x` and [`C`](monitors.md#results); see\n"
+        "[the guide](https://example.org/g) and `C.run`.\n"
+        "\n"
+        "> **Note:** Only new bytes,\n"
+        "> never twice.\n"
+        "\n"
+        "> **Changed in version 2.1:** Reads `y` too.\n"
+        "\n"
+        "Example:\n"
+        "\n"
+        "```text\n"
+        "run(x)\n"
+        "```\n"
+        "\n"
+        "- one, `a*b`\n"
+        "- two\\_\n"
+        "\n"
+        "- `x`: the value."
+    )
+
+
+def test_reading_a_docstring_leaves_docutils_as_it_was():
+    """Sphinx's directives are docutils' only while veglia reads a docstring: a document
+    docutils reads afterwards does not know ``versionadded``."""
+    from docutils.core import publish_doctree
+    from docutils.parsers.rst import directives
+
+    before = directives.directive
+    assert markdown_doc(".. code-block:: sh\n   :linenos:\n\n   ls\n\n.. nope:: x") == (
+        "```sh\nls\n```\n\nx"
+    )
+    assert directives.directive is before
+    tree = publish_doctree(".. versionadded:: 2.0", settings_overrides={"report_level": 5})
+    assert "Unknown directive" in tree.pformat()
 
 
 def _hook_annotations() -> dict[str, dict[str, object]]:

@@ -165,7 +165,9 @@ def test_the_monitor_signature_is_one_in_the_docs_and_the_code():
         text = " ".join(text.replace("\\|", "|").split())
         for signature in re.findall(r"(?<!\w)monitor\(node, transport[^`]*", text):
             found.setdefault(signature.strip(), []).append(where)
-    assert list(found) == ["monitor(node, transport, /, **kwargs) -> str | MonitorResult | None"]
+    assert list(found) == [
+        "monitor(node, transport, /, *args, **kwargs) -> str | MonitorResult | None"
+    ]
     assert {where for places in found.values() for where in places} == set(texts)
 
 

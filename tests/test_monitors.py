@@ -358,6 +358,96 @@ def test_monitor_list_and_show(run_cli):
     assert ":param" not in shown and "``" not in shown
 
 
+RICH_DOC_MONITOR = '''
+def rich(node, transport, *, path: str = "out.log", limit: int = 1) -> None:
+    """Stop the job when *PATH* holds **too many** NaN values, as ``grep -c NaN``.
+
+    Reads through the :class:`~veglia.plugin_api.Transport`; see
+    `the NaN guide <https://example.org/nan>`_ and :func:`veglia.load_profile`.
+
+    .. note:: Only new bytes are read,
+       so a rotated log starts again.
+
+    .. deprecated:: 2.0 Use ``core.file_pattern`` instead.
+
+    .. versionadded:: 1.3
+
+    Attach it with::
+
+        builder.monitors = {"nan": {"entry_point": "doc.rich"}}
+        if True:
+            pass
+
+    .. code-block:: python
+
+        print("hi")
+
+    - the first item, with ``code``
+      and a second line
+    - the second item
+
+    :param path: file to read, relative to
+        the work directory.
+    :param limit: how many NaN values are tolerated.
+    """
+'''
+
+RICH_DOC_SHOWN = """\
+Stop the job when PATH holds too many NaN values, as grep -c NaN.
+
+Reads through the Transport; see
+the NaN guide (https://example.org/nan) and veglia.load_profile.
+
+Note: Only new bytes are read,
+so a rotated log starts again.
+
+Deprecated since version 2.0: Use core.file_pattern instead.
+
+Added in version 1.3.
+
+Attach it with:
+
+    builder.monitors = {"nan": {"entry_point": "doc.rich"}}
+    if True:
+        pass
+
+    print("hi")
+
+- the first item, with code
+  and a second line
+- the second item
+
+path: file to read, relative to
+    the work directory.
+limit: how many NaN values are tolerated.
+"""
+
+
+def test_monitor_and_plugin_show_render_a_rest_docstring(run_cli, tmp_path):
+    """Every reST construct a docstring commonly holds reads as plain text: ``veglia monitor
+    show``, ``monitor list`` (the first paragraph) and ``plugin show monitors``."""
+    folder = tmp_path / "plugins"
+    info = folder / "doc_rich-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: doc-rich\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[veglia.monitors]\ndoc.rich = doc_rich:rich\n")
+    (folder / "doc_rich.py").write_text(RICH_DOC_MONITOR)
+    env = {"PYTHONPATH": str(folder)}
+
+    shown = run_cli("monitor", "show", "doc.rich", env=env)
+    assert shown.exit_code == 0, shown.stderr
+    assert shown.stdout.split("\n\n", 1)[1] == RICH_DOC_SHOWN
+    plugin = run_cli("plugin", "show", "monitors", "doc.rich", env=env)
+    assert plugin.exit_code == 0, plugin.stderr
+    assert plugin.stdout.endswith("\n\n" + RICH_DOC_SHOWN)
+    listing = run_cli("monitor", "list", "--raw", env=env).stdout.splitlines()
+    row = next(line for line in listing if line.startswith("doc.rich\t"))
+    assert row == (
+        "doc.rich\tpath='out.log', limit=1\t"
+        "Stop the job when PATH holds too many NaN values, as grep -c NaN."
+    )
+
+
 def test_process_show_and_report_name_the_monitor(profile, run_cli):
     _, node = engine.run_get_node(
         ShellJob,

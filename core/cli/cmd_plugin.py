@@ -11,9 +11,10 @@ import click
 
 from veglia.cli.completion import complete_entry_points
 from veglia.cli.output import console, print_table, raw_option
+from veglia.docstrings import plain_doc
 from veglia.entry_points import GROUPS, get_entry_points, group_name, load_entry_point
 from veglia.plugin_manager import load_states
-from veglia.signatures import plain_doc, signature_text
+from veglia.signatures import signature_text
 
 
 def _distribution(entry_point: EntryPoint) -> str:

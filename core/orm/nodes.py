@@ -92,7 +92,7 @@ def row_by_uuid_prefix(
 ) -> sa.Row[Any] | None:
     """The row of ``table`` (nodes' or groups') whose UUID starts with ``text``; None when
     none does or ``text`` is no UUID prefix (:func:`is_uuid_prefix`: too short, or not hex).
-    Raises :class:`NotExistent` when more than one does, naming them ``kind``s."""
+    Raises :class:`NotExistent` when more than one does, naming them by their ``kind``."""
     if not is_uuid_prefix(text):
         return None
     rows = connection.execute(

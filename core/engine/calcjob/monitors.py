@@ -1,7 +1,7 @@
 """Monitors: functions that look at a running job at each scheduler poll and may stop it.
 
-A monitor is ``monitor(node, transport, /, **kwargs) -> str | MonitorResult | None`` (or an
-``async def``), registered under the ``veglia.monitors`` entry points and attached in the
+A monitor is ``monitor(node, transport, /, *args, **kwargs) -> str | MonitorResult | None``
+(or an ``async def``), registered under the ``veglia.monitors`` entry points and attached in the
 builder::
 
     builder.monitors = {"diverged": {"entry_point": "core.file_pattern",
@@ -75,15 +75,15 @@ MonitorOutcome: TypeAlias = str | MonitorResult | None
 class Monitor(Protocol):
     """The signature of a monitor function, for type checkers.
 
-    ``monitor(node, transport, /, **kwargs) -> str | MonitorResult | None``: the engine
-    passes the job's node and a transport bound to the job (a blocking one to a ``def``, an
-    awaitable one to an ``async def``) positionally, then the spec's kwargs and what the
-    monitor declares (``state``, ``files``, ``trace``: :func:`engine_given`) by name. Each
-    type it is given is described in docs/monitors.md ("What a monitor is given"). Any
-    keyword parameters match (``*args, **kwargs`` typed ``Any`` stand for "whatever the
-    monitor declares"), so ``def my_monitor(node, transport, *, limit: int = 3) -> str | None``
-    is a ``Monitor``; the engine checks the kwargs against the signature itself
-    (:func:`check_arguments`).
+    ``monitor(node, transport, /, *args, **kwargs) -> str | MonitorResult | None``: the
+    engine passes the job's node and a transport bound to the job (a blocking one to a
+    ``def``, an awaitable one to an ``async def``) positionally, then the spec's kwargs and
+    what the monitor declares (``state``, ``files``, ``trace``: :func:`engine_given`) by
+    name. Each type it is given is described in docs/monitors.md ("What a monitor is
+    given"). Any parameters after the two match (``*args, **kwargs`` typed ``Any`` stand for
+    "whatever the monitor declares"), so ``def my_monitor(node, transport, *, limit: int = 3)
+    -> str | None`` is a ``Monitor``; the engine checks the kwargs against the signature
+    itself (:func:`check_arguments`).
     """
 
     def __call__(
