@@ -13,19 +13,7 @@ import time
 from veglia.orm.loading import load_node
 from veglia.orm.process_nodes import CalcJobNode
 from veglia.orm.queries import node_pks
-from veglia_fixtures.profiles import VEGLIA
-
-
-def _job_processes(job_id: str) -> list[str]:
-    """The live (not zombie) processes of the direct scheduler's job ``job_id`` (its group)."""
-    listing = subprocess.run(
-        ["ps", "-e", "-o", "pgid=,stat="], capture_output=True, text=True, check=True
-    ).stdout
-    return [
-        line
-        for line in listing.splitlines()
-        if line.split()[0] == job_id and not line.split()[1].startswith("Z")
-    ]
+from veglia_fixtures.profiles import VEGLIA, job_group_left
 
 
 def test_ctrl_c_kills_the_foreground_job_cancels_it_and_exits_130(profile, veglia_home, tmp_path):
@@ -54,4 +42,4 @@ def test_ctrl_c_kills_the_foreground_job_cancels_it_and_exits_130(profile, vegli
     assert node.process_state == "killed"
     assert "interrupted (Ctrl-C)" in (node.exit_message or "")
     assert any("cancelled job" in log.message for log in node.logs), node.logs
-    assert _job_processes(str(node.job_id)) == [], "the killed job still runs"
+    assert job_group_left(str(node.job_id)) == [], "the killed job still runs"

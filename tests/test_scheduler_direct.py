@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
 import time
 
 import pytest
@@ -10,6 +9,7 @@ import pytest
 from veglia.plugins.schedulers.direct import DirectScheduler
 from veglia.plugins.transports.local import LocalTransport
 from veglia.schedulers import JobState, JobTemplate, SchedulerError
+from veglia_fixtures.profiles import job_group_left
 
 
 @pytest.fixture
@@ -137,18 +137,6 @@ def test_a_ps_printing_garbage_keeps_jobs_waiting_and_never_ends_them(profile, r
         run_cli("-p", "test", "daemon", "stop")
 
 
-def _group_left(job_id):
-    """The processes of the job's group still there (zombies apart)."""
-    listing = subprocess.run(
-        ["ps", "-e", "-o", "pgid=,stat="], capture_output=True, text=True, check=True
-    ).stdout
-    return [
-        line
-        for line in listing.splitlines()
-        if line.split()[0] == job_id and line.split()[1][0] != "Z"
-    ]
-
-
 def test_a_cancel_returns_only_once_the_job_has_run_its_term_trap_and_exited(workdir):
     """Nothing reported cancelled keeps running: a job whose TERM trap takes a second (the
     wraps' after-parts) is gone when the cancel returns."""
@@ -165,7 +153,7 @@ def test_a_cancel_returns_only_once_the_job_has_run_its_term_trap_and_exited(wor
         )
         _wait_for_file(transport, f"{workdir}/ready")
         assert scheduler.kill(transport, job_id)
-        assert _group_left(job_id) == []
+        assert job_group_left(job_id) == []
         assert transport.read_bytes(f"{workdir}/trap.txt") == b"trapped\n"
 
 
@@ -179,5 +167,5 @@ def test_a_job_that_ignores_term_is_killed_after_the_grace(workdir):
         _wait_for_file(transport, f"{workdir}/ready")
         started = time.monotonic()
         assert scheduler.kill(transport, job_id)
-        assert _group_left(job_id) == []
+        assert job_group_left(job_id) == []
         assert time.monotonic() - started < 5

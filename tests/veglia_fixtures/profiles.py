@@ -320,6 +320,19 @@ def pid_alive(pid: str) -> bool:
     return stat.returncode == 0 and not stat.stdout.strip().startswith("Z")
 
 
+def job_group_left(job_id: str) -> list[str]:
+    """The processes of the direct scheduler's job ``job_id`` (its process group) still
+    there, zombies apart: "pgid stat" lines."""
+    listing = subprocess.run(
+        ["ps", "-e", "-o", "pgid=,stat="], capture_output=True, text=True, check=True
+    ).stdout
+    return [
+        line
+        for line in listing.splitlines()
+        if line.split()[0] == job_id and line.split()[1][0] != "Z"
+    ]
+
+
 @pytest.fixture
 def monitor_import_paths(profile, veglia_home: Path) -> Iterator[None]:
     """Monitors by import path allowed (profile ``test``), with tests/monitor_helpers
