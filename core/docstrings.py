@@ -168,6 +168,10 @@ class _Plain:
     def visit_comment(self, node: Any) -> str:
         return ""
 
+    def visit_title_reference(self, node: Any) -> str:
+        # `name`: reST's default role, which docstrings use for code; kept as written.
+        return f"`{self.inline(node)}`"
+
     visit_target = visit_substitution_definition = visit_system_message = visit_comment
 
     def visit_bullet_list(self, node: Any) -> str:  # its items a line apart
