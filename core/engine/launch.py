@@ -80,7 +80,7 @@ def _killed_on_interrupt(loop: asyncio.AbstractEventLoop, process: Process) -> I
     """While a run waits, a first Ctrl-C kills the process as `veglia process kill` does (its
     scheduler job cancelled, the run waiting for that), and the run then ends with
     KeyboardInterrupt; a second Ctrl-C interrupts at once. Without this, the interrupt left
-    the process waiting with no worker and its job running, as AiiDA's run once did.
+    the process waiting with no worker and its job running.
 
     Only in the main thread, and only when Python's own handler is in place (a program
     with a handler of its own keeps it)."""
