@@ -314,6 +314,36 @@ class CalcJobNodeLike(ProcessNodeLike, Protocol):
     @property
     def computer_label(self) -> str | None: ...
 
+    @property
+    def remote_workdir(self) -> str | None:
+        """The job's work directory on its computer, once uploaded."""
+        ...
+
+    @property
+    def job_id(self) -> str | None:
+        """The scheduler's id of the job, once submitted."""
+        ...
+
+    @property
+    def scheduler_state(self) -> str | None:
+        """The job's state as last polled (a ``JobState`` value: queued, running, done...)."""
+        ...
+
+    @property
+    def last_job_info(self) -> dict[str, Any] | None:
+        """The scheduler's last view of the job (its ``JobInfo`` fields, as a dict)."""
+        ...
+
+    @property
+    def submitted_at(self) -> float | None:
+        """When the job was submitted (epoch seconds)."""
+        ...
+
+    @property
+    def started_at(self) -> float | None:
+        """When a poll first saw the job run (None if none did)."""
+        ...
+
     def set_attribute(self, key: str, value: Any) -> None:
         """Keep something of your plugin's on the node (name it after your plugin)."""
         ...

@@ -57,3 +57,21 @@ def test_a_builder_made_with_its_process_class_named_takes_inputs_as_any() -> No
     assert builder.to_dict() == Process.get_builder().to_dict() | {"metadata": {"label": "named"}}
     with pytest.raises(InputValidationError, match="Unknown input 'nothing'"):
         builder.nothing = 1
+
+
+def test_what_a_monitor_reads_of_its_node_is_in_the_protocol_it_may_annotate_with() -> None:
+    """docs/monitors.md lists what a monitor reads of its node; a monitor annotating it
+    `CalcJobNodeLike` must be able to read all of it, and the real node and the test
+    stand-in must have it."""
+    from veglia.orm.process_nodes import CalcJobNode
+    from veglia.plugin_types import CalcJobNodeLike
+    from veglia.testing import FakeNode
+
+    read = {"options", "remote_workdir", "job_id", "last_job_info", "submitted_at"}
+    read |= {"started_at", "get_attribute", "add_log"}
+    members = {name for name in dir(CalcJobNodeLike) if not name.startswith("_")}
+    assert read <= members, sorted(read - members)
+    job = CalcJobNode()  # some members are set on the instance (its columns)
+    present = set(dir(CalcJobNode)) | set(vars(job))
+    assert members <= present, sorted(members - present)
+    assert read <= set(dir(FakeNode)), sorted(read - set(dir(FakeNode)))
