@@ -9,13 +9,7 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable
-from importlib.metadata import (
-    EntryPoint,
-    PackageNotFoundError,
-    distributions,
-    entry_points,
-    version,
-)
+from importlib.metadata import EntryPoint, distributions, entry_points
 from typing import Any
 
 from veglia.exceptions import (
@@ -144,11 +138,11 @@ def _load_cached(group: str, name: str) -> Any:
             f"Plugin {name!r} in {group_name(group)!r} ({entry_point.value}) failed to import: "
             f"{type(exc).__name__}: {exc}. Reinstall or fix the package that provides it."
         ) from exc
-    try:
-        dist = entry_point.dist
-        _LOADED_VERSIONS[(group, name)] = version(dist.name) if dist is not None else None
-    except (PackageNotFoundError, ValueError):
-        _LOADED_VERSIONS[(group, name)] = None
+    # The metadata of the distribution the entry point was listed from: one file read, no
+    # scan of the installed packages. None when it is gone since (a package upgraded before
+    # this first import): provenance then reads what is installed, which is what was imported.
+    dist = entry_point.dist
+    _LOADED_VERSIONS[(group, name)] = dist.version if dist is not None else None
     return loaded
 
 

@@ -13,22 +13,7 @@ from veglia.cli.verdi_forms import USAGE_HINTS
 from veglia.exceptions import CliExit
 from veglia.orm.loading import load_node
 from veglia.orm.queries import node_pks
-from veglia_fixtures.profiles import stored_process
-
-
-def ok(result):
-    assert result.exit_code == 0, result.output
-    return result
-
-
-def error(result, code: int) -> str:
-    """The one line an error gives, without a traceback."""
-    assert result.exit_code == code, result.output
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    assert "Traceback" not in result.output
-    return lines[0]
-
+from veglia_fixtures.profiles import ok, one_line_error, stored_process
 
 #: A command line a verdi user types for each entry of USAGE_HINTS.
 VERDI_LINES = {
@@ -49,7 +34,7 @@ def test_every_usage_hint_has_a_line_here():
 
 @pytest.mark.parametrize("form", sorted(VERDI_LINES))
 def test_a_verdi_line_click_refuses_says_how_veglia_writes_it(run_cli, profile, form):
-    line = error(run_cli(*VERDI_LINES[form]), CliExit.USAGE)
+    line = one_line_error(run_cli(*VERDI_LINES[form]), CliExit.USAGE)
     assert line == f"Error: veglia writes this as: {USAGE_HINTS[form]}"
 
 
@@ -60,7 +45,7 @@ def test_a_line_that_is_no_verdi_form_keeps_clicks_message(run_cli, profile):
 
 
 def test_computer_configure_show_and_a_transport_without_a_label(run_cli, profile):
-    shown = error(run_cli("computer", "configure", "show", "localhost"), CliExit.USAGE)
+    shown = one_line_error(run_cli("computer", "configure", "show", "localhost"), CliExit.USAGE)
     assert shown == "Error: veglia writes this as: veglia computer show localhost"
     result = run_cli("computer", "configure", "core.ssh")
     assert result.exit_code == CliExit.USAGE
@@ -83,9 +68,9 @@ def test_a_port_out_of_range_is_refused_and_nothing_changes(run_cli, profile):
             "-n",
         )
     )
-    line = error(run_cli("computer", "configure", "far", "-n", "--port", "99999"), 3)
+    line = one_line_error(run_cli("computer", "configure", "far", "-n", "--port", "99999"), 3)
     assert line == "Error: --port: 99999 is not between 1 and 65535."
-    line = error(run_cli("computer", "configure", "far", "-n", "--timeout", "-1"), 3)
+    line = one_line_error(run_cli("computer", "configure", "far", "-n", "--timeout", "-1"), 3)
     assert line == "Error: --timeout: -1.0 is not at least 0.1."
     ok(run_cli("computer", "configure", "far", "-n", "--port", "2222"))
     assert "2222" in ok(run_cli("computer", "show", "far")).stdout
@@ -112,7 +97,7 @@ def test_archive_info_and_create_all_and_nodes_as_aiida_2_writes_them(run_cli, p
 def test_archive_inspect_of_a_bad_file_does_not_speak_of_an_import(run_cli, tmp_path):
     bad = tmp_path / "bad.zip"
     bad.write_text("not a zip")
-    line = error(run_cli("archive", "inspect", str(bad)), CliExit.INVALID_INPUT)
+    line = one_line_error(run_cli("archive", "inspect", str(bad)), CliExit.INVALID_INPUT)
     assert "is not a veglia archive" in line and "imported" not in line
 
 
@@ -133,7 +118,7 @@ def test_all_with_nothing_to_act_on_says_so(run_cli, profile, action, said):
 def test_an_extra_name_the_database_cannot_hold_is_one_line(run_cli, profile):
     node = orm.Int(1).store()
     for args in (("--set", 'a"b=1'), ("--delete", 'a"b'), ("--delete", "")):
-        line = error(run_cli("node", "extras", str(node.pk), *args), CliExit.INVALID_INPUT)
+        line = one_line_error(run_cli("node", "extras", str(node.pk), *args), CliExit.INVALID_INPUT)
         assert "may not be empty or hold quotes or backslashes" in line, args
 
 
@@ -147,7 +132,7 @@ def test_removing_an_extra_that_is_not_there_says_so(run_cli, profile):
 def test_code_delete_takes_several_codes_and_checks_each_first(run_cli, profile):
     for label in ("one", "two"):
         ok(run_cli("code", "create", "-L", label, "-Y", "localhost", "-X", "/bin/true"))
-    missing = error(run_cli("code", "delete", "one", "nosuch", "-f"), CliExit.STORAGE)
+    missing = one_line_error(run_cli("code", "delete", "one", "nosuch", "-f"), CliExit.STORAGE)
     assert "nosuch" in missing
     assert len(ok(run_cli("code", "list", "--raw")).stdout.splitlines()) == 2  # none went
     said = ok(run_cli("code", "delete", "one", "two", "-f")).stdout
@@ -163,7 +148,7 @@ def test_verdis_names_stay_out_of_code_create_help(run_cli, profile):
 
 def test_a_missing_attribute_is_said_without_a_double_negative(run_cli, profile):
     first, second = orm.Int(1).store(), orm.Int(2).store()
-    line = error(
+    line = one_line_error(
         run_cli("node", "attributes", str(first.pk), str(second.pk), "-k", "nosuch"),
         CliExit.STORAGE,
     )
@@ -185,7 +170,7 @@ def test_outputcat_of_a_file_not_retrieved_names_the_job_not_its_folder(run_cli,
 
     _, node = engine.run_get_node(CalculationFactory("core.shell"), command=orm.Str("echo hi"))
     for command in ("outputcat", "outputls"):
-        line = error(run_cli("calcjob", command, str(node.pk), "nosuch"), CliExit.STORAGE)
+        line = one_line_error(run_cli("calcjob", command, str(node.pk), "nosuch"), CliExit.STORAGE)
         assert line.startswith(f"Error: Calc job {node.pk} retrieved no file"), line
         assert "<FolderData" not in line and "stdout" in line
 

@@ -11,21 +11,7 @@ import pytest
 from veglia import orm
 from veglia.exceptions import CliExit
 from veglia.orm.loading import load_node
-from veglia_fixtures.profiles import stored_process
-
-
-def ok(result):
-    assert result.exit_code == 0, result.output
-    return result
-
-
-def error(result, code: int) -> str:
-    """The one line an error gives, without a traceback."""
-    assert result.exit_code == code, result.output
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    assert "Traceback" not in result.output
-    return lines[0]
+from veglia_fixtures.profiles import ok, one_line_error, stored_process
 
 
 def _code(run_cli, label: str = "true", *extra: str) -> None:
@@ -64,7 +50,7 @@ def test_a_hidden_code_is_listed_only_with_all(run_cli, profile):
 
 def test_hiding_an_unknown_code_names_the_codes_there_are(run_cli, profile):
     _code(run_cli, "true")
-    line = error(run_cli("code", "hide", "nope"), CliExit.STORAGE)
+    line = one_line_error(run_cli("code", "hide", "nope"), CliExit.STORAGE)
     assert "No code is called 'nope' (codes: true@localhost)" in line
 
 
@@ -84,12 +70,12 @@ def test_code_duplicate_copies_the_fields_not_given(run_cli, profile):
 
 def test_code_duplicate_refuses_a_taken_or_missing_label(run_cli, profile):
     _code(run_cli, "true")
-    assert "exists already" in error(
+    assert "exists already" in one_line_error(
         run_cli("code", "duplicate", "true", "true"), CliExit.CONFIGURATION
     )
     assert "Give the copy's label" in run_cli("code", "duplicate", "true").stderr
     assert run_cli("code", "duplicate", "true").exit_code == CliExit.USAGE
-    relative = error(run_cli("code", "duplicate", "true", "b", "-X", "bin/b"), 3)
+    relative = one_line_error(run_cli("code", "duplicate", "true", "b", "-X", "bin/b"), 3)
     assert "must be an absolute path" in relative
 
 
@@ -109,7 +95,7 @@ def test_code_delete_asks_and_dry_run_keeps_it(run_cli, profile):
 def test_code_delete_of_a_code_jobs_ran_with_needs_force(run_cli, profile):
     _code(run_cli, "true")
     job = _ran_with("true@localhost")
-    line = error(run_cli("code", "delete", "true"), CliExit.STORAGE)
+    line = one_line_error(run_cli("code", "delete", "true"), CliExit.STORAGE)
     assert f"was used by process {job.pk} (finished)" in line
     assert "`veglia code delete true@localhost --force`" in line
     assert _listed_codes(run_cli) == ["true@localhost"]
@@ -123,7 +109,7 @@ def test_code_delete_of_a_code_jobs_ran_with_needs_force(run_cli, profile):
 def test_code_delete_is_refused_while_a_job_with_it_runs(run_cli, profile):
     _code(run_cli, "true")
     job = _ran_with("true@localhost", "waiting", None)
-    line = error(run_cli("code", "delete", "true", "--force"), CliExit.FAILED)
+    line = one_line_error(run_cli("code", "delete", "true", "--force"), CliExit.FAILED)
     assert f"process {job.pk} (waiting) runs with it and has not ended" in line
     assert _listed_codes(run_cli) == ["true@localhost"]
 
@@ -138,9 +124,11 @@ def test_node_attributes_as_json_with_keys(run_cli, profile):
     assert json.loads(only) == [{"PK": node.pk, "attributes": {"alpha": 1}}]
     by_uuid = json.loads(ok(run_cli("node", "attributes", str(node.pk), "-i", "uuid", "-r")).stdout)
     assert by_uuid[0]["UUID"] == node.uuid
-    line = error(run_cli("node", "attributes", str(node.pk), "-k", "gamma"), CliExit.STORAGE)
+    line = one_line_error(
+        run_cli("node", "attributes", str(node.pk), "-k", "gamma"), CliExit.STORAGE
+    )
     assert f"Node {node.pk} has no attribute 'gamma' (attributes: alpha, beta)." in line
-    yaml = error(run_cli("node", "attributes", str(node.pk), "-f", "yaml"), CliExit.USAGE)
+    yaml = one_line_error(run_cli("node", "attributes", str(node.pk), "-f", "yaml"), CliExit.USAGE)
     assert "veglia writes this as: -f json" in yaml
 
 
@@ -155,13 +143,13 @@ def test_node_extras_set_show_and_delete(run_cli, profile):
     assert load_node(first.pk).extras == {"score": 0.5}
     bad = run_cli("node", "extras", str(first.pk), "--set", "novalue")
     assert bad.exit_code == CliExit.USAGE and "'novalue' is not KEY=VALUE" in bad.stderr
-    line = error(run_cli("node", "extras", str(first.pk), "-k", "tag"), CliExit.STORAGE)
+    line = one_line_error(run_cli("node", "extras", str(first.pk), "-k", "tag"), CliExit.STORAGE)
     assert "has no extra 'tag' (extras: score)" in line
 
 
 def test_node_commands_name_a_missing_node(run_cli, profile):
     for command in ("attributes", "extras", "label", "description"):
-        line = error(run_cli("node", command, "999999"), CliExit.STORAGE)
+        line = one_line_error(run_cli("node", command, "999999"), CliExit.STORAGE)
         assert "999999" in line, command
 
 
@@ -176,10 +164,10 @@ def test_a_pk_past_what_the_database_holds_is_no_such_node(run_cli, profile):
         ("calcjob", "gotocomputer", "--print"),
         ("verify",),
     ):
-        line = error(run_cli(*command, huge), CliExit.STORAGE)
+        line = one_line_error(run_cli(*command, huge), CliExit.STORAGE)
         assert "No node with pk" in line and huge in line, command
-    assert "No computer" in error(run_cli("computer", "show", huge), CliExit.STORAGE)
-    assert "No group" in error(run_cli("group", "show", huge), CliExit.STORAGE)
+    assert "No computer" in one_line_error(run_cli("computer", "show", huge), CliExit.STORAGE)
+    assert "No group" in one_line_error(run_cli("group", "show", huge), CliExit.STORAGE)
     for option in ("--limit", "--past-days", "--exit-status", "--called-by"):
         result = run_cli("process", "list", option, huge)
         assert result.exit_code == CliExit.USAGE and "is not in the range" in result.stderr
@@ -239,7 +227,7 @@ def test_a_disabled_computer_takes_no_new_jobs(run_cli, profile):
     rows = ok(run_cli("computer", "list", "-a", "-r")).stdout.splitlines()
     assert rows == ["1\tlocalhost\tlocalhost\tcore.local\tcore.direct\tyes, disabled"]
     assert "You disabled it" in ok(run_cli("computer", "show", "localhost")).stdout
-    line = error(run_cli("shell", "echo hi"), CliExit.CONFIGURATION)
+    line = one_line_error(run_cli("shell", "echo hi"), CliExit.CONFIGURATION)
     assert "Computer 'localhost' is disabled for" in line
     assert "Run `veglia computer enable localhost` first. Nothing was stored." in line
     assert ok(run_cli("process", "list", "-a", "-r")).stdout == ""
@@ -253,11 +241,13 @@ def test_computer_disable_for_another_user(run_cli, profile):
     from veglia.manage import get_storage
     from veglia.storage import models
 
-    unknown = error(run_cli("computer", "disable", "localhost", "-u", "x@y.z"), 4)
+    unknown = one_line_error(run_cli("computer", "disable", "localhost", "-u", "x@y.z"), 4)
     assert "No user 'x@y.z' in this profile (users:" in unknown
     with get_storage().session() as session:
         session.add(models.User(email="colleague@example.org"))
-    line = error(run_cli("computer", "disable", "localhost", "--user", "colleague@example.org"), 3)
+    line = one_line_error(
+        run_cli("computer", "disable", "localhost", "--user", "colleague@example.org"), 3
+    )
     assert "not configured for colleague@example.org, so there is nothing to disable" in line
     # The profile's user is not affected.
     assert "localhost" in ok(run_cli("computer", "list", "-r")).stdout

@@ -45,10 +45,11 @@ def _retrieved(node: CalcJobNode) -> FolderData:
 def _cat(node: Node, path: str, what: str) -> None:
     """Print file ``path`` of the node; ``what`` begins the message when there is none
     ("Calc job 2 retrieved")."""
-    if path not in node.list_object_names():
+    try:
+        content = node.get_object_content(path)
+    except NotExistent:
         names = ", ".join(node.list_object_names()) or "none"
-        raise NotExistent(f"{what} no file {path!r} (files: {names}).")
-    content = node.get_object_content(path)
+        raise NotExistent(f"{what} no file {path!r} (files: {names}).") from None
     stream = binary_stdout()
     stream.write(content)
     stream.flush()

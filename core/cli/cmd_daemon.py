@@ -21,6 +21,7 @@ from veglia.engine.daemon.installed_code import old_code_message
 from veglia.engine.daemon.scaling import request_change
 from veglia.exceptions import DaemonError
 from veglia.plugin_manager import gather, gather_strict
+from veglia.wording import plural
 
 #: The most workers a daemon starts: each is a process of about 100 MB, and a mistyped
 #: number must not start a machine's worth of them.
@@ -80,7 +81,7 @@ def start_daemon(
         if status.get("workers") and files.supervisor_pid():
             echo_success(
                 f"Daemon of {state.profile.name!r} started: supervisor {status['supervisor']}, "
-                f"{_plural_workers(len(status['workers']))}."
+                f"{plural(len(status['workers']), 'worker')}."
             )
             return
         time.sleep(0.1)
@@ -128,10 +129,6 @@ def daemon_restart(state: CliState) -> None:
     start_daemon(state, workers)
 
 
-def _plural_workers(count: int) -> str:
-    return f"{count} worker{'' if count == 1 else 's'}"
-
-
 def change_workers(state: CliState, delta: int) -> None:
     """Add (``delta`` > 0) or remove workers of the running daemon, and say how many it has
     now; :class:`DaemonError` when none runs or the change cannot be made."""
@@ -159,7 +156,7 @@ def change_workers(state: CliState, delta: int) -> None:
     done = f"{change} {abs(after - before)}" if after != before else "none changed"
     if delta < 0 and before + delta < 1:
         done += ": it keeps one"
-    echo_success(f"Daemon of {name!r} now has {_plural_workers(after)} ({done}).")
+    echo_success(f"Daemon of {name!r} now has {plural(after, 'worker')} ({done}).")
 
 
 @daemon_group.command("incr")
@@ -209,7 +206,7 @@ def daemon_status(state: CliState, raw: bool) -> int:
     if not raw:
         click.echo(
             f"Daemon of {state.profile.name!r} on {socket.gethostname()}: supervisor pid {pid}, "
-            f"{_plural_workers(len(rows))}"
+            f"{plural(len(rows), 'worker')}"
         )
     # Live: in the worker's memory; dehydrated: waiting as rows of the database.
     print_table(("Worker PID", "Started", "Restarts", "Live", "Dehydrated"), rows, raw=raw)

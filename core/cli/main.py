@@ -277,7 +277,7 @@ def _run(argv: list[str] | None) -> None:
         # Lazy: the table of verdi's forms only for a line click refused.
         from veglia.cli.verdi_forms import usage_hint
 
-        if (hint := usage_hint(args)) is not None:
+        if (hint := usage_hint(args, cli)) is not None:
             echo_error(f"veglia writes this as: {hint}")
         else:
             # One line, as every error (click's own shows the usage and a blank line first).

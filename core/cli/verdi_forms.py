@@ -70,18 +70,18 @@ USAGE_HINTS: dict[str, str] = {
     "python SCRIPT": "veglia run SCRIPT [ARGS...] (veglia python opens a console)",
 }
 
-#: veglia's options that come before the command, as ``veglia -p PROFILE CMD``.
-_GLOBAL_OPTIONS_WITH_VALUE = ("-p", "--profile")
-_GLOBAL_FLAGS = ("-v", "--verbose")
 
-
-def _command_line(args: list[str]) -> list[str]:
-    """``args`` without veglia's own options before the command."""
+def _command_line(args: list[str], top: click.Command) -> list[str]:
+    """``args`` without the options of ``top`` (veglia's own, before the command)."""
+    options = [param for param in top.params if isinstance(param, click.Option)]
+    with_value = {name for o in options if not o.is_flag for name in o.opts}
+    flags = {name for o in options if o.is_flag for name in o.opts}
     words = list(args)
     while words:
-        if words[0] in _GLOBAL_FLAGS or words[0].startswith("--profile="):
+        name, given, _ = words[0].partition("=")  # --profile=NAME
+        if words[0] in flags or (given and name in with_value):
             words.pop(0)
-        elif words[0] in _GLOBAL_OPTIONS_WITH_VALUE:
+        elif words[0] in with_value:
             del words[:2]
         else:
             break
@@ -100,10 +100,11 @@ def _matches(form: str, words: list[str]) -> bool:
     return all(option in words for option in options)
 
 
-def usage_hint(args: list[str]) -> str | None:
-    """How veglia writes the verdi command line ``args`` that click refused, when
-    :data:`USAGE_HINTS` knows it (the longest form that matches); else None."""
-    words = _command_line(args)
+def usage_hint(args: list[str], top: click.Command) -> str | None:
+    """How veglia writes the verdi command line ``args`` (given to ``top``, the ``veglia``
+    command) that click refused, when :data:`USAGE_HINTS` knows it (the longest form that
+    matches); else None."""
+    words = _command_line(args, top)
     found = [form for form in USAGE_HINTS if _matches(form, words)]
     if not found:
         return None

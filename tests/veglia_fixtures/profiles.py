@@ -113,6 +113,21 @@ def _cli_zygote() -> Iterator[_Zygote]:
     zygote.close()
 
 
+def ok(result: CliResult) -> CliResult:
+    """``result`` of a command that must have succeeded."""
+    assert result.exit_code == 0, result.output
+    return result
+
+
+def one_line_error(result: CliResult, code: int) -> str:
+    """The one line an error gives, without a traceback, and its exit code."""
+    assert result.exit_code == code, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "Traceback" not in result.output
+    return lines[0]
+
+
 @pytest.fixture
 def run_cli(veglia_home: Path, _cli_zygote: _Zygote):
     """Run `veglia` as a user would: a new process per command, with its own environment
